@@ -1,0 +1,2 @@
+//! worldmesh-assign (under construction).
+#![forbid(unsafe_code)]

@@ -1,0 +1,280 @@
+//! Geometry: points, axis-aligned boxes and multi-attribute range predicates.
+//!
+//! In Colyseus (paper `000` §3, "Object Location") every object *publishes* its naming
+//! attributes (position, type, …) and *subscribes* with a range predicate over those
+//! attributes that describes its area of interest, e.g. `x ∈ [10, 50] ∧ y ∈ [20, 60]`. A
+//! publication matches a subscription when every attribute the predicate constrains has a
+//! value inside its interval. [`Aabb`] is the common 3-D special case.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A point in 3-D game space (map units; the model workload uses Quake-like units).
+#[derive(
+    Clone, Copy, PartialEq, Debug, Default, Serialize, Deserialize, bitcode::Encode, bitcode::Decode,
+)]
+pub struct Point3 {
+    /// x coordinate.
+    pub x: f32,
+    /// y coordinate.
+    pub y: f32,
+    /// z coordinate (height).
+    pub z: f32,
+}
+
+impl Point3 {
+    /// The origin.
+    pub const ORIGIN: Point3 = Point3 { x: 0.0, y: 0.0, z: 0.0 };
+
+    /// Builds a point.
+    pub const fn new(x: f32, y: f32, z: f32) -> Self {
+        Self { x, y, z }
+    }
+
+    /// Euclidean distance to `other`.
+    pub fn distance(self, other: Point3) -> f32 {
+        let (dx, dy, dz) = (self.x - other.x, self.y - other.y, self.z - other.z);
+        (dx * dx + dy * dy + dz * dz).sqrt()
+    }
+
+    /// True when every coordinate is finite (not NaN or infinite).
+    pub fn is_finite(self) -> bool {
+        self.x.is_finite() && self.y.is_finite() && self.z.is_finite()
+    }
+
+    /// Coordinate by attribute index (0 = x, 1 = y, 2 = z).
+    pub fn coord(self, axis: usize) -> f32 {
+        match axis {
+            0 => self.x,
+            1 => self.y,
+            _ => self.z,
+        }
+    }
+}
+
+impl fmt::Display for Point3 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "({:.1}, {:.1}, {:.1})", self.x, self.y, self.z)
+    }
+}
+
+/// A closed interval `[lo, hi]` of one attribute.
+#[derive(
+    Clone, Copy, PartialEq, Debug, Serialize, Deserialize, bitcode::Encode, bitcode::Decode,
+)]
+pub struct Interval {
+    /// Lower bound (inclusive).
+    pub lo: f32,
+    /// Upper bound (inclusive).
+    pub hi: f32,
+}
+
+impl Interval {
+    /// Builds an interval; the bounds are swapped if given in the wrong order.
+    pub fn new(a: f32, b: f32) -> Self {
+        if a <= b { Self { lo: a, hi: b } } else { Self { lo: b, hi: a } }
+    }
+
+    /// True if `v` lies inside (bounds included).
+    pub fn contains(self, v: f32) -> bool {
+        self.lo <= v && v <= self.hi
+    }
+
+    /// True if the two intervals share at least one point.
+    pub fn overlaps(self, other: Interval) -> bool {
+        self.lo <= other.hi && other.lo <= self.hi
+    }
+
+    /// Width `hi - lo`.
+    pub fn width(self) -> f32 {
+        self.hi - self.lo
+    }
+
+    /// True if both bounds are finite and `lo <= hi`.
+    pub fn is_valid(self) -> bool {
+        self.lo.is_finite() && self.hi.is_finite() && self.lo <= self.hi
+    }
+}
+
+/// An axis-aligned box, the usual shape of an area of interest.
+#[derive(
+    Clone, Copy, PartialEq, Debug, Serialize, Deserialize, bitcode::Encode, bitcode::Decode,
+)]
+pub struct Aabb {
+    /// Minimum corner.
+    pub min: Point3,
+    /// Maximum corner.
+    pub max: Point3,
+}
+
+impl Aabb {
+    /// Builds a box from two opposite corners (in any order).
+    pub fn from_corners(a: Point3, b: Point3) -> Self {
+        Self {
+            min: Point3::new(a.x.min(b.x), a.y.min(b.y), a.z.min(b.z)),
+            max: Point3::new(a.x.max(b.x), a.y.max(b.y), a.z.max(b.z)),
+        }
+    }
+
+    /// The box centred on `c` with half-extents `h`.
+    pub fn around(c: Point3, h: Point3) -> Self {
+        Self::from_corners(
+            Point3::new(c.x - h.x, c.y - h.y, c.z - h.z),
+            Point3::new(c.x + h.x, c.y + h.y, c.z + h.z),
+        )
+    }
+
+    /// True if `p` lies inside (faces included).
+    pub fn contains(&self, p: Point3) -> bool {
+        (0..3).all(|a| self.min.coord(a) <= p.coord(a) && p.coord(a) <= self.max.coord(a))
+    }
+
+    /// True if the boxes intersect.
+    pub fn intersects(&self, o: &Aabb) -> bool {
+        (0..3).all(|a| self.min.coord(a) <= o.max.coord(a) && o.min.coord(a) <= self.max.coord(a))
+    }
+
+    /// The smallest box containing both.
+    pub fn union(&self, o: &Aabb) -> Aabb {
+        Aabb {
+            min: Point3::new(self.min.x.min(o.min.x), self.min.y.min(o.min.y), self.min.z.min(o.min.z)),
+            max: Point3::new(self.max.x.max(o.max.x), self.max.y.max(o.max.y), self.max.z.max(o.max.z)),
+        }
+    }
+
+    /// The box grown by `d` on every side (shrunk if negative, never inverted).
+    pub fn expand(&self, d: f32) -> Aabb {
+        let c = self.center();
+        let h = Point3::new(
+            ((self.max.x - self.min.x) / 2.0 + d).max(0.0),
+            ((self.max.y - self.min.y) / 2.0 + d).max(0.0),
+            ((self.max.z - self.min.z) / 2.0 + d).max(0.0),
+        );
+        Aabb::around(c, h)
+    }
+
+    /// Centre point.
+    pub fn center(&self) -> Point3 {
+        Point3::new(
+            (self.min.x + self.max.x) / 2.0,
+            (self.min.y + self.max.y) / 2.0,
+            (self.min.z + self.max.z) / 2.0,
+        )
+    }
+
+    /// Volume (area when flat in z is zero; use [`Aabb::area_xy`] for maps).
+    pub fn volume(&self) -> f32 {
+        (self.max.x - self.min.x) * (self.max.y - self.min.y) * (self.max.z - self.min.z)
+    }
+
+    /// Area of the projection on the x-y plane.
+    pub fn area_xy(&self) -> f32 {
+        (self.max.x - self.min.x) * (self.max.y - self.min.y)
+    }
+
+    /// The predicate `x ∈ [..] ∧ y ∈ [..] ∧ z ∈ [..]` equivalent to this box.
+    pub fn to_predicate(&self) -> RangePredicate {
+        RangePredicate {
+            ranges: (0..3)
+                .map(|a| {
+                    (Attr(a as u8), Interval::new(self.min.coord(a), self.max.coord(a)))
+                })
+                .collect(),
+        }
+    }
+
+    /// True if all coordinates are finite and `min <= max` on every axis.
+    pub fn is_valid(&self) -> bool {
+        self.min.is_finite()
+            && self.max.is_finite()
+            && (0..3).all(|a| self.min.coord(a) <= self.max.coord(a))
+    }
+}
+
+/// A naming attribute: 0, 1, 2 are the coordinates x, y, z; games may define more
+/// (object type, team, …) from 3 on.
+#[derive(
+    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize,
+    bitcode::Encode, bitcode::Decode,
+)]
+pub struct Attr(pub u8);
+
+impl Attr {
+    /// The x coordinate.
+    pub const X: Attr = Attr(0);
+    /// The y coordinate.
+    pub const Y: Attr = Attr(1);
+    /// The z coordinate.
+    pub const Z: Attr = Attr(2);
+}
+
+/// A multi-attribute range predicate (a Colyseus subscription): a conjunction of
+/// intervals, one per constrained attribute. Attributes it does not mention are
+/// unconstrained.
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize, bitcode::Encode, bitcode::Decode)]
+pub struct RangePredicate {
+    /// The constrained attributes and their intervals.
+    pub ranges: Vec<(Attr, Interval)>,
+}
+
+impl RangePredicate {
+    /// The interval constraining `attr`, if any.
+    pub fn range(&self, attr: Attr) -> Option<Interval> {
+        self.ranges.iter().find(|(a, _)| *a == attr).map(|(_, i)| *i)
+    }
+
+    /// True if the publication `values` (attribute, value pairs) satisfies every
+    /// constrained attribute. A constrained attribute missing from the publication fails.
+    pub fn matches(&self, values: &[(Attr, f32)]) -> bool {
+        self.ranges.iter().all(|(a, iv)| {
+            values.iter().find(|(b, _)| b == a).is_some_and(|(_, v)| iv.contains(*v))
+        })
+    }
+
+    /// True if `p` satisfies the x, y, z constraints (other attributes are ignored).
+    pub fn matches_point(&self, p: Point3) -> bool {
+        self.ranges
+            .iter()
+            .filter(|(a, _)| a.0 < 3)
+            .all(|(a, iv)| iv.contains(p.coord(a.0 as usize)))
+    }
+
+    /// True if every interval is finite and ordered.
+    pub fn is_valid(&self) -> bool {
+        self.ranges.iter().all(|(_, iv)| iv.is_valid())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn box_contains_and_intersects() {
+        let b = Aabb::from_corners(Point3::new(10.0, 0.0, 0.0), Point3::new(0.0, 10.0, 10.0));
+        assert!(b.contains(Point3::new(0.0, 5.0, 10.0)));
+        assert!(!b.contains(Point3::new(-0.1, 5.0, 5.0)));
+        let c = Aabb::around(Point3::new(12.0, 5.0, 5.0), Point3::new(2.0, 1.0, 1.0));
+        assert!(b.intersects(&c));
+        let d = Aabb::around(Point3::new(12.1, 5.0, 5.0), Point3::new(2.0, 1.0, 1.0));
+        assert!(!b.intersects(&d));
+        assert_eq!(b.union(&d).max.x, 14.1);
+        assert_eq!(b.expand(1.0).min.x, -1.0);
+        assert_eq!(b.expand(-100.0).volume(), 0.0);
+    }
+
+    #[test]
+    fn predicate_matches_conjunction() {
+        let p = Aabb::from_corners(Point3::new(0.0, 0.0, 0.0), Point3::new(10.0, 10.0, 1.0))
+            .to_predicate();
+        assert!(p.matches(&[(Attr::X, 1.0), (Attr::Y, 10.0), (Attr::Z, 0.5), (Attr(7), 99.0)]));
+        assert!(!p.matches(&[(Attr::X, 1.0), (Attr::Y, 10.5), (Attr::Z, 0.5)]));
+        assert!(!p.matches(&[(Attr::X, 1.0), (Attr::Y, 1.0)]), "missing z must fail");
+        assert!(p.matches_point(Point3::new(5.0, 5.0, 1.0)));
+        let typed = RangePredicate { ranges: vec![(Attr(3), Interval::new(2.0, 2.0))] };
+        assert!(typed.matches(&[(Attr(3), 2.0)]));
+        assert!(!typed.matches(&[(Attr(3), 1.0)]));
+        assert!(!RangePredicate { ranges: vec![(Attr::X, Interval { lo: f32::NAN, hi: 1.0 })] }
+            .is_valid());
+    }
+}

@@ -1,0 +1,307 @@
+//! Round-trip-time matrices.
+//!
+//! A [`LatencyMatrix`] holds measured round-trip times in milliseconds between `n` hosts,
+//! e.g. the 490 × 490 PlanetLab matrix shipped in `data/latency/`. Two text formats load:
+//!
+//! - *whitespace*: one row per line, values separated by spaces or tabs (the PlanetLab file);
+//! - *CSV*: one row per line, values separated by commas.
+//!
+//! Lines that are empty or start with `#` are skipped. The matrix must be square with
+//! finite, non-negative values. Every error names the source, the line and the column.
+//! The parser never allocates more than [`MAX_HOSTS`]² entries, whatever the input says.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The largest matrix accepted (hosts per side): 10,000² × 4 bytes = 400 MB at most.
+pub const MAX_HOSTS: usize = 10_000;
+
+/// Why a latency matrix could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LatencyError {
+    /// The file could not be read.
+    #[error("{path}: cannot read latency matrix: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A value is not a number.
+    #[error("{source_name}:{line}:{column}: `{token}` is not a number")]
+    NotANumber {
+        /// File name or other description of the input.
+        source_name: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column (value index within the row).
+        column: usize,
+        /// The offending text.
+        token: String,
+    },
+    /// A value is NaN, infinite or negative.
+    #[error("{source_name}:{line}:{column}: round-trip time {value} is {why}")]
+    BadValue {
+        /// File name or other description of the input.
+        source_name: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The value.
+        value: f64,
+        /// "negative" or "not finite".
+        why: &'static str,
+    },
+    /// A row has the wrong number of values, or there are too many or too few rows.
+    #[error("{source_name}:{line}: {what}")]
+    Shape {
+        /// File name or other description of the input.
+        source_name: String,
+        /// 1-based line (the last line for a missing row).
+        line: usize,
+        /// What is wrong.
+        what: String,
+    },
+    /// The input holds no rows.
+    #[error("{source_name}: latency matrix is empty")]
+    Empty {
+        /// File name or other description of the input.
+        source_name: String,
+    },
+}
+
+/// Text format of a matrix file.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum MatrixFormat {
+    /// Values separated by spaces/tabs.
+    Whitespace,
+    /// Values separated by commas.
+    Csv,
+}
+
+/// A square matrix of round-trip times in milliseconds (row = from, column = to).
+#[derive(Clone, PartialEq)]
+pub struct LatencyMatrix {
+    n: usize,
+    rtt_ms: Vec<f32>,
+}
+
+impl fmt::Debug for LatencyMatrix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "LatencyMatrix({}x{})", self.n, self.n)
+    }
+}
+
+impl LatencyMatrix {
+    /// A matrix built from a function of (row, column); the diagonal is forced to zero.
+    pub fn from_fn(n: usize, mut f: impl FnMut(usize, usize) -> f32) -> Self {
+        let mut rtt_ms = Vec::with_capacity(n * n);
+        for i in 0..n {
+            for j in 0..n {
+                rtt_ms.push(if i == j { 0.0 } else { f(i, j) });
+            }
+        }
+        Self { n, rtt_ms }
+    }
+
+    /// A matrix where every off-diagonal entry is `rtt_ms`.
+    pub fn uniform(n: usize, rtt_ms: f32) -> Self {
+        Self::from_fn(n, |_, _| rtt_ms)
+    }
+
+    /// Loads a file; the format is CSV when the name ends in `.csv` or the first data line
+    /// contains a comma, whitespace otherwise.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, LatencyError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| LatencyError::Io { path: path.to_path_buf(), source })?;
+        let is_csv = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"))
+            || text
+                .lines()
+                .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+                .is_some_and(|l| l.contains(','));
+        let format = if is_csv { MatrixFormat::Csv } else { MatrixFormat::Whitespace };
+        Self::parse(&text, format, &path.display().to_string())
+    }
+
+    /// Parses text in the given format; `source_name` appears in error messages.
+    pub fn parse(text: &str, format: MatrixFormat, source_name: &str) -> Result<Self, LatencyError> {
+        let mut n = 0usize;
+        let mut rows = 0usize;
+        let mut rtt_ms: Vec<f32> = Vec::new();
+        let mut last_line = 0;
+        for (idx, raw) in text.lines().enumerate() {
+            let line = idx + 1;
+            last_line = line;
+            let trimmed = raw.trim();
+            if trimmed.is_empty() || trimmed.starts_with('#') {
+                continue;
+            }
+            let tokens: Vec<&str> = match format {
+                MatrixFormat::Whitespace => trimmed.split_whitespace().collect(),
+                MatrixFormat::Csv => trimmed.split(',').map(str::trim).collect(),
+            };
+            if rows == 0 {
+                n = tokens.len();
+                if n > MAX_HOSTS {
+                    return Err(LatencyError::Shape {
+                        source_name: source_name.into(),
+                        line,
+                        what: format!("{n} columns: more than the {MAX_HOSTS} hosts accepted"),
+                    });
+                }
+                rtt_ms.reserve_exact(n * n);
+            } else if rows >= n {
+                return Err(LatencyError::Shape {
+                    source_name: source_name.into(),
+                    line,
+                    what: format!("extra row: the first row has {n} values, so {n} rows are expected"),
+                });
+            }
+            if tokens.len() != n {
+                return Err(LatencyError::Shape {
+                    source_name: source_name.into(),
+                    line,
+                    what: format!("row has {} values, expected {n} (as in the first row)", tokens.len()),
+                });
+            }
+            for (c, tok) in tokens.iter().enumerate() {
+                let value: f64 = tok.parse().map_err(|_| LatencyError::NotANumber {
+                    source_name: source_name.into(),
+                    line,
+                    column: c + 1,
+                    token: tok.chars().take(40).collect(),
+                })?;
+                let why = if !value.is_finite() {
+                    Some("not finite")
+                } else if value < 0.0 {
+                    Some("negative")
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    return Err(LatencyError::BadValue {
+                        source_name: source_name.into(),
+                        line,
+                        column: c + 1,
+                        value,
+                        why,
+                    });
+                }
+                rtt_ms.push(value as f32);
+            }
+            rows += 1;
+        }
+        if rows == 0 {
+            return Err(LatencyError::Empty { source_name: source_name.into() });
+        }
+        if rows != n {
+            return Err(LatencyError::Shape {
+                source_name: source_name.into(),
+                line: last_line,
+                what: format!("{rows} rows but {n} columns: the matrix must be square"),
+            });
+        }
+        Ok(Self { n, rtt_ms })
+    }
+
+    /// Number of hosts.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// True for a 0 × 0 matrix.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Round-trip time from `i` to `j`, in milliseconds.
+    ///
+    /// # Panics
+    /// If `i` or `j` is out of range (callers index hosts they know exist).
+    pub fn rtt_ms(&self, i: usize, j: usize) -> f32 {
+        self.rtt_ms[i * self.n + j]
+    }
+
+    /// One-way delay from `i` to `j`, taken as half the round-trip time.
+    pub fn one_way(&self, i: usize, j: usize) -> Duration {
+        Duration::from_secs_f64(f64::from(self.rtt_ms(i, j)) / 2000.0)
+    }
+
+    /// The row of round-trip times from `i`.
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.rtt_ms[i * self.n..(i + 1) * self.n]
+    }
+
+    /// The sub-matrix on the given hosts (in that order).
+    pub fn select(&self, hosts: &[usize]) -> LatencyMatrix {
+        LatencyMatrix::from_fn(hosts.len(), |a, b| self.rtt_ms(hosts[a], hosts[b]))
+    }
+
+    /// Renders the matrix in the whitespace format (round-trips through [`Self::parse`]).
+    pub fn to_whitespace_string(&self) -> String {
+        let mut s = String::new();
+        for i in 0..self.n {
+            let row: Vec<String> = self.row(i).iter().map(|v| v.to_string()).collect();
+            s.push_str(&row.join(" "));
+            s.push('\n');
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws(t: &str) -> Result<LatencyMatrix, LatencyError> {
+        LatencyMatrix::parse(t, MatrixFormat::Whitespace, "test.txt")
+    }
+
+    #[test]
+    fn parses_whitespace_and_csv() {
+        let m = ws("0 10\t20\n10 0 30\n\n# comment\n20 30 0\n").unwrap();
+        assert_eq!(m.len(), 3);
+        assert_eq!(m.rtt_ms(1, 2), 30.0);
+        assert_eq!(m.one_way(0, 2), Duration::from_millis(10));
+        let c = LatencyMatrix::parse("0, 4\n4 ,0\n", MatrixFormat::Csv, "x.csv").unwrap();
+        assert_eq!(c.rtt_ms(0, 1), 4.0);
+        assert_eq!(ws(&m.to_whitespace_string()).unwrap(), m);
+    }
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let e = ws("0 1\n1 zero\n").unwrap_err().to_string();
+        assert_eq!(e, "test.txt:2:2: `zero` is not a number");
+        let e = ws("0 1\n1 -3\n").unwrap_err().to_string();
+        assert!(e.starts_with("test.txt:2:2: round-trip time -3 is negative"), "{e}");
+        let e = ws("0 1\nNaN 0\n").unwrap_err().to_string();
+        assert!(e.contains("test.txt:2:1") && e.contains("not finite"), "{e}");
+        let e = ws("0 1\n1\n").unwrap_err().to_string();
+        assert!(e.starts_with("test.txt:2: row has 1 values, expected 2"), "{e}");
+        let e = ws("0 1\n1 0\n2 2\n").unwrap_err().to_string();
+        assert!(e.contains("test.txt:3: extra row"), "{e}");
+        let e = ws("0 1 2\n1 0 2\n").unwrap_err().to_string();
+        assert!(e.contains("2 rows but 3 columns"), "{e}");
+        assert!(matches!(ws("\n# nothing\n"), Err(LatencyError::Empty { .. })));
+        let e = LatencyMatrix::load("/definitely/not/here.txt").unwrap_err().to_string();
+        assert!(e.starts_with("/definitely/not/here.txt: cannot read"), "{e}");
+    }
+
+    #[test]
+    fn rejects_huge_first_row_before_allocating() {
+        let row = "1 ".repeat(MAX_HOSTS + 1);
+        assert!(matches!(ws(&row), Err(LatencyError::Shape { .. })));
+    }
+
+    #[test]
+    fn loads_the_shipped_planetlab_matrix() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/latency/planetlab-490.txt");
+        let m = LatencyMatrix::load(path).unwrap();
+        assert_eq!(m.len(), 490);
+        assert_eq!(m.rtt_ms(0, 0), 0.0);
+        assert!((m.rtt_ms(0, 1) - 0.175).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,2 @@
+//! worldmesh-game (under construction).
+#![forbid(unsafe_code)]

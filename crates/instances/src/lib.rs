@@ -1,0 +1,2 @@
+//! worldmesh-instances (under construction).
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! worldmesh-net (under construction).
+#![forbid(unsafe_code)]

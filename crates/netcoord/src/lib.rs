@@ -1,0 +1,2 @@
+//! worldmesh-netcoord (under construction).
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! worldmesh-node (under construction).
+#![forbid(unsafe_code)]

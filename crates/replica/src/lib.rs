@@ -1,0 +1,2 @@
+//! worldmesh-replica (under construction).
+#![forbid(unsafe_code)]

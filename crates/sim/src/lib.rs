@@ -1,0 +1,2 @@
+//! worldmesh-sim (under construction).
+#![forbid(unsafe_code)]
