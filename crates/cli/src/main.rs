@@ -6,6 +6,10 @@
 use clap::{Parser, Subcommand};
 
 mod cmd_experiment;
+mod cmd_simulate;
+mod duration;
+mod progress;
+mod summary;
 
 /// worldmesh: one large multiplayer game world across many servers.
 #[derive(Parser, Debug)]
@@ -17,13 +21,26 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the default scenario in the deterministic simulator and print a summary.
+    Simulate(cmd_simulate::SimulateArgs),
     /// Run a named experiment that reproduces a paper's figure or table.
     Experiment(cmd_experiment::ExperimentArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::Simulate(args) => cmd_simulate::run(args),
         Command::Experiment(args) => cmd_experiment::run(args),
     }
 }

@@ -24,7 +24,11 @@ pub struct Point3 {
 
 impl Point3 {
     /// The origin.
-    pub const ORIGIN: Point3 = Point3 { x: 0.0, y: 0.0, z: 0.0 };
+    pub const ORIGIN: Point3 = Point3 {
+        x: 0.0,
+        y: 0.0,
+        z: 0.0,
+    };
 
     /// Builds a point.
     pub const fn new(x: f32, y: f32, z: f32) -> Self {
@@ -72,7 +76,11 @@ pub struct Interval {
 impl Interval {
     /// Builds an interval; the bounds are swapped if given in the wrong order.
     pub fn new(a: f32, b: f32) -> Self {
-        if a <= b { Self { lo: a, hi: b } } else { Self { lo: b, hi: a } }
+        if a <= b {
+            Self { lo: a, hi: b }
+        } else {
+            Self { lo: b, hi: a }
+        }
     }
 
     /// True if `v` lies inside (bounds included).
@@ -137,8 +145,16 @@ impl Aabb {
     /// The smallest box containing both.
     pub fn union(&self, o: &Aabb) -> Aabb {
         Aabb {
-            min: Point3::new(self.min.x.min(o.min.x), self.min.y.min(o.min.y), self.min.z.min(o.min.z)),
-            max: Point3::new(self.max.x.max(o.max.x), self.max.y.max(o.max.y), self.max.z.max(o.max.z)),
+            min: Point3::new(
+                self.min.x.min(o.min.x),
+                self.min.y.min(o.min.y),
+                self.min.z.min(o.min.z),
+            ),
+            max: Point3::new(
+                self.max.x.max(o.max.x),
+                self.max.y.max(o.max.y),
+                self.max.z.max(o.max.z),
+            ),
         }
     }
 
@@ -177,7 +193,10 @@ impl Aabb {
         RangePredicate {
             ranges: (0..3)
                 .map(|a| {
-                    (Attr(a as u8), Interval::new(self.min.coord(a), self.max.coord(a)))
+                    (
+                        Attr(a as u8),
+                        Interval::new(self.min.coord(a), self.max.coord(a)),
+                    )
                 })
                 .collect(),
         }
@@ -194,8 +213,18 @@ impl Aabb {
 /// A naming attribute: 0, 1, 2 are the coordinates x, y, z; games may define more
 /// (object type, team, …) from 3 on.
 #[derive(
-    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize,
-    bitcode::Encode, bitcode::Decode,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Debug,
+    Serialize,
+    Deserialize,
+    bitcode::Encode,
+    bitcode::Decode,
 )]
 pub struct Attr(pub u8);
 
@@ -211,7 +240,9 @@ impl Attr {
 /// A multi-attribute range predicate (a Colyseus subscription): a conjunction of
 /// intervals, one per constrained attribute. Attributes it does not mention are
 /// unconstrained.
-#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize, bitcode::Encode, bitcode::Decode)]
+#[derive(
+    Clone, PartialEq, Debug, Default, Serialize, Deserialize, bitcode::Encode, bitcode::Decode,
+)]
 pub struct RangePredicate {
     /// The constrained attributes and their intervals.
     pub ranges: Vec<(Attr, Interval)>,
@@ -220,14 +251,20 @@ pub struct RangePredicate {
 impl RangePredicate {
     /// The interval constraining `attr`, if any.
     pub fn range(&self, attr: Attr) -> Option<Interval> {
-        self.ranges.iter().find(|(a, _)| *a == attr).map(|(_, i)| *i)
+        self.ranges
+            .iter()
+            .find(|(a, _)| *a == attr)
+            .map(|(_, i)| *i)
     }
 
     /// True if the publication `values` (attribute, value pairs) satisfies every
     /// constrained attribute. A constrained attribute missing from the publication fails.
     pub fn matches(&self, values: &[(Attr, f32)]) -> bool {
         self.ranges.iter().all(|(a, iv)| {
-            values.iter().find(|(b, _)| b == a).is_some_and(|(_, v)| iv.contains(*v))
+            values
+                .iter()
+                .find(|(b, _)| b == a)
+                .is_some_and(|(_, v)| iv.contains(*v))
         })
     }
 
@@ -267,14 +304,34 @@ mod tests {
     fn predicate_matches_conjunction() {
         let p = Aabb::from_corners(Point3::new(0.0, 0.0, 0.0), Point3::new(10.0, 10.0, 1.0))
             .to_predicate();
-        assert!(p.matches(&[(Attr::X, 1.0), (Attr::Y, 10.0), (Attr::Z, 0.5), (Attr(7), 99.0)]));
+        assert!(p.matches(&[
+            (Attr::X, 1.0),
+            (Attr::Y, 10.0),
+            (Attr::Z, 0.5),
+            (Attr(7), 99.0)
+        ]));
         assert!(!p.matches(&[(Attr::X, 1.0), (Attr::Y, 10.5), (Attr::Z, 0.5)]));
-        assert!(!p.matches(&[(Attr::X, 1.0), (Attr::Y, 1.0)]), "missing z must fail");
+        assert!(
+            !p.matches(&[(Attr::X, 1.0), (Attr::Y, 1.0)]),
+            "missing z must fail"
+        );
         assert!(p.matches_point(Point3::new(5.0, 5.0, 1.0)));
-        let typed = RangePredicate { ranges: vec![(Attr(3), Interval::new(2.0, 2.0))] };
+        let typed = RangePredicate {
+            ranges: vec![(Attr(3), Interval::new(2.0, 2.0))],
+        };
         assert!(typed.matches(&[(Attr(3), 2.0)]));
         assert!(!typed.matches(&[(Attr(3), 1.0)]));
-        assert!(!RangePredicate { ranges: vec![(Attr::X, Interval { lo: f32::NAN, hi: 1.0 })] }
-            .is_valid());
+        assert!(
+            !RangePredicate {
+                ranges: vec![(
+                    Attr::X,
+                    Interval {
+                        lo: f32::NAN,
+                        hi: 1.0
+                    }
+                )]
+            }
+            .is_valid()
+        );
     }
 }

@@ -10,22 +10,52 @@ use std::fmt;
 
 /// A node (server process) of the worldmesh cluster. Nodes are numbered from 0.
 #[derive(
-    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize,
-    bitcode::Encode, bitcode::Decode,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Debug,
+    Serialize,
+    Deserialize,
+    bitcode::Encode,
+    bitcode::Decode,
 )]
 pub struct NodeId(pub u32);
 
 /// A player's client connection.
 #[derive(
-    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize,
-    bitcode::Encode, bitcode::Decode,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Debug,
+    Serialize,
+    Deserialize,
+    bitcode::Encode,
+    bitcode::Decode,
 )]
 pub struct ClientId(pub u32);
 
 /// A game object: globally unique as (creating node, sequence number at that node).
 #[derive(
-    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize,
-    bitcode::Encode, bitcode::Decode,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Debug,
+    Serialize,
+    Deserialize,
+    bitcode::Encode,
+    bitcode::Decode,
 )]
 pub struct ObjectId {
     /// The node that created the object.

@@ -115,19 +115,31 @@ impl LatencyMatrix {
     /// contains a comma, whitespace otherwise.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, LatencyError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| LatencyError::Io { path: path.to_path_buf(), source })?;
-        let is_csv = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"))
+        let text = std::fs::read_to_string(path).map_err(|source| LatencyError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let is_csv = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
             || text
                 .lines()
                 .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
                 .is_some_and(|l| l.contains(','));
-        let format = if is_csv { MatrixFormat::Csv } else { MatrixFormat::Whitespace };
+        let format = if is_csv {
+            MatrixFormat::Csv
+        } else {
+            MatrixFormat::Whitespace
+        };
         Self::parse(&text, format, &path.display().to_string())
     }
 
     /// Parses text in the given format; `source_name` appears in error messages.
-    pub fn parse(text: &str, format: MatrixFormat, source_name: &str) -> Result<Self, LatencyError> {
+    pub fn parse(
+        text: &str,
+        format: MatrixFormat,
+        source_name: &str,
+    ) -> Result<Self, LatencyError> {
         let mut n = 0usize;
         let mut rows = 0usize;
         let mut rtt_ms: Vec<f32> = Vec::new();
@@ -157,14 +169,19 @@ impl LatencyMatrix {
                 return Err(LatencyError::Shape {
                     source_name: source_name.into(),
                     line,
-                    what: format!("extra row: the first row has {n} values, so {n} rows are expected"),
+                    what: format!(
+                        "extra row: the first row has {n} values, so {n} rows are expected"
+                    ),
                 });
             }
             if tokens.len() != n {
                 return Err(LatencyError::Shape {
                     source_name: source_name.into(),
                     line,
-                    what: format!("row has {} values, expected {n} (as in the first row)", tokens.len()),
+                    what: format!(
+                        "row has {} values, expected {n} (as in the first row)",
+                        tokens.len()
+                    ),
                 });
             }
             for (c, tok) in tokens.iter().enumerate() {
@@ -195,7 +212,9 @@ impl LatencyMatrix {
             rows += 1;
         }
         if rows == 0 {
-            return Err(LatencyError::Empty { source_name: source_name.into() });
+            return Err(LatencyError::Empty {
+                source_name: source_name.into(),
+            });
         }
         if rows != n {
             return Err(LatencyError::Shape {
@@ -276,18 +295,35 @@ mod tests {
         let e = ws("0 1\n1 zero\n").unwrap_err().to_string();
         assert_eq!(e, "test.txt:2:2: `zero` is not a number");
         let e = ws("0 1\n1 -3\n").unwrap_err().to_string();
-        assert!(e.starts_with("test.txt:2:2: round-trip time -3 is negative"), "{e}");
+        assert!(
+            e.starts_with("test.txt:2:2: round-trip time -3 is negative"),
+            "{e}"
+        );
         let e = ws("0 1\nNaN 0\n").unwrap_err().to_string();
-        assert!(e.contains("test.txt:2:1") && e.contains("not finite"), "{e}");
+        assert!(
+            e.contains("test.txt:2:1") && e.contains("not finite"),
+            "{e}"
+        );
         let e = ws("0 1\n1\n").unwrap_err().to_string();
-        assert!(e.starts_with("test.txt:2: row has 1 values, expected 2"), "{e}");
+        assert!(
+            e.starts_with("test.txt:2: row has 1 values, expected 2"),
+            "{e}"
+        );
         let e = ws("0 1\n1 0\n2 2\n").unwrap_err().to_string();
         assert!(e.contains("test.txt:3: extra row"), "{e}");
         let e = ws("0 1 2\n1 0 2\n").unwrap_err().to_string();
         assert!(e.contains("2 rows but 3 columns"), "{e}");
-        assert!(matches!(ws("\n# nothing\n"), Err(LatencyError::Empty { .. })));
-        let e = LatencyMatrix::load("/definitely/not/here.txt").unwrap_err().to_string();
-        assert!(e.starts_with("/definitely/not/here.txt: cannot read"), "{e}");
+        assert!(matches!(
+            ws("\n# nothing\n"),
+            Err(LatencyError::Empty { .. })
+        ));
+        let e = LatencyMatrix::load("/definitely/not/here.txt")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("/definitely/not/here.txt: cannot read"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -298,7 +334,10 @@ mod tests {
 
     #[test]
     fn loads_the_shipped_planetlab_matrix() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/latency/planetlab-490.txt");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../data/latency/planetlab-490.txt"
+        );
         let m = LatencyMatrix::load(path).unwrap();
         assert_eq!(m.len(), 490);
         assert_eq!(m.rtt_ms(0, 0), 0.0);

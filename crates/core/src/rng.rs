@@ -27,13 +27,19 @@ impl DetRng {
     /// A generator seeded from `seed`.
     pub fn new(seed: u64) -> Self {
         let mut st = seed;
-        let s = [splitmix64(&mut st), splitmix64(&mut st), splitmix64(&mut st), splitmix64(&mut st)];
+        let s = [
+            splitmix64(&mut st),
+            splitmix64(&mut st),
+            splitmix64(&mut st),
+            splitmix64(&mut st),
+        ];
         Self { s }
     }
 
     /// An independent child stream identified by `stream`; does not advance `self`.
     pub fn fork(&self, stream: u64) -> Self {
-        let mut st = self.s[0] ^ self.s[2].rotate_left(17) ^ stream.wrapping_mul(0xA076_1D64_78BD_642F);
+        let mut st =
+            self.s[0] ^ self.s[2].rotate_left(17) ^ stream.wrapping_mul(0xA076_1D64_78BD_642F);
         let mut child = [0u64; 4];
         for c in &mut child {
             *c = splitmix64(&mut st);
@@ -43,7 +49,10 @@ impl DetRng {
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        let result = self.s[0].wrapping_add(self.s[3]).rotate_left(23).wrapping_add(self.s[0]);
+        let result = self.s[0]
+            .wrapping_add(self.s[3])
+            .rotate_left(23)
+            .wrapping_add(self.s[0]);
         let t = self.s[1] << 17;
         self.s[2] ^= self.s[0];
         self.s[3] ^= self.s[1];
@@ -82,7 +91,11 @@ impl DetRng {
 
     /// Uniform in `[lo, hi)` (returns `lo` when the range is empty).
     pub fn range_f64(&mut self, lo: f64, hi: f64) -> f64 {
-        if hi <= lo { lo } else { lo + (hi - lo) * self.next_f64() }
+        if hi <= lo {
+            lo
+        } else {
+            lo + (hi - lo) * self.next_f64()
+        }
     }
 
     /// Uniform `f32` in `[lo, hi)`.
@@ -134,7 +147,11 @@ impl DetRng {
 
     /// A uniformly chosen element, or `None` for an empty slice.
     pub fn choose<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
-        if items.is_empty() { None } else { Some(&items[self.index(items.len())]) }
+        if items.is_empty() {
+            None
+        } else {
+            Some(&items[self.index(items.len())])
+        }
     }
 
     /// Fisher–Yates shuffle in place.
@@ -175,7 +192,10 @@ mod tests {
         for _ in 0..70_000 {
             counts[r.index(7)] += 1;
         }
-        assert!(counts.iter().all(|&c| (9_000..11_000).contains(&c)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| (9_000..11_000).contains(&c)),
+            "{counts:?}"
+        );
         let norm: Vec<f64> = (0..n).map(|_| r.normal()).collect();
         let m = norm.iter().sum::<f64>() / n as f64;
         let v = norm.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n as f64;
@@ -185,8 +205,14 @@ mod tests {
             let g: Vec<f64> = (0..n).map(|_| r.gamma(k, th)).collect();
             let m = g.iter().sum::<f64>() / n as f64;
             let v = g.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n as f64;
-            assert!((m - k * th).abs() / (k * th) < 0.02, "gamma mean {m} for {k},{th}");
-            assert!((v - k * th * th).abs() / (k * th * th) < 0.05, "gamma var {v}");
+            assert!(
+                (m - k * th).abs() / (k * th) < 0.02,
+                "gamma mean {m} for {k},{th}"
+            );
+            assert!(
+                (v - k * th * th).abs() / (k * th * th) < 0.05,
+                "gamma var {v}"
+            );
         }
         let e = (0..n).map(|_| r.exponential(3.0)).sum::<f64>() / n as f64;
         assert!((e - 3.0).abs() < 0.05, "{e}");

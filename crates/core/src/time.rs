@@ -12,8 +12,19 @@ use std::time::Duration;
 
 /// A point in (virtual or real) time, in microseconds since the driver's epoch.
 #[derive(
-    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default, Serialize, Deserialize,
-    bitcode::Encode, bitcode::Decode,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Debug,
+    Default,
+    Serialize,
+    Deserialize,
+    bitcode::Encode,
+    bitcode::Decode,
 )]
 pub struct Time(pub u64);
 
@@ -55,7 +66,10 @@ impl Time {
 
     /// `self + d`, saturating at [`Time::MAX`].
     pub fn saturating_add(self, d: Duration) -> Time {
-        Time(self.0.saturating_add(d.as_micros().min(u64::MAX as u128) as u64))
+        Time(
+            self.0
+                .saturating_add(d.as_micros().min(u64::MAX as u128) as u64),
+        )
     }
 }
 

@@ -13,8 +13,18 @@ pub const UDP_IPV4_OVERHEAD: u64 = 28;
 
 /// What a message is for, the split every bandwidth figure uses (paper `000` §6.3, Fig. 9).
 #[derive(
-    Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize,
-    bitcode::Encode, bitcode::Decode,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Debug,
+    Serialize,
+    Deserialize,
+    bitcode::Encode,
+    bitcode::Decode,
 )]
 #[repr(u8)]
 pub enum MessageClass {
@@ -143,8 +153,20 @@ mod tests {
         t.on_send(MessageClass::ObjectUpdate, 100);
         t.on_send(MessageClass::Control, 10);
         t.on_receive(MessageClass::ObjectUpdate, 50);
-        assert_eq!(t.sent[0], Count { bytes: 128, packets: 1 });
-        assert_eq!(t.total_sent(), Count { bytes: 128 + 38, packets: 2 });
+        assert_eq!(
+            t.sent[0],
+            Count {
+                bytes: 128,
+                packets: 1
+            }
+        );
+        assert_eq!(
+            t.total_sent(),
+            Count {
+                bytes: 128 + 38,
+                packets: 2
+            }
+        );
         assert_eq!(t.total_received().bytes, 78);
         for c in MessageClass::ALL {
             assert_eq!(MessageClass::from_u8(c as u8), Some(c));

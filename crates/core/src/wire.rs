@@ -94,7 +94,9 @@ impl<'a> Frame<'a> {
     /// `max_payload` bytes.
     pub fn parse(datagram: &'a [u8], max_payload: usize) -> Result<Self, WireError> {
         if datagram.len() < HEADER_LEN {
-            return Err(WireError::TruncatedHeader { got: datagram.len() });
+            return Err(WireError::TruncatedHeader {
+                got: datagram.len(),
+            });
         }
         let magic = [datagram[0], datagram[1]];
         if magic != MAGIC {
@@ -103,7 +105,8 @@ impl<'a> Frame<'a> {
         if datagram[2] != PROTOCOL_VERSION {
             return Err(WireError::UnsupportedVersion { got: datagram[2] });
         }
-        let class = MessageClass::from_u8(datagram[3]).ok_or(WireError::UnknownClass(datagram[3]))?;
+        let class =
+            MessageClass::from_u8(datagram[3]).ok_or(WireError::UnknownClass(datagram[3]))?;
         let declared = usize::from(u16::from_le_bytes([datagram[4], datagram[5]]));
         let limit = max_payload.min(MAX_PAYLOAD);
         if declared > limit {
@@ -111,20 +114,28 @@ impl<'a> Frame<'a> {
         }
         let payload = &datagram[HEADER_LEN..];
         if payload.len() != declared {
-            return Err(WireError::LengthMismatch { declared, actual: payload.len() });
+            return Err(WireError::LengthMismatch {
+                declared,
+                actual: payload.len(),
+            });
         }
         Ok(Frame { class, payload })
     }
 
     /// Decodes the payload as `T`.
     pub fn decode<T: bitcode::DecodeOwned>(&self) -> Result<T, WireError> {
-        bitcode::decode(self.payload)
-            .map_err(|e| WireError::Malformed { class: self.class, reason: e.to_string() })
+        bitcode::decode(self.payload).map_err(|e| WireError::Malformed {
+            class: self.class,
+            reason: e.to_string(),
+        })
     }
 }
 
 /// Encodes `msg` as a complete datagram (header + bitcode payload) of class `class`.
-pub fn encode<T: bitcode::Encode + ?Sized>(class: MessageClass, msg: &T) -> Result<Vec<u8>, WireError> {
+pub fn encode<T: bitcode::Encode + ?Sized>(
+    class: MessageClass,
+    msg: &T,
+) -> Result<Vec<u8>, WireError> {
     let payload = bitcode::encode(msg);
     frame(class, &payload)
 }
@@ -156,7 +167,11 @@ mod tests {
     }
 
     fn sample() -> Msg {
-        Msg { a: 7, items: vec![1, 2, 3], name: "x".into() }
+        Msg {
+            a: 7,
+            items: vec![1, 2, 3],
+            name: "x".into(),
+        }
     }
 
     #[test]
@@ -170,29 +185,59 @@ mod tests {
     #[test]
     fn rejects_bad_headers_with_typed_errors() {
         let d = encode(MessageClass::Control, &sample()).unwrap();
-        assert_eq!(Frame::parse(&d[..3], MAX_PAYLOAD), Err(WireError::TruncatedHeader { got: 3 }));
+        assert_eq!(
+            Frame::parse(&d[..3], MAX_PAYLOAD),
+            Err(WireError::TruncatedHeader { got: 3 })
+        );
         let mut v = d.clone();
         v[2] = 99;
-        assert_eq!(Frame::parse(&v, MAX_PAYLOAD), Err(WireError::UnsupportedVersion { got: 99 }));
+        assert_eq!(
+            Frame::parse(&v, MAX_PAYLOAD),
+            Err(WireError::UnsupportedVersion { got: 99 })
+        );
         let mut v = d.clone();
         v[0] = b'X';
-        assert!(matches!(Frame::parse(&v, MAX_PAYLOAD), Err(WireError::BadMagic(_))));
+        assert!(matches!(
+            Frame::parse(&v, MAX_PAYLOAD),
+            Err(WireError::BadMagic(_))
+        ));
         let mut v = d.clone();
         v[3] = 17;
-        assert_eq!(Frame::parse(&v, MAX_PAYLOAD), Err(WireError::UnknownClass(17)));
+        assert_eq!(
+            Frame::parse(&v, MAX_PAYLOAD),
+            Err(WireError::UnknownClass(17))
+        );
         let truncated = &d[..d.len() - 1];
-        assert!(matches!(Frame::parse(truncated, MAX_PAYLOAD), Err(WireError::LengthMismatch { .. })));
-        assert!(matches!(Frame::parse(&d, 4), Err(WireError::Oversize { limit: 4, .. })));
+        assert!(matches!(
+            Frame::parse(truncated, MAX_PAYLOAD),
+            Err(WireError::LengthMismatch { .. })
+        ));
+        assert!(matches!(
+            Frame::parse(&d, 4),
+            Err(WireError::Oversize { limit: 4, .. })
+        ));
         // A header that declares 60000 bytes on a 10-byte datagram is refused up front.
         let mut v = d[..HEADER_LEN].to_vec();
         v[4..6].copy_from_slice(&60_000u16.to_le_bytes());
-        assert!(matches!(Frame::parse(&v, 1400), Err(WireError::Oversize { .. })));
-        assert!(matches!(Frame::parse(&v, MAX_PAYLOAD), Err(WireError::LengthMismatch { .. })));
+        assert!(matches!(
+            Frame::parse(&v, 1400),
+            Err(WireError::Oversize { .. })
+        ));
+        assert!(matches!(
+            Frame::parse(&v, MAX_PAYLOAD),
+            Err(WireError::LengthMismatch { .. })
+        ));
         // Valid header, garbage payload.
         let g = frame(MessageClass::Control, &[0xff; 5]).unwrap();
         let f = Frame::parse(&g, MAX_PAYLOAD).unwrap();
-        assert!(matches!(f.decode::<Msg>(), Err(WireError::Malformed { .. })));
-        assert!(matches!(frame(MessageClass::Control, &vec![0; MAX_PAYLOAD + 1]), Err(WireError::TooLargeToSend { .. })));
+        assert!(matches!(
+            f.decode::<Msg>(),
+            Err(WireError::Malformed { .. })
+        ));
+        assert!(matches!(
+            frame(MessageClass::Control, &vec![0; MAX_PAYLOAD + 1]),
+            Err(WireError::TooLargeToSend { .. })
+        ));
     }
 
     proptest! {

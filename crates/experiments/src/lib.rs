@@ -78,7 +78,10 @@ pub fn find(name: &str) -> Option<Experiment> {
 
 /// Path of the PlanetLab matrix shipped with the source tree.
 pub fn shipped_planetlab_path() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/latency/planetlab-490.txt"))
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/latency/planetlab-490.txt"
+    ))
 }
 
 #[cfg(test)]

@@ -1,2 +1,21 @@
-//! worldmesh-replica (under construction).
+//! # worldmesh-replica
+//!
+//! The object layer of worldmesh, after Colyseus (paper `000` §3, Figure 5):
+//!
+//! - [`GameObject`]: what a game implements. A node runs `think` only for the objects it
+//!   holds as **primaries**; every other node holds at most a read-only **replica**.
+//! - [`ThinkContext`]: what `think` may see and do — the clock, a deterministic RNG, the
+//!   static world, read access to every object in the local store, and spawning new
+//!   objects.
+//! - [`ObjectStore`]: the local store of primaries and replicas with the bookkeeping
+//!   replication needs (who owns an object, which version a replica holds, how old it is).
+//!
+//! The store is sans-IO: it never reads a clock or touches the network. The node (crate
+//! `worldmesh-node`) decides what to send; this crate holds state.
 #![forbid(unsafe_code)]
+
+mod object;
+mod store;
+
+pub use object::{GameObject, StateError, ThinkContext};
+pub use store::{Entry, ObjectStore, Role, StoreError};

@@ -41,7 +41,10 @@ impl OutputDir {
     /// An output folder at `root` (created, with parents, if missing).
     pub fn create(root: impl Into<PathBuf>) -> Result<Self, ReportError> {
         let root = root.into();
-        std::fs::create_dir_all(&root).map_err(|source| ReportError::Io { path: root.clone(), source })?;
+        std::fs::create_dir_all(&root).map_err(|source| ReportError::Io {
+            path: root.clone(),
+            source,
+        })?;
         Ok(Self { root })
     }
 
@@ -58,15 +61,24 @@ impl OutputDir {
     /// Writes a text file and returns its path.
     pub fn write_text(&self, name: &str, text: &str) -> Result<PathBuf, ReportError> {
         let path = self.path(name);
-        std::fs::write(&path, text).map_err(|source| ReportError::Io { path: path.clone(), source })?;
+        std::fs::write(&path, text).map_err(|source| ReportError::Io {
+            path: path.clone(),
+            source,
+        })?;
         Ok(path)
     }
 
     /// Writes `value` as pretty JSON and returns the path.
-    pub fn write_json<T: serde::Serialize + ?Sized>(&self, name: &str, value: &T) -> Result<PathBuf, ReportError> {
+    pub fn write_json<T: serde::Serialize + ?Sized>(
+        &self,
+        name: &str,
+        value: &T,
+    ) -> Result<PathBuf, ReportError> {
         let path = self.path(name);
-        let text = serde_json::to_string_pretty(value)
-            .map_err(|source| ReportError::Json { path: path.clone(), source })?;
+        let text = serde_json::to_string_pretty(value).map_err(|source| ReportError::Json {
+            path: path.clone(),
+            source,
+        })?;
         self.write_text(name, &(text + "\n"))
     }
 

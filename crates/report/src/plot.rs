@@ -28,12 +28,20 @@ pub struct Series {
 impl Series {
     /// A line series.
     pub fn line(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
-        Self { name: name.into(), points, markers: false }
+        Self {
+            name: name.into(),
+            points,
+            markers: false,
+        }
     }
 
     /// A line series with point markers.
     pub fn marked(name: impl Into<String>, points: Vec<(f64, f64)>) -> Self {
-        Self { name: name.into(), points, markers: true }
+        Self {
+            name: name.into(),
+            points,
+            markers: true,
+        }
     }
 
     /// The empirical CDF of `values` as a series (x = value, y = fraction ≤ x).
@@ -41,7 +49,11 @@ impl Series {
         let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
         v.sort_by(f64::total_cmp);
         let n = v.len().max(1) as f64;
-        let points = v.iter().enumerate().map(|(i, x)| (*x, (i + 1) as f64 / n)).collect();
+        let points = v
+            .iter()
+            .enumerate()
+            .map(|(i, x)| (*x, (i + 1) as f64 / n))
+            .collect();
         Self::line(name, points)
     }
 }
@@ -76,8 +88,17 @@ const PALETTE: [RGBColor; 8] = [
 
 impl LinePlot {
     /// A plot with a title and axis labels and no series yet.
-    pub fn new(title: impl Into<String>, x_label: impl Into<String>, y_label: impl Into<String>) -> Self {
-        Self { title: title.into(), x_label: x_label.into(), y_label: y_label.into(), ..Self::default() }
+    pub fn new(
+        title: impl Into<String>,
+        x_label: impl Into<String>,
+        y_label: impl Into<String>,
+    ) -> Self {
+        Self {
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            ..Self::default()
+        }
     }
 
     /// Adds a series (builder style).
@@ -88,7 +109,11 @@ impl LinePlot {
 
     fn bounds(&self) -> ((f64, f64), (f64, f64)) {
         let keep = |v: f64, s: Scale| v.is_finite() && (s == Scale::Linear || v > 0.0);
-        let pts = self.series.iter().flat_map(|s| s.points.iter()).filter(|(x, y)| keep(*x, self.x_scale) && keep(*y, self.y_scale));
+        let pts = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter())
+            .filter(|(x, y)| keep(*x, self.x_scale) && keep(*y, self.y_scale));
         let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
         for (x, y) in pts {
             x0 = x0.min(*x);
@@ -104,7 +129,11 @@ impl LinePlot {
                 Scale::Log => (lo / 1.2, hi * 1.2),
                 Scale::Linear => {
                     let span = if hi > lo { hi - lo } else { lo.abs().max(1.0) };
-                    let lo2 = if lo >= 0.0 && lo - 0.05 * span < 0.0 { 0.0 } else { lo - 0.05 * span };
+                    let lo2 = if lo >= 0.0 && lo - 0.05 * span < 0.0 {
+                        0.0
+                    } else {
+                        lo - 0.05 * span
+                    };
                     (lo2, hi + 0.05 * span)
                 }
             }
@@ -114,7 +143,10 @@ impl LinePlot {
 
     /// Renders the plot to an SVG file.
     pub fn write_svg(&self, path: &Path) -> Result<(), ReportError> {
-        let err = |e: &dyn std::fmt::Display| ReportError::Plot { path: path.to_path_buf(), reason: e.to_string() };
+        let err = |e: &dyn std::fmt::Display| ReportError::Plot {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        };
         let root = SVGBackend::new(path, (800, 520)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| err(&e))?;
         let ((x0, x1), (y0, y1)) = self.bounds();
@@ -135,16 +167,24 @@ impl LinePlot {
                     .map_err(|e| err(&e))?;
                 for (i, s) in self.series.iter().enumerate() {
                     let color = PALETTE[i % PALETTE.len()];
-                    let pts: Vec<(f64, f64)> = s.points.iter().copied()
-                        .filter(|(x, y)| x.is_finite() && y.is_finite()
-                            && (self.x_scale == Scale::Linear || *x > 0.0)
-                            && (self.y_scale == Scale::Linear || *y > 0.0))
+                    let pts: Vec<(f64, f64)> = s
+                        .points
+                        .iter()
+                        .copied()
+                        .filter(|(x, y)| {
+                            x.is_finite()
+                                && y.is_finite()
+                                && (self.x_scale == Scale::Linear || *x > 0.0)
+                                && (self.y_scale == Scale::Linear || *y > 0.0)
+                        })
                         .collect();
                     chart
                         .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
                         .map_err(|e| err(&e))?
                         .label(s.name.as_str())
-                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                        });
                     if s.markers {
                         chart
                             .draw_series(pts.iter().map(|p| Circle::new(*p, 3, color.filled())))
@@ -179,7 +219,10 @@ mod tests {
     #[test]
     fn cdf_is_monotone_and_ends_at_one() {
         let s = Series::cdf("x", &[3.0, 1.0, f64::NAN, 2.0]);
-        assert_eq!(s.points, vec![(1.0, 1.0 / 3.0), (2.0, 2.0 / 3.0), (3.0, 1.0)]);
+        assert_eq!(
+            s.points,
+            vec![(1.0, 1.0 / 3.0), (2.0, 2.0 / 3.0), (3.0, 1.0)]
+        );
     }
 
     #[test]
@@ -187,14 +230,21 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("wm-report-{}", std::process::id()));
         let out = crate::OutputDir::create(&dir).unwrap();
         let p = LinePlot::new("Bandwidth vs players", "players", "kbps")
-            .with(Series::marked("worldmesh", vec![(9.0, 10.0), (400.0, 50.0)]))
+            .with(Series::marked(
+                "worldmesh",
+                vec![(9.0, 10.0), (400.0, 50.0)],
+            ))
             .with(Series::line("broadcast", vec![(9.0, 20.0), (400.0, 900.0)]));
         let mut log = p.clone();
         log.y_scale = Scale::Log;
         let path = out.write_plot("a.svg", &p).unwrap();
         out.write_plot("b.svg", &log).unwrap();
         let svg = std::fs::read_to_string(path).unwrap();
-        assert!(svg.starts_with("<svg") && svg.contains("Bandwidth vs players") && svg.contains("broadcast"));
+        assert!(
+            svg.starts_with("<svg")
+                && svg.contains("Bandwidth vs players")
+                && svg.contains("broadcast")
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

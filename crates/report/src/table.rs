@@ -25,13 +25,18 @@ impl Table {
 
     /// Appends a row.
     pub fn push<S: ToString>(&mut self, row: impl IntoIterator<Item = S>) {
-        self.rows.push(row.into_iter().map(|c| c.to_string()).collect());
+        self.rows
+            .push(row.into_iter().map(|c| c.to_string()).collect());
     }
 
     /// The table as CSV (headers first; cells with commas, quotes or newlines are quoted).
     pub fn to_csv(&self) -> String {
         fn cell(s: &str) -> String {
-            if s.contains([',', '"', '\n']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s.to_owned() }
+            if s.contains([',', '"', '\n']) {
+                format!("\"{}\"", s.replace('"', "\"\""))
+            } else {
+                s.to_owned()
+            }
         }
         let mut out = String::new();
         for row in std::iter::once(&self.headers).chain(&self.rows) {
@@ -44,7 +49,10 @@ impl Table {
 
 impl fmt::Display for Table {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let cols = self.headers.len().max(self.rows.iter().map(Vec::len).max().unwrap_or(0));
+        let cols = self
+            .headers
+            .len()
+            .max(self.rows.iter().map(Vec::len).max().unwrap_or(0));
         let mut widths = vec![0usize; cols];
         for row in std::iter::once(&self.headers).chain(&self.rows) {
             for (i, c) in row.iter().enumerate() {
@@ -87,7 +95,10 @@ mod tests {
         t.push(["a", "1"]);
         t.push(["long,name", "22"]);
         let text = t.to_string();
-        assert_eq!(text, "T\nname       value\n----------------\na              1\nlong,name     22\n");
+        assert_eq!(
+            text,
+            "T\nname       value\n----------------\na              1\nlong,name     22\n"
+        );
         assert_eq!(t.to_csv(), "name,value\na,1\n\"long,name\",22\n");
     }
 }

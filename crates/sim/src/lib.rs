@@ -1,2 +1,28 @@
-//! worldmesh-sim (under construction).
+//! # worldmesh-sim
+//!
+//! A discrete-event simulator that drives real [`worldmesh_node::Node`] state machines on
+//! a virtual clock (BRIEF §4). Nothing here makes protocol decisions: the [`engine`]
+//! delivers datagrams and wakes nodes exactly as the real runtime would, through the
+//! node's sans-IO interface, so what is measured here is what runs in production.
+//!
+//! - [`network`]: the link model — one-way delay = RTT/2 from a latency matrix, jitter,
+//!   loss, duplication and partitions;
+//! - [`engine`]: the event queue and the driving loop;
+//! - [`config`] and [`scenario`]: the `worldmesh simulate` scenario (wandering bots on
+//!   N nodes), loaded from TOML with clear errors;
+//! - [`report`]: what a run produces (per-node and aggregate figures, network counters).
+//!
+//! Same seed ⇒ same run: all randomness comes from `worldmesh_core::DetRng`, the event
+//! queue breaks ties by insertion order, and no clock or hash-map order is consulted.
 #![forbid(unsafe_code)]
+
+pub mod config;
+pub mod engine;
+pub mod network;
+pub mod report;
+pub mod scenario;
+
+pub use config::{ConfigError, SimConfig};
+pub use engine::Simulation;
+pub use network::{NetworkConfig, NetworkModel, NetworkStats};
+pub use report::SimReport;

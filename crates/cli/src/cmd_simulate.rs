@@ -1,0 +1,141 @@
+//! `worldmesh simulate`: run the default scenario in the deterministic simulator.
+
+use anyhow::Context as _;
+use std::path::PathBuf;
+use std::time::Instant;
+use worldmesh_sim::{SimConfig, scenario};
+
+use crate::duration::parse_duration;
+use crate::summary;
+
+/// Arguments of `worldmesh simulate`. Flags override the config file, which overrides the
+/// defaults (64 nodes × 8 bots, 60 s, PlanetLab delays).
+#[derive(clap::Args, Debug)]
+pub struct SimulateArgs {
+    /// TOML config file with any subset of the settings (see README "Configuration").
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Number of nodes (servers) [default: 64].
+    #[arg(long)]
+    nodes: Option<usize>,
+    /// Bots (players) per node [default: 8].
+    #[arg(long)]
+    bots_per_node: Option<usize>,
+    /// Simulated duration, e.g. 60s, 500ms, 2m [default: 60s].
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<std::time::Duration>,
+    /// Seed for every random choice; same seed ⇒ identical report [default: 1].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Latency source: `planetlab`, `uniform:RTT_MS`, or a matrix file (whitespace or CSV)
+    /// [default: planetlab].
+    #[arg(long)]
+    latency: Option<String>,
+    /// Probability that a datagram is lost [default: 0].
+    #[arg(long)]
+    loss: Option<f64>,
+    /// Probability that a datagram is duplicated [default: 0].
+    #[arg(long)]
+    duplicate: Option<f64>,
+    /// Extra one-way delay, uniform in [0, JITTER] ms [default: 0].
+    #[arg(long, value_name = "MS")]
+    jitter_ms: Option<f64>,
+    /// Frames per second on each node [default: 10].
+    #[arg(long)]
+    frame_hz: Option<f64>,
+    /// Write report.json (and the effective config.toml) into this folder.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print one row per node as well.
+    #[arg(long)]
+    per_node: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+impl SimulateArgs {
+    fn config(&self) -> anyhow::Result<SimConfig> {
+        let mut c = match &self.config {
+            Some(p) => SimConfig::load(p)?,
+            None => SimConfig::default(),
+        };
+        if let Some(v) = self.nodes {
+            c.nodes = v;
+        }
+        if let Some(v) = self.bots_per_node {
+            c.bots_per_node = v;
+        }
+        if let Some(v) = self.duration {
+            c.duration_s = v.as_secs_f64();
+        }
+        if let Some(v) = self.seed {
+            c.seed = v;
+        }
+        if let Some(v) = &self.latency {
+            c.network.latency = v.clone();
+        }
+        if let Some(v) = self.loss {
+            c.network.loss = v;
+        }
+        if let Some(v) = self.duplicate {
+            c.network.duplicate = v;
+        }
+        if let Some(v) = self.jitter_ms {
+            c.network.jitter_ms = v;
+        }
+        if let Some(v) = self.frame_hz {
+            c.frame_hz = v;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+/// Runs the command.
+pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
+    let cfg = args.config()?;
+    let bar = crate::progress::bar(!args.quiet, 1000, "simulating");
+    let started = Instant::now();
+    let report = scenario::run(&cfg, &mut |frac| bar.set_position((frac * 1000.0) as u64))?;
+    let wall = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    let title = format!(
+        "worldmesh simulate: {} nodes x {} bots, {:.0} s, broadcast replication, latency {}, loss {}",
+        cfg.nodes, cfg.bots_per_node, cfg.duration_s, cfg.network.latency, cfg.network.loss
+    );
+    let extra = [
+        (
+            "coverage (remote objects replicated)",
+            format!("{:.4}", report.coverage),
+        ),
+        (
+            "datagrams sent / lost / partitioned / duplicated",
+            format!(
+                "{} / {} / {} / {}",
+                report.network.sent,
+                report.network.lost,
+                report.network.partitioned,
+                report.network.duplicated
+            ),
+        ),
+    ];
+    println!(
+        "{}",
+        summary::headline(&title, &report.summary, report.sim_seconds, wall, &extra)
+    );
+    println!("{}", summary::by_class(&report.summary, report.sim_seconds));
+    if args.per_node {
+        println!("{}", summary::per_node(&report.nodes));
+    }
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut json: serde_json::Value = serde_json::from_str(&report.to_json())?;
+        json["wall_seconds"] = serde_json::json!(wall);
+        let path = dir.join("report.json");
+        std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        println!("report written to {}", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,208 @@
+//! Per-node statistics and their summaries (BRIEF §4 metrics).
+//!
+//! Both drivers report the same [`NodeSummary`]: the simulator for every node it runs, a
+//! real node process on exit. [`RunSummary`] aggregates them into the figures the CLI
+//! prints: per-node outbound bandwidth (mean and the 95th percentile of 1-second bursts,
+//! as in paper `000` §6.3), aggregate bandwidth, objects per node and messages by class.
+
+use serde::{Deserialize, Serialize};
+use worldmesh_core::traffic::Count;
+use worldmesh_core::{MessageClass, NodeId, Time, TrafficCounters};
+
+/// Counters a node keeps while it runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeStats {
+    /// Bytes and packets by class and direction.
+    pub traffic: TrafficCounters,
+    /// Outbound bytes (wire, all classes) in each 1-second window since time zero.
+    pub sent_per_second: Vec<u64>,
+    /// Datagrams dropped because they did not parse (bad header or payload).
+    pub malformed: u64,
+    /// Object states refused (not the owner, stale, undecodable state).
+    pub rejected_states: u64,
+    /// Replicas dropped because their primary stopped updating them.
+    pub replicas_expired: u64,
+    /// Frames run.
+    pub frames: u64,
+}
+
+impl NodeStats {
+    /// Records a sent datagram at time `now`.
+    pub fn on_send(&mut self, now: Time, class: MessageClass, payload_len: usize) {
+        self.traffic.on_send(class, payload_len);
+        let sec = (now.as_micros() / 1_000_000) as usize;
+        // Bounded: one slot per second of run time.
+        if self.sent_per_second.len() <= sec {
+            self.sent_per_second.resize(sec + 1, 0);
+        }
+        self.sent_per_second[sec] +=
+            payload_len as u64 + worldmesh_core::traffic::UDP_IPV4_OVERHEAD;
+    }
+}
+
+/// What one node reports at the end of a run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeSummary {
+    /// The node.
+    pub node: NodeId,
+    /// Mean outbound bandwidth over the run, kbit/s.
+    pub out_kbps_mean: f64,
+    /// 95th percentile of outbound bandwidth over 1-second windows, kbit/s.
+    pub out_kbps_p95: f64,
+    /// Mean inbound bandwidth, kbit/s.
+    pub in_kbps_mean: f64,
+    /// Primaries held at the end.
+    pub primaries: usize,
+    /// Replicas held at the end.
+    pub replicas: usize,
+    /// Mean age of replica state at the end (now − primary's timestamp), ms.
+    pub staleness_mean_ms: f64,
+    /// Largest replica age at the end, ms.
+    pub staleness_max_ms: f64,
+    /// Sent bytes/packets by class (index = `MessageClass as usize`).
+    pub sent: [Count; 6],
+    /// Received bytes/packets by class.
+    pub received: [Count; 6],
+    /// Datagrams dropped as malformed.
+    pub malformed: u64,
+    /// Object states refused.
+    pub rejected_states: u64,
+}
+
+/// p-th percentile (0..=100) of `values` by nearest rank; 0 for an empty slice.
+pub fn percentile(values: &[f64], p: f64) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
+    v[rank.clamp(1, v.len()) - 1]
+}
+
+impl NodeSummary {
+    /// Summarizes `stats` over a run of `duration_s` seconds. Replica ages are given by the
+    /// caller (they need the store and the clock).
+    pub fn new(
+        node: NodeId,
+        stats: &NodeStats,
+        duration_s: f64,
+        primaries: usize,
+        replica_ages_ms: &[f64],
+    ) -> Self {
+        let secs = duration_s.max(1e-9);
+        let kbps = |bytes: u64| bytes as f64 * 8.0 / 1000.0 / secs;
+        // Only whole seconds inside the run count as 1-s windows.
+        let windows = (duration_s.floor() as usize).max(1);
+        let bursts: Vec<f64> = (0..windows)
+            .map(|s| stats.sent_per_second.get(s).copied().unwrap_or(0) as f64 * 8.0 / 1000.0)
+            .collect();
+        let n = replica_ages_ms.len();
+        Self {
+            node,
+            out_kbps_mean: kbps(stats.traffic.total_sent().bytes),
+            out_kbps_p95: percentile(&bursts, 95.0),
+            in_kbps_mean: kbps(stats.traffic.total_received().bytes),
+            primaries,
+            replicas: n,
+            staleness_mean_ms: if n == 0 {
+                0.0
+            } else {
+                replica_ages_ms.iter().sum::<f64>() / n as f64
+            },
+            staleness_max_ms: replica_ages_ms.iter().copied().fold(0.0, f64::max),
+            sent: stats.traffic.sent,
+            received: stats.traffic.received,
+            malformed: stats.malformed,
+            rejected_states: stats.rejected_states,
+        }
+    }
+}
+
+/// Aggregate figures of a run over all nodes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Mean over nodes of per-node mean outbound kbit/s.
+    pub out_kbps_mean: f64,
+    /// Mean over nodes of per-node p95 1-second outbound kbit/s.
+    pub out_kbps_p95_mean: f64,
+    /// Largest per-node p95 1-second outbound kbit/s.
+    pub out_kbps_p95_max: f64,
+    /// Sum over nodes of mean outbound kbit/s.
+    pub aggregate_kbps: f64,
+    /// Mean objects (primaries + replicas) held per node.
+    pub objects_per_node: f64,
+    /// Mean replica staleness over nodes, ms.
+    pub staleness_mean_ms: f64,
+    /// Largest replica staleness, ms.
+    pub staleness_max_ms: f64,
+    /// Sent packets and bytes by class, summed over nodes, in `MessageClass::ALL` order.
+    pub sent_by_class: Vec<(String, Count)>,
+    /// Malformed datagrams dropped, summed over nodes.
+    pub malformed: u64,
+    /// Object states refused, summed over nodes.
+    pub rejected_states: u64,
+}
+
+impl RunSummary {
+    /// Aggregates node summaries.
+    pub fn from_nodes(nodes: &[NodeSummary]) -> Self {
+        let n = nodes.len().max(1) as f64;
+        let mean = |f: &dyn Fn(&NodeSummary) -> f64| nodes.iter().map(f).sum::<f64>() / n;
+        let mut by_class = [Count::default(); 6];
+        for s in nodes {
+            for (i, c) in s.sent.iter().enumerate() {
+                by_class[i].merge(*c);
+            }
+        }
+        Self {
+            nodes: nodes.len(),
+            out_kbps_mean: mean(&|s| s.out_kbps_mean),
+            out_kbps_p95_mean: mean(&|s| s.out_kbps_p95),
+            out_kbps_p95_max: nodes.iter().map(|s| s.out_kbps_p95).fold(0.0, f64::max),
+            aggregate_kbps: nodes.iter().map(|s| s.out_kbps_mean).sum(),
+            objects_per_node: mean(&|s| (s.primaries + s.replicas) as f64),
+            staleness_mean_ms: mean(&|s| s.staleness_mean_ms),
+            staleness_max_ms: nodes.iter().map(|s| s.staleness_max_ms).fold(0.0, f64::max),
+            sent_by_class: MessageClass::ALL
+                .iter()
+                .map(|c| (c.name().to_owned(), by_class[*c as usize]))
+                .collect(),
+            malformed: nodes.iter().map(|s| s.malformed).sum(),
+            rejected_states: nodes.iter().map(|s| s.rejected_states).sum(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_by_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 95.0), 95.0);
+        assert_eq!(percentile(&v, 100.0), 100.0);
+        assert_eq!(percentile(&v, 0.0), 1.0);
+        assert_eq!(percentile(&[], 50.0), 0.0);
+    }
+
+    #[test]
+    fn summary_computes_bursts_and_means() {
+        let mut s = NodeStats::default();
+        // 2 s run: 972 payload bytes in second 0 (1000 on the wire), 4972 in second 1.
+        s.on_send(Time::from_millis(10), MessageClass::ObjectUpdate, 972);
+        s.on_send(Time::from_millis(1500), MessageClass::Control, 4972);
+        let sum = NodeSummary::new(NodeId(3), &s, 2.0, 8, &[10.0, 30.0]);
+        assert_eq!(sum.out_kbps_mean, 6000.0 * 8.0 / 1000.0 / 2.0);
+        assert_eq!(sum.out_kbps_p95, 40.0);
+        assert_eq!(sum.staleness_mean_ms, 20.0);
+        assert_eq!(sum.staleness_max_ms, 30.0);
+        let run = RunSummary::from_nodes(&[sum.clone(), sum]);
+        assert_eq!(run.aggregate_kbps, 48.0);
+        assert_eq!(run.objects_per_node, 10.0);
+        assert_eq!(run.sent_by_class[0].1.packets, 2);
+    }
+}

@@ -1,0 +1,345 @@
+//! The local object store: primaries and replicas.
+
+use std::collections::BTreeMap;
+use worldmesh_core::{NodeId, ObjectId, Time};
+
+use crate::GameObject;
+
+/// Whether this node holds the primary copy of an object or a replica of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// This node runs the object's think function and serializes its writes.
+    Primary,
+    /// A read-only copy; `primary` is the node holding the primary.
+    Replica {
+        /// The node the primary lives on (the only node whose updates are accepted).
+        primary: NodeId,
+    },
+}
+
+/// One object in the store.
+#[derive(Clone, Debug)]
+pub struct Entry<O> {
+    /// The object's current state.
+    pub object: O,
+    /// Primary or replica.
+    pub role: Role,
+    /// Version of the state: the primary's frame number when it was produced.
+    pub version: u64,
+    /// When the primary produced this state (the primary's clock).
+    pub state_time: Time,
+    /// When this node last received or produced this state (local clock).
+    pub updated_at: Time,
+}
+
+/// Why the store refused an operation. Each case is something a peer could try; none
+/// is allowed to corrupt the store.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// A peer sent state for an object this node is primary for.
+    #[error("{from} sent state for {id}, whose primary is this node")]
+    NotOwner {
+        /// The object.
+        id: ObjectId,
+        /// The sender.
+        from: NodeId,
+    },
+    /// A peer sent state for a replica whose primary is another node.
+    #[error("{from} sent state for {id}, whose primary is {owner}")]
+    WrongOwner {
+        /// The object.
+        id: ObjectId,
+        /// The sender.
+        from: NodeId,
+        /// The node known to hold the primary.
+        owner: NodeId,
+    },
+    /// An older or equal version than the one held (reordered or duplicated datagram).
+    #[error("stale state for {id}: version {got} <= held {held}")]
+    Stale {
+        /// The object.
+        id: ObjectId,
+        /// Version received.
+        got: u64,
+        /// Version held.
+        held: u64,
+    },
+    /// The object id is already in use.
+    #[error("object {0} already exists")]
+    Exists(ObjectId),
+}
+
+/// The objects one node holds, keyed by id. Iteration order is by id, so every run with
+/// the same inputs visits objects in the same order (determinism).
+#[derive(Clone, Debug)]
+pub struct ObjectStore<O> {
+    entries: BTreeMap<ObjectId, Entry<O>>,
+    primaries: usize,
+}
+
+impl<O> Default for ObjectStore<O> {
+    fn default() -> Self {
+        Self {
+            entries: BTreeMap::new(),
+            primaries: 0,
+        }
+    }
+}
+
+impl<O: GameObject> ObjectStore<O> {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of objects (primaries and replicas).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True if the store holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Number of primaries.
+    pub fn primary_count(&self) -> usize {
+        self.primaries
+    }
+
+    /// Number of replicas.
+    pub fn replica_count(&self) -> usize {
+        self.entries.len() - self.primaries
+    }
+
+    /// The entry of `id`.
+    pub fn get(&self, id: ObjectId) -> Option<&Entry<O>> {
+        self.entries.get(&id)
+    }
+
+    /// The object `id`, primary or replica.
+    pub fn object(&self, id: ObjectId) -> Option<&O> {
+        self.entries.get(&id).map(|e| &e.object)
+    }
+
+    /// Every entry, by id.
+    pub fn iter(&self) -> impl Iterator<Item = (ObjectId, &Entry<O>)> {
+        self.entries.iter().map(|(k, v)| (*k, v))
+    }
+
+    /// Ids of the primaries, by id.
+    pub fn primary_ids(&self) -> Vec<ObjectId> {
+        self.iter()
+            .filter(|(_, e)| e.role == Role::Primary)
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// Inserts a new primary.
+    pub fn insert_primary(
+        &mut self,
+        id: ObjectId,
+        object: O,
+        version: u64,
+        now: Time,
+    ) -> Result<(), StoreError> {
+        if self.entries.contains_key(&id) {
+            return Err(StoreError::Exists(id));
+        }
+        self.entries.insert(
+            id,
+            Entry {
+                object,
+                role: Role::Primary,
+                version,
+                state_time: now,
+                updated_at: now,
+            },
+        );
+        self.primaries += 1;
+        Ok(())
+    }
+
+    /// Takes a primary out for its think function; put it back with
+    /// [`ObjectStore::restore_primary`].
+    pub fn take(&mut self, id: ObjectId) -> Option<Entry<O>> {
+        let e = self.entries.remove(&id)?;
+        if e.role == Role::Primary {
+            self.primaries -= 1;
+        }
+        Some(e)
+    }
+
+    /// Puts back an entry taken with [`ObjectStore::take`].
+    pub fn restore(&mut self, id: ObjectId, entry: Entry<O>) {
+        if entry.role == Role::Primary {
+            self.primaries += 1;
+        }
+        if let Some(old) = self.entries.insert(id, entry)
+            && old.role == Role::Primary
+        {
+            self.primaries -= 1;
+        }
+    }
+
+    /// Removes an object (primary or replica) and returns it.
+    pub fn remove(&mut self, id: ObjectId) -> Option<Entry<O>> {
+        self.take(id)
+    }
+
+    /// Applies state for a replica received from `from`. Creates the replica if unknown.
+    /// Refuses writes from nodes that do not own the object and stale versions.
+    /// Returns `true` if a new replica was created.
+    pub fn apply_replica_state(
+        &mut self,
+        from: NodeId,
+        id: ObjectId,
+        object: O,
+        version: u64,
+        state_time: Time,
+        now: Time,
+    ) -> Result<bool, StoreError> {
+        match self.entries.get_mut(&id) {
+            None => {
+                self.entries.insert(
+                    id,
+                    Entry {
+                        object,
+                        role: Role::Replica { primary: from },
+                        version,
+                        state_time,
+                        updated_at: now,
+                    },
+                );
+                Ok(true)
+            }
+            Some(e) => match e.role {
+                Role::Primary => Err(StoreError::NotOwner { id, from }),
+                Role::Replica { primary } if primary != from => Err(StoreError::WrongOwner {
+                    id,
+                    from,
+                    owner: primary,
+                }),
+                Role::Replica { .. } if version <= e.version => Err(StoreError::Stale {
+                    id,
+                    got: version,
+                    held: e.version,
+                }),
+                Role::Replica { .. } => {
+                    e.object = object;
+                    e.version = version;
+                    e.state_time = state_time;
+                    e.updated_at = now;
+                    Ok(false)
+                }
+            },
+        }
+    }
+
+    /// Removes replicas whose last update is older than `now - ttl`; returns their ids.
+    pub fn expire_replicas(&mut self, now: Time, ttl: std::time::Duration) -> Vec<ObjectId> {
+        let dead: Vec<ObjectId> = self
+            .iter()
+            .filter(|(_, e)| matches!(e.role, Role::Replica { .. }) && now - e.updated_at > ttl)
+            .map(|(id, _)| id)
+            .collect();
+        for id in &dead {
+            self.entries.remove(id);
+        }
+        dead
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{StateError, ThinkContext};
+    use std::time::Duration;
+    use worldmesh_core::{Aabb, Point3};
+
+    #[derive(Clone, Debug, PartialEq)]
+    struct Dot(f32);
+
+    impl GameObject for Dot {
+        type World = ();
+        fn think(&mut self, _ctx: &mut ThinkContext<'_, Self>) {
+            self.0 += 1.0;
+        }
+        fn position(&self) -> Point3 {
+            Point3::new(self.0, 0.0, 0.0)
+        }
+        fn interest(&self) -> Option<Aabb> {
+            None
+        }
+        fn encode_state(&self, out: &mut Vec<u8>) {
+            out.extend_from_slice(&self.0.to_le_bytes());
+        }
+        fn decode_state(b: &[u8]) -> Result<Self, StateError> {
+            let a: [u8; 4] = b.try_into().map_err(|_| StateError("len".into()))?;
+            Ok(Dot(f32::from_le_bytes(a)))
+        }
+    }
+
+    fn id(n: u32, s: u32) -> ObjectId {
+        ObjectId::new(NodeId(n), s)
+    }
+
+    #[test]
+    fn replicas_accept_only_their_owner_and_newer_versions() {
+        let mut s = ObjectStore::<Dot>::new();
+        s.insert_primary(id(0, 1), Dot(0.0), 0, Time::ZERO).unwrap();
+        assert_eq!(
+            s.insert_primary(id(0, 1), Dot(0.0), 0, Time::ZERO),
+            Err(StoreError::Exists(id(0, 1)))
+        );
+        let t = Time::from_millis(5);
+        assert_eq!(
+            s.apply_replica_state(NodeId(1), id(1, 1), Dot(1.0), 3, t, t),
+            Ok(true)
+        );
+        assert_eq!(
+            s.apply_replica_state(NodeId(1), id(1, 1), Dot(2.0), 4, t, t),
+            Ok(false)
+        );
+        assert!(matches!(
+            s.apply_replica_state(NodeId(1), id(1, 1), Dot(9.0), 4, t, t),
+            Err(StoreError::Stale { .. })
+        ));
+        assert!(matches!(
+            s.apply_replica_state(NodeId(2), id(1, 1), Dot(9.0), 9, t, t),
+            Err(StoreError::WrongOwner { .. })
+        ));
+        assert!(matches!(
+            s.apply_replica_state(NodeId(1), id(0, 1), Dot(9.0), 9, t, t),
+            Err(StoreError::NotOwner { .. })
+        ));
+        assert_eq!(s.object(id(1, 1)), Some(&Dot(2.0)));
+        assert_eq!(s.object(id(0, 1)), Some(&Dot(0.0)));
+        assert_eq!((s.primary_count(), s.replica_count()), (1, 1));
+    }
+
+    #[test]
+    fn take_restore_keeps_counts_and_expiry_drops_only_old_replicas() {
+        let mut s = ObjectStore::<Dot>::new();
+        s.insert_primary(id(0, 1), Dot(0.0), 0, Time::ZERO).unwrap();
+        s.apply_replica_state(NodeId(1), id(1, 1), Dot(1.0), 1, Time::ZERO, Time::ZERO)
+            .unwrap();
+        s.apply_replica_state(
+            NodeId(1),
+            id(1, 2),
+            Dot(1.0),
+            1,
+            Time::ZERO,
+            Time::from_millis(900),
+        )
+        .unwrap();
+        let e = s.take(id(0, 1)).unwrap();
+        assert_eq!(s.primary_count(), 0);
+        s.restore(id(0, 1), e);
+        assert_eq!(s.primary_count(), 1);
+        let dead = s.expire_replicas(Time::from_millis(1500), Duration::from_secs(1));
+        assert_eq!(dead, vec![id(1, 1)]);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.primary_ids(), vec![id(0, 1)]);
+    }
+}

@@ -1,0 +1,270 @@
+//! The configuration of a simulation run (`worldmesh simulate --config FILE`).
+//!
+//! Every field has a default that runs; a TOML file overrides any subset. Unknown keys
+//! are errors (a typo must not silently fall back to a default). Example:
+//!
+//! ```toml
+//! nodes = 64
+//! bots_per_node = 8
+//! duration_s = 60.0
+//! seed = 1
+//! frame_hz = 10.0
+//!
+//! [network]
+//! latency = "planetlab"   # or "uniform:80", or a path to a matrix file
+//! loss = 0.01
+//!
+//! [game]
+//! map_width = 4000.0
+//! ```
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+use worldmesh_core::{LatencyError, LatencyMatrix};
+use worldmesh_game::wander::WanderConfig;
+
+use crate::network::NetworkConfig;
+
+/// The shipped PlanetLab matrix (490 hosts, MIT licence: `data/latency/LICENSE-planetlab`).
+const PLANETLAB: &str = include_str!("../../../data/latency/planetlab-490.txt");
+
+/// Why a configuration is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("{path}: cannot read config: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The TOML is malformed or has unknown/mistyped keys.
+    #[error("{path}: {message}")]
+    Toml {
+        /// The file.
+        path: String,
+        /// The parser's message (it names the line and column).
+        message: String,
+    },
+    /// A value is out of range.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+    /// The latency matrix could not be loaded.
+    #[error(transparent)]
+    Latency(#[from] LatencyError),
+}
+
+/// A simulation run of the wandering-bots scenario.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimConfig {
+    /// Number of nodes (servers).
+    pub nodes: usize,
+    /// Bots (players) whose primaries each node holds.
+    pub bots_per_node: usize,
+    /// Simulated duration, seconds.
+    pub duration_s: f64,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Frames per second on every node (10 Hz as in Quake-like games, paper `000` §4.1).
+    pub frame_hz: f64,
+    /// The network.
+    pub network: NetworkConfig,
+    /// The game.
+    pub game: WanderConfig,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            nodes: 64,
+            bots_per_node: 8,
+            duration_s: 60.0,
+            seed: 1,
+            frame_hz: 10.0,
+            network: NetworkConfig::default(),
+            game: WanderConfig::default(),
+        }
+    }
+}
+
+/// Upper bounds that keep a typo from asking for terabytes.
+const MAX_NODES: usize = 100_000;
+const MAX_BOTS: usize = 10_000_000;
+
+impl SimConfig {
+    /// Parses TOML text; `path` names the source in errors.
+    pub fn from_toml_str(text: &str, path: &str) -> Result<Self, ConfigError> {
+        let cfg: SimConfig = toml::from_str(text).map_err(|e| ConfigError::Toml {
+            path: path.into(),
+            message: e.to_string(),
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Reads and parses a TOML file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let p = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: p.clone(),
+            source,
+        })?;
+        Self::from_toml_str(&text, &p)
+    }
+
+    /// Checks every value.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: String| Err(ConfigError::Invalid(m));
+        if self.nodes == 0 || self.nodes > MAX_NODES {
+            return bad(format!(
+                "nodes must be in 1..={MAX_NODES}, got {}",
+                self.nodes
+            ));
+        }
+        if self.nodes.saturating_mul(self.bots_per_node) > MAX_BOTS {
+            return bad(format!("nodes × bots_per_node must be at most {MAX_BOTS}"));
+        }
+        if !(self.duration_s.is_finite() && self.duration_s > 0.0 && self.duration_s <= 1e7) {
+            return bad(format!(
+                "duration_s must be in (0, 1e7], got {}",
+                self.duration_s
+            ));
+        }
+        if !(self.frame_hz.is_finite() && self.frame_hz > 0.0 && self.frame_hz <= 1000.0) {
+            return bad(format!(
+                "frame_hz must be in (0, 1000], got {}",
+                self.frame_hz
+            ));
+        }
+        let n = &self.network;
+        for (name, p) in [("network.loss", n.loss), ("network.duplicate", n.duplicate)] {
+            if !(0.0..=1.0).contains(&p) {
+                return bad(format!("{name} must be a probability in [0, 1], got {p}"));
+            }
+        }
+        for (name, v) in [
+            ("network.jitter_ms", n.jitter_ms),
+            ("network.access_delay_ms", n.access_delay_ms),
+        ] {
+            if !(v.is_finite() && (0.0..=60_000.0).contains(&v)) {
+                return bad(format!("{name} must be in [0, 60000] ms, got {v}"));
+            }
+        }
+        for (k, p) in n.partitions.iter().enumerate() {
+            if !(p.from_s.is_finite() && p.until_s.is_finite() && p.from_s <= p.until_s) {
+                return bad(format!("network.partitions[{k}]: need from_s <= until_s"));
+            }
+            if let Some(x) = p.nodes.iter().find(|x| **x as usize >= self.nodes) {
+                return bad(format!(
+                    "network.partitions[{k}]: node {x} does not exist ({} nodes)",
+                    self.nodes
+                ));
+            }
+        }
+        self.game.validate().map_err(ConfigError::Invalid)?;
+        Ok(())
+    }
+
+    /// Time between frames.
+    pub fn frame_interval(&self) -> Duration {
+        Duration::from_secs_f64(1.0 / self.frame_hz)
+    }
+
+    /// Loads the latency matrix named by `network.latency`.
+    pub fn latency_matrix(&self) -> Result<LatencyMatrix, ConfigError> {
+        load_latency(&self.network.latency)
+    }
+}
+
+/// Resolves a latency source: `planetlab`, `uniform:RTT_MS` or a file path.
+pub fn load_latency(spec: &str) -> Result<LatencyMatrix, ConfigError> {
+    if spec == "planetlab" {
+        return Ok(LatencyMatrix::parse(
+            PLANETLAB,
+            worldmesh_core::latency::MatrixFormat::Whitespace,
+            "planetlab-490.txt",
+        )?);
+    }
+    if let Some(rtt) = spec.strip_prefix("uniform:") {
+        let v: f32 = rtt
+            .parse()
+            .ok()
+            .filter(|v: &f32| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "network.latency `{spec}`: expected uniform:RTT_MS with RTT_MS >= 0"
+                ))
+            })?;
+        return Ok(LatencyMatrix::uniform(MAX_UNIFORM_HOSTS, v));
+    }
+    Ok(LatencyMatrix::load(spec)?)
+}
+
+/// Hosts in a `uniform:` matrix (more nodes share rows, with access delays; BRIEF §4).
+const MAX_UNIFORM_HOSTS: usize = 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_toml_overrides() {
+        SimConfig::default().validate().unwrap();
+        let c = SimConfig::from_toml_str("nodes = 3\n[network]\nloss = 0.5\n", "x.toml").unwrap();
+        assert_eq!((c.nodes, c.bots_per_node, c.network.loss), (3, 8, 0.5));
+    }
+
+    #[test]
+    fn bad_toml_names_file_line_and_key() {
+        let e = SimConfig::from_toml_str("nodes = 3\nnodez = 4\n", "x.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("x.toml: ") && e.contains("line 2") && e.contains("nodez"),
+            "{e}"
+        );
+        let e = SimConfig::from_toml_str("nodes = \"many\"\n", "x.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 1") && e.contains("nodes"), "{e}");
+        let e = SimConfig::from_toml_str("nodes = [\n", "x.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("x.toml: "), "{e}");
+        let e = SimConfig::from_toml_str("[network]\nloss = 2.0\n", "x.toml")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "invalid configuration: network.loss must be a probability in [0, 1], got 2"
+        );
+        let e = SimConfig::from_toml_str("nodes = 0\n", "x.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nodes must be in"), "{e}");
+        let e = SimConfig::from_toml_str(
+            "nodes = 2\n[[network.partitions]]\nfrom_s = 1.0\nuntil_s = 2.0\nnodes = [5]\n",
+            "x.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("node 5 does not exist"), "{e}");
+        let e = SimConfig::load(Path::new("/no/such.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("/no/such.toml: cannot read config"), "{e}");
+    }
+
+    #[test]
+    fn latency_sources_resolve() {
+        assert_eq!(load_latency("planetlab").unwrap().len(), 490);
+        let u = load_latency("uniform:80").unwrap();
+        assert_eq!(u.rtt_ms(0, 5), 80.0);
+        assert!(load_latency("uniform:-1").is_err());
+        let e = load_latency("/no/matrix.txt").unwrap_err().to_string();
+        assert!(e.contains("/no/matrix.txt"), "{e}");
+    }
+}

@@ -1,0 +1,232 @@
+//! The event queue and the loop that drives node state machines.
+//!
+//! The engine keeps one queue of timed events: datagram deliveries and node wake-ups.
+//! Handling an event calls the node's sans-IO interface (`handle_datagram` or
+//! `handle_timeout`), then drains what the node wants to send into the network model and
+//! re-arms the node's timer from `poll_timeout`. Ties in time are broken by insertion
+//! order, which makes every run reproducible.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use worldmesh_core::{NodeId, Time};
+use worldmesh_node::{Node, NodeSummary};
+use worldmesh_replica::GameObject;
+
+use crate::network::{Fate, NetworkModel, NetworkStats};
+
+enum Kind {
+    Deliver {
+        dst: u32,
+        src: u32,
+        datagram: Vec<u8>,
+    },
+    Wake {
+        node: u32,
+    },
+}
+
+struct Scheduled {
+    at: Time,
+    seq: u64,
+    kind: Kind,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Scheduled {
+    // Reversed: BinaryHeap is a max-heap and we want the earliest event first.
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+/// A simulation of `O`-typed nodes over a [`NetworkModel`].
+pub struct Simulation<O: GameObject> {
+    now: Time,
+    nodes: Vec<Node<O>>,
+    up: Vec<bool>,
+    timers: Vec<Option<Time>>,
+    queue: BinaryHeap<Scheduled>,
+    seq: u64,
+    net: NetworkModel,
+    net_stats: NetworkStats,
+    events_seen: u64,
+}
+
+impl<O: GameObject> Simulation<O> {
+    /// A simulation of `nodes` (node `i` must have id `i`) starting at time zero.
+    pub fn new(nodes: Vec<Node<O>>, net: NetworkModel) -> Self {
+        assert!(
+            nodes
+                .iter()
+                .enumerate()
+                .all(|(i, n)| n.id() == NodeId(i as u32)),
+            "node i must have id i"
+        );
+        let n = nodes.len();
+        let mut sim = Self {
+            now: Time::ZERO,
+            nodes,
+            up: vec![true; n],
+            timers: vec![None; n],
+            queue: BinaryHeap::new(),
+            seq: 0,
+            net,
+            net_stats: NetworkStats::default(),
+            events_seen: 0,
+        };
+        for i in 0..n {
+            sim.after_input(i);
+        }
+        sim
+    }
+
+    /// Current simulated time.
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// The nodes.
+    pub fn nodes(&self) -> &[Node<O>] {
+        &self.nodes
+    }
+
+    /// Node `id`, mutably (e.g. to spawn objects between steps).
+    pub fn node_mut(&mut self, id: NodeId) -> &mut Node<O> {
+        &mut self.nodes[id.0 as usize]
+    }
+
+    /// The network model (to partition or heal it between steps).
+    pub fn network_mut(&mut self) -> &mut NetworkModel {
+        &mut self.net
+    }
+
+    /// The network model.
+    pub fn network(&self) -> &NetworkModel {
+        &self.net
+    }
+
+    /// What the network did so far.
+    pub fn network_stats(&self) -> &NetworkStats {
+        &self.net_stats
+    }
+
+    /// Node events drained so far (the engine drains and counts them).
+    pub fn events_seen(&self) -> u64 {
+        self.events_seen
+    }
+
+    /// Crashes a node: it stops running and everything sent to it is dropped.
+    pub fn crash(&mut self, id: NodeId) {
+        self.up[id.0 as usize] = false;
+    }
+
+    fn push(&mut self, at: Time, kind: Kind) {
+        self.seq += 1;
+        self.queue.push(Scheduled {
+            at,
+            seq: self.seq,
+            kind,
+        });
+    }
+
+    /// After a node handled an input: route its datagrams and re-arm its timer.
+    fn after_input(&mut self, i: usize) {
+        while let Some(t) = self.nodes[i].poll_transmit() {
+            self.net_stats.sent += 1;
+            let src = NodeId(i as u32);
+            match self.net.route(self.now, src, t.dst) {
+                Fate::Lost => self.net_stats.lost += 1,
+                Fate::Partitioned => self.net_stats.partitioned += 1,
+                Fate::Deliver(delays) => {
+                    self.net_stats.duplicated += delays.len() as u64 - 1;
+                    let mut datagram = Some(t.datagram);
+                    let last = delays.len() - 1;
+                    for (k, d) in delays.into_iter().enumerate() {
+                        let bytes = if k == last {
+                            datagram.take().unwrap_or_default()
+                        } else {
+                            datagram.clone().unwrap_or_default()
+                        };
+                        self.push(
+                            self.now + d,
+                            Kind::Deliver {
+                                dst: t.dst.0,
+                                src: src.0,
+                                datagram: bytes,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        while self.nodes[i].poll_event().is_some() {
+            self.events_seen += 1;
+        }
+        if let Some(at) = self.nodes[i].poll_timeout()
+            && self.timers[i].is_none_or(|cur| at < cur)
+        {
+            let at = at.max(self.now);
+            self.timers[i] = Some(at);
+            self.push(at, Kind::Wake { node: i as u32 });
+        }
+    }
+
+    /// Processes the next event if it is due at or before `until`; returns false when
+    /// there is none.
+    pub fn step(&mut self, until: Time) -> bool {
+        match self.queue.peek() {
+            Some(e) if e.at <= until => {}
+            _ => return false,
+        }
+        let Some(ev) = self.queue.pop() else {
+            return false;
+        };
+        self.now = ev.at;
+        match ev.kind {
+            Kind::Deliver { dst, src, datagram } => {
+                let i = dst as usize;
+                if i >= self.nodes.len() || !self.up[i] {
+                    return true;
+                }
+                self.net_stats.delivered += 1;
+                self.nodes[i].handle_datagram(self.now, NodeId(src), &datagram);
+                self.after_input(i);
+            }
+            Kind::Wake { node } => {
+                let i = node as usize;
+                if self.timers[i] != Some(ev.at) || !self.up[i] {
+                    return true; // superseded by an earlier timer, or the node is down
+                }
+                self.timers[i] = None;
+                self.nodes[i].handle_timeout(self.now);
+                self.after_input(i);
+            }
+        }
+        true
+    }
+
+    /// Runs every event up to and including `until`, then sets the clock to `until`.
+    pub fn run_until(&mut self, until: Time) {
+        while self.step(until) {}
+        self.now = self.now.max(until);
+    }
+
+    /// Summaries of every node for a run of `duration_s` seconds ending now.
+    pub fn summaries(&self, duration_s: f64) -> Vec<NodeSummary> {
+        self.nodes
+            .iter()
+            .map(|n| n.summary(self.now, duration_s))
+            .collect()
+    }
+}

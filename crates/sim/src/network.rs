@@ -1,0 +1,313 @@
+//! The network model.
+//!
+//! Each simulated node is mapped onto a row of a latency matrix. With at most as many
+//! nodes as rows, rows are drawn without replacement; with more nodes, rows are drawn
+//! with replacement and every node gets a small access delay, so that two nodes on the
+//! same row are still apart (BRIEF §4). A datagram from `a` to `b` then takes
+//!
+//! ```text
+//! delay = RTT(row a, row b) / 2 + access(a) + access(b) + U(0, jitter)
+//! ```
+//!
+//! and is lost with probability `loss`, duplicated with probability `duplicate` (the copy
+//! takes its own jitter), and dropped while `a` and `b` are on different sides of an
+//! active partition.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use worldmesh_core::{DetRng, LatencyMatrix, NodeId, Time};
+
+/// A partition: during `[from_s, until_s)` the listed nodes and all the others cannot
+/// reach each other.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionSpec {
+    /// Start, seconds of simulated time.
+    pub from_s: f64,
+    /// End (exclusive), seconds.
+    pub until_s: f64,
+    /// The nodes on one side (node ids); everyone else is on the other side.
+    pub nodes: Vec<u32>,
+}
+
+/// Network parameters (the `[network]` table of a simulation config).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetworkConfig {
+    /// Latency source: `planetlab` (the shipped 490-host PlanetLab matrix),
+    /// `uniform:RTT_MS` (every pair the same), or a path to a whitespace or CSV matrix.
+    pub latency: String,
+    /// Extra one-way delay drawn uniformly from `[0, jitter_ms]` per datagram.
+    pub jitter_ms: f64,
+    /// Probability that a datagram is lost.
+    pub loss: f64,
+    /// Probability that a datagram is delivered twice.
+    pub duplicate: f64,
+    /// Largest access delay (one way, per node) when nodes outnumber matrix rows;
+    /// each node draws its own from `[0, access_delay_ms]`.
+    pub access_delay_ms: f64,
+    /// Scheduled partitions.
+    pub partitions: Vec<PartitionSpec>,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> Self {
+        Self {
+            latency: "planetlab".into(),
+            jitter_ms: 0.0,
+            loss: 0.0,
+            duplicate: 0.0,
+            access_delay_ms: 5.0,
+            partitions: Vec::new(),
+        }
+    }
+}
+
+/// Counts of what the network did to datagrams.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkStats {
+    /// Datagrams handed to the network by nodes.
+    pub sent: u64,
+    /// Datagrams delivered (duplicates included).
+    pub delivered: u64,
+    /// Datagrams lost at random.
+    pub lost: u64,
+    /// Extra copies delivered.
+    pub duplicated: u64,
+    /// Datagrams dropped by a partition.
+    pub partitioned: u64,
+}
+
+/// What the network decided for one datagram.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Delivered after each listed delay (two entries for a duplicate).
+    Deliver(Vec<Duration>),
+    /// Lost.
+    Lost,
+    /// Dropped by a partition.
+    Partitioned,
+}
+
+/// The network model for a fixed set of nodes.
+#[derive(Clone, Debug)]
+pub struct NetworkModel {
+    matrix: LatencyMatrix,
+    row: Vec<usize>,
+    access: Vec<Duration>,
+    jitter: Duration,
+    loss: f64,
+    duplicate: f64,
+    /// Partitions as (from, until, side membership per node).
+    partitions: Vec<(Time, Time, Vec<bool>)>,
+    manual_partition: Option<Vec<bool>>,
+    rng: DetRng,
+}
+
+impl NetworkModel {
+    /// Maps `nodes` nodes onto `matrix` (see the module docs) using `rng` for the draw.
+    pub fn new(matrix: LatencyMatrix, nodes: usize, cfg: &NetworkConfig, rng: &DetRng) -> Self {
+        let mut draw = rng.fork(0x6e65_7477);
+        let rows = matrix.len().max(1);
+        let (row, access) = if nodes <= rows {
+            let mut all: Vec<usize> = (0..rows).collect();
+            draw.shuffle(&mut all);
+            (all[..nodes].to_vec(), vec![Duration::ZERO; nodes])
+        } else {
+            let row = (0..nodes).map(|_| draw.index(rows)).collect();
+            let access = (0..nodes)
+                .map(|_| {
+                    Duration::from_secs_f64(
+                        draw.range_f64(0.0, cfg.access_delay_ms.max(0.0)) / 1000.0,
+                    )
+                })
+                .collect();
+            (row, access)
+        };
+        let partitions = cfg
+            .partitions
+            .iter()
+            .map(|p| {
+                let mut side = vec![false; nodes];
+                for n in &p.nodes {
+                    if let Some(s) = side.get_mut(*n as usize) {
+                        *s = true;
+                    }
+                }
+                (
+                    Time::from_secs_f64(p.from_s),
+                    Time::from_secs_f64(p.until_s),
+                    side,
+                )
+            })
+            .collect();
+        Self {
+            matrix,
+            row,
+            access,
+            jitter: Duration::from_secs_f64(cfg.jitter_ms.max(0.0) / 1000.0),
+            loss: cfg.loss,
+            duplicate: cfg.duplicate,
+            partitions,
+            manual_partition: None,
+            rng: rng.fork(0x6c6f_7373),
+        }
+    }
+
+    /// Number of nodes mapped.
+    pub fn nodes(&self) -> usize {
+        self.row.len()
+    }
+
+    /// The base one-way delay from `a` to `b` (no jitter).
+    pub fn base_delay(&self, a: NodeId, b: NodeId) -> Duration {
+        let (a, b) = (a.0 as usize, b.0 as usize);
+        if self.matrix.is_empty() {
+            return self.access[a] + self.access[b];
+        }
+        self.matrix.one_way(self.row[a], self.row[b]) + self.access[a] + self.access[b]
+    }
+
+    /// The largest one-way delay from `a` to `b` including jitter.
+    pub fn max_delay(&self, a: NodeId, b: NodeId) -> Duration {
+        self.base_delay(a, b) + self.jitter
+    }
+
+    /// Cuts the listed nodes off from everyone else until [`NetworkModel::heal`].
+    pub fn partition(&mut self, side: &[NodeId]) {
+        let mut s = vec![false; self.row.len()];
+        for n in side {
+            if let Some(x) = s.get_mut(n.0 as usize) {
+                *x = true;
+            }
+        }
+        self.manual_partition = Some(s);
+    }
+
+    /// Removes a manual partition.
+    pub fn heal(&mut self) {
+        self.manual_partition = None;
+    }
+
+    fn cut(&self, now: Time, a: usize, b: usize) -> bool {
+        if let Some(s) = &self.manual_partition
+            && s[a] != s[b]
+        {
+            return true;
+        }
+        self.partitions
+            .iter()
+            .any(|(from, until, s)| *from <= now && now < *until && s[a] != s[b])
+    }
+
+    /// Decides the fate of a datagram sent from `a` to `b` at `now`.
+    pub fn route(&mut self, now: Time, a: NodeId, b: NodeId) -> Fate {
+        if self.cut(now, a.0 as usize, b.0 as usize) {
+            return Fate::Partitioned;
+        }
+        if self.rng.chance(self.loss) {
+            return Fate::Lost;
+        }
+        let base = self.base_delay(a, b);
+        let mut jit = || Duration::from_secs_f64(self.rng.next_f64() * self.jitter.as_secs_f64());
+        let mut delays = vec![base + jit()];
+        if self.rng.chance(self.duplicate) {
+            let extra =
+                base + Duration::from_secs_f64(self.rng.next_f64() * self.jitter.as_secs_f64());
+            delays.push(extra);
+        }
+        Fate::Deliver(delays)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> NetworkConfig {
+        NetworkConfig {
+            access_delay_ms: 4.0,
+            ..NetworkConfig::default()
+        }
+    }
+
+    #[test]
+    fn delay_is_half_rtt_without_replacement() {
+        let m = LatencyMatrix::from_fn(3, |i, j| 10.0 * (i + j) as f32);
+        let mut net = NetworkModel::new(m.clone(), 3, &cfg(), &DetRng::new(1));
+        // The three nodes take the three rows in some order; delays are RTT/2 of those rows.
+        let rows: Vec<usize> = net.row.clone();
+        let mut sorted = rows.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, vec![0, 1, 2]);
+        let d = net.base_delay(NodeId(0), NodeId(1));
+        assert_eq!(d, m.one_way(rows[0], rows[1]));
+        assert_eq!(
+            net.route(Time::ZERO, NodeId(0), NodeId(1)),
+            Fate::Deliver(vec![d])
+        );
+    }
+
+    #[test]
+    fn more_nodes_than_rows_get_access_delay() {
+        let m = LatencyMatrix::uniform(2, 20.0);
+        let net = NetworkModel::new(m, 50, &cfg(), &DetRng::new(2));
+        assert_eq!(net.nodes(), 50);
+        assert!(net.access.iter().all(|a| *a <= Duration::from_millis(4)));
+        assert!(net.access.iter().any(|a| *a > Duration::ZERO));
+        for a in 0..50 {
+            let d = net.base_delay(NodeId(a), NodeId((a + 1) % 50));
+            assert!(d <= Duration::from_millis(18) && d >= Duration::ZERO);
+        }
+    }
+
+    #[test]
+    fn loss_duplication_and_partitions() {
+        let m = LatencyMatrix::uniform(4, 20.0);
+        let c = NetworkConfig {
+            loss: 0.25,
+            duplicate: 0.5,
+            jitter_ms: 2.0,
+            partitions: vec![PartitionSpec {
+                from_s: 1.0,
+                until_s: 2.0,
+                nodes: vec![0],
+            }],
+            ..cfg()
+        };
+        let mut net = NetworkModel::new(m, 4, &c, &DetRng::new(3));
+        let (mut lost, mut dup, n) = (0, 0, 20_000);
+        for _ in 0..n {
+            match net.route(Time::ZERO, NodeId(0), NodeId(1)) {
+                Fate::Lost => lost += 1,
+                Fate::Deliver(d) => {
+                    assert!(d.iter().all(
+                        |x| *x >= Duration::from_millis(10) && *x <= Duration::from_millis(12)
+                    ));
+                    dup += usize::from(d.len() == 2);
+                }
+                Fate::Partitioned => panic!("no partition at t=0"),
+            }
+        }
+        assert!((lost as f64 / n as f64 - 0.25).abs() < 0.02, "{lost}");
+        assert!((dup as f64 / (n - lost) as f64 - 0.5).abs() < 0.02, "{dup}");
+        assert_eq!(
+            net.route(Time::from_millis(1500), NodeId(0), NodeId(1)),
+            Fate::Partitioned
+        );
+        assert_ne!(
+            net.route(Time::from_millis(1500), NodeId(2), NodeId(1)),
+            Fate::Partitioned
+        );
+        net.partition(&[NodeId(3)]);
+        assert_eq!(
+            net.route(Time::ZERO, NodeId(3), NodeId(1)),
+            Fate::Partitioned
+        );
+        net.heal();
+        assert_ne!(
+            net.route(Time::ZERO, NodeId(3), NodeId(1)),
+            Fate::Partitioned
+        );
+    }
+}
