@@ -104,6 +104,11 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         "worldmesh simulate: {} nodes x {} bots, {:.0} s, broadcast replication, latency {}, loss {}",
         cfg.nodes, cfg.bots_per_node, cfg.duration_s, cfg.network.latency, cfg.network.loss
     );
+    let speed = if wall > 0.0 {
+        format!("{:.1}x", report.sim_seconds / wall)
+    } else {
+        "-".into()
+    };
     let extra = [
         (
             "coverage (remote objects replicated)",
@@ -120,10 +125,13 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             ),
         ),
     ];
-    println!(
-        "{}",
-        summary::headline(&title, &report.summary, report.sim_seconds, wall, &extra)
-    );
+    let times = [
+        ("simulated time, s", summary::f(report.sim_seconds, 1)),
+        ("wall time, s", summary::f(wall, 2)),
+        ("simulated / wall time", speed),
+    ];
+    let extra = [&extra[..], &times[..]].concat();
+    println!("{}", summary::headline(&title, &report.summary, &extra));
     println!("{}", summary::by_class(&report.summary, report.sim_seconds));
     if args.per_node {
         println!("{}", summary::per_node(&report.nodes));

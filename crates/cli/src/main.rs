@@ -5,7 +5,9 @@
 
 use clap::{Parser, Subcommand};
 
+mod cmd_cluster;
 mod cmd_experiment;
+mod cmd_node;
 mod cmd_simulate;
 mod duration;
 mod progress;
@@ -23,6 +25,10 @@ struct Cli {
 enum Command {
     /// Run the default scenario in the deterministic simulator and print a summary.
     Simulate(cmd_simulate::SimulateArgs),
+    /// Spawn real node processes on loopback, run them, print the same summary.
+    Cluster(cmd_cluster::ClusterArgs),
+    /// Run one real node over UDP (static membership from flags or a cluster file).
+    Node(cmd_node::NodeArgs),
     /// Run a named experiment that reproduces a paper's figure or table.
     Experiment(cmd_experiment::ExperimentArgs),
 }
@@ -41,6 +47,8 @@ fn main() -> std::process::ExitCode {
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Simulate(args) => cmd_simulate::run(args),
+        Command::Cluster(args) => cmd_cluster::run(args),
+        Command::Node(args) => cmd_node::run(args),
         Command::Experiment(args) => cmd_experiment::run(args),
     }
 }

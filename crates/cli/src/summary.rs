@@ -9,13 +9,7 @@ pub fn f(v: f64, d: usize) -> String {
 }
 
 /// The headline table: bandwidth, objects, staleness, time.
-pub fn headline(
-    title: &str,
-    run: &RunSummary,
-    sim_s: f64,
-    wall_s: f64,
-    extra: &[(&str, String)],
-) -> Table {
+pub fn headline(title: &str, run: &RunSummary, extra: &[(&str, String)]) -> Table {
     let mut t = Table::new(title, &["metric", "value"]);
     t.push(["nodes".into(), run.nodes.to_string()]);
     t.push([
@@ -49,14 +43,6 @@ pub fn headline(
     ]);
     for (k, v) in extra {
         t.push([(*k).to_owned(), v.clone()]);
-    }
-    t.push(["simulated time, s".into(), f(sim_s, 1)]);
-    t.push(["wall time, s".into(), f(wall_s, 2)]);
-    if wall_s > 0.0 {
-        t.push([
-            "simulated / wall time".into(),
-            format!("{}x", f(sim_s / wall_s, 1)),
-        ]);
     }
     t
 }

@@ -259,6 +259,22 @@ impl LatencyMatrix {
         LatencyMatrix::from_fn(hosts.len(), |a, b| self.rtt_ms(hosts[a], hosts[b]))
     }
 
+    /// Maps `nodes` simulated or emulated nodes onto rows of this matrix: distinct rows
+    /// (a random draw without replacement) while there are enough, otherwise a draw with
+    /// replacement (BRIEF §4). The simulator and the real driver's delay shim both use it,
+    /// so a seed places nodes identically in both.
+    pub fn map_nodes(&self, nodes: usize, rng: &mut crate::DetRng) -> Vec<usize> {
+        let rows = self.n.max(1);
+        if nodes <= rows {
+            let mut all: Vec<usize> = (0..rows).collect();
+            rng.shuffle(&mut all);
+            all.truncate(nodes);
+            all
+        } else {
+            (0..nodes).map(|_| rng.index(rows)).collect()
+        }
+    }
+
     /// Renders the matrix in the whitespace format (round-trips through [`Self::parse`]).
     pub fn to_whitespace_string(&self) -> String {
         let mut s = String::new();
@@ -324,6 +340,18 @@ mod tests {
             e.starts_with("/definitely/not/here.txt: cannot read"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn maps_nodes_onto_distinct_rows_while_possible() {
+        let m = LatencyMatrix::uniform(10, 1.0);
+        let mut r = crate::DetRng::new(1);
+        let mut rows = m.map_nodes(10, &mut r);
+        rows.sort_unstable();
+        assert_eq!(rows, (0..10).collect::<Vec<_>>());
+        let many = m.map_nodes(25, &mut r);
+        assert_eq!(many.len(), 25);
+        assert!(many.iter().all(|x| *x < 10));
     }
 
     #[test]

@@ -123,7 +123,10 @@ impl<O: GameObject> Node<O> {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             deleted: Vec::new(),
-            stats: NodeStats::default(),
+            stats: NodeStats {
+                origin: now,
+                ..NodeStats::default()
+            },
         }
     }
 

@@ -12,6 +12,8 @@ use worldmesh_core::{MessageClass, NodeId, Time, TrafficCounters};
 /// Counters a node keeps while it runs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeStats {
+    /// When the node started; 1-second windows count from here.
+    pub origin: Time,
     /// Bytes and packets by class and direction.
     pub traffic: TrafficCounters,
     /// Outbound bytes (wire, all classes) in each 1-second window since time zero.
@@ -30,7 +32,7 @@ impl NodeStats {
     /// Records a sent datagram at time `now`.
     pub fn on_send(&mut self, now: Time, class: MessageClass, payload_len: usize) {
         self.traffic.on_send(class, payload_len);
-        let sec = (now.as_micros() / 1_000_000) as usize;
+        let sec = (now - self.origin).as_secs() as usize;
         // Bounded: one slot per second of run time.
         if self.sent_per_second.len() <= sec {
             self.sent_per_second.resize(sec + 1, 0);

@@ -1,0 +1,195 @@
+//! The `worldmesh` binary, run as a user would.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn worldmesh() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_worldmesh"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("wm-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn json(path: PathBuf) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn cluster_of_three_real_processes_exchanges_state() {
+    let out = tmp("cluster");
+    let o = worldmesh()
+        .args([
+            "cluster",
+            "--nodes",
+            "3",
+            "--duration",
+            "2s",
+            "--bots-per-node",
+            "5",
+            "--loss",
+            "0.05",
+            "--latency",
+            "uniform:20",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("3 real node processes"), "{stdout}");
+    let r = json(out.join("report.json"));
+    let nodes = r["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3);
+    for n in nodes {
+        assert_eq!(n["primaries"], 5);
+        assert_eq!(
+            n["replicas"], 10,
+            "every node holds the other two nodes' bots: {n}"
+        );
+        // 10 ms one way + ≤ 1 frame + a few lost frames, far below the 2 s replica TTL.
+        assert!(n["staleness_max_ms"].as_f64().unwrap() < 1000.0, "{n}");
+        assert!(n["received"][0]["packets"].as_u64().unwrap() > 0);
+    }
+    std::fs::remove_dir_all(out).unwrap();
+}
+
+#[test]
+fn simulate_writes_a_report_and_is_deterministic() {
+    let out = tmp("sim");
+    let run = |dir: &PathBuf| {
+        let o = worldmesh()
+            .args([
+                "simulate",
+                "--quiet",
+                "--nodes",
+                "6",
+                "--bots-per-node",
+                "3",
+                "--duration",
+                "2s",
+                "--seed",
+                "9",
+                "--loss",
+                "0.1",
+                "--out",
+            ])
+            .arg(dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut r = json(dir.join("report.json"));
+        r.as_object_mut().unwrap().remove("wall_seconds");
+        (String::from_utf8_lossy(&o.stdout).into_owned(), r)
+    };
+    let (stdout, a) = run(&out.join("a"));
+    let (_, b) = run(&out.join("b"));
+    assert!(
+        stdout.contains("per-node outbound kbps, p95 of 1-s bursts"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("object_update"), "{stdout}");
+    assert_eq!(a, b);
+    assert_eq!(a["config"]["nodes"], 6);
+    assert!(a["network"]["lost"].as_u64().unwrap() > 0);
+    std::fs::remove_dir_all(out).unwrap();
+}
+
+#[test]
+fn bad_inputs_fail_with_clear_errors() {
+    let dir = tmp("bad");
+    let toml = dir.join("bad.toml");
+    std::fs::write(&toml, "nodes = 4\nbots_per_nod = 2\n").unwrap();
+    let o = worldmesh()
+        .args(["simulate", "--quiet", "--config"])
+        .arg(&toml)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("bad.toml") && err.contains("line 2") && err.contains("bots_per_nod"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+
+    let lat = dir.join("lat.txt");
+    std::fs::write(&lat, "0 1 2\n1 0 x\n2 1 0\n").unwrap();
+    let o = worldmesh()
+        .args(["simulate", "--quiet", "--duration", "1s", "--latency"])
+        .arg(&lat)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("lat.txt:2:3: `x` is not a number"), "{err}");
+
+    let o = worldmesh()
+        .args(["simulate", "--quiet", "--loss", "1.5"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("network.loss must be a probability"),
+        "{err}"
+    );
+
+    let o = worldmesh()
+        .args(["simulate", "--duration", "soon"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("not a duration"),
+        "{err}"
+    );
+
+    let o = worldmesh()
+        .args([
+            "node",
+            "--id",
+            "0",
+            "--listen",
+            "127.0.0.1:0",
+            "--peer",
+            "1:127.0.0.1:9",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("expected ID=HOST:PORT"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn help_explains_every_command() {
+    let o = worldmesh().arg("--help").output().unwrap();
+    let s = String::from_utf8_lossy(&o.stdout);
+    for cmd in ["simulate", "cluster", "node", "experiment"] {
+        assert!(s.contains(cmd), "{s}");
+    }
+    let o = worldmesh().args(["simulate", "--help"]).output().unwrap();
+    let s = String::from_utf8_lossy(&o.stdout);
+    for flag in [
+        "--config",
+        "--nodes",
+        "--bots-per-node",
+        "--duration",
+        "--seed",
+        "--latency",
+        "--loss",
+        "--out",
+    ] {
+        assert!(s.contains(flag), "{flag} missing from simulate --help");
+    }
+}
