@@ -45,10 +45,7 @@ pub struct ClusterArgs {
 /// Runs the command.
 pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
     if args.nodes == 0 || args.nodes > 256 {
-        bail!(
-            "--nodes must be in 1..=256 on one machine, got {}",
-            args.nodes
-        );
+        bail!("--nodes must be in 1..=256 on one machine, got {}", args.nodes);
     }
     if !(0.0..=1.0).contains(&args.loss) {
         bail!("--loss must be a probability in [0, 1], got {}", args.loss);
@@ -65,10 +62,7 @@ fn free_addrs(n: usize) -> anyhow::Result<Vec<SocketAddr>> {
         .map(|_| UdpSocket::bind("127.0.0.1:0"))
         .collect::<Result<_, _>>()
         .context("cannot bind a loopback port")?;
-    socks
-        .iter()
-        .map(|s| s.local_addr().map_err(Into::into))
-        .collect()
+    socks.iter().map(|s| s.local_addr().map_err(Into::into)).collect()
 }
 
 async fn run_async(args: ClusterArgs) -> anyhow::Result<()> {
@@ -114,11 +108,7 @@ async fn run_async(args: ClusterArgs) -> anyhow::Result<()> {
     eprintln!(
         "started {} node processes on {}",
         args.nodes,
-        addrs
-            .iter()
-            .map(|a| a.to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
+        addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
     );
     let bar = crate::progress::bar(true, args.duration.as_millis() as u64, "cluster");
     let started = Instant::now();
@@ -194,8 +184,7 @@ async fn collect_all(children: &mut [Child]) -> anyhow::Result<Vec<NodeSummary>>
             }
             let mut err = String::new();
             let _ = stderr.read_to_string(&mut err).await;
-            summary
-                .ok_or_else(|| anyhow::anyhow!("node {i} exited without a summary: {}", err.trim()))
+            summary.ok_or_else(|| anyhow::anyhow!("node {i} exited without a summary: {}", err.trim()))
         });
     }
     let mut out = Vec::new();

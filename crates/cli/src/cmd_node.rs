@@ -90,8 +90,8 @@ impl NodeArgs {
         let me = NodeId(self.id);
         let mut table = PeerTable::new();
         let listen = if let Some(path) = &self.cluster {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
             let file: ClusterFile =
                 toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
             let mut listen = None;
@@ -106,11 +106,7 @@ impl NodeArgs {
             }
             match listen {
                 Some(a) => a,
-                None => bail!(
-                    "{}: no [[node]] entry with id = {}",
-                    path.display(),
-                    self.id
-                ),
+                None => bail!("{}: no [[node]] entry with id = {}", path.display(), self.id),
             }
         } else {
             for p in &self.peer {
@@ -122,9 +118,7 @@ impl NodeArgs {
             }
             match self.listen {
                 Some(a) => a,
-                None => bail!(
-                    "give --listen ADDR (with --peer ID=ADDR for each peer) or --cluster FILE"
-                ),
+                None => bail!("give --listen ADDR (with --peer ID=ADDR for each peer) or --cluster FILE"),
             }
         };
         Ok((listen, table))

@@ -21,9 +21,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         _ => return Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
     };
     if !(secs.is_finite() && secs > 0.0 && secs <= 1e7) {
-        return Err(format!(
-            "`{s}`: duration must be positive and at most 1e7 s"
-        ));
+        return Err(format!("`{s}`: duration must be positive and at most 1e7 s"));
     }
     Ok(Duration::from_secs_f64(secs))
 }

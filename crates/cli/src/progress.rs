@@ -12,9 +12,9 @@ pub fn bar(enabled: bool, len: u64, label: &str) -> ProgressBar {
             ProgressDrawTarget::hidden()
         },
     );
-    if let Ok(style) = ProgressStyle::with_template(
-        "{msg:>12} [{bar:40}] {percent:>3}% {elapsed_precise} eta {eta}",
-    ) {
+    if let Ok(style) =
+        ProgressStyle::with_template("{msg:>12} [{bar:40}] {percent:>3}% {elapsed_precise} eta {eta}")
+    {
         pb.set_style(style.progress_chars("=> "));
     }
     pb.set_message(label.to_owned());

@@ -12,10 +12,7 @@ pub fn f(v: f64, d: usize) -> String {
 pub fn headline(title: &str, run: &RunSummary, extra: &[(&str, String)]) -> Table {
     let mut t = Table::new(title, &["metric", "value"]);
     t.push(["nodes".into(), run.nodes.to_string()]);
-    t.push([
-        "per-node outbound kbps, mean".into(),
-        f(run.out_kbps_mean, 1),
-    ]);
+    t.push(["per-node outbound kbps, mean".into(), f(run.out_kbps_mean, 1)]);
     t.push([
         "per-node outbound kbps, p95 of 1-s bursts (mean over nodes)".into(),
         f(run.out_kbps_p95_mean, 1),

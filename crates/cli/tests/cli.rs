@@ -146,10 +146,7 @@ fn bad_inputs_fail_with_clear_errors() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success() && err.contains("not a duration"),
-        "{err}"
-    );
+    assert!(!o.status.success() && err.contains("not a duration"), "{err}");
 
     let o = worldmesh()
         .args([

@@ -63,9 +63,7 @@ impl fmt::Display for Point3 {
 }
 
 /// A closed interval `[lo, hi]` of one attribute.
-#[derive(
-    Clone, Copy, PartialEq, Debug, Serialize, Deserialize, bitcode::Encode, bitcode::Decode,
-)]
+#[derive(Clone, Copy, PartialEq, Debug, Serialize, Deserialize, bitcode::Encode, bitcode::Decode)]
 pub struct Interval {
     /// Lower bound (inclusive).
     pub lo: f32,
@@ -105,9 +103,7 @@ impl Interval {
 }
 
 /// An axis-aligned box, the usual shape of an area of interest.
-#[derive(
-    Clone, Copy, PartialEq, Debug, Serialize, Deserialize, bitcode::Encode, bitcode::Decode,
-)]
+#[derive(Clone, Copy, PartialEq, Debug, Serialize, Deserialize, bitcode::Encode, bitcode::Decode)]
 pub struct Aabb {
     /// Minimum corner.
     pub min: Point3,
@@ -192,21 +188,14 @@ impl Aabb {
     pub fn to_predicate(&self) -> RangePredicate {
         RangePredicate {
             ranges: (0..3)
-                .map(|a| {
-                    (
-                        Attr(a as u8),
-                        Interval::new(self.min.coord(a), self.max.coord(a)),
-                    )
-                })
+                .map(|a| (Attr(a as u8), Interval::new(self.min.coord(a), self.max.coord(a))))
                 .collect(),
         }
     }
 
     /// True if all coordinates are finite and `min <= max` on every axis.
     pub fn is_valid(&self) -> bool {
-        self.min.is_finite()
-            && self.max.is_finite()
-            && (0..3).all(|a| self.min.coord(a) <= self.max.coord(a))
+        self.min.is_finite() && self.max.is_finite() && (0..3).all(|a| self.min.coord(a) <= self.max.coord(a))
     }
 }
 
@@ -240,9 +229,7 @@ impl Attr {
 /// A multi-attribute range predicate (a Colyseus subscription): a conjunction of
 /// intervals, one per constrained attribute. Attributes it does not mention are
 /// unconstrained.
-#[derive(
-    Clone, PartialEq, Debug, Default, Serialize, Deserialize, bitcode::Encode, bitcode::Decode,
-)]
+#[derive(Clone, PartialEq, Debug, Default, Serialize, Deserialize, bitcode::Encode, bitcode::Decode)]
 pub struct RangePredicate {
     /// The constrained attributes and their intervals.
     pub ranges: Vec<(Attr, Interval)>,
@@ -251,10 +238,7 @@ pub struct RangePredicate {
 impl RangePredicate {
     /// The interval constraining `attr`, if any.
     pub fn range(&self, attr: Attr) -> Option<Interval> {
-        self.ranges
-            .iter()
-            .find(|(a, _)| *a == attr)
-            .map(|(_, i)| *i)
+        self.ranges.iter().find(|(a, _)| *a == attr).map(|(_, i)| *i)
     }
 
     /// True if the publication `values` (attribute, value pairs) satisfies every
@@ -302,14 +286,8 @@ mod tests {
 
     #[test]
     fn predicate_matches_conjunction() {
-        let p = Aabb::from_corners(Point3::new(0.0, 0.0, 0.0), Point3::new(10.0, 10.0, 1.0))
-            .to_predicate();
-        assert!(p.matches(&[
-            (Attr::X, 1.0),
-            (Attr::Y, 10.0),
-            (Attr::Z, 0.5),
-            (Attr(7), 99.0)
-        ]));
+        let p = Aabb::from_corners(Point3::new(0.0, 0.0, 0.0), Point3::new(10.0, 10.0, 1.0)).to_predicate();
+        assert!(p.matches(&[(Attr::X, 1.0), (Attr::Y, 10.0), (Attr::Z, 0.5), (Attr(7), 99.0)]));
         assert!(!p.matches(&[(Attr::X, 1.0), (Attr::Y, 10.5), (Attr::Z, 0.5)]));
         assert!(
             !p.matches(&[(Attr::X, 1.0), (Attr::Y, 1.0)]),

@@ -119,9 +119,7 @@ impl LatencyMatrix {
             path: path.to_path_buf(),
             source,
         })?;
-        let is_csv = path
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("csv"))
+        let is_csv = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"))
             || text
                 .lines()
                 .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
@@ -135,11 +133,7 @@ impl LatencyMatrix {
     }
 
     /// Parses text in the given format; `source_name` appears in error messages.
-    pub fn parse(
-        text: &str,
-        format: MatrixFormat,
-        source_name: &str,
-    ) -> Result<Self, LatencyError> {
+    pub fn parse(text: &str, format: MatrixFormat, source_name: &str) -> Result<Self, LatencyError> {
         let mut n = 0usize;
         let mut rows = 0usize;
         let mut rtt_ms: Vec<f32> = Vec::new();
@@ -169,9 +163,7 @@ impl LatencyMatrix {
                 return Err(LatencyError::Shape {
                     source_name: source_name.into(),
                     line,
-                    what: format!(
-                        "extra row: the first row has {n} values, so {n} rows are expected"
-                    ),
+                    what: format!("extra row: the first row has {n} values, so {n} rows are expected"),
                 });
             }
             if tokens.len() != n {
@@ -316,30 +308,18 @@ mod tests {
             "{e}"
         );
         let e = ws("0 1\nNaN 0\n").unwrap_err().to_string();
-        assert!(
-            e.contains("test.txt:2:1") && e.contains("not finite"),
-            "{e}"
-        );
+        assert!(e.contains("test.txt:2:1") && e.contains("not finite"), "{e}");
         let e = ws("0 1\n1\n").unwrap_err().to_string();
-        assert!(
-            e.starts_with("test.txt:2: row has 1 values, expected 2"),
-            "{e}"
-        );
+        assert!(e.starts_with("test.txt:2: row has 1 values, expected 2"), "{e}");
         let e = ws("0 1\n1 0\n2 2\n").unwrap_err().to_string();
         assert!(e.contains("test.txt:3: extra row"), "{e}");
         let e = ws("0 1 2\n1 0 2\n").unwrap_err().to_string();
         assert!(e.contains("2 rows but 3 columns"), "{e}");
-        assert!(matches!(
-            ws("\n# nothing\n"),
-            Err(LatencyError::Empty { .. })
-        ));
+        assert!(matches!(ws("\n# nothing\n"), Err(LatencyError::Empty { .. })));
         let e = LatencyMatrix::load("/definitely/not/here.txt")
             .unwrap_err()
             .to_string();
-        assert!(
-            e.starts_with("/definitely/not/here.txt: cannot read"),
-            "{e}"
-        );
+        assert!(e.starts_with("/definitely/not/here.txt: cannot read"), "{e}");
     }
 
     #[test]

@@ -38,8 +38,7 @@ impl DetRng {
 
     /// An independent child stream identified by `stream`; does not advance `self`.
     pub fn fork(&self, stream: u64) -> Self {
-        let mut st =
-            self.s[0] ^ self.s[2].rotate_left(17) ^ stream.wrapping_mul(0xA076_1D64_78BD_642F);
+        let mut st = self.s[0] ^ self.s[2].rotate_left(17) ^ stream.wrapping_mul(0xA076_1D64_78BD_642F);
         let mut child = [0u64; 4];
         for c in &mut child {
             *c = splitmix64(&mut st);
@@ -192,10 +191,7 @@ mod tests {
         for _ in 0..70_000 {
             counts[r.index(7)] += 1;
         }
-        assert!(
-            counts.iter().all(|&c| (9_000..11_000).contains(&c)),
-            "{counts:?}"
-        );
+        assert!(counts.iter().all(|&c| (9_000..11_000).contains(&c)), "{counts:?}");
         let norm: Vec<f64> = (0..n).map(|_| r.normal()).collect();
         let m = norm.iter().sum::<f64>() / n as f64;
         let v = norm.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n as f64;
@@ -209,10 +205,7 @@ mod tests {
                 (m - k * th).abs() / (k * th) < 0.02,
                 "gamma mean {m} for {k},{th}"
             );
-            assert!(
-                (v - k * th * th).abs() / (k * th * th) < 0.05,
-                "gamma var {v}"
-            );
+            assert!((v - k * th * th).abs() / (k * th * th) < 0.05, "gamma var {v}");
         }
         let e = (0..n).map(|_| r.exponential(3.0)).sum::<f64>() / n as f64;
         assert!((e - 3.0).abs() < 0.05, "{e}");

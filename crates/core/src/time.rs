@@ -66,10 +66,7 @@ impl Time {
 
     /// `self + d`, saturating at [`Time::MAX`].
     pub fn saturating_add(self, d: Duration) -> Time {
-        Time(
-            self.0
-                .saturating_add(d.as_micros().min(u64::MAX as u128) as u64),
-        )
+        Time(self.0.saturating_add(d.as_micros().min(u64::MAX as u128) as u64))
     }
 }
 

@@ -94,9 +94,7 @@ impl<'a> Frame<'a> {
     /// `max_payload` bytes.
     pub fn parse(datagram: &'a [u8], max_payload: usize) -> Result<Self, WireError> {
         if datagram.len() < HEADER_LEN {
-            return Err(WireError::TruncatedHeader {
-                got: datagram.len(),
-            });
+            return Err(WireError::TruncatedHeader { got: datagram.len() });
         }
         let magic = [datagram[0], datagram[1]];
         if magic != MAGIC {
@@ -105,8 +103,7 @@ impl<'a> Frame<'a> {
         if datagram[2] != PROTOCOL_VERSION {
             return Err(WireError::UnsupportedVersion { got: datagram[2] });
         }
-        let class =
-            MessageClass::from_u8(datagram[3]).ok_or(WireError::UnknownClass(datagram[3]))?;
+        let class = MessageClass::from_u8(datagram[3]).ok_or(WireError::UnknownClass(datagram[3]))?;
         let declared = usize::from(u16::from_le_bytes([datagram[4], datagram[5]]));
         let limit = max_payload.min(MAX_PAYLOAD);
         if declared > limit {
@@ -132,10 +129,7 @@ impl<'a> Frame<'a> {
 }
 
 /// Encodes `msg` as a complete datagram (header + bitcode payload) of class `class`.
-pub fn encode<T: bitcode::Encode + ?Sized>(
-    class: MessageClass,
-    msg: &T,
-) -> Result<Vec<u8>, WireError> {
+pub fn encode<T: bitcode::Encode + ?Sized>(class: MessageClass, msg: &T) -> Result<Vec<u8>, WireError> {
     let payload = bitcode::encode(msg);
     frame(class, &payload)
 }
@@ -203,10 +197,7 @@ mod tests {
         ));
         let mut v = d.clone();
         v[3] = 17;
-        assert_eq!(
-            Frame::parse(&v, MAX_PAYLOAD),
-            Err(WireError::UnknownClass(17))
-        );
+        assert_eq!(Frame::parse(&v, MAX_PAYLOAD), Err(WireError::UnknownClass(17)));
         let truncated = &d[..d.len() - 1];
         assert!(matches!(
             Frame::parse(truncated, MAX_PAYLOAD),
@@ -219,10 +210,7 @@ mod tests {
         // A header that declares 60000 bytes on a 10-byte datagram is refused up front.
         let mut v = d[..HEADER_LEN].to_vec();
         v[4..6].copy_from_slice(&60_000u16.to_le_bytes());
-        assert!(matches!(
-            Frame::parse(&v, 1400),
-            Err(WireError::Oversize { .. })
-        ));
+        assert!(matches!(Frame::parse(&v, 1400), Err(WireError::Oversize { .. })));
         assert!(matches!(
             Frame::parse(&v, MAX_PAYLOAD),
             Err(WireError::LengthMismatch { .. })
@@ -230,10 +218,7 @@ mod tests {
         // Valid header, garbage payload.
         let g = frame(MessageClass::Control, &[0xff; 5]).unwrap();
         let f = Frame::parse(&g, MAX_PAYLOAD).unwrap();
-        assert!(matches!(
-            f.decode::<Msg>(),
-            Err(WireError::Malformed { .. })
-        ));
+        assert!(matches!(f.decode::<Msg>(), Err(WireError::Malformed { .. })));
         assert!(matches!(
             frame(MessageClass::Control, &vec![0; MAX_PAYLOAD + 1]),
             Err(WireError::TooLargeToSend { .. })

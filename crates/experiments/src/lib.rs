@@ -9,6 +9,8 @@
 //! ExperimentError>` and add one [`Experiment`] entry to [`registry`].
 #![forbid(unsafe_code)]
 
+pub mod sim_speed;
+
 use std::path::PathBuf;
 use worldmesh_report::{OutputDir, ReportError, Table};
 
@@ -68,7 +70,12 @@ pub struct Experiment {
 
 /// Every experiment, in the order `worldmesh experiment --list` shows them.
 pub fn registry() -> Vec<Experiment> {
-    vec![]
+    vec![Experiment {
+        name: "sim-speed",
+        reproduces: "issue 2 benchmark (no paper figure)",
+        summary: "simulated time / wall time of the default scenario and a sweep over nodes",
+        run: sim_speed::run,
+    }]
 }
 
 /// The experiment called `name`, if any.
@@ -87,6 +94,29 @@ pub fn shipped_planetlab_path() -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn quick_ctx(name: &str) -> Context {
+        let dir = std::env::temp_dir().join(format!("wm-exp-{}-{name}", std::process::id()));
+        Context {
+            out: OutputDir::create(dir).unwrap(),
+            seed: 1,
+            quick: true,
+            latency_file: None,
+            progress: false,
+        }
+    }
+
+    #[test]
+    fn sim_speed_quick_writes_its_files() {
+        let ctx = quick_ctx("sim-speed");
+        let out = (find("sim-speed").unwrap().run)(&ctx).unwrap();
+        assert_eq!(out.tables[0].rows.len(), 3);
+        let csv = std::fs::read_to_string(ctx.out.path("sim_speed.csv")).unwrap();
+        assert!(csv.starts_with("nodes,players,simulated s,wall s,simulated/wall"));
+        // 4 nodes x 8 bots for 5 s: each node sends one datagram per peer per frame.
+        assert!(out.tables[0].rows[0][5].parse::<u64>().unwrap() >= 4 * 3 * 49);
+        std::fs::remove_dir_all(ctx.out.root()).unwrap();
+    }
 
     #[test]
     fn names_are_unique() {

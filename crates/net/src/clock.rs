@@ -57,13 +57,8 @@ mod tests {
         let t = c.now() + Duration::from_millis(250);
         let back = c.at(c.instant(t));
         assert_eq!(back, t);
-        let shared = Clock::new(
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .unwrap()
-                .as_millis() as u64
-                - 5000,
-        );
+        let shared =
+            Clock::new(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64 - 5000);
         assert!(shared.now() >= Time::from_millis(4900));
     }
 }

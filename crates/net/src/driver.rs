@@ -107,13 +107,7 @@ pub async fn run_node<O: GameObject>(
     Ok((node.summary(end, secs), stats, node))
 }
 
-async fn send(
-    socket: &UdpSocket,
-    peers: &PeerTable,
-    dst: NodeId,
-    datagram: &[u8],
-    stats: &mut DriverStats,
-) {
+async fn send(socket: &UdpSocket, peers: &PeerTable, dst: NodeId, datagram: &[u8], stats: &mut DriverStats) {
     match peers.addr(dst) {
         Some(addr) => {
             if socket.send_to(datagram, addr).await.is_err() {

@@ -47,14 +47,9 @@ impl PeerTable {
 
     /// Parses `ID=HOST:PORT`.
     pub fn parse_entry(s: &str) -> Result<(NodeId, SocketAddr), PeerError> {
-        let (id, addr) = s
-            .split_once('=')
-            .ok_or_else(|| PeerError::Syntax(s.into()))?;
+        let (id, addr) = s.split_once('=').ok_or_else(|| PeerError::Syntax(s.into()))?;
         let id: u32 = id.trim().parse().map_err(|_| PeerError::Syntax(s.into()))?;
-        let addr: SocketAddr = addr
-            .trim()
-            .parse()
-            .map_err(|_| PeerError::Syntax(s.into()))?;
+        let addr: SocketAddr = addr.trim().parse().map_err(|_| PeerError::Syntax(s.into()))?;
         Ok((NodeId(id), addr))
     }
 

@@ -69,9 +69,7 @@ impl DelayShim {
         if self.next_due()? > now {
             return None;
         }
-        self.queue
-            .pop()
-            .map(|Reverse((_, _, dst, d))| (NodeId(dst), d))
+        self.queue.pop().map(|Reverse((_, _, dst, d))| (NodeId(dst), d))
     }
 }
 

@@ -109,7 +109,11 @@ pub struct Node<O: GameObject> {
 
 impl<O: GameObject> Node<O> {
     /// A node that runs its first frame at `now`.
-    pub fn new(config: NodeConfig, world: Arc<O::World>, now: Time) -> Self {
+    pub fn new(mut config: NodeConfig, world: Arc<O::World>, now: Time) -> Self {
+        // Sorted and deduplicated: membership checks are binary searches.
+        config.peers.sort_unstable();
+        config.peers.dedup();
+        config.peers.retain(|p| *p != config.id);
         let rng = DetRng::new(config.seed).fork(u64::from(config.id.0));
         Self {
             config,
@@ -220,7 +224,7 @@ impl<O: GameObject> Node<O> {
             }
         };
         self.stats.traffic.on_receive(frame.class, datagram.len());
-        if !self.config.peers.contains(&from) {
+        if self.config.peers.binary_search(&from).is_err() {
             self.stats.malformed += 1;
             self.push_event(Event::Rejected {
                 from,
@@ -308,9 +312,7 @@ impl<O: GameObject> Node<O> {
     fn run_frame(&mut self, now: Time) {
         self.frame += 1;
         self.stats.frames += 1;
-        let dt = self
-            .last_frame
-            .map_or(self.config.frame_interval, |t| now - t);
+        let dt = self.last_frame.map_or(self.config.frame_interval, |t| now - t);
         self.last_frame = Some(now);
 
         // 1. Think every primary (paper `000` §3: only primaries run think).
@@ -384,10 +386,7 @@ impl<O: GameObject> Node<O> {
         for states in datagrams {
             match wire::encode(
                 MessageClass::ObjectUpdate,
-                &Message::Updates {
-                    sent_at: now,
-                    states,
-                },
+                &Message::Updates { sent_at: now, states },
             ) {
                 Ok(d) => encoded.push(d),
                 Err(e) => self.push_event(Event::Rejected {
@@ -411,11 +410,7 @@ impl<O: GameObject> Node<O> {
 
     fn send(&mut self, now: Time, dst: NodeId, class: MessageClass, datagram: Vec<u8>) {
         self.stats.on_send(now, class, datagram.len());
-        self.transmits.push_back(Transmit {
-            dst,
-            class,
-            datagram,
-        });
+        self.transmits.push_back(Transmit { dst, class, datagram });
     }
 
     fn push_event(&mut self, e: Event) {

@@ -37,8 +37,7 @@ impl NodeStats {
         if self.sent_per_second.len() <= sec {
             self.sent_per_second.resize(sec + 1, 0);
         }
-        self.sent_per_second[sec] +=
-            payload_len as u64 + worldmesh_core::traffic::UDP_IPV4_OVERHEAD;
+        self.sent_per_second[sec] += payload_len as u64 + worldmesh_core::traffic::UDP_IPV4_OVERHEAD;
     }
 }
 

@@ -55,10 +55,7 @@ fn frames_send_primaries_to_every_peer_and_create_replicas() {
     }));
     let e = b.store().get(id).unwrap();
     assert_eq!(e.role, Role::Replica { primary: NodeId(0) });
-    assert_eq!(
-        e.object.position(),
-        a.store().object(id).unwrap().position()
-    );
+    assert_eq!(e.object.position(), a.store().object(id).unwrap().position());
     assert_eq!(b.replica_ages_ms(Time::from_millis(30)), vec![30.0]);
     let first_pos = e.object.pos;
 
@@ -133,11 +130,7 @@ fn updates(states: Vec<ObjectState>) -> Vec<u8> {
 
 fn bot_state(id: ObjectId, version: u64) -> ObjectState {
     let mut state = Vec::new();
-    Bot::random(
-        &WanderConfig::default(),
-        &mut worldmesh_core::DetRng::new(3),
-    )
-    .encode_state(&mut state);
+    Bot::random(&WanderConfig::default(), &mut worldmesh_core::DetRng::new(3)).encode_state(&mut state);
     ObjectState { id, version, state }
 }
 
@@ -146,10 +139,7 @@ fn bad_input_is_counted_and_never_applied() {
     let mut b = node(1, 3);
     let mine = b.spawn(
         Time::ZERO,
-        Bot::random(
-            &WanderConfig::default(),
-            &mut worldmesh_core::DetRng::new(1),
-        ),
+        Bot::random(&WanderConfig::default(), &mut worldmesh_core::DetRng::new(1)),
     );
     let before = b.store().object(mine).cloned();
     // Truncated header, bad version, garbage payload, oversize declared length.
@@ -167,7 +157,12 @@ fn bad_input_is_counted_and_never_applied() {
     b.handle_datagram(Time::ZERO, NodeId(0), &big);
     assert_eq!(b.stats().malformed, 4);
     let ev = events(&mut b);
-    assert!(ev.iter().any(|e| matches!(e, Event::Rejected { reason, .. } if reason.contains("unsupported protocol version"))), "{ev:?}");
+    assert!(
+        ev.iter().any(
+            |e| matches!(e, Event::Rejected { reason, .. } if reason.contains("unsupported protocol version"))
+        ),
+        "{ev:?}"
+    );
 
     // A write to an object this node owns, a forged object of node 2 sent by node 0,
     // undecodable state, and a sender outside the membership.
@@ -193,21 +188,13 @@ fn bad_input_is_counted_and_never_applied() {
         &updates(vec![bot_state(ObjectId::new(NodeId(9), 0), 1)]),
     );
     assert_eq!(b.stats().malformed, 5);
-    assert_eq!(
-        b.store().object(mine).cloned(),
-        before,
-        "own primary untouched"
-    );
+    assert_eq!(b.store().object(mine).cloned(), before, "own primary untouched");
     assert_eq!(b.store().replica_count(), 0);
     // A deletion of an object the sender does not own is refused too.
     b.handle_datagram(
         Time::ZERO,
         NodeId(0),
-        &wire::encode(
-            MessageClass::ObjectUpdate,
-            &Message::Deleted { ids: vec![mine] },
-        )
-        .unwrap(),
+        &wire::encode(MessageClass::ObjectUpdate, &Message::Deleted { ids: vec![mine] }).unwrap(),
     );
     assert!(b.store().object(mine).is_some());
 }

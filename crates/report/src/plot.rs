@@ -88,11 +88,7 @@ const PALETTE: [RGBColor; 8] = [
 
 impl LinePlot {
     /// A plot with a title and axis labels and no series yet.
-    pub fn new(
-        title: impl Into<String>,
-        x_label: impl Into<String>,
-        y_label: impl Into<String>,
-    ) -> Self {
+    pub fn new(title: impl Into<String>, x_label: impl Into<String>, y_label: impl Into<String>) -> Self {
         Self {
             title: title.into(),
             x_label: x_label.into(),
@@ -219,10 +215,7 @@ mod tests {
     #[test]
     fn cdf_is_monotone_and_ends_at_one() {
         let s = Series::cdf("x", &[3.0, 1.0, f64::NAN, 2.0]);
-        assert_eq!(
-            s.points,
-            vec![(1.0, 1.0 / 3.0), (2.0, 2.0 / 3.0), (3.0, 1.0)]
-        );
+        assert_eq!(s.points, vec![(1.0, 1.0 / 3.0), (2.0, 2.0 / 3.0), (3.0, 1.0)]);
     }
 
     #[test]
@@ -230,21 +223,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("wm-report-{}", std::process::id()));
         let out = crate::OutputDir::create(&dir).unwrap();
         let p = LinePlot::new("Bandwidth vs players", "players", "kbps")
-            .with(Series::marked(
-                "worldmesh",
-                vec![(9.0, 10.0), (400.0, 50.0)],
-            ))
+            .with(Series::marked("worldmesh", vec![(9.0, 10.0), (400.0, 50.0)]))
             .with(Series::line("broadcast", vec![(9.0, 20.0), (400.0, 900.0)]));
         let mut log = p.clone();
         log.y_scale = Scale::Log;
         let path = out.write_plot("a.svg", &p).unwrap();
         out.write_plot("b.svg", &log).unwrap();
         let svg = std::fs::read_to_string(path).unwrap();
-        assert!(
-            svg.starts_with("<svg")
-                && svg.contains("Bandwidth vs players")
-                && svg.contains("broadcast")
-        );
+        assert!(svg.starts_with("<svg") && svg.contains("Bandwidth vs players") && svg.contains("broadcast"));
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -25,8 +25,7 @@ impl Table {
 
     /// Appends a row.
     pub fn push<S: ToString>(&mut self, row: impl IntoIterator<Item = S>) {
-        self.rows
-            .push(row.into_iter().map(|c| c.to_string()).collect());
+        self.rows.push(row.into_iter().map(|c| c.to_string()).collect());
     }
 
     /// The table as CSV (headers first; cells with commas, quotes or newlines are quoted).

@@ -119,25 +119,16 @@ impl SimConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
         if self.nodes == 0 || self.nodes > MAX_NODES {
-            return bad(format!(
-                "nodes must be in 1..={MAX_NODES}, got {}",
-                self.nodes
-            ));
+            return bad(format!("nodes must be in 1..={MAX_NODES}, got {}", self.nodes));
         }
         if self.nodes.saturating_mul(self.bots_per_node) > MAX_BOTS {
             return bad(format!("nodes × bots_per_node must be at most {MAX_BOTS}"));
         }
         if !(self.duration_s.is_finite() && self.duration_s > 0.0 && self.duration_s <= 1e7) {
-            return bad(format!(
-                "duration_s must be in (0, 1e7], got {}",
-                self.duration_s
-            ));
+            return bad(format!("duration_s must be in (0, 1e7], got {}", self.duration_s));
         }
         if !(self.frame_hz.is_finite() && self.frame_hz > 0.0 && self.frame_hz <= 1000.0) {
-            return bad(format!(
-                "frame_hz must be in (0, 1000], got {}",
-                self.frame_hz
-            ));
+            return bad(format!("frame_hz must be in (0, 1000], got {}", self.frame_hz));
         }
         let n = &self.network;
         for (name, p) in [("network.loss", n.loss), ("network.duplicate", n.duplicate)] {

@@ -16,14 +16,8 @@ use worldmesh_replica::GameObject;
 use crate::network::{Fate, NetworkModel, NetworkStats};
 
 enum Kind {
-    Deliver {
-        dst: u32,
-        src: u32,
-        datagram: Vec<u8>,
-    },
-    Wake {
-        node: u32,
-    },
+    Deliver { dst: u32, src: u32, datagram: Vec<u8> },
+    Wake { node: u32 },
 }
 
 struct Scheduled {
@@ -67,10 +61,7 @@ impl<O: GameObject> Simulation<O> {
     /// A simulation of `nodes` (node `i` must have id `i`) starting at time zero.
     pub fn new(nodes: Vec<Node<O>>, net: NetworkModel) -> Self {
         assert!(
-            nodes
-                .iter()
-                .enumerate()
-                .all(|(i, n)| n.id() == NodeId(i as u32)),
+            nodes.iter().enumerate().all(|(i, n)| n.id() == NodeId(i as u32)),
             "node i must have id i"
         );
         let n = nodes.len();

@@ -116,11 +116,7 @@ impl NetworkModel {
         } else {
             let row = (0..nodes).map(|_| draw.index(rows)).collect();
             let access = (0..nodes)
-                .map(|_| {
-                    Duration::from_secs_f64(
-                        draw.range_f64(0.0, cfg.access_delay_ms.max(0.0)) / 1000.0,
-                    )
-                })
+                .map(|_| Duration::from_secs_f64(draw.range_f64(0.0, cfg.access_delay_ms.max(0.0)) / 1000.0))
                 .collect();
             (row, access)
         };
@@ -212,8 +208,7 @@ impl NetworkModel {
         let mut jit = || Duration::from_secs_f64(self.rng.next_f64() * self.jitter.as_secs_f64());
         let mut delays = vec![base + jit()];
         if self.rng.chance(self.duplicate) {
-            let extra =
-                base + Duration::from_secs_f64(self.rng.next_f64() * self.jitter.as_secs_f64());
+            let extra = base + Duration::from_secs_f64(self.rng.next_f64() * self.jitter.as_secs_f64());
             delays.push(extra);
         }
         Fate::Deliver(delays)
@@ -281,9 +276,10 @@ mod tests {
             match net.route(Time::ZERO, NodeId(0), NodeId(1)) {
                 Fate::Lost => lost += 1,
                 Fate::Deliver(d) => {
-                    assert!(d.iter().all(
-                        |x| *x >= Duration::from_millis(10) && *x <= Duration::from_millis(12)
-                    ));
+                    assert!(
+                        d.iter()
+                            .all(|x| *x >= Duration::from_millis(10) && *x <= Duration::from_millis(12))
+                    );
                     dup += usize::from(d.len() == 2);
                 }
                 Fate::Partitioned => panic!("no partition at t=0"),
@@ -300,14 +296,8 @@ mod tests {
             Fate::Partitioned
         );
         net.partition(&[NodeId(3)]);
-        assert_eq!(
-            net.route(Time::ZERO, NodeId(3), NodeId(1)),
-            Fate::Partitioned
-        );
+        assert_eq!(net.route(Time::ZERO, NodeId(3), NodeId(1)), Fate::Partitioned);
         net.heal();
-        assert_ne!(
-            net.route(Time::ZERO, NodeId(3), NodeId(1)),
-            Fate::Partitioned
-        );
+        assert_ne!(net.route(Time::ZERO, NodeId(3), NodeId(1)), Fate::Partitioned);
     }
 }

@@ -33,11 +33,7 @@ fn assert_fresh(sim: &Simulation<Bot>, frame: Duration, frame_slack: u32) {
                     .unwrap_or_else(|| panic!("{} lacks {id}", a.id()));
                 assert_eq!(r.role, Role::Replica { primary: b.id() });
                 let age = now - r.state_time;
-                assert!(
-                    age <= bound,
-                    "{} holds {id} {age:?} old, bound {bound:?}",
-                    a.id()
-                );
+                assert!(age <= bound, "{} holds {id} {age:?} old, bound {bound:?}", a.id());
                 assert!(r.version <= p.version);
             }
         }
@@ -64,14 +60,8 @@ fn sixteen_nodes_converge_with_bounded_staleness() {
         .max()
         .unwrap();
     let in_flight_bound = 16 * 15 * (max_delay.as_millis() as u64 / 100 + 1);
-    assert!(
-        r.network.delivered <= r.network.sent
-            && r.network.sent - r.network.delivered <= in_flight_bound
-    );
-    assert!(
-        r.summary.out_kbps_mean > 0.0
-            && r.summary.out_kbps_p95_mean >= r.summary.out_kbps_mean * 0.9
-    );
+    assert!(r.network.delivered <= r.network.sent && r.network.sent - r.network.delivered <= in_flight_bound);
+    assert!(r.summary.out_kbps_mean > 0.0 && r.summary.out_kbps_p95_mean >= r.summary.out_kbps_mean * 0.9);
 }
 
 #[test]
@@ -114,10 +104,7 @@ fn loss_and_partition_are_counted_and_heal() {
         "other side expired on node 0"
     );
     assert!(
-        sim.nodes()[5]
-            .store()
-            .iter()
-            .all(|(id, _)| id.origin.0 >= 2),
+        sim.nodes()[5].store().iter().all(|(id, _)| id.origin.0 >= 2),
         "node 5 lost nodes 0 and 1"
     );
     let stats = sim.network_stats().clone();
