@@ -79,6 +79,10 @@ impl Bot {
 
 impl GameObject for Bot {
     type World = WanderConfig;
+    /// Wandering bots do not write to each other.
+    type Write = ();
+
+    fn apply_write(&mut self, _write: &()) {}
 
     fn think(&mut self, ctx: &mut ThinkContext<'_, Self>) {
         let step = ctx.world.bot_speed * ctx.dt.as_secs_f32();
@@ -98,7 +102,8 @@ impl GameObject for Bot {
     }
 
     fn interest(&self) -> Option<Aabb> {
-        None
+        let h = 400.0;
+        Some(Aabb::around(self.pos, Point3::new(h, h, h)))
     }
 
     fn encode_state(&self, out: &mut Vec<u8>) {
@@ -128,6 +133,7 @@ mod tests {
         let store = ObjectStore::<Bot>::new();
         let mut bot = Bot::random(&cfg, &mut rng);
         let mut spawned = Vec::new();
+        let mut writes = Vec::new();
         for _ in 0..1000 {
             let before = bot.pos;
             let mut ctx = ThinkContext::new(
@@ -139,6 +145,7 @@ mod tests {
                 &cfg,
                 &store,
                 &mut spawned,
+                &mut writes,
             );
             bot.think(&mut ctx);
             assert!(before.distance(bot.pos) <= 32.0 + 1e-3);

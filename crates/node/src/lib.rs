@@ -12,16 +12,17 @@
 //! The node never reads a clock, opens a socket or sleeps: the simulator (`worldmesh-sim`)
 //! and the real runtime (`worldmesh-net`) drive exactly this code.
 //!
-//! Replication mode today is **broadcast**: every frame, each node sends the full state of
-//! its primaries to every peer. It is the simplest correct architecture, and it stays as
-//! the broadcast baseline of the Colyseus comparison (paper `000` §7) once interest-driven
-//! replication arrives. Membership is static, from configuration.
+//! Replication is done by the replica manager of `worldmesh-replica` in one of two modes:
+//! **interest** (Colyseus, paper `000` §5: replicas of what local primaries are interested
+//! in, found through the object locator) or **broadcast** (every node replicates every
+//! object: the baseline architecture of §7). Discovery goes through a locator port: each
+//! frame the node queues [`LocatorOp`]s (publications and subscriptions) and the driver or
+//! an in-node locator answers with [`Node::handle_discovery`]. Membership is static.
 #![forbid(unsafe_code)]
 
-mod message;
 mod node;
 pub mod stats;
 
-pub use message::{Message, ObjectState};
-pub use node::{Event, Node, NodeConfig, Transmit};
+pub use node::{Event, LocatorOp, Node, NodeConfig, Transmit};
 pub use stats::{NodeStats, NodeSummary, RunSummary};
+pub use worldmesh_replica::{Mode, Packet, ReplicaMsg, UpdateItem};

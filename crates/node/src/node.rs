@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use worldmesh_core::wire::{self, Frame, MAX_PAYLOAD};
-use worldmesh_core::{DetRng, MessageClass, NodeId, ObjectId, Time};
-use worldmesh_replica::{GameObject, ObjectStore, Role, StoreError, ThinkContext};
+use worldmesh_core::{Aabb, DetRng, MessageClass, NodeId, ObjectId, Point3, Time};
+use worldmesh_replica::{
+    GameObject, Mode, ObjectStore, Packet, ReplicaConfig, ReplicaManager, ReplicaMsg, Role,
+};
 
-use crate::message::{Message, ObjectState};
 use crate::stats::{NodeStats, NodeSummary};
 
 /// Static configuration of a node.
@@ -20,26 +21,31 @@ pub struct NodeConfig {
     pub peers: Vec<NodeId>,
     /// Time between frames (10 Hz by default, as the Quake-like model game; paper `000` §4.1).
     pub frame_interval: Duration,
-    /// Largest payload per datagram this node sends; states are batched up to it
-    /// (1200 bytes keeps datagrams under common path MTUs).
-    pub max_payload: usize,
-    /// A replica not refreshed for this long is dropped (its primary is gone or cut off).
-    pub replica_ttl: Duration,
+    /// How replicas are chosen: broadcast (every node holds everything) or interest-driven.
+    pub mode: Mode,
+    /// Replica-manager tuning (delta history, soft-state timers, payload limit).
+    pub replica: ReplicaConfig,
     /// Seed of the node's random stream (think functions use it).
     pub seed: u64,
 }
 
 impl NodeConfig {
-    /// A configuration with the defaults above for node `id` among `peers`.
+    /// A broadcast-mode configuration with default timers for node `id` among `peers`.
     pub fn new(id: NodeId, peers: Vec<NodeId>, seed: u64) -> Self {
         Self {
             id,
             peers,
             frame_interval: Duration::from_millis(100),
-            max_payload: 1200,
-            replica_ttl: Duration::from_secs(2),
+            mode: Mode::Broadcast,
+            replica: ReplicaConfig::default(),
             seed,
         }
+    }
+
+    /// The same configuration in another mode.
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
     }
 }
 
@@ -54,21 +60,32 @@ pub struct Transmit {
     pub datagram: Vec<u8>,
 }
 
+/// What the node asks of the object locator each frame (paper `000` §3 "Object location").
+/// In oracle mode the driver hands these to a global index; the distributed locator
+/// consumes them inside the node instead.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LocatorOp {
+    /// Publish a primary's naming attributes.
+    Publish {
+        /// The object.
+        id: ObjectId,
+        /// Its position.
+        pos: Point3,
+        /// Its type tag.
+        kind: u8,
+    },
+    /// Subscribe with a primary's area of interest.
+    Subscribe {
+        /// The subscribing object.
+        owner: ObjectId,
+        /// The area of interest.
+        region: Aabb,
+    },
+}
+
 /// Something that happened inside the node.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
-    /// A replica of a remote object appeared.
-    ReplicaCreated {
-        /// The object.
-        id: ObjectId,
-        /// The node holding its primary.
-        primary: NodeId,
-    },
-    /// A replica was dropped (expired or deleted by its primary).
-    ReplicaRemoved {
-        /// The object.
-        id: ObjectId,
-    },
     /// A local primary was created.
     PrimaryCreated {
         /// The object.
@@ -79,7 +96,12 @@ pub enum Event {
         /// The object.
         id: ObjectId,
     },
-    /// A datagram or part of it was refused.
+    /// A replica was dropped (interest ended, primary deleted, primary's node silent).
+    ReplicaDropped {
+        /// The object.
+        id: ObjectId,
+    },
+    /// A datagram was refused.
     Rejected {
         /// The sender.
         from: NodeId,
@@ -91,19 +113,18 @@ pub enum Event {
 /// Events kept when the driver does not drain them; older ones are dropped beyond this.
 const MAX_QUEUED_EVENTS: usize = 4096;
 
-/// The worldmesh node: a sans-IO state machine over a local [`ObjectStore`].
+/// The worldmesh node: a sans-IO state machine around a [`ReplicaManager`].
 pub struct Node<O: GameObject> {
     config: NodeConfig,
     world: Arc<O::World>,
-    store: ObjectStore<O>,
+    replicas: ReplicaManager<O>,
     rng: DetRng,
-    next_seq: u32,
     frame: u64,
     last_frame: Option<Time>,
     next_frame: Time,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
-    deleted: Vec<ObjectId>,
+    locator_ops: Vec<LocatorOp>,
     stats: NodeStats,
 }
 
@@ -115,18 +136,23 @@ impl<O: GameObject> Node<O> {
         config.peers.dedup();
         config.peers.retain(|p| *p != config.id);
         let rng = DetRng::new(config.seed).fork(u64::from(config.id.0));
+        let replicas = ReplicaManager::new(
+            config.id,
+            config.mode,
+            config.replica.clone(),
+            config.peers.clone(),
+        );
         Self {
             config,
             world,
-            store: ObjectStore::new(),
+            replicas,
             rng,
-            next_seq: 0,
             frame: 0,
             last_frame: None,
             next_frame: now,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
-            deleted: Vec::new(),
+            locator_ops: Vec::new(),
             stats: NodeStats {
                 origin: now,
                 ..NodeStats::default()
@@ -146,7 +172,12 @@ impl<O: GameObject> Node<O> {
 
     /// The local store (primaries and replicas), read-only.
     pub fn store(&self) -> &ObjectStore<O> {
-        &self.store
+        self.replicas.store()
+    }
+
+    /// The replica manager (for its counters and receiver sets).
+    pub fn replicas(&self) -> &ReplicaManager<O> {
+        &self.replicas
     }
 
     /// Counters.
@@ -171,11 +202,7 @@ impl<O: GameObject> Node<O> {
 
     /// Creates a primary on this node and returns its id.
     pub fn spawn(&mut self, now: Time, object: O) -> ObjectId {
-        let id = ObjectId::new(self.config.id, self.next_seq);
-        self.next_seq += 1;
-        // Ids are fresh by construction, so insertion cannot collide.
-        let inserted = self.store.insert_primary(id, object, self.frame, now);
-        debug_assert!(inserted.is_ok());
+        let id = self.replicas.spawn(now, object);
         self.push_event(Event::PrimaryCreated { id });
         id
     }
@@ -195,6 +222,11 @@ impl<O: GameObject> Node<O> {
         self.events.pop_front()
     }
 
+    /// Takes the locator operations queued by the last frame (interest mode only).
+    pub fn take_locator_ops(&mut self) -> Vec<LocatorOp> {
+        std::mem::take(&mut self.locator_ops)
+    }
+
     /// Advances timers: runs a frame when one is due.
     pub fn handle_timeout(&mut self, now: Time) {
         if now < self.next_frame {
@@ -203,6 +235,14 @@ impl<O: GameObject> Node<O> {
         self.run_frame(now);
         while self.next_frame <= now {
             self.next_frame += self.config.frame_interval;
+        }
+    }
+
+    /// The locator matched a publication of `id` (primary on `primary`, at `pos`) with one
+    /// of this node's subscriptions.
+    pub fn handle_discovery(&mut self, now: Time, id: ObjectId, primary: NodeId, pos: Point3) {
+        if self.replicas.on_discovered(now, id, primary, pos) {
+            self.flush(now);
         }
     }
 
@@ -215,98 +255,30 @@ impl<O: GameObject> Node<O> {
                 self.stats
                     .traffic
                     .on_receive(MessageClass::Control, datagram.len());
-                self.stats.malformed += 1;
-                self.push_event(Event::Rejected {
-                    from,
-                    reason: e.to_string(),
-                });
+                self.reject(from, e.to_string());
                 return;
             }
         };
         self.stats.traffic.on_receive(frame.class, datagram.len());
         if self.config.peers.binary_search(&from).is_err() {
-            self.stats.malformed += 1;
-            self.push_event(Event::Rejected {
-                from,
-                reason: format!("{from} is not a member"),
-            });
+            self.reject(from, format!("{from} is not a member"));
             return;
         }
-        let msg: Message = match frame.decode() {
-            Ok(m) => m,
+        let packet: Packet = match frame.decode() {
+            Ok(p) => p,
             Err(e) => {
-                self.stats.malformed += 1;
-                self.push_event(Event::Rejected {
-                    from,
-                    reason: e.to_string(),
-                });
+                self.reject(from, e.to_string());
                 return;
             }
         };
-        match msg {
-            Message::Updates { sent_at, states } => {
-                for s in states {
-                    self.apply_state(now, from, sent_at, s);
-                }
-            }
-            Message::Deleted { ids } => {
-                for id in ids {
-                    if self
-                        .store
-                        .get(id)
-                        .is_some_and(|e| e.role == Role::Replica { primary: from })
-                    {
-                        self.store.remove(id);
-                        self.push_event(Event::ReplicaRemoved { id });
-                    } else {
-                        self.stats.rejected_states += 1;
-                    }
-                }
-            }
+        if self.replicas.handle_packet(now, from, packet) {
+            self.flush(now);
         }
     }
 
-    fn apply_state(&mut self, now: Time, from: NodeId, sent_at: Time, s: ObjectState) {
-        // Until migration exists, an object's primary is the node that created it: a node
-        // may only send state for the objects it created.
-        if s.id.origin != from {
-            self.stats.rejected_states += 1;
-            self.push_event(Event::Rejected {
-                from,
-                reason: format!("{from} does not own {}", s.id),
-            });
-            return;
-        }
-        let object = match O::decode_state(&s.state) {
-            Ok(o) => o,
-            Err(e) => {
-                self.stats.rejected_states += 1;
-                self.push_event(Event::Rejected {
-                    from,
-                    reason: e.to_string(),
-                });
-                return;
-            }
-        };
-        match self
-            .store
-            .apply_replica_state(from, s.id, object, s.version, sent_at, now)
-        {
-            Ok(true) => self.push_event(Event::ReplicaCreated {
-                id: s.id,
-                primary: from,
-            }),
-            Ok(false) => {}
-            // Reordered or duplicated datagrams are normal on UDP: not an attack.
-            Err(StoreError::Stale { .. }) => {}
-            Err(e) => {
-                self.stats.rejected_states += 1;
-                self.push_event(Event::Rejected {
-                    from,
-                    reason: e.to_string(),
-                });
-            }
-        }
+    fn reject(&mut self, from: NodeId, reason: String) {
+        self.stats.malformed += 1;
+        self.push_event(Event::Rejected { from, reason });
     }
 
     fn run_frame(&mut self, now: Time) {
@@ -314,103 +286,64 @@ impl<O: GameObject> Node<O> {
         self.stats.frames += 1;
         let dt = self.last_frame.map_or(self.config.frame_interval, |t| now - t);
         self.last_frame = Some(now);
-
-        // 1. Think every primary (paper `000` §3: only primaries run think).
-        let mut spawned = Vec::new();
-        for id in self.store.primary_ids() {
-            let Some(mut entry) = self.store.take(id) else {
-                continue;
-            };
-            let mut ctx = ThinkContext::new(
-                now,
-                dt,
-                self.config.id,
-                id,
-                &mut self.rng,
-                self.world.as_ref(),
-                &self.store,
-                &mut spawned,
-            );
-            entry.object.think(&mut ctx);
-            let delete = ctx.wants_delete();
-            if delete {
-                self.deleted.push(id);
-                self.push_event(Event::PrimaryDeleted { id });
-            } else {
-                entry.version = self.frame;
-                entry.state_time = now;
-                entry.updated_at = now;
-                self.store.restore(id, entry);
+        let report = self.replicas.frame(now, dt, &mut self.rng, self.world.as_ref());
+        for id in report.spawned {
+            self.push_event(Event::PrimaryCreated { id });
+        }
+        for id in report.deleted {
+            self.push_event(Event::PrimaryDeleted { id });
+        }
+        for id in report.dropped {
+            self.push_event(Event::ReplicaDropped { id });
+        }
+        if self.config.mode == Mode::Interest {
+            self.locator_ops.clear();
+            for (id, e) in self
+                .replicas
+                .store()
+                .iter()
+                .filter(|(_, e)| e.role == Role::Primary)
+            {
+                self.locator_ops.push(LocatorOp::Publish {
+                    id,
+                    pos: e.object.position(),
+                    kind: e.object.kind(),
+                });
+                if let Some(region) = e.object.interest() {
+                    self.locator_ops.push(LocatorOp::Subscribe { owner: id, region });
+                }
             }
         }
-        for o in spawned {
-            self.spawn(now, o);
-        }
-
-        // 2. Broadcast: full state of every primary to every peer.
-        self.broadcast(now);
-
-        // 3. Drop replicas whose primary went quiet.
-        for id in self.store.expire_replicas(now, self.config.replica_ttl) {
-            self.stats.replicas_expired += 1;
-            self.push_event(Event::ReplicaRemoved { id });
-        }
+        self.flush(now);
     }
 
-    fn broadcast(&mut self, now: Time) {
-        let mut datagrams = Vec::new();
-        let mut batch: Vec<ObjectState> = Vec::new();
-        let mut batch_bytes = 0usize;
-        // Conservative size estimate per state: id (≤ 10) + version (≤ 10) + length (≤ 5).
-        const PER_STATE: usize = 25;
-        const PER_MESSAGE: usize = 32;
-        for (id, e) in self.store.iter().filter(|(_, e)| e.role == Role::Primary) {
-            let mut state = Vec::new();
-            e.object.encode_state(&mut state);
-            let size = state.len() + PER_STATE;
-            if !batch.is_empty() && batch_bytes + size + PER_MESSAGE > self.config.max_payload {
-                datagrams.push(std::mem::take(&mut batch));
-                batch_bytes = 0;
-            }
-            batch_bytes += size;
-            batch.push(ObjectState {
-                id,
-                version: e.version,
-                state,
-            });
-        }
-        if !batch.is_empty() {
-            datagrams.push(batch);
-        }
-        let mut encoded: Vec<Vec<u8>> = Vec::new();
-        for states in datagrams {
-            match wire::encode(
-                MessageClass::ObjectUpdate,
-                &Message::Updates { sent_at: now, states },
-            ) {
-                Ok(d) => encoded.push(d),
+    fn flush(&mut self, now: Time) {
+        for (dst, packet) in self.replicas.flush(now) {
+            let items = packet
+                .msgs
+                .iter()
+                .map(|m| if let ReplicaMsg::Update(u) = m { u.len() } else { 0 })
+                .sum::<usize>();
+            match wire::encode(MessageClass::ObjectUpdate, &packet) {
+                Ok(d) => {
+                    self.stats.on_send(now, MessageClass::ObjectUpdate, d.len());
+                    if items > 0 {
+                        self.stats.update_items += items as u64;
+                        self.stats.update_packet_bytes +=
+                            d.len() as u64 + worldmesh_core::traffic::UDP_IPV4_OVERHEAD;
+                    }
+                    self.transmits.push_back(Transmit {
+                        dst,
+                        class: MessageClass::ObjectUpdate,
+                        datagram: d,
+                    });
+                }
                 Err(e) => self.push_event(Event::Rejected {
                     from: self.config.id,
                     reason: e.to_string(),
                 }),
             }
         }
-        if !self.deleted.is_empty() {
-            let ids = std::mem::take(&mut self.deleted);
-            if let Ok(d) = wire::encode(MessageClass::ObjectUpdate, &Message::Deleted { ids }) {
-                encoded.push(d);
-            }
-        }
-        for peer in self.config.peers.clone() {
-            for d in &encoded {
-                self.send(now, peer, MessageClass::ObjectUpdate, d.clone());
-            }
-        }
-    }
-
-    fn send(&mut self, now: Time, dst: NodeId, class: MessageClass, datagram: Vec<u8>) {
-        self.stats.on_send(now, class, datagram.len());
-        self.transmits.push_back(Transmit { dst, class, datagram });
     }
 
     fn push_event(&mut self, e: Event) {
@@ -420,9 +353,9 @@ impl<O: GameObject> Node<O> {
         self.events.push_back(e);
     }
 
-    /// Ages (now − primary's timestamp) of every replica held, in ms.
+    /// Ages (now − primary's send time of the version held) of every replica, in ms.
     pub fn replica_ages_ms(&self, now: Time) -> Vec<f64> {
-        self.store
+        self.store()
             .iter()
             .filter(|(_, e)| matches!(e.role, Role::Replica { .. }))
             .map(|(_, e)| (now - e.state_time).as_secs_f64() * 1000.0)
@@ -431,12 +364,15 @@ impl<O: GameObject> Node<O> {
 
     /// This node's summary for a run that lasted `duration_s` seconds and ends at `now`.
     pub fn summary(&self, now: Time, duration_s: f64) -> NodeSummary {
-        NodeSummary::new(
+        let mut s = NodeSummary::new(
             self.config.id,
             &self.stats,
             duration_s,
-            self.store.primary_count(),
+            self.store().primary_count(),
             &self.replica_ages_ms(now),
-        )
+        );
+        s.rejected_states = self.replicas.stats().refused_updates + self.replicas.stats().undecodable;
+        s.replica = self.replicas.stats().clone();
+        s
     }
 }

@@ -20,12 +20,12 @@ pub struct NodeStats {
     pub sent_per_second: Vec<u64>,
     /// Datagrams dropped because they did not parse (bad header or payload).
     pub malformed: u64,
-    /// Object states refused (not the owner, stale, undecodable state).
-    pub rejected_states: u64,
-    /// Replicas dropped because their primary stopped updating them.
-    pub replicas_expired: u64,
     /// Frames run.
     pub frames: u64,
+    /// Object update items sent (full states and deltas).
+    pub update_items: u64,
+    /// Wire bytes of the datagrams that carried update items.
+    pub update_packet_bytes: u64,
 }
 
 impl NodeStats {
@@ -68,6 +68,10 @@ pub struct NodeSummary {
     pub malformed: u64,
     /// Object states refused.
     pub rejected_states: u64,
+    /// Wire bytes per object update, headers of the datagrams that carried them included.
+    pub bytes_per_update: f64,
+    /// The replica manager's counters.
+    pub replica: worldmesh_replica::ReplicaStats,
 }
 
 /// p-th percentile (0..=100) of `values` by nearest rank; 0 for an empty slice.
@@ -115,7 +119,13 @@ impl NodeSummary {
             sent: stats.traffic.sent,
             received: stats.traffic.received,
             malformed: stats.malformed,
-            rejected_states: stats.rejected_states,
+            rejected_states: 0,
+            bytes_per_update: if stats.update_items == 0 {
+                0.0
+            } else {
+                stats.update_packet_bytes as f64 / stats.update_items as f64
+            },
+            replica: worldmesh_replica::ReplicaStats::default(),
         }
     }
 }

@@ -5,15 +5,15 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use worldmesh_core::wire::{self, PROTOCOL_VERSION};
-use worldmesh_core::{MessageClass, NodeId, ObjectId, Time};
+use worldmesh_core::{DetRng, MessageClass, NodeId, ObjectId, Time};
 use worldmesh_game::wander::{Bot, WanderConfig};
-use worldmesh_node::{Event, Message, Node, NodeConfig, ObjectState, Transmit};
+use worldmesh_node::{Event, LocatorOp, Mode, Node, NodeConfig, Packet, ReplicaMsg, Transmit, UpdateItem};
 use worldmesh_replica::{GameObject, Role};
 
-fn node(id: u32, n: u32) -> Node<Bot> {
+fn node(id: u32, n: u32, mode: Mode) -> Node<Bot> {
     let peers = (0..n).filter(|p| *p != id).map(NodeId).collect();
     Node::new(
-        NodeConfig::new(NodeId(id), peers, 7),
+        NodeConfig::new(NodeId(id), peers, 7).with_mode(mode),
         Arc::new(WanderConfig::default()),
         Time::ZERO,
     )
@@ -23,17 +23,22 @@ fn drain(n: &mut Node<Bot>) -> Vec<Transmit> {
     std::iter::from_fn(|| n.poll_transmit()).collect()
 }
 
-fn events(n: &mut Node<Bot>) -> Vec<Event> {
-    std::iter::from_fn(|| n.poll_event()).collect()
+fn deliver(from: &mut Node<Bot>, to: &mut Node<Bot>, now: Time) {
+    let dst = to.id();
+    for t in drain(from).into_iter().filter(|t| t.dst == dst) {
+        to.handle_datagram(now, from.id(), &t.datagram);
+    }
+}
+
+fn bot(seed: u64) -> Bot {
+    Bot::random(&WanderConfig::default(), &mut DetRng::new(seed))
 }
 
 #[test]
-fn frames_send_primaries_to_every_peer_and_create_replicas() {
-    let mut a = node(0, 3);
-    let mut b = node(1, 3);
-    let bot = Bot::random(&WanderConfig::default(), a.rng());
-    let id = a.spawn(Time::ZERO, bot);
-    assert_eq!(a.poll_timeout(), Some(Time::ZERO));
+fn broadcast_frames_reach_every_peer_and_replicas_follow_the_primary() {
+    let mut a = node(0, 3, Mode::Broadcast);
+    let mut b = node(1, 3, Mode::Broadcast);
+    let id = a.spawn(Time::ZERO, bot(1));
     a.handle_timeout(Time::ZERO);
     assert_eq!(
         a.poll_timeout(),
@@ -45,52 +50,81 @@ fn frames_send_primaries_to_every_peer_and_create_replicas() {
     dsts.sort();
     assert_eq!(dsts, vec![NodeId(1), NodeId(2)]);
     assert!(out.iter().all(|t| t.class == MessageClass::ObjectUpdate));
-    assert_eq!(a.stats().traffic.sent[0].packets, 2);
-
     let to_b = out.iter().find(|t| t.dst == NodeId(1)).unwrap();
     b.handle_datagram(Time::from_millis(30), NodeId(0), &to_b.datagram);
-    assert!(events(&mut b).contains(&Event::ReplicaCreated {
-        id,
-        primary: NodeId(0)
-    }));
     let e = b.store().get(id).unwrap();
     assert_eq!(e.role, Role::Replica { primary: NodeId(0) });
-    assert_eq!(e.object.position(), a.store().object(id).unwrap().position());
-    assert_eq!(b.replica_ages_ms(Time::from_millis(30)), vec![30.0]);
-    let first_pos = e.object.pos;
-
-    // The bot moves; the next frame's state replaces the replica's.
+    assert_eq!(e.object, *a.store().object(id).unwrap());
+    let first = e.object.pos;
+    // b acknowledges at its next frame; a's next update is then a delta.
+    b.handle_timeout(Time::from_millis(40));
+    deliver(&mut b, &mut a, Time::from_millis(60));
     a.handle_timeout(Time::from_millis(100));
-    let out = drain(&mut a);
-    let to_b = out.iter().find(|t| t.dst == NodeId(1)).unwrap();
-    b.handle_datagram(Time::from_millis(130), NodeId(0), &to_b.datagram);
+    deliver(&mut a, &mut b, Time::from_millis(130));
     assert_eq!(b.store().object(id), a.store().object(id));
     assert_ne!(
         b.store().object(id).unwrap().pos,
-        first_pos,
+        first,
         "the replica follows the moving primary"
     );
-    // A replayed old datagram does not roll the replica back.
-    let v = b.store().get(id).unwrap().version;
-    b.handle_datagram(Time::from_millis(140), NodeId(0), &to_b.datagram);
-    assert_eq!(b.store().get(id).unwrap().version, v);
+    assert!(
+        a.replicas().stats().updates_sent > a.replicas().stats().full_states_sent,
+        "deltas after the ack"
+    );
+}
+
+#[test]
+fn interest_mode_publishes_subscribes_and_fetches_on_discovery() {
+    let mut a = node(0, 2, Mode::Interest);
+    let mut b = node(1, 2, Mode::Interest);
+    let ida = a.spawn(Time::ZERO, bot(1));
+    let mut near = a.store().object(ida).unwrap().clone();
+    near.pos.x += 10.0;
+    let idb = b.spawn(Time::ZERO, near);
+    a.handle_timeout(Time::ZERO);
+    b.handle_timeout(Time::ZERO);
+    let ops = a.take_locator_ops();
+    assert!(
+        ops.iter()
+            .any(|o| matches!(o, LocatorOp::Publish { id, .. } if *id == ida))
+    );
+    assert!(
+        ops.iter()
+            .any(|o| matches!(o, LocatorOp::Subscribe { owner, .. } if *owner == ida))
+    );
+    assert!(drain(&mut a).is_empty(), "nothing to send before discovery");
+    // The locator tells b about a's bot; b fetches it and a answers at once.
+    let pos = a.store().object(ida).unwrap().pos;
+    b.handle_discovery(Time::from_millis(10), ida, NodeId(0), pos);
+    deliver(&mut b, &mut a, Time::from_millis(20));
+    deliver(&mut a, &mut b, Time::from_millis(30));
+    assert!(b.store().get(ida).is_some());
+    assert!(a.store().get(idb).is_none(), "a did not ask for b's bot");
+    // A discovery of an object outside every local interest is ignored.
+    let far = worldmesh_core::Point3::new(1e6, 1e6, 0.0);
+    b.handle_discovery(
+        Time::from_millis(40),
+        ObjectId::new(NodeId(0), 99),
+        NodeId(0),
+        far,
+    );
+    assert!(drain(&mut b).is_empty());
 }
 
 #[test]
 fn many_primaries_are_batched_under_the_payload_limit() {
-    let mut a = node(0, 2);
-    for _ in 0..200 {
-        let bot = Bot::random(&WanderConfig::default(), a.rng());
-        a.spawn(Time::ZERO, bot);
+    let mut a = node(0, 2, Mode::Broadcast);
+    for s in 0..200 {
+        a.spawn(Time::ZERO, bot(s));
     }
     a.handle_timeout(Time::ZERO);
     let out = drain(&mut a);
     assert!(out.len() > 1, "200 bots must not fit one datagram");
     assert!(
         out.iter()
-            .all(|t| t.datagram.len() <= a.config().max_payload + wire::HEADER_LEN)
+            .all(|t| t.datagram.len() <= a.config().replica.max_payload + wire::HEADER_LEN)
     );
-    let mut b = node(1, 2);
+    let mut b = node(1, 2, Mode::Broadcast);
     for t in &out {
         b.handle_datagram(Time::from_millis(1), NodeId(0), &t.datagram);
     }
@@ -98,15 +132,12 @@ fn many_primaries_are_batched_under_the_payload_limit() {
 }
 
 #[test]
-fn replicas_expire_when_their_primary_goes_quiet() {
-    let mut a = node(0, 2);
-    let mut b = node(1, 2);
-    let bot = Bot::random(&WanderConfig::default(), a.rng());
-    a.spawn(Time::ZERO, bot);
+fn replicas_of_a_silent_node_are_dropped() {
+    let mut a = node(0, 2, Mode::Broadcast);
+    let mut b = node(1, 2, Mode::Broadcast);
+    a.spawn(Time::ZERO, bot(1));
     a.handle_timeout(Time::ZERO);
-    for t in drain(&mut a) {
-        b.handle_datagram(Time::ZERO, NodeId(0), &t.datagram);
-    }
+    deliver(&mut a, &mut b, Time::ZERO);
     assert_eq!(b.store().replica_count(), 1);
     let mut now = Time::ZERO;
     while now < Time::from_secs_f64(2.5) {
@@ -114,37 +145,40 @@ fn replicas_expire_when_their_primary_goes_quiet() {
         b.handle_timeout(now);
     }
     assert_eq!(b.store().replica_count(), 0);
-    assert_eq!(b.stats().replicas_expired, 1);
+    assert_eq!(b.replicas().stats().replicas_dropped, 1);
 }
 
-fn updates(states: Vec<ObjectState>) -> Vec<u8> {
+fn packet(msgs: Vec<ReplicaMsg>) -> Vec<u8> {
     wire::encode(
         MessageClass::ObjectUpdate,
-        &Message::Updates {
+        &Packet {
+            seq: 1,
             sent_at: Time::ZERO,
-            states,
+            msgs,
         },
     )
     .unwrap()
 }
 
-fn bot_state(id: ObjectId, version: u64) -> ObjectState {
-    let mut state = Vec::new();
-    Bot::random(&WanderConfig::default(), &mut worldmesh_core::DetRng::new(3)).encode_state(&mut state);
-    ObjectState { id, version, state }
+fn full(id: ObjectId, version: u64) -> UpdateItem {
+    let mut data = Vec::new();
+    bot(3).encode_state(&mut data);
+    UpdateItem {
+        id,
+        version,
+        base: 0,
+        data,
+    }
 }
 
 #[test]
 fn bad_input_is_counted_and_never_applied() {
-    let mut b = node(1, 3);
-    let mine = b.spawn(
-        Time::ZERO,
-        Bot::random(&WanderConfig::default(), &mut worldmesh_core::DetRng::new(1)),
-    );
+    let mut b = node(1, 3, Mode::Broadcast);
+    let mine = b.spawn(Time::ZERO, bot(1));
     let before = b.store().object(mine).cloned();
     // Truncated header, bad version, garbage payload, oversize declared length.
     b.handle_datagram(Time::ZERO, NodeId(0), &[b'W', b'M', PROTOCOL_VERSION]);
-    let mut v = updates(vec![]);
+    let mut v = packet(vec![]);
     v[2] = PROTOCOL_VERSION + 1;
     b.handle_datagram(Time::ZERO, NodeId(0), &v);
     b.handle_datagram(
@@ -152,40 +186,64 @@ fn bad_input_is_counted_and_never_applied() {
         NodeId(0),
         &wire::frame(MessageClass::ObjectUpdate, &[0xde, 0xad]).unwrap(),
     );
-    let mut big = updates(vec![]);
+    let mut big = packet(vec![]);
     big[4..6].copy_from_slice(&u16::MAX.to_le_bytes());
     b.handle_datagram(Time::ZERO, NodeId(0), &big);
     assert_eq!(b.stats().malformed, 4);
-    let ev = events(&mut b);
+    let ev: Vec<Event> = std::iter::from_fn(|| b.poll_event()).collect();
     assert!(
         ev.iter().any(
             |e| matches!(e, Event::Rejected { reason, .. } if reason.contains("unsupported protocol version"))
         ),
         "{ev:?}"
     );
-
     // A write to an object this node owns, a forged object of node 2 sent by node 0,
-    // undecodable state, and a sender outside the membership.
-    b.handle_datagram(Time::ZERO, NodeId(0), &updates(vec![bot_state(mine, 99)]));
+    // undecodable state, a delta against a baseline never sent, and a non-member sender.
+    let other = ObjectId::new(NodeId(0), 0);
     b.handle_datagram(
         Time::ZERO,
         NodeId(0),
-        &updates(vec![bot_state(ObjectId::new(NodeId(2), 0), 1)]),
+        &packet(vec![ReplicaMsg::Update(vec![full(mine, 99)])]),
     );
     b.handle_datagram(
         Time::ZERO,
         NodeId(0),
-        &updates(vec![ObjectState {
-            id: ObjectId::new(NodeId(0), 0),
-            version: 1,
-            state: vec![1, 2, 3],
-        }]),
+        &packet(vec![ReplicaMsg::Update(vec![full(
+            ObjectId::new(NodeId(2), 0),
+            1,
+        )])]),
     );
-    assert_eq!(b.stats().rejected_states, 3);
+    let garbage = UpdateItem {
+        id: other,
+        version: 1,
+        base: 0,
+        data: vec![1, 2, 3],
+    };
+    b.handle_datagram(
+        Time::ZERO,
+        NodeId(0),
+        &packet(vec![ReplicaMsg::Update(vec![garbage])]),
+    );
+    let orphan_delta = UpdateItem {
+        id: other,
+        version: 5,
+        base: 4,
+        data: vec![0],
+    };
+    b.handle_datagram(
+        Time::ZERO,
+        NodeId(0),
+        &packet(vec![ReplicaMsg::Update(vec![orphan_delta])]),
+    );
+    let s = b.replicas().stats();
+    assert_eq!((s.refused_updates, s.undecodable, s.missing_baseline), (2, 1, 1));
     b.handle_datagram(
         Time::ZERO,
         NodeId(9),
-        &updates(vec![bot_state(ObjectId::new(NodeId(9), 0), 1)]),
+        &packet(vec![ReplicaMsg::Update(vec![full(
+            ObjectId::new(NodeId(9), 0),
+            1,
+        )])]),
     );
     assert_eq!(b.stats().malformed, 5);
     assert_eq!(b.store().object(mine).cloned(), before, "own primary untouched");
@@ -194,19 +252,31 @@ fn bad_input_is_counted_and_never_applied() {
     b.handle_datagram(
         Time::ZERO,
         NodeId(0),
-        &wire::encode(MessageClass::ObjectUpdate, &Message::Deleted { ids: vec![mine] }).unwrap(),
+        &packet(vec![ReplicaMsg::Deleted(vec![mine])]),
     );
     assert!(b.store().object(mine).is_some());
+    // The missing baseline made b ask node 0 for a full state.
+    b.handle_timeout(Time::ZERO);
+    let out = drain(&mut b);
+    let to0 = out.iter().find(|t| t.dst == NodeId(0)).expect("b asks node 0");
+    let p: Packet = wire::Frame::parse(&to0.datagram, wire::MAX_PAYLOAD)
+        .unwrap()
+        .decode()
+        .unwrap();
+    assert!(
+        p.msgs
+            .iter()
+            .any(|m| matches!(m, ReplicaMsg::Interest(i) if i.iter().any(|x| x.id == other && x.have == 0)))
+    );
 }
 
 proptest! {
     #[test]
     fn arbitrary_datagrams_never_panic_or_touch_primaries(bytes in proptest::collection::vec(any::<u8>(), 0..300), from in 0u32..4) {
-        let mut b = node(1, 3);
-        let mine = b.spawn(Time::ZERO, Bot::random(&WanderConfig::default(), &mut worldmesh_core::DetRng::new(1)));
+        let mut b = node(1, 3, Mode::Interest);
+        let mine = b.spawn(Time::ZERO, bot(1));
         let before = b.store().object(mine).cloned();
         b.handle_datagram(Time::ZERO, NodeId(from), &bytes);
-        // Also behind a valid header, so the payload decoder is exercised.
         if let Ok(d) = wire::frame(MessageClass::ObjectUpdate, &bytes) {
             b.handle_datagram(Time::ZERO, NodeId(from), &d);
         }

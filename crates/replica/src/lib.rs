@@ -10,12 +10,20 @@
 //! - [`ObjectStore`]: the local store of primaries and replicas with the bookkeeping
 //!   replication needs (who owns an object, which version a replica holds, how old it is).
 //!
+//! - [`ReplicaManager`]: the replica manager of paper `000` §5 — interest registration,
+//!   delta updates against acknowledged baselines, tentative writes, proactive replication
+//!   of attached objects — and the broadcast baseline as a mode of it.
+//!
 //! The store is sans-IO: it never reads a clock or touches the network. The node (crate
 //! `worldmesh-node`) decides what to send; this crate holds state.
 #![forbid(unsafe_code)]
 
+mod manager;
+mod message;
 mod object;
 mod store;
 
+pub use manager::{FrameReport, Mode, ReplicaConfig, ReplicaManager, ReplicaStats};
+pub use message::{InterestItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
 pub use object::{GameObject, StateError, ThinkContext};
 pub use store::{Entry, ObjectStore, Role, StoreError};

@@ -6,7 +6,7 @@ use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time};
 
 use crate::store::ObjectStore;
 
-/// Why an object's encoded state could not be decoded.
+/// Why an object's encoded state or delta could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("malformed object state: {0}")]
 pub struct StateError(pub String);
@@ -15,24 +15,57 @@ pub struct StateError(pub String);
 ///
 /// Colyseus splits every object into one **primary** copy, whose node runs its think
 /// function and serializes all writes to it, and any number of read-only **replicas** on
-/// the nodes whose objects are interested in it (paper `000` §3 "Object model"). A game
-/// implements this trait once (usually for an enum of its object kinds) and worldmesh does
-/// the rest: discovery, replication and delivery of updates.
+/// the nodes whose objects are interested in it (paper `000` §3 "State partitioning",
+/// "Execution partitioning"). A game implements this trait once (usually for an enum of its
+/// object kinds) and worldmesh does the rest: discovery, replication, delta updates and
+/// delivery of tentative writes to the primary.
+///
+/// The methods map onto Figure 5 of the paper: `think` is the think function,
+/// [`GameObject::position`] and [`GameObject::kind`] are the published naming attributes,
+/// [`GameObject::interest`] is the subscription (`GetInterest`), [`GameObject::is_interested`]
+/// the fine-grained local check (`IsInterested`), [`GameObject::attached_to`] is `AttachTo`
+/// (§5 "Proactive replication"), and the encode/decode pair is the serialization with
+/// delta encoding (§5, §7).
 pub trait GameObject: Clone + Debug + Send + 'static {
     /// Static, shared game data every think function may read (the map, rules, tuning).
     type World: Send + Sync + 'static;
+
+    /// A write one object makes to another (e.g. damage). Writes to replicas are applied
+    /// tentatively where they are made and forwarded to the primary, which applies them in
+    /// arrival order: the serialization order every replica then sees (paper `000` §5
+    /// "Replica consistency").
+    type Write: Clone + Debug + Send + bitcode::Encode + bitcode::DecodeOwned + 'static;
 
     /// Advances a primary by one frame. Called once per frame on the node holding the
     /// primary, never on replicas.
     fn think(&mut self, ctx: &mut ThinkContext<'_, Self>);
 
-    /// Where the object is: its position naming attribute (paper `000` §3: objects
-    /// publish naming attributes so others can discover them).
+    /// Where the object is: its position naming attribute (published for discovery).
     fn position(&self) -> Point3;
 
-    /// The object's area of interest, if it has one (paper `000` §3: subscriptions are
-    /// range predicates over naming attributes; a box is the usual case).
+    /// A small type tag published with the position (players, missiles, items, …).
+    fn kind(&self) -> u8 {
+        0
+    }
+
+    /// The object's area of interest (its subscription), if it has one.
     fn interest(&self) -> Option<Aabb>;
+
+    /// Fine-grained local interest check: does this object want a replica of `other`?
+    /// Defaults to "`other`'s position lies inside my area of interest".
+    fn is_interested(&self, other: &Self) -> bool {
+        self.interest().is_some_and(|b| b.contains(other.position()))
+    }
+
+    /// The object this one is attached to (e.g. a missile to its shooter). Every node
+    /// holding a replica of the parent receives this object too, without discovery
+    /// (paper `000` §5 "Proactive replication").
+    fn attached_to(&self) -> Option<ObjectId> {
+        None
+    }
+
+    /// Applies a write (tentatively on a replica, authoritatively on the primary).
+    fn apply_write(&mut self, write: &Self::Write);
 
     /// Appends the object's full state to `out`.
     fn encode_state(&self, out: &mut Vec<u8>);
@@ -40,6 +73,21 @@ pub trait GameObject: Clone + Debug + Send + 'static {
     /// Decodes a full state produced by [`GameObject::encode_state`]. Input comes from the
     /// network: implementations must not panic on any bytes.
     fn decode_state(bytes: &[u8]) -> Result<Self, StateError>;
+
+    /// Appends a delta that turns `baseline` into `self`. The default is the full state;
+    /// games override it with a field-wise diff behind a dirty mask.
+    fn encode_delta(&self, baseline: &Self, out: &mut Vec<u8>) {
+        let _ = baseline;
+        self.encode_state(out);
+    }
+
+    /// Applies a delta produced by [`GameObject::encode_delta`] to `baseline` (which must
+    /// be exactly the baseline the delta was made against; the replica manager guarantees
+    /// it). Must not panic on any bytes.
+    fn apply_delta(baseline: &Self, delta: &[u8]) -> Result<Self, StateError> {
+        let _ = baseline;
+        Self::decode_state(delta)
+    }
 }
 
 /// What a think function sees and may do.
@@ -59,11 +107,12 @@ pub struct ThinkContext<'a, O: GameObject> {
     /// Every other object this node holds (primaries and replicas), read-only.
     pub store: &'a ObjectStore<O>,
     pub(crate) spawned: &'a mut Vec<O>,
+    pub(crate) writes: &'a mut Vec<(ObjectId, O::Write)>,
     pub(crate) delete_self: bool,
 }
 
 impl<'a, O: GameObject> ThinkContext<'a, O> {
-    /// A context for thinking object `id` (used by the node's frame loop and by tests).
+    /// A context for thinking object `id` (used by the frame loop and by tests).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         now: Time,
@@ -74,6 +123,7 @@ impl<'a, O: GameObject> ThinkContext<'a, O> {
         world: &'a O::World,
         store: &'a ObjectStore<O>,
         spawned: &'a mut Vec<O>,
+        writes: &'a mut Vec<(ObjectId, O::Write)>,
     ) -> Self {
         Self {
             now,
@@ -84,6 +134,7 @@ impl<'a, O: GameObject> ThinkContext<'a, O> {
             world,
             store,
             spawned,
+            writes,
             delete_self: false,
         }
     }
@@ -91,6 +142,12 @@ impl<'a, O: GameObject> ThinkContext<'a, O> {
     /// Creates a new object whose primary lives on this node (e.g. a missile).
     pub fn spawn(&mut self, object: O) {
         self.spawned.push(object);
+    }
+
+    /// Writes to another object: applied at the end of the frame, tentatively if it is a
+    /// replica (and forwarded to its primary), authoritatively if it is a local primary.
+    pub fn write(&mut self, target: ObjectId, write: O::Write) {
+        self.writes.push((target, write));
     }
 
     /// Deletes the object being thought at the end of this frame.

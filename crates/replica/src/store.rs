@@ -117,6 +117,11 @@ impl<O: GameObject> ObjectStore<O> {
         self.entries.get(&id)
     }
 
+    /// The entry of `id`, mutably (the replica manager applies writes through it).
+    pub(crate) fn get_mut(&mut self, id: ObjectId) -> Option<&mut Entry<O>> {
+        self.entries.get_mut(&id)
+    }
+
     /// The object `id`, primary or replica.
     pub fn object(&self, id: ObjectId) -> Option<&O> {
         self.entries.get(&id).map(|e| &e.object)
@@ -262,6 +267,10 @@ mod tests {
 
     impl GameObject for Dot {
         type World = ();
+        type Write = f32;
+        fn apply_write(&mut self, w: &f32) {
+            self.0 += w;
+        }
         fn think(&mut self, _ctx: &mut ThinkContext<'_, Self>) {
             self.0 += 1.0;
         }

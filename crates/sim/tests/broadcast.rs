@@ -116,7 +116,11 @@ fn loss_and_partition_are_counted_and_heal() {
     sim.run_until(Time::from_secs_f64(10.0));
     assert_fresh(&sim, c.frame_interval(), 6);
     assert_eq!(scenario::report(&c, &sim).coverage, 1.0);
-    assert!(sim.nodes().iter().any(|n| n.stats().replicas_expired > 0));
+    assert!(
+        sim.nodes()
+            .iter()
+            .any(|n| n.replicas().stats().replicas_dropped > 0)
+    );
 }
 
 #[test]

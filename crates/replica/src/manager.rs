@@ -1,0 +1,829 @@
+//! The replica manager (paper `000` §5): keeps primaries' replicas on other nodes in sync
+//! with delta-encoded updates, decides which replicas this node holds, forwards tentative
+//! writes, and replicates attached objects proactively.
+//!
+//! It is sans-IO: the node calls [`ReplicaManager::frame`] once per frame,
+//! [`ReplicaManager::handle_packet`] for every received packet and
+//! [`ReplicaManager::on_discovered`] when the locator reports a matching publication,
+//! then sends what [`ReplicaManager::flush`] returns.
+//!
+//! # Protocol
+//!
+//! - **Fetch and interest registration.** A node that wants a replica sends an
+//!   `Interest { id, have: 0 }` to the primary's node; the primary answers at once with the
+//!   full state. While the replica stays wanted the holder re-registers every
+//!   `interest_refresh`; the primary keeps a subscriber for `interest_ttl` after the last
+//!   registration (soft state). A replica no local primary has wanted for `linger` is
+//!   dropped and unsubscribed.
+//! - **Updates.** Each frame a primary whose state changed gets a new version. For every
+//!   receiver whose acknowledged version is older, the primary sends a delta against that
+//!   acknowledged version (it keeps the last `history` versions), or the full state when the
+//!   receiver has none. Unacknowledged versions are resent after `resend_after`, so lost
+//!   datagrams heal without a separate retransmission protocol.
+//! - **Acknowledgements.** Packets carry a per-stream sequence number; the receiver
+//!   acknowledges sequence numbers and the sender maps them back to the versions they
+//!   carried. A receiver applies a delta only to exactly the baseline version it names
+//!   (kept in a per-replica history); if that version is gone it asks for a full state.
+//! - **Tentative writes** to a replica are applied locally and forwarded to the primary,
+//!   which applies writes in arrival order: that order is what every replica then sees.
+//! - **Proactive replication.** An object attached to a local primary is sent to every
+//!   receiver of its parent without any discovery (§5 "Proactive replication").
+//! - **Broadcast mode** (the baseline architecture): every peer is a permanent subscriber
+//!   of every primary and keeps every replica; no discovery, no interest messages.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+use worldmesh_core::{DetRng, NodeId, ObjectId, Point3, Time};
+
+use crate::message::{InterestItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
+use crate::store::{ObjectStore, Role};
+use crate::{GameObject, ThinkContext};
+
+/// How replicas are chosen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Every node replicates every object (the broadcast architecture).
+    Broadcast,
+    /// Nodes replicate what their primaries are interested in (Colyseus).
+    Interest,
+}
+
+/// Tuning of the replica manager.
+#[derive(Clone, Debug)]
+pub struct ReplicaConfig {
+    /// Versions kept per object for delta baselines, on both sides (32 frames = 3.2 s at 10 Hz).
+    pub history: usize,
+    /// How often a replica holder re-registers interest with the primary.
+    pub interest_refresh: Duration,
+    /// How long a primary keeps a subscriber after its last registration.
+    pub interest_ttl: Duration,
+    /// How long a replica no local primary wants is kept before it is dropped.
+    pub linger: Duration,
+    /// An unacknowledged version is sent again after this long.
+    pub resend_after: Duration,
+    /// Replicas whose primary's node has been silent this long are dropped.
+    pub peer_timeout: Duration,
+    /// A node serving replicas to a peer sends at least one packet this often.
+    pub keepalive: Duration,
+    /// Largest packet payload (bytes) before splitting.
+    pub max_payload: usize,
+}
+
+impl Default for ReplicaConfig {
+    fn default() -> Self {
+        Self {
+            history: 32,
+            interest_refresh: Duration::from_secs(1),
+            interest_ttl: Duration::from_secs(3),
+            linger: Duration::from_millis(1000),
+            resend_after: Duration::from_millis(250),
+            peer_timeout: Duration::from_secs(2),
+            keepalive: Duration::from_millis(500),
+            max_payload: 1200,
+        }
+    }
+}
+
+/// Counters of the replica manager.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReplicaStats {
+    /// Update items sent (full or delta).
+    pub updates_sent: u64,
+    /// Of which full states.
+    pub full_states_sent: u64,
+    /// Bytes of state/delta data in update items sent (no headers).
+    pub update_data_bytes: u64,
+    /// Updates refused: sender is not the primary, or this node is.
+    pub refused_updates: u64,
+    /// Updates older than the replica (reordered or duplicated datagrams).
+    pub stale_updates: u64,
+    /// Deltas whose baseline this node no longer had (a full state was requested).
+    pub missing_baseline: u64,
+    /// Updates or writes whose bytes did not decode.
+    pub undecodable: u64,
+    /// Tentative writes forwarded to a remote primary.
+    pub writes_forwarded: u64,
+    /// Writes applied to local primaries (local or forwarded).
+    pub writes_applied: u64,
+    /// Writes dropped (unknown target, or forwarded to a node that is not its primary).
+    pub writes_dropped: u64,
+    /// Replicas created.
+    pub replicas_created: u64,
+    /// Replicas dropped (interest ended, primary deleted, primary's node silent).
+    pub replicas_dropped: u64,
+    /// Fetches (interest registrations with no state held) sent.
+    pub fetches_sent: u64,
+}
+
+struct PrimaryMeta<O> {
+    history: VecDeque<(u64, O)>,
+    last_encoding: Vec<u8>,
+    subscribers: BTreeMap<NodeId, Time>,
+    receivers: BTreeMap<NodeId, RecvState>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct RecvState {
+    acked: u64,
+    sent_version: u64,
+    sent_at: Time,
+}
+
+struct ReplicaMeta<O> {
+    history: VecDeque<(u64, O)>,
+    wanted_at: Time,
+    registered_at: Option<Time>,
+}
+
+#[derive(Default)]
+struct PeerState {
+    next_seq: u32,
+    sent_log: VecDeque<(u32, Vec<(ObjectId, u64)>)>,
+    to_ack: Vec<u32>,
+    last_sent: Option<Time>,
+    last_heard: Option<Time>,
+    updates: Vec<UpdateItem>,
+    interest: Vec<InterestItem>,
+    unsubscribe: Vec<ObjectId>,
+    writes: Vec<WriteItem>,
+    deleted: Vec<ObjectId>,
+}
+
+impl PeerState {
+    fn has_content(&self) -> bool {
+        !(self.updates.is_empty()
+            && self.interest.is_empty()
+            && self.unsubscribe.is_empty()
+            && self.writes.is_empty()
+            && self.deleted.is_empty()
+            && self.to_ack.is_empty())
+    }
+}
+
+/// Sent-packet records kept per peer for mapping acknowledgements back to versions.
+const SENT_LOG: usize = 256;
+/// A fetch is not repeated for the same object within this time.
+const FETCH_BACKOFF: Duration = Duration::from_millis(500);
+
+/// The replica manager of one node.
+pub struct ReplicaManager<O: GameObject> {
+    me: NodeId,
+    mode: Mode,
+    cfg: ReplicaConfig,
+    peers: Vec<NodeId>,
+    store: ObjectStore<O>,
+    next_seq: u32,
+    frame: u64,
+    prim: BTreeMap<ObjectId, PrimaryMeta<O>>,
+    repl: BTreeMap<ObjectId, ReplicaMeta<O>>,
+    fetching: BTreeMap<ObjectId, Time>,
+    net: BTreeMap<NodeId, PeerState>,
+    stats: ReplicaStats,
+}
+
+/// What a frame did, for the node's events.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct FrameReport {
+    /// Primaries created this frame.
+    pub spawned: Vec<ObjectId>,
+    /// Primaries deleted this frame.
+    pub deleted: Vec<ObjectId>,
+    /// Replicas dropped this frame.
+    pub dropped: Vec<ObjectId>,
+}
+
+impl<O: GameObject> ReplicaManager<O> {
+    /// A manager for node `me` with the given members (`peers` excludes `me`).
+    pub fn new(me: NodeId, mode: Mode, cfg: ReplicaConfig, peers: Vec<NodeId>) -> Self {
+        Self {
+            me,
+            mode,
+            cfg,
+            peers,
+            store: ObjectStore::new(),
+            next_seq: 0,
+            frame: 0,
+            prim: BTreeMap::new(),
+            repl: BTreeMap::new(),
+            fetching: BTreeMap::new(),
+            net: BTreeMap::new(),
+            stats: ReplicaStats::default(),
+        }
+    }
+
+    /// The local store.
+    pub fn store(&self) -> &ObjectStore<O> {
+        &self.store
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &ReplicaStats {
+        &self.stats
+    }
+
+    /// The replication mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Nodes currently receiving updates of the local primary `id`.
+    pub fn receivers_of(&self, id: ObjectId) -> Vec<NodeId> {
+        self.prim
+            .get(&id)
+            .map(|m| m.receivers.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Creates a primary and returns its id.
+    pub fn spawn(&mut self, now: Time, object: O) -> ObjectId {
+        let id = ObjectId::new(self.me, self.next_seq);
+        self.next_seq += 1;
+        let mut enc = Vec::new();
+        object.encode_state(&mut enc);
+        let mut history = VecDeque::new();
+        history.push_back((1, object.clone()));
+        let subscribers = match self.mode {
+            Mode::Broadcast => self.peers.iter().map(|p| (*p, Time::MAX)).collect(),
+            Mode::Interest => BTreeMap::new(),
+        };
+        self.prim.insert(
+            id,
+            PrimaryMeta {
+                history,
+                last_encoding: enc,
+                subscribers,
+                receivers: BTreeMap::new(),
+            },
+        );
+        // Ids are fresh by construction, so this cannot collide.
+        let _ = self.store.insert_primary(id, object, 1, now);
+        id
+    }
+
+    /// Runs one frame: think every primary, apply writes, version changed states, maintain
+    /// replicas and interest registrations, and queue updates. Call [`Self::flush`] after.
+    pub fn frame(&mut self, now: Time, dt: Duration, rng: &mut DetRng, world: &O::World) -> FrameReport {
+        self.frame += 1;
+        let mut report = FrameReport::default();
+        let mut spawned = Vec::new();
+        let mut writes = Vec::new();
+        for id in self.store.primary_ids() {
+            let Some(mut entry) = self.store.take(id) else {
+                continue;
+            };
+            let mut ctx = ThinkContext::new(
+                now,
+                dt,
+                self.me,
+                id,
+                rng,
+                world,
+                &self.store,
+                &mut spawned,
+                &mut writes,
+            );
+            entry.object.think(&mut ctx);
+            if ctx.wants_delete() {
+                self.delete_primary(id);
+                report.deleted.push(id);
+            } else {
+                self.store.restore(id, entry);
+            }
+        }
+        for o in spawned {
+            report.spawned.push(self.spawn(now, o));
+        }
+        for (target, w) in writes {
+            self.apply_local_write(target, &w, true);
+        }
+        self.version_primaries(now);
+        if self.mode == Mode::Interest {
+            report.dropped.extend(self.maintain_interest(now));
+        }
+        report.dropped.extend(self.drop_silent_peers(now));
+        self.queue_updates(now);
+        report
+    }
+
+    fn delete_primary(&mut self, id: ObjectId) {
+        if let Some(meta) = self.prim.remove(&id) {
+            let targets: BTreeSet<NodeId> = meta
+                .subscribers
+                .keys()
+                .chain(meta.receivers.keys())
+                .copied()
+                .collect();
+            for t in targets {
+                self.peer(t).deleted.push(id);
+            }
+        }
+    }
+
+    fn peer(&mut self, id: NodeId) -> &mut PeerState {
+        self.net.entry(id).or_default()
+    }
+
+    /// Applies a write made on this node: authoritative on a primary, tentative on a
+    /// replica (then forwarded).
+    fn apply_local_write(&mut self, target: ObjectId, w: &O::Write, forward: bool) {
+        let Some(entry) = self.store.get_mut(target) else {
+            self.stats.writes_dropped += 1;
+            return;
+        };
+        entry.object.apply_write(w);
+        match entry.role {
+            Role::Primary => self.stats.writes_applied += 1,
+            Role::Replica { primary } if forward => {
+                let data = bitcode::encode(w);
+                self.peer(primary).writes.push(WriteItem { id: target, data });
+                self.stats.writes_forwarded += 1;
+            }
+            Role::Replica { .. } => {}
+        }
+    }
+
+    fn version_primaries(&mut self, now: Time) {
+        let hist = self.cfg.history.max(1);
+        let mut buf = Vec::new();
+        for (id, meta) in self.prim.iter_mut() {
+            let Some(entry) = self.store.get_mut(*id) else {
+                continue;
+            };
+            buf.clear();
+            entry.object.encode_state(&mut buf);
+            if buf != meta.last_encoding {
+                std::mem::swap(&mut meta.last_encoding, &mut buf);
+                entry.version += 1;
+                entry.state_time = now;
+                entry.updated_at = now;
+                meta.history.push_back((entry.version, entry.object.clone()));
+                while meta.history.len() > hist {
+                    meta.history.pop_front();
+                }
+            }
+        }
+    }
+
+    /// Is some local primary interested in `obj` (or is it attached to an object held here)?
+    fn wanted(&self, obj: &O, primaries: &[&O]) -> bool {
+        if obj.attached_to().is_some_and(|p| self.store.get(p).is_some()) {
+            return true;
+        }
+        primaries.iter().any(|p| p.is_interested(obj))
+    }
+
+    fn maintain_interest(&mut self, now: Time) -> Vec<ObjectId> {
+        let mut dropped = Vec::new();
+        let mut register: Vec<(NodeId, InterestItem)> = Vec::new();
+        {
+            let primaries: Vec<&O> = self
+                .store
+                .iter()
+                .filter(|(_, e)| e.role == Role::Primary)
+                .map(|(_, e)| &e.object)
+                .collect();
+            let mut wanted_now = Vec::new();
+            for (id, e) in self.store.iter() {
+                if let Role::Replica { primary } = e.role
+                    && self.wanted(&e.object, &primaries)
+                {
+                    wanted_now.push((id, primary, e.version));
+                }
+            }
+            for (id, primary, version) in wanted_now {
+                if let Some(m) = self.repl.get_mut(&id) {
+                    m.wanted_at = now;
+                    if m.registered_at
+                        .is_none_or(|t| now - t >= self.cfg.interest_refresh)
+                    {
+                        m.registered_at = Some(now);
+                        register.push((primary, InterestItem { id, have: version }));
+                    }
+                }
+            }
+        }
+        for (p, item) in register {
+            self.peer(p).interest.push(item);
+        }
+        let stale: Vec<ObjectId> = self
+            .repl
+            .iter()
+            .filter(|(_, m)| now - m.wanted_at > self.cfg.linger)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in stale {
+            if let Some(Role::Replica { primary }) = self.store.get(id).map(|e| e.role) {
+                self.peer(primary).unsubscribe.push(id);
+            }
+            self.remove_replica(id);
+            dropped.push(id);
+        }
+        self.fetching.retain(|_, t| now - *t < FETCH_BACKOFF);
+        dropped
+    }
+
+    fn remove_replica(&mut self, id: ObjectId) {
+        if self
+            .store
+            .get(id)
+            .is_some_and(|e| matches!(e.role, Role::Replica { .. }))
+        {
+            self.store.remove(id);
+            self.stats.replicas_dropped += 1;
+        }
+        self.repl.remove(&id);
+    }
+
+    fn drop_silent_peers(&mut self, now: Time) -> Vec<ObjectId> {
+        let silent: BTreeSet<NodeId> = self
+            .net
+            .iter()
+            .filter(|(_, p)| p.last_heard.is_some_and(|t| now - t > self.cfg.peer_timeout))
+            .map(|(id, _)| *id)
+            .collect();
+        if silent.is_empty() {
+            return Vec::new();
+        }
+        let dead: Vec<ObjectId> = self
+            .store
+            .iter()
+            .filter(|(_, e)| matches!(e.role, Role::Replica { primary } if silent.contains(&primary)))
+            .map(|(id, _)| id)
+            .collect();
+        for id in &dead {
+            self.remove_replica(*id);
+        }
+        dead
+    }
+
+    fn queue_updates(&mut self, now: Time) {
+        let ids: Vec<ObjectId> = self.prim.keys().copied().collect();
+        for id in ids {
+            let Some(entry) = self.store.get(id) else { continue };
+            let version = entry.version;
+            let parent = entry.object.attached_to().filter(|p| self.prim.contains_key(p));
+            let mut targets: BTreeSet<NodeId> = BTreeSet::new();
+            if let Some(meta) = self.prim.get_mut(&id) {
+                meta.subscribers.retain(|_, exp| *exp > now);
+                targets.extend(meta.subscribers.keys());
+            }
+            if let Some(p) = parent.and_then(|p| self.prim.get(&p)) {
+                targets.extend(p.subscribers.keys().copied());
+                targets.extend(p.receivers.keys().copied());
+            }
+            let Some(meta) = self.prim.get_mut(&id) else {
+                continue;
+            };
+            meta.receivers.retain(|n, _| targets.contains(n));
+            let mut out: Vec<(NodeId, UpdateItem)> = Vec::new();
+            for t in targets {
+                let st = meta.receivers.entry(t).or_default();
+                if st.acked >= version {
+                    continue;
+                }
+                if st.sent_version == version && now - st.sent_at < self.cfg.resend_after {
+                    continue;
+                }
+                let item = make_update(id, version, st.acked, &meta.history, &entry.object);
+                st.sent_version = version;
+                st.sent_at = now;
+                out.push((t, item));
+            }
+            for (t, item) in out {
+                self.count_update(&item);
+                self.peer(t).updates.push(item);
+            }
+        }
+    }
+
+    fn count_update(&mut self, item: &UpdateItem) {
+        self.stats.updates_sent += 1;
+        self.stats.update_data_bytes += item.data.len() as u64;
+        if item.base == 0 {
+            self.stats.full_states_sent += 1;
+        }
+    }
+
+    /// The locator found a publication of `id` (primary on `primary`, at `pos`) matching
+    /// one of this node's subscriptions. Fetches the replica if a local primary's
+    /// (unpredicted) interest contains `pos`. Returns true if a fetch was queued (the node
+    /// should flush now rather than wait for the frame).
+    pub fn on_discovered(&mut self, now: Time, id: ObjectId, primary: NodeId, pos: Point3) -> bool {
+        if self.mode != Mode::Interest || primary == self.me || self.store.get(id).is_some() {
+            return false;
+        }
+        if self.fetching.get(&id).is_some_and(|t| now - *t < FETCH_BACKOFF) {
+            return false;
+        }
+        let wanted = self
+            .store
+            .iter()
+            .any(|(_, e)| e.role == Role::Primary && e.object.interest().is_some_and(|b| b.contains(pos)));
+        if !wanted {
+            return false;
+        }
+        self.fetching.insert(id, now);
+        self.stats.fetches_sent += 1;
+        self.peer(primary).interest.push(InterestItem { id, have: 0 });
+        true
+    }
+
+    /// Handles a packet from `from`. Returns true if something should be sent at once
+    /// (a fetched state) rather than at the next frame.
+    pub fn handle_packet(&mut self, now: Time, from: NodeId, packet: Packet) -> bool {
+        let mut urgent = false;
+        {
+            let p = self.peer(from);
+            p.last_heard = Some(now);
+            if p.to_ack.len() < 1024 {
+                p.to_ack.push(packet.seq);
+            }
+        }
+        for msg in packet.msgs {
+            match msg {
+                ReplicaMsg::Update(items) => {
+                    for it in items {
+                        self.apply_update(now, from, packet.sent_at, it);
+                    }
+                }
+                ReplicaMsg::Interest(items) => {
+                    for it in items {
+                        urgent |= self.on_interest(now, from, it);
+                    }
+                }
+                ReplicaMsg::Unsubscribe(ids) => {
+                    for id in ids {
+                        if let Some(m) = self.prim.get_mut(&id) {
+                            m.subscribers.remove(&from);
+                            m.receivers.remove(&from);
+                        }
+                    }
+                }
+                ReplicaMsg::Ack(seqs) => self.on_ack(from, &seqs),
+                ReplicaMsg::Write(items) => {
+                    for it in items {
+                        let w: Result<O::Write, _> = bitcode::decode(&it.data);
+                        match w {
+                            Ok(w) if self.prim.contains_key(&it.id) => {
+                                self.apply_local_write(it.id, &w, false)
+                            }
+                            Ok(_) => self.stats.writes_dropped += 1,
+                            Err(_) => self.stats.undecodable += 1,
+                        }
+                    }
+                }
+                ReplicaMsg::Deleted(ids) => {
+                    for id in ids {
+                        if self
+                            .store
+                            .get(id)
+                            .is_some_and(|e| e.role == Role::Replica { primary: from })
+                        {
+                            self.remove_replica(id);
+                        }
+                    }
+                }
+            }
+        }
+        urgent
+    }
+
+    fn on_interest(&mut self, now: Time, from: NodeId, it: InterestItem) -> bool {
+        let Some(entry) = self.store.get(it.id) else {
+            return false;
+        };
+        let Some(meta) = self.prim.get_mut(&it.id) else {
+            return false;
+        };
+        if self.mode == Mode::Interest {
+            meta.subscribers.insert(from, now + self.cfg.interest_ttl);
+        }
+        let st = meta.receivers.entry(from).or_default();
+        // The holder states what it has; trust only versions we can still diff against.
+        let have_known = it.have != 0 && meta.history.iter().any(|(v, _)| *v == it.have);
+        st.acked = if have_known { st.acked.max(it.have) } else { 0 };
+        if it.have == 0 {
+            // A fetch: answer now with the full state.
+            let item = make_update(it.id, entry.version, 0, &meta.history, &entry.object);
+            st.sent_version = entry.version;
+            st.sent_at = now;
+            self.count_update(&item);
+            self.peer(from).updates.push(item);
+            return true;
+        }
+        false
+    }
+
+    fn on_ack(&mut self, from: NodeId, seqs: &[u32]) {
+        let p = self.peer(from);
+        let mut acked: Vec<(ObjectId, u64)> = Vec::new();
+        for s in seqs {
+            if let Some(pos) = p.sent_log.iter().position(|(q, _)| q == s)
+                && let Some((_, items)) = p.sent_log.remove(pos)
+            {
+                acked.extend(items);
+            }
+        }
+        for (id, v) in acked {
+            if let Some(st) = self.prim.get_mut(&id).and_then(|m| m.receivers.get_mut(&from)) {
+                st.acked = st.acked.max(v);
+            }
+        }
+    }
+
+    fn apply_update(&mut self, now: Time, from: NodeId, sent_at: Time, it: UpdateItem) {
+        let known_replica = match self.store.get(it.id).map(|e| e.role) {
+            Some(Role::Primary) => {
+                self.stats.refused_updates += 1;
+                return;
+            }
+            Some(Role::Replica { primary }) if primary != from => {
+                self.stats.refused_updates += 1;
+                return;
+            }
+            Some(Role::Replica { .. }) => true,
+            // Until migration exists, an object's primary is the node that created it.
+            None if it.id.origin != from => {
+                self.stats.refused_updates += 1;
+                return;
+            }
+            None => false,
+        };
+        if known_replica && self.store.get(it.id).is_some_and(|e| e.version >= it.version) {
+            self.stats.stale_updates += 1;
+            return;
+        }
+        let decoded = if it.base == 0 {
+            O::decode_state(&it.data)
+        } else {
+            match self
+                .repl
+                .get(&it.id)
+                .and_then(|m| m.history.iter().find(|(v, _)| *v == it.base))
+            {
+                Some((_, base)) => O::apply_delta(base, &it.data),
+                None => {
+                    self.stats.missing_baseline += 1;
+                    if !self.fetching.contains_key(&it.id) {
+                        self.fetching.insert(it.id, now);
+                        self.peer(from).interest.push(InterestItem { id: it.id, have: 0 });
+                    }
+                    return;
+                }
+            }
+        };
+        let object = match decoded {
+            Ok(o) => o,
+            Err(_) => {
+                self.stats.undecodable += 1;
+                return;
+            }
+        };
+        match self
+            .store
+            .apply_replica_state(from, it.id, object.clone(), it.version, sent_at, now)
+        {
+            Ok(created) => {
+                if created {
+                    self.stats.replicas_created += 1;
+                    self.fetching.remove(&it.id);
+                }
+                let hist = self.cfg.history.max(1);
+                let m = self.repl.entry(it.id).or_insert_with(|| ReplicaMeta {
+                    history: VecDeque::new(),
+                    wanted_at: now,
+                    registered_at: Some(now),
+                });
+                m.history.push_back((it.version, object));
+                while m.history.len() > hist {
+                    m.history.pop_front();
+                }
+            }
+            Err(_) => self.stats.refused_updates += 1,
+        }
+    }
+
+    /// Packets to send now, one or more per destination with something to say.
+    pub fn flush(&mut self, now: Time) -> Vec<(NodeId, Packet)> {
+        // Keepalives to every node this node serves, so they can tell it is alive.
+        let serving: BTreeSet<NodeId> = self
+            .prim
+            .values()
+            .flat_map(|m| m.receivers.keys().chain(m.subscribers.keys()))
+            .copied()
+            .collect();
+        for s in serving {
+            let ka = self.cfg.keepalive;
+            let p = self.peer(s);
+            if p.last_sent.is_none_or(|t| now - t >= ka) && !p.has_content() {
+                p.to_ack.push(0); // placeholder so the peer gets a packet; seq 0 acks nothing
+            }
+        }
+        let max = self.cfg.max_payload;
+        let mut out = Vec::new();
+        for (dst, p) in self.net.iter_mut() {
+            if !p.has_content() {
+                continue;
+            }
+            p.to_ack.retain(|s| *s != 0);
+            let mut head: Vec<ReplicaMsg> = Vec::new();
+            if !p.to_ack.is_empty() {
+                head.push(ReplicaMsg::Ack(std::mem::take(&mut p.to_ack)));
+            }
+            if !p.interest.is_empty() {
+                head.push(ReplicaMsg::Interest(std::mem::take(&mut p.interest)));
+            }
+            if !p.unsubscribe.is_empty() {
+                head.push(ReplicaMsg::Unsubscribe(std::mem::take(&mut p.unsubscribe)));
+            }
+            if !p.writes.is_empty() {
+                head.push(ReplicaMsg::Write(std::mem::take(&mut p.writes)));
+            }
+            if !p.deleted.is_empty() {
+                head.push(ReplicaMsg::Deleted(std::mem::take(&mut p.deleted)));
+            }
+            let updates = std::mem::take(&mut p.updates);
+            // Split updates into packets of at most `max` bytes (estimated conservatively).
+            let mut chunks: Vec<Vec<UpdateItem>> = Vec::new();
+            let mut cur: Vec<UpdateItem> = Vec::new();
+            let mut size = 64usize;
+            for u in updates {
+                let s = u.data.len() + 24;
+                if !cur.is_empty() && size + s > max {
+                    chunks.push(std::mem::take(&mut cur));
+                    size = 64;
+                }
+                size += s;
+                cur.push(u);
+            }
+            if !cur.is_empty() || chunks.is_empty() {
+                chunks.push(cur);
+            }
+            for (k, chunk) in chunks.into_iter().enumerate() {
+                p.next_seq = p.next_seq.wrapping_add(1).max(1);
+                let seq = p.next_seq;
+                let carried: Vec<(ObjectId, u64)> = chunk.iter().map(|u| (u.id, u.version)).collect();
+                if !carried.is_empty() {
+                    p.sent_log.push_back((seq, carried));
+                    while p.sent_log.len() > SENT_LOG {
+                        p.sent_log.pop_front();
+                    }
+                }
+                let mut msgs = if k == 0 {
+                    std::mem::take(&mut head)
+                } else {
+                    Vec::new()
+                };
+                if !chunk.is_empty() {
+                    msgs.push(ReplicaMsg::Update(chunk));
+                }
+                out.push((
+                    *dst,
+                    Packet {
+                        seq,
+                        sent_at: now,
+                        msgs,
+                    },
+                ));
+            }
+            p.last_sent = Some(now);
+        }
+        out
+    }
+}
+
+fn make_update<O: GameObject>(
+    id: ObjectId,
+    version: u64,
+    acked: u64,
+    history: &VecDeque<(u64, O)>,
+    current: &O,
+) -> UpdateItem {
+    let mut data = Vec::new();
+    let base = if acked != 0 {
+        history.iter().find(|(v, _)| *v == acked)
+    } else {
+        None
+    };
+    match base {
+        Some((b, obj)) => {
+            current.encode_delta(obj, &mut data);
+            UpdateItem {
+                id,
+                version,
+                base: *b,
+                data,
+            }
+        }
+        None => {
+            current.encode_state(&mut data);
+            UpdateItem {
+                id,
+                version,
+                base: 0,
+                data,
+            }
+        }
+    }
+}

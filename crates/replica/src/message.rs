@@ -1,0 +1,69 @@
+//! Replica-management messages (all counted as `MessageClass::ObjectUpdate`).
+//!
+//! Messages to one destination are bundled per frame into [`Packet`]s, each with a
+//! sequence number of the (sender → destination) stream. Receivers acknowledge packet
+//! sequence numbers; the sender knows which object versions each packet carried, so an
+//! acknowledgement tells it which baseline the receiver holds (the Quake delta scheme the
+//! Colyseus replica manager mirrors, paper `000` §5).
+
+use worldmesh_core::{ObjectId, Time};
+
+/// One object's update.
+#[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub struct UpdateItem {
+    /// The object.
+    pub id: ObjectId,
+    /// Version carried (primary-assigned, starts at 1, bumps when the state changes).
+    pub version: u64,
+    /// Version the delta is against; 0 = `data` is a full state.
+    pub base: u64,
+    /// Full state or delta bytes.
+    pub data: Vec<u8>,
+}
+
+/// A soft-state interest registration (paper `000` §5 "Decoupling location and
+/// synchronization": the replica holder periodically registers interest with the primary).
+#[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub struct InterestItem {
+    /// The object wanted.
+    pub id: ObjectId,
+    /// Version held; 0 = none (send the full state: this is a fetch).
+    pub have: u64,
+}
+
+/// A tentative write forwarded to the primary.
+#[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub struct WriteItem {
+    /// Target object.
+    pub id: ObjectId,
+    /// The game's `Write`, bitcode-encoded.
+    pub data: Vec<u8>,
+}
+
+/// A replica-management message.
+#[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub enum ReplicaMsg {
+    /// Updates of primaries held by the sender.
+    Update(Vec<UpdateItem>),
+    /// Interest registrations (and fetches) for primaries held by the destination.
+    Interest(Vec<InterestItem>),
+    /// The sender no longer wants these replicas.
+    Unsubscribe(Vec<ObjectId>),
+    /// Packets of the destination's stream that the sender received.
+    Ack(Vec<u32>),
+    /// Tentative writes to primaries held by the destination.
+    Write(Vec<WriteItem>),
+    /// The sender deleted these primaries.
+    Deleted(Vec<ObjectId>),
+}
+
+/// What travels in one datagram.
+#[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub struct Packet {
+    /// Sequence number in the sender → destination stream (from 1).
+    pub seq: u32,
+    /// When the sender sent it (its clock).
+    pub sent_at: Time,
+    /// The messages.
+    pub msgs: Vec<ReplicaMsg>,
+}
