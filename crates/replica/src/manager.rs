@@ -235,6 +235,15 @@ impl<O: GameObject> ReplicaManager<O> {
             .unwrap_or_default()
     }
 
+    /// The last state of replica `id` confirmed by its primary, with its version. The
+    /// object in the store may differ from it by tentative writes made here since.
+    pub fn confirmed(&self, id: ObjectId) -> Option<(u64, &O)> {
+        self.repl
+            .get(&id)
+            .and_then(|m| m.history.back())
+            .map(|(v, o)| (*v, o))
+    }
+
     /// Creates a primary and returns its id.
     pub fn spawn(&mut self, now: Time, object: O) -> ObjectId {
         let id = ObjectId::new(self.me, self.next_seq);
@@ -302,6 +311,7 @@ impl<O: GameObject> ReplicaManager<O> {
             report.dropped.extend(self.maintain_interest(now));
         }
         report.dropped.extend(self.drop_silent_peers(now));
+        self.fetching.retain(|_, t| now - *t < FETCH_BACKOFF);
         self.queue_updates(now);
         report
     }
@@ -419,7 +429,6 @@ impl<O: GameObject> ReplicaManager<O> {
             self.remove_replica(id);
             dropped.push(id);
         }
-        self.fetching.retain(|_, t| now - *t < FETCH_BACKOFF);
         dropped
     }
 
@@ -485,7 +494,7 @@ impl<O: GameObject> ReplicaManager<O> {
                 if st.sent_version == version && now - st.sent_at < self.cfg.resend_after {
                     continue;
                 }
-                let item = make_update(id, version, st.acked, &meta.history, &entry.object);
+                let item = make_update(id, version, st.acked, &meta.history);
                 st.sent_version = version;
                 st.sent_at = now;
                 out.push((t, item));
@@ -605,7 +614,7 @@ impl<O: GameObject> ReplicaManager<O> {
         st.acked = if have_known { st.acked.max(it.have) } else { 0 };
         if it.have == 0 {
             // A fetch: answer now with the full state.
-            let item = make_update(it.id, entry.version, 0, &meta.history, &entry.object);
+            let item = make_update(it.id, entry.version, 0, &meta.history);
             st.sent_version = entry.version;
             st.sent_at = now;
             self.count_update(&item);
@@ -633,25 +642,28 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     fn apply_update(&mut self, now: Time, from: NodeId, sent_at: Time, it: UpdateItem) {
-        let known_replica = match self.store.get(it.id).map(|e| e.role) {
-            Some(Role::Primary) => {
+        let held = match self.store.get(it.id).map(|e| (e.role, e.version)) {
+            Some((Role::Primary, _)) => {
                 self.stats.refused_updates += 1;
                 return;
             }
-            Some(Role::Replica { primary }) if primary != from => {
+            Some((Role::Replica { primary }, _)) if primary != from => {
                 self.stats.refused_updates += 1;
                 return;
             }
-            Some(Role::Replica { .. }) => true,
+            Some((Role::Replica { .. }, v)) => Some(v),
             // Until migration exists, an object's primary is the node that created it.
             None if it.id.origin != from => {
                 self.stats.refused_updates += 1;
                 return;
             }
-            None => false,
+            None => None,
         };
-        if known_replica && self.store.get(it.id).is_some_and(|e| e.version >= it.version) {
-            self.stats.stale_updates += 1;
+        let in_history = |m: &ReplicaMeta<O>, v: u64| m.history.iter().any(|(x, _)| *x == v);
+        if held.is_some_and(|v| v >= it.version)
+            && self.repl.get(&it.id).is_some_and(|m| in_history(m, it.version))
+        {
+            self.stats.stale_updates += 1; // a duplicate
             return;
         }
         let decoded = if it.base == 0 {
@@ -663,6 +675,11 @@ impl<O: GameObject> ReplicaManager<O> {
                 .and_then(|m| m.history.iter().find(|(v, _)| *v == it.base))
             {
                 Some((_, base)) => O::apply_delta(base, &it.data),
+                None if held.is_none() => {
+                    // A delta for an object not held (dropped, or never fetched): ignore.
+                    self.stats.stale_updates += 1;
+                    return;
+                }
                 None => {
                     self.stats.missing_baseline += 1;
                     if !self.fetching.contains_key(&it.id) {
@@ -680,6 +697,36 @@ impl<O: GameObject> ReplicaManager<O> {
                 return;
             }
         };
+        let hist = self.cfg.history.max(1);
+        if let Some(v) = held
+            && v >= it.version
+        {
+            // Older than what is held (reordered): not applied, but kept as a baseline,
+            // because the sender will treat it as acknowledged once this packet is acked.
+            self.stats.stale_updates += 1;
+            if let Some(m) = self.repl.get_mut(&it.id) {
+                let pos = m
+                    .history
+                    .iter()
+                    .position(|(x, _)| *x > it.version)
+                    .unwrap_or(m.history.len());
+                m.history.insert(pos, (it.version, object));
+                while m.history.len() > hist {
+                    m.history.pop_front();
+                }
+            }
+            return;
+        }
+        if held.is_none()
+            && self.mode == Mode::Interest
+            && !self.fetching.contains_key(&it.id)
+            && !object.attached_to().is_some_and(|p| self.store.get(p).is_some())
+        {
+            // Not asked for and not attached to anything held here (e.g. an update that
+            // crossed an unsubscribe): drop it rather than resurrect the replica.
+            self.stats.stale_updates += 1;
+            return;
+        }
         match self
             .store
             .apply_replica_state(from, it.id, object.clone(), it.version, sent_at, now)
@@ -689,7 +736,6 @@ impl<O: GameObject> ReplicaManager<O> {
                     self.stats.replicas_created += 1;
                     self.fetching.remove(&it.id);
                 }
-                let hist = self.cfg.history.max(1);
                 let m = self.repl.entry(it.id).or_insert_with(|| ReplicaMeta {
                     history: VecDeque::new(),
                     wanted_at: now,
@@ -793,14 +839,27 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 }
 
+/// The update bringing a receiver that acknowledged `acked` to `version`. The state sent
+/// is always the snapshot taken when `version` was assigned (from `history`), never the
+/// live object: writes forwarded to the primary between frames change the live object
+/// and only become visible under the next version.
 fn make_update<O: GameObject>(
     id: ObjectId,
     version: u64,
     acked: u64,
     history: &VecDeque<(u64, O)>,
-    current: &O,
 ) -> UpdateItem {
     let mut data = Vec::new();
+    let Some((_, current)) = history.iter().rev().find(|(v, _)| *v == version) else {
+        // Unreachable by construction (the newest version is always in the history);
+        // an empty full state would be refused by the receiver's decoder.
+        return UpdateItem {
+            id,
+            version,
+            base: 0,
+            data,
+        };
+    };
     let base = if acked != 0 {
         history.iter().find(|(v, _)| *v == acked)
     } else {
