@@ -682,8 +682,8 @@ impl<O: GameObject> ReplicaManager<O> {
                 }
                 None => {
                     self.stats.missing_baseline += 1;
-                    if !self.fetching.contains_key(&it.id) {
-                        self.fetching.insert(it.id, now);
+                    if let std::collections::btree_map::Entry::Vacant(e) = self.fetching.entry(it.id) {
+                        e.insert(now);
                         self.peer(from).interest.push(InterestItem { id: it.id, have: 0 });
                     }
                     return;
@@ -720,7 +720,7 @@ impl<O: GameObject> ReplicaManager<O> {
         if held.is_none()
             && self.mode == Mode::Interest
             && !self.fetching.contains_key(&it.id)
-            && !object.attached_to().is_some_and(|p| self.store.get(p).is_some())
+            && object.attached_to().is_none_or(|p| self.store.get(p).is_none())
         {
             // Not asked for and not attached to anything held here (e.g. an update that
             // crossed an unsubscribe): drop it rather than resurrect the replica.
