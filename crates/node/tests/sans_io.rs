@@ -224,6 +224,15 @@ fn bad_input_is_counted_and_never_applied() {
         NodeId(0),
         &packet(vec![ReplicaMsg::Update(vec![garbage])]),
     );
+    // b holds `other` at version 1; a delta against version 4, which b never had, is
+    // not applied and makes b ask for a full state.
+    b.handle_datagram(
+        Time::ZERO,
+        NodeId(0),
+        &packet(vec![ReplicaMsg::Update(vec![full(other, 1)])]),
+    );
+    let held = b.store().object(other).cloned();
+    assert!(held.is_some());
     let orphan_delta = UpdateItem {
         id: other,
         version: 5,
@@ -235,6 +244,8 @@ fn bad_input_is_counted_and_never_applied() {
         NodeId(0),
         &packet(vec![ReplicaMsg::Update(vec![orphan_delta])]),
     );
+    assert_eq!(b.store().object(other).cloned(), held);
+    assert_eq!(b.store().get(other).map(|e| e.version), Some(1));
     let s = b.replicas().stats();
     assert_eq!((s.refused_updates, s.undecodable, s.missing_baseline), (2, 1, 1));
     b.handle_datagram(
