@@ -675,12 +675,15 @@ impl<O: GameObject> ReplicaManager<O> {
                 .and_then(|m| m.history.iter().find(|(v, _)| *v == it.base))
             {
                 Some((_, base)) => O::apply_delta(base, &it.data),
-                None if held.is_none() => {
-                    // A delta for an object not held (dropped, or never fetched): ignore.
+                None if held.is_none() && self.mode == Mode::Interest => {
+                    // A delta for an object not held (dropped, or never fetched): ignore;
+                    // discovery fetches it again if it is wanted.
                     self.stats.stale_updates += 1;
                     return;
                 }
                 None => {
+                    // A held replica whose baseline is gone, or (broadcast) an object
+                    // dropped while its node was unreachable: ask for a full state.
                     self.stats.missing_baseline += 1;
                     if let std::collections::btree_map::Entry::Vacant(e) = self.fetching.entry(it.id) {
                         e.insert(now);
