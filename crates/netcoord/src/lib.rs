@@ -22,8 +22,12 @@
 
 pub mod accuracy;
 pub mod coord;
+pub mod core_eval;
+pub mod core_select;
 pub mod filter;
+pub mod landmark;
 pub mod probe_sim;
+pub mod topology;
 pub mod vivaldi;
 
 pub use coord::{CoordError, Coordinate};
