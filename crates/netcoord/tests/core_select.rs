@@ -119,7 +119,7 @@ proptest! {
 
     #[test]
     fn exact_agrees_with_brute_force_and_heuristics_respect_bounds(
-        pts in points(12), split in 0.2f64..0.8, k in 1usize..4, members_are_candidates in any::<bool>()
+        pts in points(20), split in 0.2f64..0.8, k in 1usize..5, members_are_candidates in any::<bool>()
     ) {
         let n = pts.len();
         let cut = ((n as f64 * split) as usize).clamp(1, n - 1);
