@@ -136,6 +136,9 @@ struct Report {
 }
 
 fn binom(n: usize, k: usize) -> f64 {
+    if k > n {
+        return 0.0;
+    }
     (0..k).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
 }
 
@@ -324,7 +327,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             }),
         ));
         let lcfg = LandmarkConfig {
-            landmarks: if q { 10 } else { 20 },
+            landmarks: (if q { 10 } else { 20 }).min(hn / 2).max(2),
             iterations: if q { 300 } else { 4000 },
             restarts: if q { 2 } else { 8 },
             ..Default::default()
@@ -342,7 +345,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     progress(ctx, "Fig. 7 / Fig. 8 (core choice with estimates)");
     let group_size = if q { 8 } else { 10 };
     let ngroups7 = if q { 40 } else { 1000 };
-    let kmax = if q { 5 } else { 25 };
+    let kmax = (if q { 5 } else { 25 }).min(hn);
     let cands: Vec<usize> = (0..hn).collect();
     let mut grng = root.fork(3);
     let groups7: Vec<Vec<usize>> = (0..ngroups7)
@@ -556,7 +559,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         let row = SolverRow {
             k,
             groups: instances.len(),
-            subsets: binom(nc, k),
+            subsets: binom(instances.first().map_or(0, |i| i.0.len()), k),
             exact_mean_explored: mean(&explored),
             greedy_swap_mean_ratio: mean(&gr),
             greedy_swap_max_ratio: maxf(&gr),

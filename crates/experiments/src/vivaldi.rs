@@ -165,14 +165,14 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let mut headline = Vec::new();
     let mut headline_errors = Vec::new();
     for s in 0..3 {
-        let (e, probes) = vivaldi_run(&m, tv, tp, tsecs, ctx.seed + s)?;
+        let (e, probes) = vivaldi_run(&m, tv, tp, tsecs, ctx.seed.wrapping_add(s))?;
         let sm = ErrorSummary::of_pairs(&e);
         headline.push(row_of(
             "vivaldi 8D+h tuned",
             format!(
                 "nb={} close=0.5 cc=0.05 ce=0.1 rate=1/s t={tsecs}s seed={}",
                 tp.neighbours,
-                ctx.seed + s
+                ctx.seed.wrapping_add(s)
             ),
             probes as f64,
             &sm,
@@ -351,7 +351,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let mut best_lm: Option<(f64, Vec<f64>)> = None;
     let counts: &[usize] = if q { &[10] } else { &[10, 16, 20, 30] };
     let rtt = |i: usize, j: usize| f64::from(m.rtt_ms(i, j));
-    for &l in counts {
+    for &l in counts.iter().filter(|&&l| l < n) {
         for sel in [LandmarkSelection::Random, LandmarkSelection::FarthestFirst] {
             let cfg = LandmarkConfig {
                 landmarks: l,

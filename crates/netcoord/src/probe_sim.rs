@@ -153,6 +153,14 @@ impl ProbeSim {
         if !(cfg.probe_rate.is_finite() && cfg.probe_rate > 0.0) {
             return Err(VivaldiError::BadConfig("probe_rate must be > 0"));
         }
+        if cfg.neighbours == 0 {
+            return Err(VivaldiError::BadConfig("neighbours must be >= 1"));
+        }
+        if !(cfg.spike_prob.is_finite() && cfg.spike_mean.is_finite() && cfg.spike_mean >= 0.0) {
+            return Err(VivaldiError::BadConfig(
+                "spike_prob and spike_mean must be finite, spike_mean >= 0",
+            ));
+        }
         let root = DetRng::new(seed);
         let mut rng = root.fork(1);
         let nodes = (0..n)

@@ -282,3 +282,37 @@ fn re_converges_after_a_route_change() {
         );
     }
 }
+
+#[test]
+fn bad_probe_configurations_are_rejected() {
+    let m = LatencyMatrix::uniform(4, 10.0);
+    let v = cfg2(false);
+    for p in [
+        ProbeConfig {
+            neighbours: 0,
+            ..probe_all(3)
+        },
+        ProbeConfig {
+            probe_rate: 0.0,
+            ..probe_all(3)
+        },
+        ProbeConfig {
+            probe_rate: f64::NAN,
+            ..probe_all(3)
+        },
+        ProbeConfig {
+            spike_mean: -1.0,
+            ..probe_all(3)
+        },
+    ] {
+        assert!(
+            matches!(ProbeSim::new(&m, v, p, 1), Err(VivaldiError::BadConfig(_))),
+            "{p:?}"
+        );
+    }
+    // A matrix with a zero off-diagonal RTT: those samples are refused and counted.
+    let z = LatencyMatrix::from_fn(3, |i, j| if i + j == 1 { 0.0 } else { 10.0 });
+    let mut sim = ProbeSim::new(&z, v, probe_all(2), 1).unwrap();
+    sim.run_until(&z, 50.0);
+    assert!(sim.rejected() > 0 && sim.rejected() < sim.probes());
+}
