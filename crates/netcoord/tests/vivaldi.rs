@@ -316,3 +316,23 @@ fn bad_probe_configurations_are_rejected() {
     sim.run_until(&z, 50.0);
     assert!(sim.rejected() > 0 && sim.rejected() < sim.probes());
 }
+
+/// One update worked by hand from the formulas in the module doc: we sit at the origin
+/// (height 0.01, error 1.5), the peer at (10, 0) with height 1 and error 0.5; RTT 20.
+#[test]
+fn one_update_by_hand() {
+    let mut n: VivaldiNode<u32> = VivaldiNode::new(cfg2(true), 1).unwrap();
+    let peer = Coordinate::new(&[10.0, 0.0], 1.0, 0.0, 0.5).unwrap();
+    let u = n.observe(7, &peer, 20.0).unwrap();
+    // w = 1.5 / 2 = 0.75; predicted d = 10 + 0.01 + 1 = 11.01.
+    assert!((u.predicted_ms - 11.01).abs() < 1e-12);
+    // error: e_s = 8.99 / 20 = 0.4495; c_e·w = 0.1875 → 0.4495·0.1875 + 1.5·0.8125.
+    assert!((n.error() - 1.303_031_25).abs() < 1e-9, "{}", n.error());
+    // force = c_c·w·(20 − 11.01) = 1.685625, split along [(0 − 10)/11.01, (0.01 + 1)/11.01].
+    let c = n.coordinate();
+    assert!((c.components()[0] - (-1.685_625 * 10.0 / 11.01)).abs() < 1e-9);
+    assert_eq!(c.components()[1], 0.0);
+    assert!((c.height() - (0.01 + 1.685_625 * 1.01 / 11.01)).abs() < 1e-9);
+    // In the height-vector norm the step was a unit vector: the distance grew by `force`.
+    assert!((c.raw_distance_ms(&peer).unwrap() - (11.01 + 1.685_625)).abs() < 1e-9);
+}
