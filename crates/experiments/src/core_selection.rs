@@ -29,8 +29,8 @@ use worldmesh_netcoord::VivaldiConfig;
 use worldmesh_netcoord::accuracy::{cdf_points, quantile_sorted};
 use worldmesh_netcoord::core_eval::{GroupEval, RankedEval, evaluate_group, ranked};
 use worldmesh_netcoord::core_select::{
-    CoreError, CostTable, Objective, diameter_through, exact, farthest_first, greedy_swap,
-    group_center, topology_center,
+    CoreError, CostTable, Objective, diameter_through, exact, farthest_first, greedy_swap, group_center,
+    topology_center,
 };
 use worldmesh_netcoord::landmark::{LandmarkConfig, fit_all};
 use worldmesh_netcoord::probe_sim::{ProbeConfig, ProbeSim};
@@ -166,14 +166,13 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         })
         .collect();
     let all: Vec<usize> = (0..tn).collect();
-    let mean_diam =
-        |core_of: &dyn Fn(&[usize]) -> Result<usize, CoreError>| -> Result<f64, CoreError> {
-            let mut v = Vec::with_capacity(groups.len());
-            for g in &groups {
-                v.push(diameter_through(core_of(g)?, g, td));
-            }
-            Ok(mean(&v))
-        };
+    let mean_diam = |core_of: &dyn Fn(&[usize]) -> Result<usize, CoreError>| -> Result<f64, CoreError> {
+        let mut v = Vec::with_capacity(groups.len());
+        for g in &groups {
+            v.push(diameter_through(core_of(g)?, g, td));
+        }
+        Ok(mean(&v))
+    };
     let random_servers = sample(&mut rng, tn, 10);
     let mut rs = Vec::new();
     for &s in &random_servers {
@@ -220,16 +219,12 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                 }
             }
             dm.push(
-                mean_diam(&|g| {
-                    Ok(group_center(&CostTable::new(&cands, g, td)?, Objective::Median).cores[0])
-                })
-                .map_err(run_err)?,
+                mean_diam(&|g| Ok(group_center(&CostTable::new(&cands, g, td)?, Objective::Median).cores[0]))
+                    .map_err(run_err)?,
             );
             dc.push(
-                mean_diam(&|g| {
-                    Ok(group_center(&CostTable::new(&cands, g, td)?, Objective::Center).cores[0])
-                })
-                .map_err(run_err)?,
+                mean_diam(&|g| Ok(group_center(&CostTable::new(&cands, g, td)?, Objective::Center).cores[0]))
+                    .map_err(run_err)?,
             );
         }
         let (m_med, m_cen) = (mean(&dm), mean(&dc));
@@ -264,8 +259,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             });
         }
     }
-    out.files
-        .push(ctx.out.write_csv("fig5a_diameter.csv", &t5)?);
+    out.files.push(ctx.out.write_csv("fig5a_diameter.csv", &t5)?);
     let p5 = LinePlot::new(
         "Fig. 5a: group diameter vs proxies (Waxman, 200 ms square)",
         "proxies",
@@ -277,8 +271,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     .with(Series::marked("core selection k-center", cen_pts))
     .with(Series::line("any node k-median (reference)", any_pts))
     .with(Series::line("any node k-center (reference)", anyc_pts));
-    out.files
-        .push(ctx.out.write_plot("fig5a_diameter.svg", &p5)?);
+    out.files.push(ctx.out.write_plot("fig5a_diameter.svg", &p5)?);
 
     // ---- 2. Fig. 7 and 8 on PlanetLab.
     progress(ctx, "estimates on PlanetLab hosts");
@@ -304,13 +297,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         sim.run_until(&m, secs);
         let c = sim.coordinates();
         estimators.push((
-            format!(
-                "vivaldi tuned (8D+h, nb={}, {secs} s at 1/s)",
-                tp.neighbours
-            ),
-            LatencyMatrix::from_fn(hn, |i, j| {
-                c[i].distance_ms(&c[j]).unwrap_or(f64::NAN) as f32
-            }),
+            format!("vivaldi tuned (8D+h, nb={}, {secs} s at 1/s)", tp.neighbours),
+            LatencyMatrix::from_fn(hn, |i, j| c[i].distance_ms(&c[j]).unwrap_or(f64::NAN) as f32),
         ));
         let pp = ProbeConfig {
             neighbours: 12,
@@ -322,9 +310,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         let c = sim.coordinates();
         estimators.push((
             "vivaldi paper setting (8D+h, nb=12, 240 s at 5/s)".into(),
-            LatencyMatrix::from_fn(hn, |i, j| {
-                c[i].distance_ms(&c[j]).unwrap_or(f64::NAN) as f32
-            }),
+            LatencyMatrix::from_fn(hn, |i, j| c[i].distance_ms(&c[j]).unwrap_or(f64::NAN) as f32),
         ));
         let lcfg = LandmarkConfig {
             landmarks: (if q { 10 } else { 20 }).min(hn / 2).max(2),
@@ -336,9 +322,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         estimators.push((
             format!("landmarks (L={}, 8D+h)", lcfg.landmarks),
             LatencyMatrix::from_fn(hn, |i, j| {
-                fit.coords[i]
-                    .distance_ms(&fit.coords[j])
-                    .unwrap_or(f64::NAN) as f32
+                fit.coords[i].distance_ms(&fit.coords[j]).unwrap_or(f64::NAN) as f32
             }),
         ));
     }
@@ -348,9 +332,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let kmax = (if q { 5 } else { 25 }).min(hn);
     let cands: Vec<usize> = (0..hn).collect();
     let mut grng = root.fork(3);
-    let groups7: Vec<Vec<usize>> = (0..ngroups7)
-        .map(|_| sample(&mut grng, hn, group_size))
-        .collect();
+    let groups7: Vec<Vec<usize>> = (0..ngroups7).map(|_| sample(&mut grng, hn, group_size)).collect();
     let mut summaries = Vec::new();
     let mut t7 = Table::new(
         "Fig. 7/8: single core (k = 1) chosen with estimated latencies, judged with true latencies",
@@ -381,11 +363,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         "number of core nodes k",
         "hit ratio",
     );
-    let mut p7b = LinePlot::new(
-        "Fig. 7b: core-node error, k = 1",
-        "ms",
-        "fraction of groups",
-    );
+    let mut p7b = LinePlot::new("Fig. 7b: core-node error, k = 1", "ms", "fraction of groups");
     let mut p8 = LinePlot::new(
         "Fig. 8: directed relative error of the reported eccentricity",
         "(reported - real) / real",
@@ -413,9 +391,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             .collect();
         let hit = |v: &[GroupEval]| v.iter().filter(|g| g.hit).count() as f64 / v.len() as f64;
         let mut hit_pts = Vec::new();
-        let hk = |k: usize| -> f64 {
-            rk.iter().filter(|r| r[k - 1].hit).count() as f64 / rk.len() as f64
-        };
+        let hk = |k: usize| -> f64 { rk.iter().filter(|r| r[k - 1].hit).count() as f64 / rk.len() as f64 };
         for k in 1..=kmax {
             let h = hk(k);
             let dmin: Vec<f64> = rk.iter().map(|r| r[k - 1].min_core_distance_ms).collect();
@@ -484,16 +460,12 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             }
         }
     }
-    out.files
-        .push(ctx.out.write_csv("fig7_single_core.csv", &t7)?);
-    out.files
-        .push(ctx.out.write_csv("fig7a_hit_ratio.csv", &t7a)?);
+    out.files.push(ctx.out.write_csv("fig7_single_core.csv", &t7)?);
+    out.files.push(ctx.out.write_csv("fig7a_hit_ratio.csv", &t7a)?);
     out.files
         .push(ctx.out.write_csv("fig7b_fig8_cdfs.csv", &cdf_table)?);
-    out.files
-        .push(ctx.out.write_plot("fig7a_hit_ratio.svg", &p7a)?);
-    out.files
-        .push(ctx.out.write_plot("fig7b_core_error.svg", &p7b)?);
+    out.files.push(ctx.out.write_plot("fig7a_hit_ratio.svg", &p7a)?);
+    out.files.push(ctx.out.write_plot("fig7b_core_error.svg", &p7b)?);
     out.files
         .push(ctx.out.write_plot("fig8_eccentricity_error.svg", &p8)?);
 
@@ -539,18 +511,10 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             let gs = greedy_swap(&t, k, Objective::Median).map_err(run_err)?;
             tg.push(t1.elapsed().as_secs_f64() * 1e6);
             explored.push(ex.explored as f64);
-            gr.push(if ex.cost > 0.0 {
-                gs.cost / ex.cost
-            } else {
-                1.0
-            });
+            gr.push(if ex.cost > 0.0 { gs.cost / ex.cost } else { 1.0 });
             let exc = exact(&t, k, Objective::Center, 200_000_000).map_err(run_err)?;
             let ff = farthest_first(c, mm, k, truth).map_err(run_err)?;
-            fr.push(if exc.cost > 0.0 {
-                ff.cost / exc.cost
-            } else {
-                1.0
-            });
+            fr.push(if exc.cost > 0.0 { ff.cost / exc.cost } else { 1.0 });
             let et = CostTable::new(c, mm, vd).map_err(run_err)?;
             let ev = exact(&et, k, Objective::Median, 200_000_000).map_err(run_err)?;
             vgap.push((t.evaluate_nodes(&ev.cores, Objective::Median) - ex.cost) / mm.len() as f64);
@@ -681,14 +645,11 @@ mod tests {
         assert!(out.files.iter().all(|f| f.exists()));
         let csv = std::fs::read_to_string(dir.join("fig5a_diameter.csv")).unwrap();
         assert!(
-            csv.starts_with(
-                "proxies,random server,topology center,core sel. k-median,core sel. k-center"
-            ),
+            csv.starts_with("proxies,random server,topology center,core sel. k-median,core sel. k-center"),
             "{csv}"
         );
         let r: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap())
-                .unwrap();
+            serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
         for e in r["estimators"].as_array().unwrap() {
             for key in [
                 "kmedian_hit_ratio",
@@ -700,10 +661,7 @@ mod tests {
                 assert!((0.0..=1.0).contains(&v), "{key} = {v}");
             }
             // The ranking's hit ratio can only grow with k.
-            assert!(
-                e["ranked_hit_ratio_k5"].as_f64().unwrap()
-                    >= e["kmedian_hit_ratio"].as_f64().unwrap()
-            );
+            assert!(e["ranked_hit_ratio_k5"].as_f64().unwrap() >= e["kmedian_hit_ratio"].as_f64().unwrap());
         }
         for s in r["solvers"].as_array().unwrap() {
             // Heuristics never beat the exact optimum.

@@ -24,17 +24,12 @@ use worldmesh_core::{DetRng, LatencyMatrix};
 use worldmesh_netcoord::VivaldiConfig;
 use worldmesh_netcoord::accuracy::{ErrorSummary, PairErrors, cdf_points, pair_errors};
 use worldmesh_netcoord::landmark::{LandmarkConfig, LandmarkSelection, fit_all};
-use worldmesh_netcoord::probe_sim::{
-    Drift, DriftingMatrix, LatencyModel, ProbeConfig, ProbeSim, estimate,
-};
+use worldmesh_netcoord::probe_sim::{Drift, DriftingMatrix, LatencyModel, ProbeConfig, ProbeSim, estimate};
 use worldmesh_report::{LinePlot, Scale, Series, Table};
 
 /// Loads the matrix named by the context (or the shipped PlanetLab one); in quick mode,
 /// keeps a deterministic random subset of `quick_hosts` hosts.
-pub(crate) fn load_matrix(
-    ctx: &Context,
-    quick_hosts: usize,
-) -> Result<LatencyMatrix, ExperimentError> {
+pub(crate) fn load_matrix(ctx: &Context, quick_hosts: usize) -> Result<LatencyMatrix, ExperimentError> {
     let path = ctx
         .latency_file
         .clone()
@@ -132,14 +127,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let mut out = Outcome::default();
     let mut summary = Table::new(
         "Latency estimation accuracy (relative error |est-true|/true over ordered pairs)",
-        &[
-            "method",
-            "parameters",
-            "probes/node",
-            "median",
-            "p80",
-            "p90",
-        ],
+        &["method", "parameters", "probes/node", "median", "p80", "p90"],
     );
     let row_of = |method: &str, params: String, probes: f64, s: &ErrorSummary| Row {
         method: method.into(),
@@ -237,8 +225,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             probe_rate: rate,
             ..Default::default()
         };
-        let mut sim =
-            ProbeSim::new(&m, dv, p, ctx.seed).map_err(|e| ExperimentError::Run(e.to_string()))?;
+        let mut sim = ProbeSim::new(&m, dv, p, ctx.seed).map_err(|e| ExperimentError::Run(e.to_string()))?;
         let mut pts = Vec::new();
         for &t in &checkpoints {
             sim.run_until(&m, t);
@@ -284,20 +271,12 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     }
     let mut nb_table = Table::new(
         "Vivaldi 8D+h: neighbour-set size",
-        &[
-            "method",
-            "parameters",
-            "probes/node",
-            "median",
-            "p80",
-            "p90",
-        ],
+        &["method", "parameters", "probes/node", "median", "p80", "p90"],
     );
     for r in &nb_rows {
         push(&mut nb_table, r);
     }
-    out.files
-        .push(ctx.out.write_csv("neighbours.csv", &nb_table)?);
+    out.files.push(ctx.out.write_csv("neighbours.csv", &nb_table)?);
 
     // 4. Dimensions.
     progress(ctx, "dimensions");
@@ -322,28 +301,17 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             &ErrorSummary::of_pairs(&e),
         ));
         if dims == 2 && !height {
-            cdf_plot = cdf_plot.with(Series::line(
-                "vivaldi 2D (default)",
-                cdf_points(&e.relative, 200),
-            ));
+            cdf_plot = cdf_plot.with(Series::line("vivaldi 2D (default)", cdf_points(&e.relative, 200)));
         }
     }
     let mut dim_table = Table::new(
         "Vivaldi: dimensions and height",
-        &[
-            "method",
-            "parameters",
-            "probes/node",
-            "median",
-            "p80",
-            "p90",
-        ],
+        &["method", "parameters", "probes/node", "median", "p80", "p90"],
     );
     for r in &dim_rows {
         push(&mut dim_table, r);
     }
-    out.files
-        .push(ctx.out.write_csv("dimensions.csv", &dim_table)?);
+    out.files.push(ctx.out.write_csv("dimensions.csv", &dim_table)?);
 
     // 5. Landmarks.
     progress(ctx, "landmarks");
@@ -360,16 +328,12 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                 restarts: if q { 2 } else { 8 },
                 ..Default::default()
             };
-            let fit = fit_all(n, &rtt, &cfg, ctx.seed)
-                .map_err(|e| ExperimentError::Run(e.to_string()))?;
+            let fit = fit_all(n, &rtt, &cfg, ctx.seed).map_err(|e| ExperimentError::Run(e.to_string()))?;
             let e = pair_errors(n, rtt, estimate(&fit.coords));
             let s = ErrorSummary::of_pairs(&e);
             lm_rows.push(row_of(
                 "landmarks 8D+h",
-                format!(
-                    "L={l} {sel:?} (+{} probes among landmarks)",
-                    fit.landmark_probes
-                ),
+                format!("L={l} {sel:?} (+{} probes among landmarks)", fit.landmark_probes),
                 fit.probes_per_host as f64,
                 &s,
             ));
@@ -392,19 +356,14 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     if let Some((l, e)) = &best_lm {
         cdf_plot = cdf_plot.with(Series::line(format!("landmarks L={l}"), cdf_points(e, 200)));
     }
-    let mut cdf_table = Table::new(
-        "CDF of relative error",
-        &["series", "relative_error", "fraction"],
-    );
+    let mut cdf_table = Table::new("CDF of relative error", &["series", "relative_error", "fraction"]);
     for s in &cdf_plot.series {
         for (x, y) in &s.points {
             cdf_table.push([s.name.clone(), format!("{x:.6}"), format!("{y:.6}")]);
         }
     }
-    out.files
-        .push(ctx.out.write_csv("error_cdf.csv", &cdf_table)?);
-    out.files
-        .push(ctx.out.write_plot("error_cdf.svg", &cdf_plot)?);
+    out.files.push(ctx.out.write_csv("error_cdf.csv", &cdf_table)?);
+    out.files.push(ctx.out.write_plot("error_cdf.svg", &cdf_plot)?);
 
     // 6. Drift.
     progress(ctx, "drift");
@@ -426,8 +385,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             until_s: settle + span,
         }],
     );
-    let mut sim =
-        ProbeSim::new(&dm, dv, dp, ctx.seed).map_err(|e| ExperimentError::Run(e.to_string()))?;
+    let mut sim = ProbeSim::new(&dm, dv, dp, ctx.seed).map_err(|e| ExperimentError::Run(e.to_string()))?;
     let mut drift_table = Table::new(
         "Vivaldi 8D+h under drift (20% of hosts +50 ms during the window)",
         &["time_s", "median", "p80", "p90"],
@@ -452,8 +410,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         }
         t += step;
     }
-    out.files
-        .push(ctx.out.write_csv("drift.csv", &drift_table)?);
+    out.files.push(ctx.out.write_csv("drift.csv", &drift_table)?);
     let drift_plot = LinePlot::new(
         "Vivaldi re-convergence after a route change",
         "time (s)",
@@ -461,8 +418,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     )
     .with(Series::line("median", med_pts))
     .with(Series::line("p80", p80_pts));
-    out.files
-        .push(ctx.out.write_plot("drift.svg", &drift_plot)?);
+    out.files.push(ctx.out.write_plot("drift.svg", &drift_plot)?);
 
     out.files.push(ctx.out.write_csv("summary.csv", &summary)?);
     let report = Report {
@@ -534,25 +490,18 @@ mod tests {
             );
         }
         let r: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap())
-                .unwrap();
+            serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
         let med = r["headline_median_of_seeds"].as_f64().unwrap();
         let p80 = r["headline_p80_of_seeds"].as_f64().unwrap();
         // Even the short quick run estimates far better than chance, and p80 >= median.
-        assert!(
-            med > 0.0 && med < 0.3 && p80 >= med,
-            "median {med} p80 {p80}"
-        );
+        assert!(med > 0.0 && med < 0.3 && p80 >= med, "median {med} p80 {p80}");
         for row in r["landmarks"].as_array().unwrap() {
             assert_eq!(row["probes_per_node"].as_f64().unwrap(), 10.0);
         }
         // The drift shows up right after the route change and fades again.
         let drift = std::fs::read_to_string(dir.join("drift.csv")).unwrap();
         let p80_at = |t: &str| -> f64 {
-            let l = drift
-                .lines()
-                .find(|l| l.starts_with(&format!("{t},")))
-                .unwrap();
+            let l = drift.lines().find(|l| l.starts_with(&format!("{t},"))).unwrap();
             l.split(',').nth(2).unwrap().parse().unwrap()
         };
         assert!(p80_at("200+") > 1.2 * p80_at("200"), "{drift}");

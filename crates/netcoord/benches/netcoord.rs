@@ -33,8 +33,7 @@ fn kmedian(c: &mut Criterion) {
     let pts: Vec<(f64, f64)> = (0..70)
         .map(|_| (rng.range_f64(0.0, 200.0), rng.range_f64(0.0, 200.0)))
         .collect();
-    let d =
-        |a: usize, b: usize| ((pts[a].0 - pts[b].0).powi(2) + (pts[a].1 - pts[b].1).powi(2)).sqrt();
+    let d = |a: usize, b: usize| ((pts[a].0 - pts[b].0).powi(2) + (pts[a].1 - pts[b].1).powi(2)).sqrt();
     let cands: Vec<usize> = (0..40).collect();
     let members: Vec<usize> = (40..70).collect();
     let t = CostTable::new(&cands, &members, d).unwrap();

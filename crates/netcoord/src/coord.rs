@@ -112,12 +112,7 @@ impl Coordinate {
     }
 
     /// A coordinate from its parts, validated (finite values, height ≥ 0, error ≥ 0).
-    pub fn new(
-        components: &[f64],
-        height: f64,
-        adjustment: f64,
-        error: f64,
-    ) -> Result<Self, CoordError> {
+    pub fn new(components: &[f64], height: f64, adjustment: f64, error: f64) -> Result<Self, CoordError> {
         let mut c = Self::origin(components.len(), error)?;
         c.vec[..components.len()].copy_from_slice(components);
         c.height = height;
@@ -311,13 +306,7 @@ mod tests {
     #[test]
     fn wire_round_trip_and_size() {
         assert_eq!(wire_size(8), 44);
-        let c = Coordinate::new(
-            &[1.5, -2.25, 3.0, 0.0, 7.0, 8.0, -9.5, 10.0],
-            4.5,
-            -0.25,
-            0.375,
-        )
-        .unwrap();
+        let c = Coordinate::new(&[1.5, -2.25, 3.0, 0.0, 7.0, 8.0, -9.5, 10.0], 4.5, -0.25, 0.375).unwrap();
         let b = c.to_bytes();
         assert_eq!(b.len(), 44);
         assert_eq!(Coordinate::from_bytes(8, &b).unwrap(), c);
@@ -365,10 +354,7 @@ mod tests {
         let b = Coordinate::origin(3, 1.0).unwrap();
         assert_eq!(
             a.distance_ms(&b),
-            Err(CoordError::DimensionMismatch {
-                expected: 2,
-                got: 3
-            })
+            Err(CoordError::DimensionMismatch { expected: 2, got: 3 })
         );
         assert!(matches!(
             Coordinate::origin(MAX_DIMS + 1, 1.0),

@@ -54,11 +54,7 @@ impl GroupEval {
 }
 
 fn row_of(table: &CostTable, node: usize) -> &[f64] {
-    let idx = table
-        .candidates()
-        .iter()
-        .position(|&c| c == node)
-        .unwrap_or(0);
+    let idx = table.candidates().iter().position(|&c| c == node).unwrap_or(0);
     table.row(idx)
 }
 
@@ -130,19 +126,11 @@ pub fn ranked(
     } else {
         1.0
     };
-    let true_cost = |node: usize| {
-        tr.iter()
-            .find(|(n, _)| *n == node)
-            .map_or(f64::NAN, |(_, c)| *c)
-    };
+    let true_cost = |node: usize| tr.iter().find(|(n, _)| *n == node).map_or(f64::NAN, |(_, c)| *c);
     let mut out = Vec::new();
     let (mut hit, mut dmin, mut dmax, mut gmin) = (false, f64::INFINITY, 0.0f64, f64::INFINITY);
     for (k, &(node, _)) in er.iter().enumerate().take(kmax) {
-        let dist = if node == best {
-            0.0
-        } else {
-            truth_d(node, best)
-        };
+        let dist = if node == best { 0.0 } else { truth_d(node, best) };
         hit |= node == best;
         dmin = dmin.min(dist);
         dmax = dmax.max(dist);
@@ -189,10 +177,7 @@ mod tests {
         let r = ranked(&truth, &est, Objective::Median, 3, truth_d).unwrap();
         assert_eq!(r.len(), 3);
         assert!(!r[0].hit && r[1].hit && r[2].hit);
-        assert_eq!(
-            (r[0].min_core_distance_ms, r[1].min_core_distance_ms),
-            (5.0, 0.0)
-        );
+        assert_eq!((r[0].min_core_distance_ms, r[1].min_core_distance_ms), (5.0, 0.0));
         assert_eq!(r[2].max_core_distance_ms, 15.0);
         assert_eq!(r[1].min_cost_gap_ms, 0.0);
         let same = evaluate_group(&truth, &truth, Objective::Center, truth_d).unwrap();

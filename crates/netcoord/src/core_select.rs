@@ -156,11 +156,8 @@ impl CostTable {
         if set.is_empty() {
             return f64::INFINITY;
         }
-        let per_member = (0..self.members.len()).map(|m| {
-            set.iter()
-                .map(|&c| self.row(c)[m])
-                .fold(f64::INFINITY, f64::min)
-        });
+        let per_member = (0..self.members.len())
+            .map(|m| set.iter().map(|&c| self.row(c)[m]).fold(f64::INFINITY, f64::min));
         aggregate(per_member, obj)
     }
 
@@ -220,9 +217,7 @@ pub fn rank(table: &CostTable, obj: Objective) -> Vec<(usize, f64)> {
         .map(|c| (c, aggregate(table.row(c).iter().copied(), obj)))
         .collect();
     v.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
-    v.into_iter()
-        .map(|(c, s)| (table.candidates[c], s))
-        .collect()
+    v.into_iter().map(|(c, s)| (table.candidates[c], s)).collect()
 }
 
 /// The group center (§4.1): the candidate with the best single-core objective.
@@ -318,12 +313,7 @@ pub fn greedy_swap(table: &CostTable, k: usize, obj: Objective) -> Result<Soluti
 
 /// Exact optimum by branch and bound (see the module doc). Fails with
 /// [`CoreError::BudgetExceeded`] after exploring `budget` search nodes.
-pub fn exact(
-    table: &CostTable,
-    k: usize,
-    obj: Objective,
-    budget: u64,
-) -> Result<Solution, CoreError> {
+pub fn exact(table: &CostTable, k: usize, obj: Objective, budget: u64) -> Result<Solution, CoreError> {
     table.check_k(k)?;
     let n = table.candidates.len();
     let m = table.members.len();
@@ -389,9 +379,7 @@ impl Search<'_> {
         for i in pos..=(n - need) {
             self.explored += 1;
             if self.explored > self.budget {
-                return Err(CoreError::BudgetExceeded {
-                    budget: self.budget,
-                });
+                return Err(CoreError::BudgetExceeded { budget: self.budget });
             }
             let c = self.order[i];
             let row = self.table.row(c);
@@ -420,16 +408,11 @@ impl Search<'_> {
                     self.savings.clear();
                     for &o in &self.order[i + 1..] {
                         let r2 = self.table.row(o);
-                        self.savings.push(
-                            next.iter()
-                                .zip(r2)
-                                .map(|(a, b)| (a - b).max(0.0))
-                                .sum::<f64>(),
-                        );
+                        self.savings
+                            .push(next.iter().zip(r2).map(|(a, b)| (a - b).max(0.0)).sum::<f64>());
                     }
                     if rest < self.savings.len() {
-                        self.savings
-                            .select_nth_unstable_by(rest, |a, b| b.total_cmp(a));
+                        self.savings.select_nth_unstable_by(rest, |a, b| b.total_cmp(a));
                     }
                     let top: f64 = self.savings.iter().take(rest).sum();
                     let now: f64 = next.iter().sum();
@@ -449,12 +432,7 @@ impl Search<'_> {
 
 /// Exhaustive enumeration of all k-subsets (reference for tests; refuses more than
 /// `budget` subsets).
-pub fn brute_force(
-    table: &CostTable,
-    k: usize,
-    obj: Objective,
-    budget: u64,
-) -> Result<Solution, CoreError> {
+pub fn brute_force(table: &CostTable, k: usize, obj: Objective, budget: u64) -> Result<Solution, CoreError> {
     table.check_k(k)?;
     let n = table.candidates.len();
     let mut idx: Vec<usize> = (0..k).collect();
@@ -504,11 +482,10 @@ pub fn farthest_first(
     let mut points = vec![members[0]];
     let mut near: Vec<f64> = members.iter().map(|&m| lat(members[0], m)).collect();
     while points.len() < k {
-        let (far, dist) =
-            near.iter().enumerate().fold(
-                (0, -1.0),
-                |acc, (i, &v)| if v > acc.1 { (i, v) } else { acc },
-            );
+        let (far, dist) = near
+            .iter()
+            .enumerate()
+            .fold((0, -1.0), |acc, (i, &v)| if v > acc.1 { (i, v) } else { acc });
         if dist <= 0.0 {
             break; // every member already coincides with a chosen point
         }

@@ -72,9 +72,7 @@ impl Default for LandmarkConfig {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum LandmarkError {
     /// Not enough landmarks or hosts for the dimensions.
-    #[error(
-        "need at least 2 landmarks and at most as many as hosts: {landmarks} landmarks, {hosts} hosts"
-    )]
+    #[error("need at least 2 landmarks and at most as many as hosts: {landmarks} landmarks, {hosts} hosts")]
     TooFewLandmarks {
         /// Landmarks requested.
         landmarks: usize,
@@ -179,13 +177,7 @@ fn dist(a: &Pt, b: &Pt, dims: usize) -> (f64, f64) {
 
 /// Objective and gradient of one host against fixed anchors (or one landmark against the
 /// others): `Σ ((d − m)/s)²`.
-fn host_objective(
-    p: &Pt,
-    anchors: &[Pt],
-    meas: &[f64],
-    cfg: &LandmarkConfig,
-    grad: Option<&mut Pt>,
-) -> f64 {
+fn host_objective(p: &Pt, anchors: &[Pt], meas: &[f64], cfg: &LandmarkConfig, grad: Option<&mut Pt>) -> f64 {
     let dims = cfg.dims;
     let mut f = 0.0;
     let mut g = Pt {
@@ -340,9 +332,7 @@ pub fn fit_landmarks(
     };
     let mut best: Option<(f64, Vec<Pt>)> = None;
     for _ in 0..cfg.restarts.max(1) {
-        let mut pts: Vec<Pt> = (0..l)
-            .map(|_| random_pt(rng, cfg.dims, scale / 2.0))
-            .collect();
+        let mut pts: Vec<Pt> = (0..l).map(|_| random_pt(rng, cfg.dims, scale / 2.0)).collect();
         let f = descend(&mut pts, cfg, scale, &objective);
         if best.as_ref().is_none_or(|(bf, _)| f < *bf) {
             best = Some((f, pts));
@@ -395,9 +385,8 @@ pub fn fit_host(
         })
         .collect::<Result<_, _>>()?;
     let scale = meas.iter().copied().fold(1.0, f64::max);
-    let objective = |pts: &[Pt], grad: &mut [Pt]| {
-        host_objective(&pts[0], &anchors, meas, cfg, Some(&mut grad[0]))
-    };
+    let objective =
+        |pts: &[Pt], grad: &mut [Pt]| host_objective(&pts[0], &anchors, meas, cfg, Some(&mut grad[0]));
     let nearest = (0..meas.len())
         .min_by(|&a, &b| meas[a].total_cmp(&meas[b]))
         .unwrap_or(0);
@@ -441,20 +430,15 @@ pub fn fit_all(
     let mut rng = root.fork(1);
     let landmarks = select_landmarks(n, rtt, cfg.landmarks, cfg.selection, &mut rng);
     let l = landmarks.len();
-    let lm_coords = fit_landmarks(
-        l,
-        &|a, b| rtt(landmarks[a], landmarks[b]),
-        cfg,
-        &mut root.fork(2),
-    )
-    .map_err(|e| match e {
-        LandmarkError::BadMeasurement { from, to, rtt_ms } => LandmarkError::BadMeasurement {
-            from: landmarks[from],
-            to: landmarks[to],
-            rtt_ms,
-        },
-        other => other,
-    })?;
+    let lm_coords = fit_landmarks(l, &|a, b| rtt(landmarks[a], landmarks[b]), cfg, &mut root.fork(2))
+        .map_err(|e| match e {
+            LandmarkError::BadMeasurement { from, to, rtt_ms } => LandmarkError::BadMeasurement {
+                from: landmarks[from],
+                to: landmarks[to],
+                rtt_ms,
+            },
+            other => other,
+        })?;
     let mut coords = Vec::with_capacity(n);
     for host in 0..n {
         if let Some(pos) = landmarks.iter().position(|&x| x == host) {
@@ -462,16 +446,14 @@ pub fn fit_all(
             continue;
         }
         let meas: Vec<f64> = landmarks.iter().map(|&lm| rtt(host, lm)).collect();
-        let c = fit_host(&meas, &lm_coords, cfg, &mut root.fork(100 + host as u64)).map_err(
-            |e| match e {
-                LandmarkError::BadMeasurement { to, rtt_ms, .. } => LandmarkError::BadMeasurement {
-                    from: host,
-                    to: landmarks[to],
-                    rtt_ms,
-                },
-                other => other,
+        let c = fit_host(&meas, &lm_coords, cfg, &mut root.fork(100 + host as u64)).map_err(|e| match e {
+            LandmarkError::BadMeasurement { to, rtt_ms, .. } => LandmarkError::BadMeasurement {
+                from: host,
+                to: landmarks[to],
+                rtt_ms,
             },
-        )?;
+            other => other,
+        })?;
         coords.push(c);
     }
     Ok(LandmarkFit {
@@ -510,12 +492,7 @@ mod tests {
             if i == j {
                 return 0.0;
             }
-            let (xi, yi, xj, yj) = (
-                (i % 6) as f64,
-                (i / 6) as f64,
-                (j % 6) as f64,
-                (j / 6) as f64,
-            );
+            let (xi, yi, xj, yj) = ((i % 6) as f64, (i / 6) as f64, (j % 6) as f64, (j / 6) as f64);
             15.0 * ((xi - xj).powi(2) + (yi - yj).powi(2)).sqrt() + h(i) + h(j)
         };
         let cfg = LandmarkConfig {
@@ -527,9 +504,7 @@ mod tests {
         };
         let fit = fit_all(36, &rtt, &cfg, 3).unwrap();
         assert_eq!((fit.probes_per_host, fit.landmark_probes), (8, 56));
-        let e = pair_errors(36, rtt, |i, j| {
-            fit.coords[i].distance_ms(&fit.coords[j]).unwrap()
-        });
+        let e = pair_errors(36, rtt, |i, j| fit.coords[i].distance_ms(&fit.coords[j]).unwrap());
         let s = ErrorSummary::of_pairs(&e);
         assert!(s.median < 0.03 && s.p90 < 0.1, "{s:?}");
     }

@@ -68,16 +68,10 @@ pub fn waxman(cfg: &WaxmanConfig, seed: u64) -> Topology {
     let n = cfg.nodes;
     let mut rng = DetRng::new(seed);
     let positions: Vec<(f64, f64)> = (0..n)
-        .map(|_| {
-            (
-                rng.range_f64(0.0, cfg.side_ms),
-                rng.range_f64(0.0, cfg.side_ms),
-            )
-        })
+        .map(|_| (rng.range_f64(0.0, cfg.side_ms), rng.range_f64(0.0, cfg.side_ms)))
         .collect();
     let dist = |a: usize, b: usize| {
-        ((positions[a].0 - positions[b].0).powi(2) + (positions[a].1 - positions[b].1).powi(2))
-            .sqrt()
+        ((positions[a].0 - positions[b].0).powi(2) + (positions[a].1 - positions[b].1).powi(2)).sqrt()
     };
     let l = cfg.side_ms * std::f64::consts::SQRT_2;
     let mut links = Vec::new();

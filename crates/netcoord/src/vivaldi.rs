@@ -238,10 +238,7 @@ impl<P: Eq + Hash + Clone> VivaldiNode<P> {
                 .into());
             }
         }
-        for (field, v) in [
-            ("height", remote.height()),
-            ("adjustment", remote.adjustment()),
-        ] {
+        for (field, v) in [("height", remote.height()), ("adjustment", remote.adjustment())] {
             if v.abs() > lim {
                 return Err(CoordError::OutOfRange {
                     field: field.into(),
@@ -256,12 +253,7 @@ impl<P: Eq + Hash + Clone> VivaldiNode<P> {
 
     /// Feeds one RTT sample `rtt_ms` to `peer`, whose current coordinate (with its error
     /// estimate) is `remote`. See the module doc for the exact update.
-    pub fn observe(
-        &mut self,
-        peer: P,
-        remote: &Coordinate,
-        rtt_ms: f64,
-    ) -> Result<Update, VivaldiError> {
+    pub fn observe(&mut self, peer: P, remote: &Coordinate, rtt_ms: f64) -> Result<Update, VivaldiError> {
         if !(rtt_ms.is_finite() && rtt_ms > 0.0 && rtt_ms <= self.cfg.max_rtt_ms) {
             return Err(VivaldiError::ImpossibleRtt {
                 rtt_ms,
@@ -299,8 +291,7 @@ impl<P: Eq + Hash + Clone> VivaldiNode<P> {
                 *x += force * d;
             }
             if self.cfg.height {
-                let h =
-                    self.coord.height() + force * (self.coord.height() + remote.height()) / dist;
+                let h = self.coord.height() + force * (self.coord.height() + remote.height()) / dist;
                 self.coord.set_height(h.max(self.cfg.height_min));
             }
         } else {
@@ -319,13 +310,7 @@ impl<P: Eq + Hash + Clone> VivaldiNode<P> {
         }
 
         if let Some(rho) = self.cfg.gravity_rho {
-            let r = self
-                .coord
-                .components()
-                .iter()
-                .map(|x| x * x)
-                .sum::<f64>()
-                .sqrt();
+            let r = self.coord.components().iter().map(|x| x * x).sum::<f64>().sqrt();
             if r > 1e-12 {
                 let pull = (r / rho).powi(2).min(r);
                 for x in self.coord.components_mut() {

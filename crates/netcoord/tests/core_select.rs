@@ -5,8 +5,8 @@
 
 use proptest::prelude::*;
 use worldmesh_netcoord::core_select::{
-    CoreError, CostTable, Objective, brute_force, diameter_through, exact, farthest_first,
-    greedy_swap, group_center, rank, topology_center,
+    CoreError, CostTable, Objective, brute_force, diameter_through, exact, farthest_first, greedy_swap,
+    group_center, rank, topology_center,
 };
 
 const BIG: u64 = 10_000_000;
@@ -30,11 +30,7 @@ fn hand_checked_line() {
     // Two cores: {1, 3} or {1, 4}: 1+0+1 + 0+1 = 3.
     let s2 = exact(&t, 2, Objective::Median, BIG).unwrap();
     assert_eq!(s2.cost, 3.0);
-    assert!(
-        s2.cores == vec![1, 3] || s2.cores == vec![1, 4],
-        "{:?}",
-        s2.cores
-    );
+    assert!(s2.cores == vec![1, 3] || s2.cores == vec![1, 4], "{:?}", s2.cores);
     let c2 = exact(&t, 2, Objective::Center, BIG).unwrap();
     assert_eq!(c2.cost, 1.0);
     // Ranking (the paper's literal k-minimum-pairwise) by sums: 2 (20), 1 (21), ...
@@ -76,17 +72,11 @@ fn bad_input_is_rejected() {
     let t = CostTable::new(&[0, 1], &[2, 3], d).unwrap();
     assert_eq!(
         exact(&t, 0, Objective::Median, BIG),
-        Err(CoreError::BadK {
-            k: 0,
-            candidates: 2
-        })
+        Err(CoreError::BadK { k: 0, candidates: 2 })
     );
     assert_eq!(
         exact(&t, 3, Objective::Median, BIG),
-        Err(CoreError::BadK {
-            k: 3,
-            candidates: 2
-        })
+        Err(CoreError::BadK { k: 3, candidates: 2 })
     );
     assert!(matches!(
         greedy_swap(&t, 3, Objective::Median),

@@ -5,9 +5,7 @@
 use worldmesh_core::LatencyMatrix;
 use worldmesh_netcoord::accuracy::{ErrorSummary, pair_errors};
 use worldmesh_netcoord::coord::{CoordError, Coordinate};
-use worldmesh_netcoord::probe_sim::{
-    Drift, DriftingMatrix, LatencyModel, ProbeConfig, ProbeSim, estimate,
-};
+use worldmesh_netcoord::probe_sim::{Drift, DriftingMatrix, LatencyModel, ProbeConfig, ProbeSim, estimate};
 use worldmesh_netcoord::{VivaldiConfig, VivaldiError, VivaldiNode};
 
 fn cfg2(height: bool) -> VivaldiConfig {
@@ -32,13 +30,7 @@ fn probe_all(n: usize) -> ProbeConfig {
 }
 
 /// Median relative error after `secs` seconds of probing `m`.
-fn median_error(
-    m: &dyn LatencyModel,
-    v: VivaldiConfig,
-    p: ProbeConfig,
-    secs: f64,
-    seed: u64,
-) -> f64 {
+fn median_error(m: &dyn LatencyModel, v: VivaldiConfig, p: ProbeConfig, secs: f64, seed: u64) -> f64 {
     let mut sim = ProbeSim::new(m, v, p, seed).unwrap();
     sim.run_until(m, secs);
     let c = sim.coordinates();
@@ -148,10 +140,7 @@ fn impossible_samples_and_bad_peers_are_rejected_without_moving() {
     let before = *n.coordinate();
     for bad in [0.0, -5.0, f64::NAN, f64::INFINITY, 1e9] {
         assert!(
-            matches!(
-                n.observe(1, &peer, bad),
-                Err(VivaldiError::ImpossibleRtt { .. })
-            ),
+            matches!(n.observe(1, &peer, bad), Err(VivaldiError::ImpossibleRtt { .. })),
             "{bad}"
         );
     }
@@ -223,9 +212,7 @@ fn non_finite_update_resets_and_counts() {
 
 #[test]
 fn same_seed_same_coordinates() {
-    let pts: Vec<(f64, f64)> = (0..10)
-        .map(|i| (f64::from(i * i), f64::from(3 * i)))
-        .collect();
+    let pts: Vec<(f64, f64)> = (0..10).map(|i| (f64::from(i * i), f64::from(3 * i))).collect();
     let m = from_points(&pts, &[1.0; 10]);
     let run = |seed| {
         let mut s = ProbeSim::new(&m, VivaldiConfig::default(), probe_all(9), seed).unwrap();
@@ -272,10 +259,7 @@ fn re_converges_after_a_route_change() {
     }
     for s in 0..3 {
         assert!(settled[s] < 0.08, "settled {settled:?}");
-        assert!(
-            jump[s] > 3.0 * settled[s],
-            "jump {jump:?} settled {settled:?}"
-        );
+        assert!(jump[s] > 3.0 * settled[s], "jump {jump:?} settled {settled:?}");
         assert!(
             recovered[s] < 0.1 && recovered[s] < 0.5 * jump[s],
             "recovered {recovered:?} jump {jump:?}"
