@@ -9,7 +9,9 @@
 //! ExperimentError>` and add one [`Experiment`] entry to [`registry`].
 #![forbid(unsafe_code)]
 
+pub mod core_selection;
 pub mod sim_speed;
+pub mod vivaldi;
 
 use std::path::PathBuf;
 use worldmesh_report::{OutputDir, ReportError, Table};
@@ -70,12 +72,26 @@ pub struct Experiment {
 
 /// Every experiment, in the order `worldmesh experiment --list` shows them.
 pub fn registry() -> Vec<Experiment> {
-    vec![Experiment {
-        name: "sim-speed",
-        reproduces: "issue 2 benchmark (no paper figure)",
-        summary: "simulated time / wall time of the default scenario and a sweep over nodes",
-        run: sim_speed::run,
-    }]
+    vec![
+        Experiment {
+            name: "sim-speed",
+            reproduces: "issue 2 benchmark (no paper figure)",
+            summary: "simulated time / wall time of the default scenario and a sweep over nodes",
+            run: sim_speed::run,
+        },
+        Experiment {
+            name: "vivaldi",
+            reproduces: "paper 001 §6.3.1, Fig. 6 and Table 3",
+            summary: "Vivaldi and landmark latency-estimate accuracy on PlanetLab: error CDFs, probe rates, neighbours, drift",
+            run: vivaldi::run,
+        },
+        Experiment {
+            name: "core-selection",
+            reproduces: "paper 001 §6.2 Fig. 5a, §6.3.2 Fig. 7a/7b and Fig. 8",
+            summary: "group diameter vs proxies on a Waxman topology; core choice with estimated latencies (hit ratio, core-node error)",
+            run: core_selection::run,
+        },
+    ]
 }
 
 /// The experiment called `name`, if any.
