@@ -4,10 +4,23 @@
 //! ([`worldmesh_replica::GameObject`]) exactly as a game developer would. It is the
 //! reference example of how a game uses worldmesh.
 //!
-//! Today it holds [`wander`]: bots wandering a rectangular map, the smallest game that
-//! exercises think functions, naming attributes, areas of interest and state encoding.
-//! The full model workload of Colyseus (paper `000` §4.1: obstacles, waypoints, fights,
-//! missiles, items) builds on it.
+//! - [`config`]: the parameters of the Colyseus model workload (paper `000` §4.1), each
+//!   with its source;
+//! - [`map`]: synthetic `sqr`/`rect` maps with obstacles, Zipf-popular waypoints and a
+//!   navigation graph;
+//! - [`model`]: players that walk between waypoints and fight, missiles attached to their
+//!   shooters, static items, with field-wise delta encoding;
+//! - [`workload`]: placing the players and items of a scenario (`p2p`, `fed`) on nodes;
+//! - [`wander`]: the smallest possible game (bots walking to random points), kept as the
+//!   first example of the API.
 #![forbid(unsafe_code)]
 
+pub mod config;
+pub mod map;
+pub mod model;
 pub mod wander;
+pub mod workload;
+
+pub use config::{MapKind, ModelConfig};
+pub use map::GameMap;
+pub use model::{GameWrite, ModelObject};

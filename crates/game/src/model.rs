@@ -1,0 +1,537 @@
+//! The objects of the model workload (paper `000` §4.1): players (bots), missiles and
+//! items, as one [`ModelObject`] type implementing [`GameObject`].
+//!
+//! - A **player** waits at a waypoint, then walks an obstacle-avoiding path to another
+//!   waypoint drawn by Zipf popularity; when an opponent is in range and in sight it may
+//!   enter a fight, shoots missiles at it, and leaves the fight with some probability.
+//!   Its area of interest is a box around it. Killed players respawn at a waypoint.
+//! - A **missile** flies straight, hits the first player it comes near (a tentative write
+//!   of damage to that player, forwarded to the player's primary if it is a replica), and
+//!   dies on hit, on an obstacle or when its lifetime ends. It is attached to its shooter
+//!   so every node replicating the shooter gets it without discovery (§5).
+//! - An **item** never changes.
+//!
+//! Wire format: a hand-written compact encoding. Full state: a tag byte and the
+//! replicated fields (players 27 bytes, missiles 30, items 14). Delta: a dirty mask byte
+//! and only the changed fields (a moving player typically 9 bytes). State that only the
+//! primary needs (its path, its fight target, timers) is not replicated.
+
+use worldmesh_core::{Aabb, NodeId, ObjectId, Point3};
+use worldmesh_replica::{GameObject, StateError, ThinkContext};
+
+use crate::map::GameMap;
+
+/// Kind tags (also the `kind` naming attribute).
+pub const PLAYER: u8 = 0;
+/// Missile kind tag.
+pub const MISSILE: u8 = 1;
+/// Item kind tag.
+pub const ITEM: u8 = 2;
+
+/// Hit radius of a missile, units (a Quake player's bounding box is 32 × 32 × 56).
+const HIT_RADIUS: f32 = 40.0;
+/// Full health.
+pub const FULL_HEALTH: u8 = 100;
+
+/// What a player is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Activity {
+    /// Standing at a waypoint.
+    Waiting = 0,
+    /// Walking a path.
+    Moving = 1,
+    /// Fighting an opponent.
+    Fighting = 2,
+}
+
+/// A player (bot).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Player {
+    /// Position.
+    pub pos: Point3,
+    /// Velocity in x and y, units/s.
+    pub vel: (f32, f32),
+    /// Health; 0 means dead (respawns next frame).
+    pub health: u8,
+    /// Current activity.
+    pub activity: Activity,
+    /// Half-extent of the area-of-interest box in x and y (in the full state only; it
+    /// never changes).
+    pub aoi: f32,
+    path: Vec<Point3>,
+    wait_left: f32,
+    fight: Option<ObjectId>,
+    next_shot: f32,
+}
+
+/// A missile.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Missile {
+    /// Position.
+    pub pos: Point3,
+    /// Velocity in x and y.
+    pub vel: (f32, f32),
+    /// Who fired it.
+    pub shooter: ObjectId,
+    /// Attached to the shooter (proactive replication on).
+    pub attached: bool,
+    age: f32,
+}
+
+/// A static item.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Item {
+    /// Position.
+    pub pos: Point3,
+    /// Item type.
+    pub item: u8,
+}
+
+/// Any object of the model workload.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelObject {
+    /// A player.
+    Player(Player),
+    /// A missile.
+    Missile(Missile),
+    /// An item.
+    Item(Item),
+}
+
+/// Writes between objects.
+#[derive(Clone, Debug, PartialEq, Eq, bitcode::Encode, bitcode::Decode)]
+pub enum GameWrite {
+    /// Damage to a player.
+    Damage(u8),
+}
+
+impl Player {
+    /// A player standing at `pos` with full health and an AoI box of half-extent `aoi`.
+    pub fn new(pos: Point3, aoi: f32) -> Self {
+        Player {
+            pos,
+            vel: (0.0, 0.0),
+            health: FULL_HEALTH,
+            activity: Activity::Waiting,
+            aoi,
+            path: Vec::new(),
+            wait_left: 0.0,
+            fight: None,
+            next_shot: 0.0,
+        }
+    }
+
+    fn think(&mut self, ctx: &mut ThinkContext<'_, ModelObject>) {
+        let map = ctx.world;
+        let cfg = &map.config;
+        let dt = ctx.dt.as_secs_f32();
+        if self.health == 0 {
+            let wp = map.pick_waypoint(ctx.rng);
+            *self = Player::new(map.waypoints[wp], self.aoi);
+            return;
+        }
+        // Fights.
+        match self.fight {
+            Some(t) => {
+                let target = ctx.store.object(t).and_then(|o| match o {
+                    ModelObject::Player(p) => Some(p.pos),
+                    _ => None,
+                });
+                let keep =
+                    target.filter(|tp| tp.distance(self.pos) <= cfg.fight_range && map.clear(self.pos, *tp));
+                match keep {
+                    Some(tp) if !ctx.rng.chance(cfg.fight_leave_rate * f64::from(dt)) => {
+                        self.next_shot -= dt;
+                        if self.next_shot <= 0.0 {
+                            self.next_shot += cfg.fire_interval_s as f32;
+                            let d = tp.distance(self.pos).max(1.0);
+                            let v = (
+                                cfg.missile_speed * (tp.x - self.pos.x) / d,
+                                cfg.missile_speed * (tp.y - self.pos.y) / d,
+                            );
+                            ctx.spawn(ModelObject::Missile(Missile {
+                                pos: self.pos,
+                                vel: v,
+                                shooter: ctx.id,
+                                attached: cfg.proactive,
+                                age: 0.0,
+                            }));
+                        }
+                    }
+                    _ => self.fight = None,
+                }
+            }
+            None => {
+                let mut best: Option<(f32, ObjectId)> = None;
+                for (id, e) in ctx.store.iter() {
+                    if let ModelObject::Player(p) = &e.object {
+                        let d = p.pos.distance(self.pos);
+                        if p.health > 0
+                            && d <= cfg.fight_range
+                            && best.is_none_or(|(bd, _)| d < bd)
+                            && map.clear(self.pos, p.pos)
+                        {
+                            best = Some((d, id));
+                        }
+                    }
+                }
+                if let Some((_, id)) = best
+                    && ctx.rng.chance(cfg.fight_enter_rate * f64::from(dt))
+                {
+                    self.fight = Some(id);
+                    self.next_shot = ctx.rng.range_f32(0.0, cfg.fire_interval_s as f32);
+                }
+            }
+        }
+        // Movement.
+        if self.path.is_empty() {
+            self.vel = (0.0, 0.0);
+            self.wait_left -= dt;
+            if self.wait_left <= 0.0 {
+                let wp = map.pick_waypoint(ctx.rng);
+                self.path = map.path(self.pos, wp).unwrap_or_default();
+                self.path.reverse(); // pop from the back
+                self.wait_left = ctx.rng.exponential(cfg.mean_wait_s) as f32;
+            }
+        }
+        if let Some(&next) = self.path.last() {
+            let speed = if self.fight.is_some() {
+                cfg.player_speed * 0.5
+            } else {
+                cfg.player_speed
+            };
+            let step = speed * dt;
+            let d = self.pos.distance(next);
+            if d <= step {
+                self.pos = next;
+                self.path.pop();
+            } else {
+                self.pos.x += (next.x - self.pos.x) * step / d;
+                self.pos.y += (next.y - self.pos.y) * step / d;
+            }
+            let v = (
+                speed * (next.x - self.pos.x) / d.max(1e-3),
+                speed * (next.y - self.pos.y) / d.max(1e-3),
+            );
+            // Quantize the velocity so a straight walk does not change it every frame.
+            self.vel = ((v.0 / 8.0).round() * 8.0, (v.1 / 8.0).round() * 8.0);
+        }
+        self.activity = if self.fight.is_some() {
+            Activity::Fighting
+        } else if self.path.is_empty() {
+            Activity::Waiting
+        } else {
+            Activity::Moving
+        };
+    }
+}
+
+impl Missile {
+    fn think(&mut self, ctx: &mut ThinkContext<'_, ModelObject>) {
+        let map = ctx.world;
+        let dt = ctx.dt.as_secs_f32();
+        self.age += dt;
+        self.pos.x += self.vel.0 * dt;
+        self.pos.y += self.vel.1 * dt;
+        if f64::from(self.age) > map.config.missile_lifetime_s || !map.is_free(self.pos) {
+            ctx.delete_self();
+            return;
+        }
+        let hit = ctx.store.iter().find(|(id, e)| {
+            *id != self.shooter
+                && matches!(&e.object, ModelObject::Player(p) if p.health > 0 && p.pos.distance(self.pos) <= HIT_RADIUS)
+        });
+        if let Some((id, _)) = hit {
+            ctx.write(id, GameWrite::Damage(map.config.missile_damage));
+            ctx.delete_self();
+        }
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take<const N: usize>(&mut self) -> Result<[u8; N], StateError> {
+        if self.0.len() < N {
+            return Err(StateError(format!("truncated: need {N} more bytes")));
+        }
+        let (a, b) = self.0.split_at(N);
+        self.0 = b;
+        a.try_into().map_err(|_| StateError("truncated".into()))
+    }
+    fn u8(&mut self) -> Result<u8, StateError> {
+        Ok(self.take::<1>()?[0])
+    }
+    fn f32(&mut self) -> Result<f32, StateError> {
+        let v = f32::from_le_bytes(self.take::<4>()?);
+        if v.is_finite() {
+            Ok(v)
+        } else {
+            Err(StateError("non-finite number".into()))
+        }
+    }
+    fn u32(&mut self) -> Result<u32, StateError> {
+        Ok(u32::from_le_bytes(self.take::<4>()?))
+    }
+    fn done(&self) -> Result<(), StateError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(StateError(format!("{} trailing bytes", self.0.len())))
+        }
+    }
+}
+
+fn put_f32(out: &mut Vec<u8>, v: f32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// Delta mask bit meaning "a full state follows" (variant changed).
+const FULL: u8 = 0x80;
+
+impl GameObject for ModelObject {
+    type World = GameMap;
+    type Write = GameWrite;
+
+    fn think(&mut self, ctx: &mut ThinkContext<'_, Self>) {
+        match self {
+            ModelObject::Player(p) => p.think(ctx),
+            ModelObject::Missile(m) => m.think(ctx),
+            ModelObject::Item(_) => {}
+        }
+    }
+
+    fn position(&self) -> Point3 {
+        match self {
+            ModelObject::Player(p) => p.pos,
+            ModelObject::Missile(m) => m.pos,
+            ModelObject::Item(i) => i.pos,
+        }
+    }
+
+    fn kind(&self) -> u8 {
+        match self {
+            ModelObject::Player(_) => PLAYER,
+            ModelObject::Missile(_) => MISSILE,
+            ModelObject::Item(_) => ITEM,
+        }
+    }
+
+    fn interest(&self) -> Option<Aabb> {
+        match self {
+            ModelObject::Player(p) => Some(Aabb::around(p.pos, Point3::new(p.aoi, p.aoi, 1000.0))),
+            _ => None,
+        }
+    }
+
+    fn attached_to(&self) -> Option<ObjectId> {
+        match self {
+            ModelObject::Missile(m) if m.attached => Some(m.shooter),
+            _ => None,
+        }
+    }
+
+    fn apply_write(&mut self, write: &GameWrite) {
+        if let (ModelObject::Player(p), GameWrite::Damage(d)) = (self, write) {
+            p.health = p.health.saturating_sub(*d);
+        }
+    }
+
+    fn encode_state(&self, out: &mut Vec<u8>) {
+        match self {
+            ModelObject::Player(p) => {
+                out.push(PLAYER);
+                put_f32(out, p.pos.x);
+                put_f32(out, p.pos.y);
+                put_f32(out, p.pos.z);
+                put_f32(out, p.vel.0);
+                put_f32(out, p.vel.1);
+                out.push(p.health);
+                out.push(p.activity as u8);
+                put_f32(out, p.aoi);
+            }
+            ModelObject::Missile(m) => {
+                out.push(MISSILE);
+                put_f32(out, m.pos.x);
+                put_f32(out, m.pos.y);
+                put_f32(out, m.pos.z);
+                put_f32(out, m.vel.0);
+                put_f32(out, m.vel.1);
+                out.extend_from_slice(&m.shooter.origin.0.to_le_bytes());
+                out.extend_from_slice(&m.shooter.seq.to_le_bytes());
+                out.push(u8::from(m.attached));
+            }
+            ModelObject::Item(i) => {
+                out.push(ITEM);
+                put_f32(out, i.pos.x);
+                put_f32(out, i.pos.y);
+                put_f32(out, i.pos.z);
+                out.push(i.item);
+            }
+        }
+    }
+
+    fn decode_state(bytes: &[u8]) -> Result<Self, StateError> {
+        let mut r = Reader(bytes);
+        let o = match r.u8()? {
+            PLAYER => {
+                let pos = Point3::new(r.f32()?, r.f32()?, r.f32()?);
+                let vel = (r.f32()?, r.f32()?);
+                let health = r.u8()?;
+                let activity = match r.u8()? {
+                    0 => Activity::Waiting,
+                    1 => Activity::Moving,
+                    2 => Activity::Fighting,
+                    a => return Err(StateError(format!("unknown activity {a}"))),
+                };
+                let aoi = r.f32()?;
+                ModelObject::Player(Player {
+                    vel,
+                    health,
+                    activity,
+                    ..Player::new(pos, aoi)
+                })
+            }
+            MISSILE => {
+                let pos = Point3::new(r.f32()?, r.f32()?, r.f32()?);
+                let vel = (r.f32()?, r.f32()?);
+                let shooter = ObjectId::new(NodeId(r.u32()?), r.u32()?);
+                let attached = r.u8()? != 0;
+                ModelObject::Missile(Missile {
+                    pos,
+                    vel,
+                    shooter,
+                    attached,
+                    age: 0.0,
+                })
+            }
+            ITEM => {
+                let pos = Point3::new(r.f32()?, r.f32()?, r.f32()?);
+                ModelObject::Item(Item { pos, item: r.u8()? })
+            }
+            t => return Err(StateError(format!("unknown object tag {t}"))),
+        };
+        r.done()?;
+        Ok(o)
+    }
+
+    fn encode_delta(&self, baseline: &Self, out: &mut Vec<u8>) {
+        let at = out.len();
+        out.push(0);
+        let mut mask = 0u8;
+        let mut field = |bit: u8, changed: bool, out: &mut Vec<u8>, write: &dyn Fn(&mut Vec<u8>)| {
+            if changed {
+                mask |= 1 << bit;
+                write(out);
+            }
+        };
+        match (self, baseline) {
+            (ModelObject::Player(p), ModelObject::Player(b)) if p.aoi == b.aoi => {
+                field(0, p.pos.x != b.pos.x, out, &|o| put_f32(o, p.pos.x));
+                field(1, p.pos.y != b.pos.y, out, &|o| put_f32(o, p.pos.y));
+                field(2, p.pos.z != b.pos.z, out, &|o| put_f32(o, p.pos.z));
+                field(3, p.vel != b.vel, out, &|o| {
+                    put_f32(o, p.vel.0);
+                    put_f32(o, p.vel.1);
+                });
+                field(4, p.health != b.health, out, &|o| o.push(p.health));
+                field(5, p.activity != b.activity, out, &|o| o.push(p.activity as u8));
+            }
+            (ModelObject::Missile(m), ModelObject::Missile(b))
+                if m.shooter == b.shooter && m.attached == b.attached =>
+            {
+                field(0, m.pos.x != b.pos.x, out, &|o| put_f32(o, m.pos.x));
+                field(1, m.pos.y != b.pos.y, out, &|o| put_f32(o, m.pos.y));
+                field(2, m.pos.z != b.pos.z, out, &|o| put_f32(o, m.pos.z));
+                field(3, m.vel != b.vel, out, &|o| {
+                    put_f32(o, m.vel.0);
+                    put_f32(o, m.vel.1);
+                });
+            }
+            (ModelObject::Item(i), ModelObject::Item(b)) => {
+                field(0, i.pos != b.pos, out, &|o| {
+                    put_f32(o, i.pos.x);
+                    put_f32(o, i.pos.y);
+                    put_f32(o, i.pos.z);
+                });
+                field(1, i.item != b.item, out, &|o| o.push(i.item));
+            }
+            _ => {
+                mask = FULL;
+                self.encode_state(out);
+            }
+        }
+        out[at] = mask;
+    }
+
+    fn apply_delta(baseline: &Self, delta: &[u8]) -> Result<Self, StateError> {
+        let mut r = Reader(delta);
+        let mask = r.u8()?;
+        if mask == FULL {
+            return Self::decode_state(r.0);
+        }
+        let bit = |b: u8| mask & (1 << b) != 0;
+        let mut o = baseline.clone();
+        match &mut o {
+            ModelObject::Player(p) => {
+                if mask & 0xC0 != 0 {
+                    return Err(StateError(format!("bad player mask {mask:#x}")));
+                }
+                if bit(0) {
+                    p.pos.x = r.f32()?;
+                }
+                if bit(1) {
+                    p.pos.y = r.f32()?;
+                }
+                if bit(2) {
+                    p.pos.z = r.f32()?;
+                }
+                if bit(3) {
+                    p.vel = (r.f32()?, r.f32()?);
+                }
+                if bit(4) {
+                    p.health = r.u8()?;
+                }
+                if bit(5) {
+                    p.activity = match r.u8()? {
+                        0 => Activity::Waiting,
+                        1 => Activity::Moving,
+                        2 => Activity::Fighting,
+                        a => return Err(StateError(format!("unknown activity {a}"))),
+                    };
+                }
+            }
+            ModelObject::Missile(m) => {
+                if mask & 0xF0 != 0 {
+                    return Err(StateError(format!("bad missile mask {mask:#x}")));
+                }
+                if bit(0) {
+                    m.pos.x = r.f32()?;
+                }
+                if bit(1) {
+                    m.pos.y = r.f32()?;
+                }
+                if bit(2) {
+                    m.pos.z = r.f32()?;
+                }
+                if bit(3) {
+                    m.vel = (r.f32()?, r.f32()?);
+                }
+            }
+            ModelObject::Item(i) => {
+                if mask & 0xFC != 0 {
+                    return Err(StateError(format!("bad item mask {mask:#x}")));
+                }
+                if bit(0) {
+                    i.pos = Point3::new(r.f32()?, r.f32()?, r.f32()?);
+                }
+                if bit(1) {
+                    i.item = r.u8()?;
+                }
+            }
+        }
+        r.done()?;
+        Ok(o)
+    }
+}

@@ -1,0 +1,160 @@
+//! The model workload's objects: encoding, deltas, and behaviour over many frames.
+
+use proptest::prelude::*;
+use std::time::Duration;
+use worldmesh_core::{DetRng, NodeId, ObjectId, Point3, Time};
+use worldmesh_game::model::{Activity, GameWrite, Item, Player};
+use worldmesh_game::{GameMap, ModelConfig, ModelObject, workload};
+use worldmesh_replica::{GameObject, ObjectStore, ThinkContext};
+
+fn arb_player() -> impl Strategy<Value = ModelObject> {
+    (
+        -1e4f32..1e4,
+        -1e4f32..1e4,
+        -50f32..50.0,
+        0u8..=100,
+        0u8..3,
+        -400f32..400.0,
+    )
+        .prop_map(|(x, y, vx, h, a, aoi)| {
+            let mut p = Player::new(Point3::new(x, y, 0.0), aoi.abs() + 1.0);
+            p.vel = (vx, -vx);
+            p.health = h;
+            p.activity = [Activity::Waiting, Activity::Moving, Activity::Fighting][a as usize];
+            ModelObject::Player(p)
+        })
+}
+
+proptest! {
+    #[test]
+    fn full_states_and_deltas_round_trip(a in arb_player(), b in arb_player()) {
+        let mut buf = Vec::new();
+        a.encode_state(&mut buf);
+        prop_assert_eq!(ModelObject::decode_state(&buf).unwrap(), a.clone());
+        let mut d = Vec::new();
+        b.encode_delta(&a, &mut d);
+        prop_assert_eq!(ModelObject::apply_delta(&a, &d).unwrap(), b.clone());
+        // Applying against another baseline does not silently produce `b` unless equal.
+        let item = ModelObject::Item(Item { pos: Point3::ORIGIN, item: 2 });
+        let mut d2 = Vec::new();
+        b.encode_delta(&item, &mut d2);
+        prop_assert_eq!(ModelObject::apply_delta(&item, &d2).unwrap(), b);
+    }
+
+    #[test]
+    fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64), a in arb_player()) {
+        let _ = ModelObject::decode_state(&bytes);
+        let _ = ModelObject::apply_delta(&a, &bytes);
+    }
+}
+
+#[test]
+fn a_moving_player_delta_is_small() {
+    let a = ModelObject::Player(Player::new(Point3::new(10.0, 10.0, 0.0), 450.0));
+    let mut b = a.clone();
+    if let ModelObject::Player(p) = &mut b {
+        p.pos.x += 32.0;
+        p.pos.y += 1.0;
+    }
+    let mut d = Vec::new();
+    b.encode_delta(&a, &mut d);
+    assert_eq!(d.len(), 9, "mask + x + y");
+    let mut full = Vec::new();
+    b.encode_state(&mut full);
+    assert_eq!(full.len(), 27);
+}
+
+/// Runs every object of a small world on one "node" for `frames` frames.
+fn run(frames: usize, seed: u64) -> (ObjectStore<ModelObject>, GameMap, usize, usize) {
+    let cfg = ModelConfig::default();
+    let map = GameMap::generate(&cfg, 16, seed);
+    let mut store = ObjectStore::new();
+    let objs = workload::initial_objects(&map, 2, 8, seed);
+    let mut seq = 0;
+    for o in objs.into_iter().flatten() {
+        store
+            .insert_primary(ObjectId::new(NodeId(0), seq), o, 1, Time::ZERO)
+            .unwrap();
+        seq += 1;
+    }
+    let mut rng = DetRng::new(seed);
+    let (mut missiles, mut hits) = (0, 0);
+    for f in 0..frames {
+        let now = Time::from_millis(100 * f as u64);
+        let mut spawned = Vec::new();
+        let mut writes = Vec::new();
+        for id in store.primary_ids() {
+            let mut e = store.take(id).unwrap();
+            let mut ctx = ThinkContext::new(
+                now,
+                Duration::from_millis(100),
+                NodeId(0),
+                id,
+                &mut rng,
+                &map,
+                &store,
+                &mut spawned,
+                &mut writes,
+            );
+            e.object.think(&mut ctx);
+            let del = ctx.wants_delete();
+            if !del {
+                store.restore(id, e);
+            }
+        }
+        for o in spawned {
+            missiles += 1;
+            store
+                .insert_primary(ObjectId::new(NodeId(0), seq), o, 1, now)
+                .unwrap();
+            seq += 1;
+        }
+        for (t, w) in writes {
+            hits += 1;
+            assert_eq!(w, GameWrite::Damage(34));
+            if let Some(o) = store.take(t) {
+                let mut o = o;
+                o.object.apply_write(&w);
+                store.restore(t, o);
+            }
+        }
+    }
+    (store, map, missiles, hits)
+}
+
+#[test]
+fn bots_move_on_free_ground_fight_and_shoot() {
+    let (store, map, missiles, hits) = run(600, 3);
+    let players: Vec<&Player> = store
+        .iter()
+        .filter_map(|(_, e)| {
+            if let ModelObject::Player(p) = &e.object {
+                Some(p)
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(players.len(), 16);
+    for p in &players {
+        assert!(map.is_free(p.pos), "player at {} stands in an obstacle", p.pos);
+        assert!(p.pos.x >= 0.0 && p.pos.x <= map.width && p.pos.y >= 0.0 && p.pos.y <= map.height);
+    }
+    assert!(missiles > 20, "fights happen: {missiles} missiles in 60 s");
+    assert!(hits > 0, "some missiles hit");
+    // Missiles die: at most a few seconds' worth are alive at any time.
+    let alive = store
+        .iter()
+        .filter(|(_, e)| matches!(e.object, ModelObject::Missile(_)))
+        .count();
+    assert!(alive < missiles, "{alive} alive of {missiles}");
+}
+
+#[test]
+fn same_seed_same_world() {
+    let a = run(100, 9).0;
+    let b = run(100, 9).0;
+    let pa: Vec<_> = a.iter().map(|(id, e)| (id, e.object.clone())).collect();
+    let pb: Vec<_> = b.iter().map(|(id, e)| (id, e.object.clone())).collect();
+    assert_eq!(pa, pb);
+}
