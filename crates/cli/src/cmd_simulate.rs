@@ -3,13 +3,16 @@
 use anyhow::Context as _;
 use std::path::PathBuf;
 use std::time::Instant;
+use worldmesh_game::MapKind;
+use worldmesh_sim::config::Architecture;
 use worldmesh_sim::{SimConfig, scenario};
 
 use crate::duration::parse_duration;
 use crate::summary;
 
 /// Arguments of `worldmesh simulate`. Flags override the config file, which overrides the
-/// defaults (64 nodes × 8 bots, 60 s, PlanetLab delays).
+/// defaults (64 nodes × 8 players of the model workload, 60 s, Colyseus replication with the
+/// oracle locator, PlanetLab delays).
 #[derive(clap::Args, Debug)]
 pub struct SimulateArgs {
     /// TOML config file with any subset of the settings (see README "Configuration").
@@ -18,9 +21,21 @@ pub struct SimulateArgs {
     /// Number of nodes (servers) [default: 64].
     #[arg(long)]
     nodes: Option<usize>,
-    /// Bots (players) per node [default: 8].
+    /// Players per node: 1 is the paper's p2p scenario, 8 fed [default: 8].
+    #[arg(long, alias = "bots-per-node")]
+    players_per_node: Option<usize>,
+    /// Architecture: colyseus (interest-driven replicas) or broadcast [default: colyseus].
+    #[arg(long, value_parser = ["colyseus", "broadcast"])]
+    arch: Option<String>,
+    /// Map shape: rect or sqr [default: rect].
+    #[arg(long, value_parser = ["rect", "sqr"])]
+    map: Option<String>,
+    /// Turn off proactive replication of missiles (attach_to).
     #[arg(long)]
-    bots_per_node: Option<usize>,
+    no_proactive: bool,
+    /// Seconds at the start excluded from the figures [default: 5].
+    #[arg(long)]
+    warmup: Option<f64>,
     /// Simulated duration, e.g. 60s, 500ms, 2m [default: 60s].
     #[arg(long, value_parser = parse_duration)]
     duration: Option<std::time::Duration>,
@@ -63,8 +78,24 @@ impl SimulateArgs {
         if let Some(v) = self.nodes {
             c.nodes = v;
         }
-        if let Some(v) = self.bots_per_node {
-            c.bots_per_node = v;
+        if let Some(v) = self.players_per_node {
+            c.players_per_node = v;
+        }
+        if let Some(v) = &self.arch {
+            c.architecture = if v == "broadcast" {
+                Architecture::Broadcast
+            } else {
+                Architecture::Colyseus
+            };
+        }
+        if let Some(v) = &self.map {
+            c.game.map = if v == "sqr" { MapKind::Sqr } else { MapKind::Rect };
+        }
+        if self.no_proactive {
+            c.game.proactive = false;
+        }
+        if let Some(v) = self.warmup {
+            c.warmup_s = v;
         }
         if let Some(v) = self.duration {
             c.duration_s = v.as_secs_f64();
@@ -100,19 +131,74 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let report = scenario::run(&cfg, &mut |frac| bar.set_position((frac * 1000.0) as u64))?;
     let wall = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
+    let arch = match cfg.architecture {
+        Architecture::Colyseus => "colyseus (oracle locator)",
+        Architecture::Broadcast => "broadcast",
+    };
     let title = format!(
-        "worldmesh simulate: {} nodes x {} bots, {:.0} s, broadcast replication, latency {}, loss {}",
-        cfg.nodes, cfg.bots_per_node, cfg.duration_s, cfg.network.latency, cfg.network.loss
-    );
+        "worldmesh simulate: {}-{}-{:?}, {} players, {:.0} s ({:.0} s warm-up excluded), {arch}, latency {}, loss {}",
+        cfg.nodes,
+        if cfg.players_per_node == 1 { "p2p".to_string() } else { format!("{}pp", cfg.players_per_node) },
+        cfg.game.map,
+        cfg.nodes * cfg.players_per_node,
+        cfg.duration_s,
+        cfg.warmup_s,
+        cfg.network.latency,
+        cfg.network.loss
+    )
+    .to_lowercase();
     let speed = if wall > 0.0 {
         format!("{:.1}x", report.sim_seconds / wall)
     } else {
         "-".into()
     };
+    let m = &report.metrics;
+    let pct = |v: f64| format!("{:.2}%", v * 100.0);
     let extra = [
+        ("objects in the world (mean)", summary::f(m.objects, 1)),
         (
-            "coverage (remote objects replicated)",
-            format!("{:.4}", report.coverage),
+            "replicas required per node (mean)",
+            summary::f(m.required_per_node, 1),
+        ),
+        (
+            "missing replicas at 0 / 100 / 400 ms grace",
+            format!(
+                "{} / {} / {}",
+                pct(m.missing[0]),
+                pct(m.missing[1]),
+                pct(m.missing[2])
+            ),
+        ),
+        (
+            "missing missiles at 0 / 100 / 400 ms grace",
+            format!(
+                "{} / {} / {}",
+                pct(m.missing_missiles[0]),
+                pct(m.missing_missiles[1]),
+                pct(m.missing_missiles[2])
+            ),
+        ),
+        (
+            "replica staleness mean / p50 / p95 / p99 ms",
+            format!(
+                "{:.1} / {:.0} / {:.0} / {:.0}",
+                m.staleness_ms[0], m.staleness_ms[1], m.staleness_ms[2], m.staleness_ms[3]
+            ),
+        ),
+        (
+            "bytes per object update: wire / state data",
+            format!(
+                "{:.1} / {:.1}",
+                report.bytes_per_update, report.data_bytes_per_update
+            ),
+        ),
+        (
+            "baseline: broadcast, per-node kbps",
+            summary::f(m.broadcast_per_node_kbps, 1),
+        ),
+        (
+            "baseline: client-server, server kbps",
+            summary::f(m.client_server_server_kbps, 1),
         ),
         (
             "datagrams sent / lost / partitioned / duplicated",
@@ -124,13 +210,10 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
                 report.network.duplicated
             ),
         ),
-    ];
-    let times = [
         ("simulated time, s", summary::f(report.sim_seconds, 1)),
         ("wall time, s", summary::f(wall, 2)),
         ("simulated / wall time", speed),
     ];
-    let extra = [&extra[..], &times[..]].concat();
     println!("{}", summary::headline(&title, &report.summary, &extra));
     println!("{}", summary::by_class(&report.summary, report.sim_seconds));
     if args.per_node {

@@ -1,7 +1,7 @@
 //! `sim-speed`: how much faster than real time the simulator runs (issue 2 benchmark).
 //!
-//! Runs the default `worldmesh simulate` scenario (64 nodes × 8 bots, 60 s of game time,
-//! PlanetLab delays, broadcast replication) and a sweep over the number of nodes, and
+//! Runs the default `worldmesh simulate` scenario (64 nodes × 8 players of the model
+//! workload, 60 s of game time, PlanetLab delays, Colyseus replication) and a sweep over the number of nodes, and
 //! reports simulated seconds per wall-clock second. Wall time is measured here, in an
 //! experiment, never asserted in a test.
 
@@ -20,7 +20,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     };
     let duration = if ctx.quick { 5.0 } else { 60.0 };
     let mut table = Table::new(
-        "simulator speed (broadcast replication, 8 bots per node, PlanetLab delays)",
+        "simulator speed (Colyseus model workload, fed-rect: 8 players per node, PlanetLab delays)",
         &[
             "nodes",
             "players",
@@ -36,7 +36,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     for &nodes in sizes {
         let cfg = SimConfig {
             nodes,
-            bots_per_node: 8,
+            players_per_node: 8,
             duration_s: duration,
             seed: ctx.seed,
             ..SimConfig::default()
@@ -63,8 +63,12 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             eprintln!("  {nodes} nodes: {ratio:.1}x real time");
         }
     }
-    let plot = LinePlot::new("Simulator speed", "nodes (8 bots each)", "simulated s / wall s")
-        .with(Series::marked("broadcast, PlanetLab", points.clone()));
+    let plot = LinePlot::new(
+        "Simulator speed",
+        "nodes (8 players each)",
+        "simulated s / wall s",
+    )
+    .with(Series::marked("fed-rect, PlanetLab", points.clone()));
     let mut files = vec![
         ctx.out.write_csv("sim_speed.csv", &table)?,
         ctx.out.write_plot("sim_speed.svg", &plot)?,
@@ -78,7 +82,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         .find(|(n, _)| *n == 64.0)
         .map(|(_, r)| {
             vec![format!(
-                "default scenario (64 nodes x 8 bots, 60 s): {r:.1}x faster than real time (target: >= 5x)"
+                "default scenario (64 nodes x 8 players, 60 s): {r:.1}x faster than real time (target: >= 5x)"
             )]
         })
         .unwrap_or_default();

@@ -364,10 +364,15 @@ impl<O: GameObject> Node<O> {
 
     /// This node's summary for a run that lasted `duration_s` seconds and ends at `now`.
     pub fn summary(&self, now: Time, duration_s: f64) -> NodeSummary {
+        self.summary_window(now, 0.0, duration_s)
+    }
+
+    /// This node's summary with bandwidth measured over `[from_s, to_s)` of its run.
+    pub fn summary_window(&self, now: Time, from_s: f64, to_s: f64) -> NodeSummary {
         let mut s = NodeSummary::new(
             self.config.id,
             &self.stats,
-            duration_s,
+            (from_s, to_s),
             self.store().primary_count(),
             &self.replica_ages_ms(now),
         );

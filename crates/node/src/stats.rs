@@ -86,28 +86,33 @@ pub fn percentile(values: &[f64], p: f64) -> f64 {
 }
 
 impl NodeSummary {
-    /// Summarizes `stats` over a run of `duration_s` seconds. Replica ages are given by the
+    /// Summarizes `stats` over the window `[from_s, to_s)` seconds of the node's run
+    /// (1-second windows count from the node's start). Replica ages are given by the
     /// caller (they need the store and the clock).
     pub fn new(
         node: NodeId,
         stats: &NodeStats,
-        duration_s: f64,
+        window: (f64, f64),
         primaries: usize,
         replica_ages_ms: &[f64],
     ) -> Self {
-        let secs = duration_s.max(1e-9);
-        let kbps = |bytes: u64| bytes as f64 * 8.0 / 1000.0 / secs;
-        // Only whole seconds inside the run count as 1-s windows.
-        let windows = (duration_s.floor() as usize).max(1);
-        let bursts: Vec<f64> = (0..windows)
+        let (from_s, to_s) = window;
+        let first = from_s.max(0.0).floor() as usize;
+        // Only whole seconds inside the window count as 1-s windows.
+        let last = (to_s.floor() as usize).max(first + 1);
+        let bursts: Vec<f64> = (first..last)
             .map(|s| stats.sent_per_second.get(s).copied().unwrap_or(0) as f64 * 8.0 / 1000.0)
             .collect();
+        let out_mean = bursts.iter().sum::<f64>() / bursts.len().max(1) as f64;
+        let secs = (to_s - from_s).max(1e-9);
+        let kbps = |bytes: u64| bytes as f64 * 8.0 / 1000.0 / secs;
         let n = replica_ages_ms.len();
         Self {
             node,
-            out_kbps_mean: kbps(stats.traffic.total_sent().bytes),
+            out_kbps_mean: out_mean,
             out_kbps_p95: percentile(&bursts, 95.0),
-            in_kbps_mean: kbps(stats.traffic.total_received().bytes),
+            // Received bytes are not bucketed per second: mean over the whole run.
+            in_kbps_mean: kbps(stats.traffic.total_received().bytes) * secs / to_s.max(1e-9),
             primaries,
             replicas: n,
             staleness_mean_ms: if n == 0 {
@@ -206,7 +211,7 @@ mod tests {
         // 2 s run: 972 payload bytes in second 0 (1000 on the wire), 4972 in second 1.
         s.on_send(Time::from_millis(10), MessageClass::ObjectUpdate, 972);
         s.on_send(Time::from_millis(1500), MessageClass::Control, 4972);
-        let sum = NodeSummary::new(NodeId(3), &s, 2.0, 8, &[10.0, 30.0]);
+        let sum = NodeSummary::new(NodeId(3), &s, (0.0, 2.0), 8, &[10.0, 30.0]);
         assert_eq!(sum.out_kbps_mean, 6000.0 * 8.0 / 1000.0 / 2.0);
         assert_eq!(sum.out_kbps_p95, 40.0);
         assert_eq!(sum.staleness_mean_ms, 20.0);

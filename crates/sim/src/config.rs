@@ -5,24 +5,27 @@
 //!
 //! ```toml
 //! nodes = 64
-//! bots_per_node = 8
+//! players_per_node = 8        # "fed"; 1 is "p2p"
 //! duration_s = 60.0
-//! seed = 1
-//! frame_hz = 10.0
+//! architecture = "colyseus"   # or "broadcast"
+//!
+//! [locator]
+//! kind = "oracle"
+//! delay_ms = 0.0
 //!
 //! [network]
-//! latency = "planetlab"   # or "uniform:80", or a path to a matrix file
+//! latency = "planetlab"       # or "uniform:80", or a path to a matrix file
 //! loss = 0.01
 //!
 //! [game]
-//! map_width = 4000.0
+//! map = "rect"                # or "sqr"
 //! ```
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
 use worldmesh_core::{LatencyError, LatencyMatrix};
-use worldmesh_game::wander::WanderConfig;
+use worldmesh_game::ModelConfig;
 
 use crate::network::NetworkConfig;
 
@@ -56,36 +59,76 @@ pub enum ConfigError {
     Latency(#[from] LatencyError),
 }
 
-/// A simulation run of the wandering-bots scenario.
+/// Which distributed architecture the nodes run (paper `000` §7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Architecture {
+    /// Interest-driven replicas found through the locator (Colyseus).
+    Colyseus,
+    /// Every node replicates every object.
+    Broadcast,
+}
+
+/// Object location (paper `000` §3, §6).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LocatorConfig {
+    /// `oracle`: ideal discovery through a global index (the distributed locators come
+    /// with the locator issue).
+    pub kind: String,
+    /// Delay between a match and its delivery to the subscriber, ms.
+    pub delay_ms: f64,
+}
+
+impl Default for LocatorConfig {
+    fn default() -> Self {
+        Self {
+            kind: "oracle".into(),
+            delay_ms: 0.0,
+        }
+    }
+}
+
+/// A simulation run of the model workload.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SimConfig {
     /// Number of nodes (servers).
     pub nodes: usize,
-    /// Bots (players) whose primaries each node holds.
-    pub bots_per_node: usize,
+    /// Players whose primaries each node holds: 1 is the paper's `p2p` scenario, 8 `fed`.
+    #[serde(alias = "bots_per_node")]
+    pub players_per_node: usize,
     /// Simulated duration, seconds.
     pub duration_s: f64,
+    /// Metrics ignore the first seconds (initial discovery of everything), seconds.
+    pub warmup_s: f64,
+    /// The architecture.
+    pub architecture: Architecture,
+    /// Object location.
+    pub locator: LocatorConfig,
     /// Seed of every random choice.
     pub seed: u64,
     /// Frames per second on every node (10 Hz as in Quake-like games, paper `000` §4.1).
     pub frame_hz: f64,
     /// The network.
     pub network: NetworkConfig,
-    /// The game.
-    pub game: WanderConfig,
+    /// The model workload.
+    pub game: ModelConfig,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
         Self {
             nodes: 64,
-            bots_per_node: 8,
+            players_per_node: 8,
             duration_s: 60.0,
+            warmup_s: 5.0,
+            architecture: Architecture::Colyseus,
+            locator: LocatorConfig::default(),
             seed: 1,
             frame_hz: 10.0,
             network: NetworkConfig::default(),
-            game: WanderConfig::default(),
+            game: ModelConfig::default(),
         }
     }
 }
@@ -121,8 +164,26 @@ impl SimConfig {
         if self.nodes == 0 || self.nodes > MAX_NODES {
             return bad(format!("nodes must be in 1..={MAX_NODES}, got {}", self.nodes));
         }
-        if self.nodes.saturating_mul(self.bots_per_node) > MAX_BOTS {
-            return bad(format!("nodes × bots_per_node must be at most {MAX_BOTS}"));
+        if self.nodes.saturating_mul(self.players_per_node) > MAX_BOTS {
+            return bad(format!("nodes × players_per_node must be at most {MAX_BOTS}"));
+        }
+        if !(self.warmup_s.is_finite() && self.warmup_s >= 0.0 && self.warmup_s < self.duration_s) {
+            return bad(format!(
+                "warmup_s must be in [0, duration_s), got {}",
+                self.warmup_s
+            ));
+        }
+        if self.locator.kind != "oracle" {
+            return bad(format!(
+                "locator.kind `{}` is not available; known: oracle",
+                self.locator.kind
+            ));
+        }
+        if !(self.locator.delay_ms.is_finite() && (0.0..=60_000.0).contains(&self.locator.delay_ms)) {
+            return bad(format!(
+                "locator.delay_ms must be in [0, 60000], got {}",
+                self.locator.delay_ms
+            ));
         }
         if !(self.duration_s.is_finite() && self.duration_s > 0.0 && self.duration_s <= 1e7) {
             return bad(format!("duration_s must be in (0, 1e7], got {}", self.duration_s));
@@ -205,7 +266,14 @@ mod tests {
     fn defaults_validate_and_toml_overrides() {
         SimConfig::default().validate().unwrap();
         let c = SimConfig::from_toml_str("nodes = 3\n[network]\nloss = 0.5\n", "x.toml").unwrap();
-        assert_eq!((c.nodes, c.bots_per_node, c.network.loss), (3, 8, 0.5));
+        assert_eq!((c.nodes, c.players_per_node, c.network.loss), (3, 8, 0.5));
+        let c =
+            SimConfig::from_toml_str("bots_per_node = 2\narchitecture = \"broadcast\"\n", "x.toml").unwrap();
+        assert_eq!((c.players_per_node, c.architecture), (2, Architecture::Broadcast));
+        let e = SimConfig::from_toml_str("[locator]\nkind = \"dht\"\n", "x.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("locator.kind `dht` is not available"), "{e}");
     }
 
     #[test]

@@ -13,11 +13,23 @@ use worldmesh_core::{NodeId, Time};
 use worldmesh_node::{Node, NodeSummary};
 use worldmesh_replica::GameObject;
 
+use crate::metrics::Collector;
 use crate::network::{Fate, NetworkModel, NetworkStats};
+use crate::oracle::{Discovery, Oracle};
 
 enum Kind {
     Deliver { dst: u32, src: u32, datagram: Vec<u8> },
     Wake { node: u32 },
+    OracleTick,
+    Discover(Discovery),
+    Sample,
+}
+
+/// The oracle locator attached to a simulation.
+struct OracleSlot {
+    oracle: Oracle,
+    interval: std::time::Duration,
+    delay: std::time::Duration,
 }
 
 struct Scheduled {
@@ -55,6 +67,8 @@ pub struct Simulation<O: GameObject> {
     net: NetworkModel,
     net_stats: NetworkStats,
     events_seen: u64,
+    oracle: Option<OracleSlot>,
+    collector: Option<(Collector<O>, std::time::Duration)>,
 }
 
 impl<O: GameObject> Simulation<O> {
@@ -75,11 +89,42 @@ impl<O: GameObject> Simulation<O> {
             net,
             net_stats: NetworkStats::default(),
             events_seen: 0,
+            oracle: None,
+            collector: None,
         };
         for i in 0..n {
             sim.after_input(i);
         }
         sim
+    }
+
+    /// Attaches an oracle locator that matches every `interval` and delivers discoveries
+    /// after `delay`.
+    pub fn with_oracle(
+        mut self,
+        oracle: Oracle,
+        interval: std::time::Duration,
+        delay: std::time::Duration,
+    ) -> Self {
+        self.oracle = Some(OracleSlot {
+            oracle,
+            interval,
+            delay,
+        });
+        self.push(self.now + interval, Kind::OracleTick);
+        self
+    }
+
+    /// Attaches a metrics collector sampled every `interval`.
+    pub fn with_collector(mut self, collector: Collector<O>, interval: std::time::Duration) -> Self {
+        self.collector = Some((collector, interval));
+        self.push(self.now + interval, Kind::Sample);
+        self
+    }
+
+    /// The metrics collector, if attached.
+    pub fn collector(&self) -> Option<&Collector<O>> {
+        self.collector.as_ref().map(|(c, _)| c)
     }
 
     /// Current simulated time.
@@ -164,6 +209,12 @@ impl<O: GameObject> Simulation<O> {
         while self.nodes[i].poll_event().is_some() {
             self.events_seen += 1;
         }
+        if let Some(slot) = &mut self.oracle {
+            let ops = self.nodes[i].take_locator_ops();
+            if !ops.is_empty() {
+                slot.oracle.ingest(self.now, NodeId(i as u32), ops);
+            }
+        }
         if let Some(at) = self.nodes[i].poll_timeout()
             && self.timers[i].is_none_or(|cur| at < cur)
         {
@@ -203,6 +254,30 @@ impl<O: GameObject> Simulation<O> {
                 self.nodes[i].handle_timeout(self.now);
                 self.after_input(i);
             }
+            Kind::OracleTick => {
+                if let Some(slot) = &mut self.oracle {
+                    let found = slot.oracle.tick(self.now);
+                    let (interval, delay) = (slot.interval, slot.delay);
+                    for d in found {
+                        self.push(self.now + delay, Kind::Discover(d));
+                    }
+                    self.push(self.now + interval, Kind::OracleTick);
+                }
+            }
+            Kind::Discover(d) => {
+                let i = d.subscriber.0 as usize;
+                if i < self.nodes.len() && self.up[i] {
+                    self.nodes[i].handle_discovery(self.now, d.object, d.primary, d.pos);
+                    self.after_input(i);
+                }
+            }
+            Kind::Sample => {
+                if let Some((c, interval)) = &mut self.collector {
+                    c.sample(self.now, &self.nodes);
+                    let interval = *interval;
+                    self.push(self.now + interval, Kind::Sample);
+                }
+            }
         }
         true
     }
@@ -213,11 +288,11 @@ impl<O: GameObject> Simulation<O> {
         self.now = self.now.max(until);
     }
 
-    /// Summaries of every node for a run of `duration_s` seconds ending now.
-    pub fn summaries(&self, duration_s: f64) -> Vec<NodeSummary> {
+    /// Summaries of every node, bandwidth measured over `[from_s, to_s)` of the run.
+    pub fn summaries(&self, from_s: f64, to_s: f64) -> Vec<NodeSummary> {
         self.nodes
             .iter()
-            .map(|n| n.summary(self.now, duration_s))
+            .map(|n| n.summary_window(self.now, from_s, to_s))
             .collect()
     }
 }

@@ -8,6 +8,9 @@
 //! - [`network`]: the link model — one-way delay = RTT/2 from a latency matrix, jitter,
 //!   loss, duplication and partitions;
 //! - [`engine`]: the event queue and the driving loop;
+//! - [`oracle`]: the ideal locator (a global index behind the node's locator port);
+//! - [`metrics`]: missing replicas, staleness, discovered share, and the client-server and
+//!   broadcast baselines computed on the same trace;
 //! - [`config`] and [`scenario`]: the `worldmesh simulate` scenario (wandering bots on
 //!   N nodes), loaded from TOML with clear errors;
 //! - [`report`]: what a run produces (per-node and aggregate figures, network counters).
@@ -18,7 +21,9 @@
 
 pub mod config;
 pub mod engine;
+pub mod metrics;
 pub mod network;
+pub mod oracle;
 pub mod report;
 pub mod scenario;
 

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use worldmesh_node::{NodeSummary, RunSummary};
 
 use crate::config::SimConfig;
+use crate::metrics::MetricsReport;
 use crate::network::NetworkStats;
 
 /// The result of a run: configuration, aggregate and per-node figures, network counters.
@@ -20,6 +21,14 @@ pub struct SimReport {
     /// Fraction of (node, remote primary) pairs for which the node holds a replica at the
     /// end. 1.0 means every node sees every other node's objects (broadcast's promise).
     pub coverage: f64,
+    /// Consistency metrics and baselines (after warm-up).
+    pub metrics: MetricsReport,
+    /// Wire bytes per object update (datagram headers shared among the updates they carry).
+    pub bytes_per_update: f64,
+    /// Bytes of state/delta data per object update (no headers at all).
+    pub data_bytes_per_update: f64,
+    /// Fraction of updates that were full states (first sends, resyncs).
+    pub full_state_fraction: f64,
     /// What the network did.
     pub network: NetworkStats,
     /// Per-node figures.

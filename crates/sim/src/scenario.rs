@@ -1,48 +1,71 @@
-//! The `worldmesh simulate` scenario: `nodes` nodes, each holding `bots_per_node`
-//! wandering bots as primaries, replicating by broadcast over the modelled network.
+//! The `worldmesh simulate` scenario: the Colyseus model workload (paper `000` §4.1) on
+//! `nodes` nodes with `players_per_node` players each, under the chosen architecture,
+//! over the modelled network, with metrics and baselines collected on the way.
 
 use std::sync::Arc;
+use std::time::Duration;
 use worldmesh_core::{DetRng, NodeId, Time};
-use worldmesh_game::wander::Bot;
-use worldmesh_node::{Node, NodeConfig, RunSummary};
+use worldmesh_game::{GameMap, ModelObject, workload};
+use worldmesh_node::{Mode, Node, NodeConfig, RunSummary};
 use worldmesh_replica::Role;
 
-use crate::config::{ConfigError, SimConfig};
+use crate::config::{Architecture, ConfigError, SimConfig};
 use crate::engine::Simulation;
+use crate::metrics::Collector;
 use crate::network::NetworkModel;
+use crate::oracle::Oracle;
 use crate::report::SimReport;
 
+/// The simulated game.
+pub type Sim = Simulation<ModelObject>;
+
 /// Builds the simulation described by `cfg` (nodes created, bots spawned, nothing run).
-pub fn build(cfg: &SimConfig) -> Result<Simulation<Bot>, ConfigError> {
+pub fn build(cfg: &SimConfig) -> Result<Sim, ConfigError> {
     cfg.validate()?;
     let matrix = cfg.latency_matrix()?;
     let root = DetRng::new(cfg.seed);
     let net = NetworkModel::new(matrix, cfg.nodes, &cfg.network, &root);
-    let world = Arc::new(cfg.game.clone());
+    let world = Arc::new(GameMap::generate(
+        &cfg.game,
+        cfg.nodes * cfg.players_per_node,
+        cfg.seed,
+    ));
+    let mut initial =
+        workload::initial_objects(&world, cfg.nodes, cfg.players_per_node, cfg.seed).into_iter();
+    let mode = match cfg.architecture {
+        Architecture::Colyseus => Mode::Interest,
+        Architecture::Broadcast => Mode::Broadcast,
+    };
     let ids: Vec<NodeId> = (0..cfg.nodes as u32).map(NodeId).collect();
     let nodes = ids
         .iter()
         .map(|&id| {
             let peers = ids.iter().copied().filter(|p| *p != id).collect();
-            let mut nc = NodeConfig::new(id, peers, cfg.seed);
+            let mut nc = NodeConfig::new(id, peers, cfg.seed).with_mode(mode);
             nc.frame_interval = cfg.frame_interval();
             // Frames of different nodes are not aligned: start each at a random phase.
             let phase = root
                 .fork(u64::from(id.0) + 1)
                 .range_f64(0.0, nc.frame_interval.as_secs_f64());
             let mut node = Node::new(nc, Arc::clone(&world), Time::from_secs_f64(phase));
-            for _ in 0..cfg.bots_per_node {
-                let bot = Bot::random(&world, node.rng());
-                node.spawn(Time::ZERO, bot);
+            for o in initial.next().unwrap_or_default() {
+                node.spawn(Time::ZERO, o);
             }
             node
         })
-        .collect();
-    Ok(Simulation::new(nodes, net))
+        .collect::<Vec<_>>();
+    let frame = cfg.frame_interval();
+    let mut sim =
+        Simulation::new(nodes, net).with_collector(Collector::new(Time::from_secs_f64(cfg.warmup_s)), frame);
+    if cfg.architecture == Architecture::Colyseus {
+        let delay = Duration::from_secs_f64(cfg.locator.delay_ms / 1000.0);
+        sim = sim.with_oracle(Oracle::new(frame * 3), frame, delay);
+    }
+    Ok(sim)
 }
 
 /// Fraction of (node, remote primary) pairs for which the node holds a replica.
-pub fn coverage(sim: &Simulation<Bot>) -> f64 {
+pub fn coverage(sim: &Sim) -> f64 {
     let total_primaries: usize = sim.nodes().iter().map(|n| n.store().primary_count()).sum();
     let mut expected = 0usize;
     let mut have = 0usize;
@@ -82,13 +105,30 @@ pub fn run(cfg: &SimConfig, progress: &mut dyn FnMut(f64)) -> Result<SimReport, 
 }
 
 /// The report of a simulation that ran `cfg.duration_s` seconds.
-pub fn report(cfg: &SimConfig, sim: &Simulation<Bot>) -> SimReport {
-    let nodes = sim.summaries(cfg.duration_s);
+pub fn report(cfg: &SimConfig, sim: &Sim) -> SimReport {
+    let nodes = sim.summaries(cfg.warmup_s, cfg.duration_s);
+    let (items, wire, data, full) = sim.nodes().iter().fold((0u64, 0u64, 0u64, 0u64), |a, n| {
+        let r = n.replicas().stats();
+        (
+            a.0 + n.stats().update_items,
+            a.1 + n.stats().update_packet_bytes,
+            a.2 + r.update_data_bytes,
+            a.3 + r.full_states_sent,
+        )
+    });
+    let per = |x: u64| if items == 0 { 0.0 } else { x as f64 / items as f64 };
     SimReport {
         config: cfg.clone(),
         sim_seconds: sim.now().as_secs_f64(),
         summary: RunSummary::from_nodes(&nodes),
         coverage: coverage(sim),
+        metrics: sim
+            .collector()
+            .map(|c| c.report(cfg.frame_interval().as_secs_f64()))
+            .unwrap_or_default(),
+        bytes_per_update: per(wire),
+        data_bytes_per_update: per(data),
+        full_state_fraction: per(full),
         network: sim.network_stats().clone(),
         nodes,
     }

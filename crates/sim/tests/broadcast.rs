@@ -1,24 +1,29 @@
-//! End-to-end simulations of the broadcast architecture.
+//! End-to-end simulations of the broadcast architecture on the model workload.
 
 use std::time::Duration;
 use worldmesh_core::{NodeId, Time};
-use worldmesh_game::wander::Bot;
-use worldmesh_replica::Role;
+use worldmesh_game::model::MISSILE;
+use worldmesh_replica::{GameObject, Role};
+use worldmesh_sim::SimConfig;
+use worldmesh_sim::config::Architecture;
 use worldmesh_sim::network::PartitionSpec;
-use worldmesh_sim::{SimConfig, Simulation, scenario};
+use worldmesh_sim::scenario::{self, Sim};
 
 fn cfg(nodes: usize, secs: f64) -> SimConfig {
     SimConfig {
         nodes,
-        bots_per_node: 4,
+        players_per_node: 4,
         duration_s: secs,
+        warmup_s: 1.0,
+        architecture: Architecture::Broadcast,
         ..SimConfig::default()
     }
 }
 
-/// Every node holds a replica of every other node's primaries, and each replica is at
-/// most `one-way delay (+ jitter) + frame_slack frames` older than its primary.
-fn assert_fresh(sim: &Simulation<Bot>, frame: Duration, frame_slack: u32) {
+/// Every node holds a replica of every other node's players and items, and a replica that
+/// is behind its primary got its version at most `one-way delay (+ jitter) + slack frames`
+/// ago. (Missiles live too briefly to be checked this way.)
+fn assert_fresh(sim: &Sim, frame: Duration, frame_slack: u32) {
     let now = sim.now();
     for a in sim.nodes() {
         for b in sim.nodes() {
@@ -26,15 +31,21 @@ fn assert_fresh(sim: &Simulation<Bot>, frame: Duration, frame_slack: u32) {
                 continue;
             }
             let bound = sim.network().max_delay(b.id(), a.id()) + frame * frame_slack;
-            for (id, p) in b.store().iter().filter(|(_, e)| e.role == Role::Primary) {
+            for (id, p) in b
+                .store()
+                .iter()
+                .filter(|(_, e)| e.role == Role::Primary && e.object.kind() != MISSILE)
+            {
                 let r = a
                     .store()
                     .get(id)
                     .unwrap_or_else(|| panic!("{} lacks {id}", a.id()));
                 assert_eq!(r.role, Role::Replica { primary: b.id() });
-                let age = now - r.state_time;
-                assert!(age <= bound, "{} holds {id} {age:?} old, bound {bound:?}", a.id());
                 assert!(r.version <= p.version);
+                if r.version < p.version {
+                    let age = now - r.state_time;
+                    assert!(age <= bound, "{} holds {id} {age:?} old, bound {bound:?}", a.id());
+                }
             }
         }
     }
@@ -47,21 +58,10 @@ fn sixteen_nodes_converge_with_bounded_staleness() {
     sim.run_until(Time::from_secs_f64(10.0));
     assert_fresh(&sim, c.frame_interval(), 1);
     let r = scenario::report(&c, &sim);
-    assert_eq!(r.coverage, 1.0);
-    assert_eq!(r.summary.objects_per_node, 64.0);
-    // 16 nodes × 15 peers × ~100 frames, one datagram each (4 bots fit one datagram).
-    let frames: u64 = sim.nodes().iter().map(|n| n.stats().frames).sum();
-    assert_eq!(r.network.sent, frames * 15);
-    // Nothing lost; only datagrams still in flight at the end are undelivered.
     assert_eq!((r.network.lost, r.network.partitioned), (0, 0));
-    let max_delay = (0..16u32)
-        .flat_map(|a| (0..16u32).map(move |b| (a, b)))
-        .map(|(a, b)| sim.network().max_delay(NodeId(a), NodeId(b)))
-        .max()
-        .unwrap();
-    let in_flight_bound = 16 * 15 * (max_delay.as_millis() as u64 / 100 + 1);
-    assert!(r.network.delivered <= r.network.sent && r.network.sent - r.network.delivered <= in_flight_bound);
-    assert!(r.summary.out_kbps_mean > 0.0 && r.summary.out_kbps_p95_mean >= r.summary.out_kbps_mean * 0.9);
+    assert!(r.summary.out_kbps_mean > 0.0);
+    // Broadcast holds everything: no required replica is ever missing after 400 ms.
+    assert_eq!(r.metrics.missing[2], 0.0, "{:?}", r.metrics);
 }
 
 #[test]
@@ -70,6 +70,7 @@ fn same_seed_gives_byte_identical_reports() {
     c.network.loss = 0.05;
     c.network.jitter_ms = 5.0;
     c.network.duplicate = 0.02;
+    c.architecture = Architecture::Colyseus;
     let a = scenario::run(&c, &mut |_| {}).unwrap().to_json();
     let b = scenario::run(&c, &mut |_| {}).unwrap().to_json();
     assert_eq!(a, b);
@@ -90,18 +91,16 @@ fn loss_and_partition_are_counted_and_heal() {
     }];
     let mut sim = scenario::build(&c).unwrap();
 
-    // Inside the partition, after the replica TTL (2 s): the two sides lost each other.
+    // Inside the partition, after the peer timeout (2 s): the two sides lost each other.
     sim.run_until(Time::from_secs_f64(4.9));
     let n0 = &sim.nodes()[0];
     assert!(
-        n0.store()
-            .get(worldmesh_core::ObjectId::new(NodeId(1), 0))
-            .is_some(),
+        n0.store().iter().any(|(id, _)| id.origin == NodeId(1)),
         "same side still replicated"
     );
     assert!(
         n0.store().iter().all(|(id, _)| id.origin.0 <= 1),
-        "other side expired on node 0"
+        "other side dropped on node 0"
     );
     assert!(
         sim.nodes()[5].store().iter().all(|(id, _)| id.origin.0 >= 2),
@@ -115,7 +114,6 @@ fn loss_and_partition_are_counted_and_heal() {
     // Healed at 5 s: everyone converges again (loss may cost a few frames of freshness).
     sim.run_until(Time::from_secs_f64(10.0));
     assert_fresh(&sim, c.frame_interval(), 6);
-    assert_eq!(scenario::report(&c, &sim).coverage, 1.0);
     assert!(
         sim.nodes()
             .iter()
@@ -132,20 +130,15 @@ fn crashed_node_disappears_from_the_others() {
     sim.run_until(Time::from_secs_f64(4.0));
     for n in &sim.nodes()[..3] {
         assert!(n.store().iter().all(|(id, _)| id.origin != NodeId(3)));
-        assert_eq!(n.store().replica_count(), 8);
     }
 }
 
 #[test]
 fn more_nodes_than_matrix_rows_still_run() {
-    let mut c = cfg(12, 2.0);
+    let mut c = cfg(12, 3.0);
     c.network.latency = "uniform:40".into();
-    let r = scenario::run(&c, &mut |_| {}).unwrap();
-    assert_eq!(r.coverage, 1.0);
-    // 40 ms RTT, ≤ 5 ms access each side: staleness ≤ 20 + 10 + one frame.
-    assert!(
-        r.summary.staleness_max_ms <= 130.0,
-        "{}",
-        r.summary.staleness_max_ms
-    );
+    let mut sim = scenario::build(&c).unwrap();
+    sim.run_until(Time::from_secs_f64(3.0));
+    // 40 ms RTT, ≤ 5 ms access each side: within one-way delay + one frame.
+    assert_fresh(&sim, c.frame_interval(), 1);
 }
