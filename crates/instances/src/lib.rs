@@ -1,4 +1,9 @@
 //! worldmesh-instances (under construction).
 #![forbid(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+pub mod balance;
+pub mod cost;
 pub mod gamma;
+pub mod model;
+pub mod select;
 pub mod uptime;
