@@ -3,6 +3,8 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 pub mod balance;
 pub mod cost;
+pub mod failover;
+pub mod failover_sim;
 pub mod gamma;
 pub mod model;
 pub mod select;
