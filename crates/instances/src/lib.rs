@@ -8,4 +8,5 @@ pub mod failover_sim;
 pub mod gamma;
 pub mod model;
 pub mod select;
+pub mod sim;
 pub mod uptime;
