@@ -831,6 +831,7 @@ mod tests {
         c.connect_rate /= 10.0;
         c.disconnect_rate /= 10.0;
         c.form_rate /= 10.0;
+        c.warmup_s = 200.0;
         c.duration_s = 600.0;
         c
     }
