@@ -9,6 +9,11 @@
 //! ExperimentError>` and add one [`Experiment`] entry to [`registry`].
 #![forbid(unsafe_code)]
 
+pub mod instances_balance;
+pub mod instances_comm;
+pub mod instances_p2p;
+pub mod instances_qos;
+
 use std::path::PathBuf;
 use worldmesh_report::{OutputDir, ReportError, Table};
 
@@ -68,7 +73,32 @@ pub struct Experiment {
 
 /// Every experiment, in the order `worldmesh experiment --list` shows them.
 pub fn registry() -> Vec<Experiment> {
-    vec![]
+    vec![
+        Experiment {
+            name: "instances-balance",
+            reproduces: "paper 003 Figure 9",
+            summary: "per-server load before/after one balancing round, Classic vs Hybrid, players moved (scenario A)",
+            run: instances_balance::run,
+        },
+        Experiment {
+            name: "instances-comm",
+            reproduces: "paper 003 Figure 10 (Table 1)",
+            summary: "communication cost of balancing vs extra_S_players, Classic (Interaction 10 %, F 20/25) vs Hybrid",
+            run: instances_comm::run,
+        },
+        Experiment {
+            name: "instances-p2p",
+            reproduces: "paper 003 Figures 11 and 12 (Table 2)",
+            summary: "scenario B: overflow to the P2P area per server, total players vs capacity, cost vs Return RATE",
+            run: instances_p2p::run,
+        },
+        Experiment {
+            name: "instances-qos",
+            reproduces: "paper 003 Tables 4 and 5, Algorithms 3/4",
+            summary: "LL latency vs client-server, PD failure probability (and the hazard finding), failover takeover time under 5 % loss",
+            run: instances_qos::run,
+        },
+    ]
 }
 
 /// The experiment called `name`, if any.
@@ -78,7 +108,10 @@ pub fn find(name: &str) -> Option<Experiment> {
 
 /// Path of the PlanetLab matrix shipped with the source tree.
 pub fn shipped_planetlab_path() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/latency/planetlab-490.txt"))
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/latency/planetlab-490.txt"
+    ))
 }
 
 #[cfg(test)]

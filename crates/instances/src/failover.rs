@@ -64,16 +64,19 @@
 //!
 //! # Choice of `k` and `T`, and the takeover bound
 //!
-//! Defaults: `T = 200 ms`, `τ = T/4 = 50 ms`, `k = 6`. One heartbeat per `T` cannot give a
-//! takeover within `2T` under loss: a single lost heartbeat already makes a `2T` gap, so a
-//! detector that fast would fire on 5 % of the periods. The replica therefore watches the
-//! per-tick snapshots (4 per `T`). With loss `p = 0.05` a false suspicion needs `k`
-//! consecutive losses, `p^k ≈ 1.6·10⁻⁸` per tick, roughly once per 900 hours of play at
-//! 20 Hz (and the voters must have missed `k − 2` updates too). After a crash, detection
-//! takes between `(k−1)τ` and `kτ` after the last snapshot received, then one vote round
-//! trip inside the instance (retried every tick if lost): takeover `≈ kτ + RTT = 1.5 T +
-//! RTT`, within `2T` while the round trip inside the instance stays below `T/2` (100 ms),
-//! which LL selection favours. `instances-qos` measures the distribution under 5 % loss.
+//! Defaults: `T = 250 ms`, `τ = T/5 = 50 ms` (20 Hz), `k = 5`. One heartbeat per `T`
+//! cannot give a takeover within `2T` under loss: a single lost heartbeat already makes a
+//! `2T` gap, so a detector that fast would fire on 5 % of the periods. The replica therefore
+//! watches the per-tick snapshots (5 per `T`). With loss `p = 0.05` the replica suspects a
+//! live server only after `k` consecutive losses, `p^k ≈ 3·10⁻⁷` per tick (about once per
+//! 45 hours at 20 Hz), and even then no election happens unless a majority of the players
+//! have also missed `k − 2` consecutive updates at the same moment; a refused candidate
+//! simply follows the server again at its next snapshot. After a crash, detection takes
+//! `kτ = T` after the last snapshot received, then one vote round trip inside the instance
+//! (retried every tick if lost): takeover `≈ T + d(S→RS) + RTT(RS↔voters)`, within `2T`
+//! while those delays stay below `T` (250 ms), which LL selection (a central server and
+//! replica) favours. `instances-qos` measures the distribution under 5 % loss on PlanetLab
+//! delays.
 
 use crate::select::best_candidate;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -111,8 +114,8 @@ impl Default for FailoverConfig {
     fn default() -> Self {
         Self {
             tick: Duration::from_millis(50),
-            heartbeat: Duration::from_millis(200),
-            miss_limit: 6,
+            heartbeat: Duration::from_millis(250),
+            miss_limit: 5,
             member_timeout: Duration::from_millis(1_000),
             max_batch: 32,
             max_pending: 256,
@@ -365,6 +368,8 @@ pub struct Peer {
     votes: BTreeSet<PeerId>,
     /// Highest epoch this peer voted for *another* candidate in, or followed.
     voted_epoch: u64,
+    /// The candidate granted in `voted_epoch` (a lost vote is granted again on retry).
+    voted_for: Option<PeerId>,
     /// Highest epoch this peer ran for itself (its self-vote dies with its candidacy).
     ran_epoch: u64,
     last_update_at: Time,
@@ -432,6 +437,7 @@ impl Peer {
             claim_key: (1, 0),
             votes: BTreeSet::new(),
             voted_epoch: 1,
+            voted_for: None,
             ran_epoch: 0,
             last_update_at: first_tick,
             next_seq: 1,
@@ -665,14 +671,16 @@ impl Peer {
                 state_tick,
             } => {
                 let silent = now - self.last_update_at >= self.cfg.voter_silence();
+                let again = epoch == self.voted_epoch && self.voted_for == Some(from);
                 let grant = self.role != Role::Server
-                    && epoch > self.floor_epoch()
+                    && (epoch > self.floor_epoch() || again)
                     && self.candidate_epoch.is_none_or(|c| epoch > c)
                     && silent
                     && key >= self.known
                     && state_tick >= self.known_committed;
                 if grant {
                     self.voted_epoch = epoch;
+                    self.voted_for = Some(from);
                     self.candidate_epoch = None; // a newer candidate: give up our own run
                     self.votes.clear();
                 }
@@ -693,10 +701,18 @@ impl Peer {
             Msg::NewerEpoch { epoch, server } => {
                 if epoch > self.epoch && self.role != Role::Server {
                     self.epoch = epoch;
-                    self.voted_epoch = self.voted_epoch.max(epoch);
+                    self.raise_floor(epoch);
                     self.server = server;
                 }
             }
+        }
+    }
+
+    /// Raises the epoch below which servers are stale (forgetting the vote of an older one).
+    fn raise_floor(&mut self, epoch: u64) {
+        if epoch > self.voted_epoch {
+            self.voted_epoch = epoch;
+            self.voted_for = None;
         }
     }
 
@@ -705,7 +721,7 @@ impl Peer {
         self.candidate_epoch = None;
         self.votes.clear();
         self.epoch = epoch;
-        self.voted_epoch = self.voted_epoch.max(epoch);
+        self.raise_floor(epoch);
         self.server = Some(from);
         self.last_update_at = now;
         self.lost = false;
@@ -714,7 +730,7 @@ impl Peer {
     fn step_down(&mut self, now: Time, epoch: u64, server: Option<PeerId>) {
         self.role = Role::Player;
         self.epoch = epoch;
-        self.voted_epoch = self.voted_epoch.max(epoch);
+        self.raise_floor(epoch);
         self.server = server;
         self.last_update_at = now;
         self.queued.clear();
@@ -795,7 +811,7 @@ impl Peer {
         self.votes.clear();
         self.role = Role::Server;
         self.epoch = epoch;
-        self.voted_epoch = epoch;
+        self.raise_floor(epoch);
         self.server = Some(self.id);
         self.members.retain(|&m| Some(m) != old);
         self.ranking.retain(|&m| Some(m) != old);

@@ -346,9 +346,9 @@ mod tests {
                 r.confirmed_lost
             );
             let t = r.takeover.unwrap();
-            // k·τ = 300 ms plus a vote round trip inside the instance
+            // k·τ = 250 ms plus a vote round trip inside the instance
             assert!(
-                t >= Duration::from_millis(250) && t <= Duration::from_millis(500),
+                t >= Duration::from_millis(200) && t <= Duration::from_millis(450),
                 "seed {seed}: {t:?}"
             );
             assert!(r.restored.is_some());

@@ -181,8 +181,10 @@ pub struct ScenarioResult {
     pub samples: Vec<Sample>,
     /// Balancing rounds that did something.
     pub rounds: Vec<Round>,
-    /// Players sent to the P2P area, per origin server.
+    /// Players sent to the P2P area over the run, per origin server.
     pub distributed_from: Vec<u64>,
+    /// Players in the P2P area at the end, per origin server (Figure 11).
+    pub final_p2p_by_origin: Vec<u64>,
     /// Instances sent to the P2P area.
     pub p2p_instances: u64,
     /// Players who came back from the P2P area to the Main Game.
@@ -278,6 +280,8 @@ struct Inst {
     members: Vec<u32>,
     /// Hosting server, or `p2p` index.
     server: u16,
+    /// Server it was distributed from (P2P instances).
+    origin: u16,
     x: f64,
     y: f64,
     alive: bool,
@@ -376,6 +380,7 @@ impl<'a> World<'a> {
         self.insts.push(Inst {
             members,
             server,
+            origin: server,
             x: at.0,
             y: at.1,
             alive: true,
@@ -481,6 +486,7 @@ impl<'a> World<'a> {
                     };
                     let inst = &mut self.insts[m.key as usize];
                     inst.server = to;
+                    inst.origin = m.from as u16;
                     for p in inst.members.clone() {
                         self.srv.insert(p, to);
                     }
@@ -691,6 +697,7 @@ pub fn run(c: &ScenarioConfig) -> ScenarioResult {
             samples: vec![],
             rounds: vec![],
             distributed_from: vec![0; n],
+            final_p2p_by_origin: vec![0; n],
             p2p_instances: 0,
             returned: 0,
             split_player_seconds: 0.0,
@@ -725,6 +732,10 @@ pub fn run(c: &ScenarioConfig) -> ScenarioResult {
         w.step(t as f64 / 1e6, e);
     }
     w.res.final_loads = w.loads();
+    let p2p = w.p2p();
+    for inst in w.insts.iter().filter(|i| i.alive && i.server == p2p) {
+        w.res.final_p2p_by_origin[inst.origin as usize] += inst.members.len() as u64;
+    }
     w.res
 }
 
@@ -761,6 +772,7 @@ pub fn one_shot_round(c: &ScenarioConfig, extra: u32) -> (u64, u64, u64) {
                 samples: vec![],
                 rounds: vec![],
                 distributed_from: vec![0; n],
+                final_p2p_by_origin: vec![0; n],
                 p2p_instances: 0,
                 returned: 0,
                 split_player_seconds: 0.0,
