@@ -39,9 +39,9 @@ fn balance_hybrid_sheds_more_and_ends_within_capacity() {
     assert!(dir.join("figure9_loads.svg").exists() && dir.join("figure9_loads.csv").exists());
     let t = table(&o, "instances-balance: scenario A, one row per seed");
     let (m, moved, maxl) = (
-        col(&t, "method"),
-        col(&t, "moved (1st round)"),
-        col(&t, "max load after 1st"),
+        col(t, "method"),
+        col(t, "moved (1st round)"),
+        col(t, "max load after 1st"),
     );
     let rows: Vec<&Vec<String>> = t.rows.iter().collect();
     for pair in rows.chunks(2) {
@@ -63,12 +63,12 @@ fn comm_classic_costs_more_than_hybrid_at_1000() {
     let t = table(&o, "Figure 10");
     let last = t.rows.last().unwrap();
     assert_eq!(last[0], "1000");
-    let c20 = num(&last[col(&t, "Classic F=20 (sim)")]);
-    let h = num(&last[col(&t, "Hybrid (sim)")]);
+    let c20 = num(&last[col(t, "Classic F=20 (sim)")]);
+    let h = num(&last[col(t, "Hybrid (sim)")]);
     assert!(c20 > h, "Classic {c20} vs Hybrid {h}");
     // Hybrid moves whole instances: at least extra + 10 % of 5,500
-    assert!(num(&last[col(&t, "Hybrid moved (sim)")]) >= 1550.0);
-    assert_eq!(num(&last[col(&t, "Classic moved (sim)")]), 1000.0);
+    assert!(num(&last[col(t, "Hybrid moved (sim)")]) >= 1550.0);
+    assert_eq!(num(&last[col(t, "Classic moved (sim)")]), 1000.0);
 }
 
 #[test]
@@ -77,17 +77,17 @@ fn p2p_exceeds_the_central_area() {
     assert!(dir.join("figure11.svg").exists() && dir.join("figure12.svg").exists());
     let t = table(&o, "Scenario B per Return RATE");
     for r in &t.rows {
-        assert!(num(&r[col(&t, "in P2P")]) > 0.0, "{r:?}");
+        assert!(num(&r[col(t, "in P2P")]) > 0.0, "{r:?}");
     }
     // with every player coming back (Return RATE 100 %) the system holds more players than
     // the Central Area could
     let r = t.rows.last().unwrap();
     assert!(
-        num(&r[col(&t, "players at end")]) > num(&r[col(&t, "CS capacity")]),
+        num(&r[col(t, "players at end")]) > num(&r[col(t, "CS capacity")]),
         "{r:?}"
     );
     // more players come back with a higher Return RATE
-    let ret = col(&t, "players returned");
+    let ret = col(t, "players returned");
     assert!(num(&t.rows[0][ret]) < num(&t.rows.last().unwrap()[ret]));
 }
 
@@ -97,9 +97,9 @@ fn qos_failover_is_safe_and_ll_beats_a_random_cs() {
     assert!(dir.join("takeover_cdf.svg").exists() && dir.join("report.json").exists());
     let t = table(&o, "Takeover after a server crash");
     for r in &t.rows {
-        assert_eq!(r[col(&t, "confirmed inputs lost")], "0", "{r:?}");
-        assert_eq!(r[col(&t, "≠ 1 server at end")], "0", "{r:?}");
-        assert_eq!(r[col(&t, "no promotion")], "0", "{r:?}");
+        assert_eq!(r[col(t, "confirmed inputs lost")], "0", "{r:?}");
+        assert_eq!(r[col(t, "≠ 1 server at end")], "0", "{r:?}");
+        assert_eq!(r[col(t, "no promotion")], "0", "{r:?}");
     }
     let t4 = table(&o, "Table 4");
     let r = t4
@@ -107,5 +107,5 @@ fn qos_failover_is_safe_and_ll_beats_a_random_cs() {
         .iter()
         .find(|r| r[0] == "plane, CS at random point" && r[1] == "5")
         .unwrap();
-    assert!(num(&r[col(&t4, "hybrid LL mean")]) < num(&r[col(&t4, "client-server mean")]));
+    assert!(num(&r[col(t4, "hybrid LL mean")]) < num(&r[col(t4, "client-server mean")]));
 }
