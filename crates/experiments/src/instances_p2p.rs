@@ -11,8 +11,13 @@ use worldmesh_report::{LinePlot, Series, Table};
 /// Message size used to turn messages into bandwidth (§5.2, citing [16]: 141 bytes).
 pub const MESSAGE_BYTES: f64 = 141.0;
 
-/// Algorithm 3's status period `T` used to count the P2P instances' status messages (s).
-pub const STATUS_PERIOD_S: f64 = 0.2;
+/// Algorithm 3's status period `T` used to count the P2P instances' status messages (s):
+/// the failover machine's default heartbeat period.
+pub fn status_period_s() -> f64 {
+    worldmesh_instances::failover::FailoverConfig::default()
+        .heartbeat
+        .as_secs_f64()
+}
 
 fn config(return_rate: f64, seed: u64, quick: bool) -> ScenarioConfig {
     let mut c = ScenarioConfig::scenario_b(return_rate, seed);
@@ -78,7 +83,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             format!("{:.0}", msgs * MESSAGE_BYTES / c.duration_s),
             format!(
                 "{:.1}",
-                r.p2p_instance_seconds / STATUS_PERIOD_S / c.duration_s
+                r.p2p_instance_seconds / status_period_s() / c.duration_s
             ),
         ]);
         if (rr - 0.5).abs() < 1e-9 || (ctx.quick && rr == 0.0) {

@@ -112,6 +112,27 @@ pub fn instance_failure_probability(disconnect_probability: &[f64]) -> f64 {
     }
 }
 
+/// The probability that at most one player remains (every player but at most one
+/// disconnects), with independent disconnection probabilities:
+/// `∏ p_i + Σ_j (1 − p_j) ∏_{i≠j} p_i`. This is the event the paper's Table 5 formula
+/// ([`instance_failure_probability`]) is meant to measure; the paper's product keeps only
+/// the one term in which the *least reliable* player is the survivor, so it underestimates
+/// it (by a factor of about `n` when the probabilities are similar).
+pub fn probability_at_most_one_remains(disconnect_probability: &[f64]) -> f64 {
+    let all: f64 = disconnect_probability.iter().product();
+    let mut sum = all;
+    for j in 0..disconnect_probability.len() {
+        let others: f64 = disconnect_probability
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != j)
+            .map(|(_, p)| p)
+            .product();
+        sum += (1.0 - disconnect_probability[j]) * others;
+    }
+    sum.min(1.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +176,29 @@ mod tests {
     fn failure_probability_excludes_the_worst() {
         let f = instance_failure_probability(&[0.5, 0.2, 0.9, 0.1]);
         assert!((f - 0.5 * 0.2 * 0.1).abs() < 1e-15);
+    }
+
+    #[test]
+    fn at_most_one_remains_by_enumeration() {
+        // brute force over all 2^n outcomes
+        let p = [0.3, 0.5, 0.2, 0.7];
+        let mut brute = 0.0;
+        for mask in 0u32..16 {
+            let stay = (0..4).filter(|i| mask & (1 << i) != 0).count();
+            if stay <= 1 {
+                brute += (0..4)
+                    .map(|i| {
+                        if mask & (1 << i) != 0 {
+                            1.0 - p[i]
+                        } else {
+                            p[i]
+                        }
+                    })
+                    .product::<f64>();
+            }
+        }
+        assert!((probability_at_most_one_remains(&p) - brute).abs() < 1e-12);
+        assert!(instance_failure_probability(&p) < brute);
     }
 
     proptest! {
