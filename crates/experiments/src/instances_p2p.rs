@@ -8,7 +8,7 @@ use worldmesh_instances::cost::p2p_cost;
 use worldmesh_instances::sim::{ScenarioConfig, run as run_scenario};
 use worldmesh_report::{LinePlot, Series, Table};
 
-/// Message size used to turn messages into bandwidth (§5.2, citing [16]: 141 bytes).
+/// Message size used to turn messages into bandwidth (§5.2, citing ref. 16: 141 bytes).
 pub const MESSAGE_BYTES: f64 = 141.0;
 
 /// Algorithm 3's status period `T` used to count the P2P instances' status messages (s):

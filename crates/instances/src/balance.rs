@@ -1,5 +1,5 @@
 //! Load balancing in the Central Area: the paper's instance-based Algorithm 1 ("Hybrid",
-//! paper `003` §3.2) and Bezerra et al.'s player-based method ("Classic", §2, [6]) that the
+//! paper `003` §3.2) and Bezerra et al.'s player-based method ("Classic", §2, ref. 6) that the
 //! paper compares against (§5.1).
 //!
 //! Both are pure functions over a snapshot of the cluster: they return a plan (what to move

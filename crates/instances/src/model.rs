@@ -159,7 +159,7 @@ impl RegionGrid {
 
 /// A player's network position in the 2-D latency space of §5: coordinates in
 /// `[−1000, 1000]²`, latency between two points = Euclidean distance in milliseconds
-/// (the "triangulated heuristic" based on relative coordinates, [14]).
+/// (the "triangulated heuristic" based on relative coordinates, ref. 14).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NetCoord {
     /// x in `[−1000, 1000]`.
@@ -172,6 +172,52 @@ impl NetCoord {
     /// Latency to `other` in ms.
     pub fn latency_ms(&self, other: &NetCoord) -> f64 {
         ((self.x - other.x).powi(2) + (self.y - other.y).powi(2)).sqrt()
+    }
+}
+
+/// Where players' latencies come from (§5 uses 2-D coordinates; worldmesh also accepts a
+/// measured round-trip matrix such as the shipped PlanetLab one).
+#[derive(Clone, Debug)]
+pub enum LatencySource {
+    /// Players at points of the `[−1000, 1000]²` plane; latency = distance in ms.
+    Plane(Vec<NetCoord>),
+    /// Player `i` sits on host `hosts[i]` of `matrix`; latency = round-trip time in ms.
+    Matrix {
+        /// The matrix.
+        matrix: worldmesh_core::LatencyMatrix,
+        /// Host of each player.
+        hosts: Vec<usize>,
+    },
+}
+
+impl LatencySource {
+    /// Number of players.
+    pub fn len(&self) -> usize {
+        match self {
+            LatencySource::Plane(p) => p.len(),
+            LatencySource::Matrix { hosts, .. } => hosts.len(),
+        }
+    }
+
+    /// True when there is no player.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Latency between players `i` and `j` in ms (0 for out-of-range players).
+    pub fn latency_ms(&self, i: usize, j: usize) -> f64 {
+        match self {
+            LatencySource::Plane(p) => match (p.get(i), p.get(j)) {
+                (Some(a), Some(b)) => a.latency_ms(b),
+                _ => 0.0,
+            },
+            LatencySource::Matrix { matrix, hosts } => match (hosts.get(i), hosts.get(j)) {
+                (Some(&a), Some(&b)) if a < matrix.len() && b < matrix.len() => {
+                    f64::from(matrix.rtt_ms(a, b))
+                }
+                _ => 0.0,
+            },
+        }
     }
 }
 
@@ -196,6 +242,23 @@ mod tests {
         assert_eq!(g.region_of(-5.0, 2000.0), 5);
         assert_eq!(g.neighbors(0), vec![1, 5]);
         assert_eq!(g.neighbors(7), vec![6, 8, 2]);
+    }
+
+    #[test]
+    fn latency_sources() {
+        let plane = LatencySource::Plane(vec![
+            NetCoord { x: 0.0, y: 0.0 },
+            NetCoord { x: 300.0, y: 400.0 },
+        ]);
+        assert_eq!(plane.latency_ms(0, 1), 500.0);
+        let m = worldmesh_core::LatencyMatrix::from_fn(3, |i, j| (i * 10 + j) as f32);
+        let src = LatencySource::Matrix {
+            matrix: m,
+            hosts: vec![2, 0],
+        };
+        assert_eq!(src.latency_ms(0, 1), 20.0);
+        assert_eq!(src.latency_ms(0, 7), 0.0);
+        assert_eq!(src.len(), 2);
     }
 
     #[test]

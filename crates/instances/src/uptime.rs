@@ -1,7 +1,7 @@
 //! Per-player uptime history and the reliability estimates built on it (paper `003` §3.2,
 //! the PD criterion, and §5.2.1).
 //!
-//! Each player keeps at most [`MAX_RECORDS`] (= 50, §3.2 citing [20]) past session uptimes.
+//! Each player keeps at most [`MAX_RECORDS`] (= 50, §3.2 citing ref. 20) past session uptimes.
 //! From them the PD criterion uses the interval `[mean − sd, mean + sd]` (§3.2 eq. 1) and
 //! ranks players by its lower end, `Uptime_min` (eq. 2, 3). A gamma distribution fitted to
 //! the history (maximum likelihood, [`GammaDist::fit_mle`]; the population default
