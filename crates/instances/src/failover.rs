@@ -647,8 +647,13 @@ impl Peer {
                 if self.role != Role::Server || from == CLUSTER {
                     return;
                 }
-                if !self.members.contains(&from) && !self.change_pending {
-                    // a former member (e.g. a deposed server) rejoins: a configuration change
+                if !self.members.contains(&from) {
+                    // Only a former member (e.g. a deposed server) may rejoin, as a
+                    // configuration change; strangers are ignored (no new players join an
+                    // instance, §3.2.1).
+                    if !self.former.contains(&from) || self.change_pending {
+                        return;
+                    }
                     self.members.push(from);
                     self.ranking.push(from);
                     self.former.remove(&from);
@@ -1067,5 +1072,112 @@ impl Peer {
             };
             self.send(CLUSTER, msg);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server() -> Peer {
+        Peer::new(
+            0,
+            FailoverConfig::default(),
+            vec![0, 1, 2],
+            0,
+            Some(1),
+            vec![0, 1, 2],
+            Time::ZERO,
+        )
+    }
+
+    #[test]
+    fn strangers_and_oversized_batches_are_bounded() {
+        let mut s = server();
+        let now = Time::from_millis(10);
+        // a peer that is not a member cannot join or inject inputs
+        s.handle_message(
+            now,
+            99,
+            Msg::Input {
+                epoch: 1,
+                known: (1, 0),
+                inputs: vec![(1, 5)],
+            },
+        );
+        s.handle_timeout(now);
+        assert!(!s.members().contains(&99));
+        assert!(!s.state().players.contains_key(&99));
+        // a member's oversized batch is cut to max_batch
+        let inputs: Vec<(u64, u64)> = (1..=10_000).map(|i| (i, i)).collect();
+        s.handle_message(
+            now,
+            2,
+            Msg::Input {
+                epoch: 1,
+                known: (1, 0),
+                inputs,
+            },
+        );
+        s.handle_timeout(now + Duration::from_millis(50));
+        assert_eq!(
+            s.state().players[&2].seq,
+            FailoverConfig::default().max_batch as u64
+        );
+    }
+
+    #[test]
+    fn stale_server_is_told_about_the_newer_epoch_and_steps_down() {
+        let mut p = Peer::new(
+            2,
+            FailoverConfig::default(),
+            vec![0, 1, 2],
+            0,
+            Some(1),
+            vec![0, 1, 2],
+            Time::ZERO,
+        );
+        // player 2 follows epoch 3's server 1
+        p.handle_message(
+            Time::from_millis(1),
+            1,
+            Msg::Update {
+                epoch: 3,
+                key: (3, 1),
+                tick: 1,
+                replica: Some(0),
+                committed: 0,
+                confirmed: 0,
+            },
+        );
+        // the old server 0 of epoch 1 is answered with NewerEpoch
+        p.handle_message(
+            Time::from_millis(2),
+            0,
+            Msg::Update {
+                epoch: 1,
+                key: (1, 0),
+                tick: 9,
+                replica: Some(1),
+                committed: 0,
+                confirmed: 0,
+            },
+        );
+        let t = p.poll_transmit().unwrap();
+        assert_eq!(
+            t,
+            Transmit {
+                to: 0,
+                msg: Msg::NewerEpoch {
+                    epoch: 3,
+                    server: Some(1)
+                }
+            }
+        );
+        let mut s = server();
+        s.handle_message(Time::from_millis(3), 2, t.msg);
+        assert_eq!(s.role(), Role::Player);
+        assert_eq!(s.server(), Some(1));
+        assert_eq!(s.poll_event(), Some(Event::SteppedDown { epoch: 3 }));
     }
 }
