@@ -86,8 +86,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         let seed = ctx.seed.wrapping_add(k);
         let ch = scenario(Method::Hybrid, seed, ctx.quick);
         let cc = scenario(Method::Classic, seed, ctx.quick);
-        let h = run_scenario(&ch);
-        let c = run_scenario(&cc);
+        let h = run_scenario(&ch).map_err(|e| ExperimentError::Input(e.to_string()))?;
+        let c = run_scenario(&cc).map_err(|e| ExperimentError::Input(e.to_string()))?;
         for (i, (name, r, conf)) in [("Hybrid", &h, &ch), ("Classic", &c, &cc)]
             .into_iter()
             .enumerate()

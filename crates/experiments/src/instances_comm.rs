@@ -42,7 +42,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         let c20 = classic_cost(e, 0.10, 20.0, 1.0);
         let c25 = classic_cost(e, 0.10, 25.0, 1.0);
         let h = hybrid_cost(e, margin);
-        let (hm, cm, split) = one_shot_round(&base, x);
+        let (hm, cm, split) =
+            one_shot_round(&base, x).map_err(|e| ExperimentError::Input(e.to_string()))?;
         let inter = if cm > 0 {
             split as f64 / cm as f64
         } else {
@@ -92,8 +93,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     // Dynamic phase of scenario A: moves plus F messages/s for every split player-second.
     let ch = scenario(Method::Hybrid, ctx.seed, ctx.quick);
     let cc = scenario(Method::Classic, ctx.seed, ctx.quick);
-    let h = run_scenario(&ch);
-    let c = run_scenario(&cc);
+    let h = run_scenario(&ch).map_err(|e| ExperimentError::Input(e.to_string()))?;
+    let c = run_scenario(&cc).map_err(|e| ExperimentError::Input(e.to_string()))?;
     let mut d = Table::new(
         "Scenario A dynamic phase: balancing messages over the whole run",
         &[

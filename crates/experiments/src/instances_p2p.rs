@@ -60,7 +60,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let mut over_time = None;
     for &rr in &rates {
         let c = config(rr, ctx.seed, ctx.quick);
-        let r = run_scenario(&c);
+        let r = run_scenario(&c).map_err(|e| ExperimentError::Input(e.to_string()))?;
         let last = r.samples.last().cloned();
         let msgs = 2.0 * r.players_distributed() as f64 + r.returned as f64;
         let (total, cs, p2p) = last.as_ref().map_or((0, 0, 0), |s| {

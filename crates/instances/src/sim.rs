@@ -86,7 +86,116 @@ pub struct ScenarioConfig {
     pub seed: u64,
 }
 
+/// Why a scenario configuration cannot run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ScenarioError {
+    /// The region grid does not have one region per server.
+    #[error(
+        "the map has {regions} regions but the cluster has {servers} servers (one region per server)"
+    )]
+    RegionsVsServers {
+        /// `cols × rows`.
+        regions: usize,
+        /// `N`.
+        servers: usize,
+    },
+    /// Server count out of range.
+    #[error("servers must be between 1 and 60000, got {0}")]
+    Servers(usize),
+    /// A numeric parameter is out of range.
+    #[error("parameter `{name}` = {value} is out of range ({why})")]
+    Parameter {
+        /// Field name.
+        name: &'static str,
+        /// Its value.
+        value: f64,
+        /// The valid range.
+        why: &'static str,
+    },
+    /// The instance mix is empty or has a zero size or a non-positive total share.
+    #[error("the instance mix needs at least one kind with size ≥ 1 and positive shares")]
+    Mix,
+}
+
 impl ScenarioConfig {
+    /// Checks the configuration (it may come from a file).
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        let n = self.cluster.servers;
+        if n == 0 || n > 60_000 {
+            return Err(ScenarioError::Servers(n));
+        }
+        if self.grid.len() != n {
+            return Err(ScenarioError::RegionsVsServers {
+                regions: self.grid.len(),
+                servers: n,
+            });
+        }
+        let nonneg = [
+            ("connect_rate", self.connect_rate),
+            ("disconnect_rate", self.disconnect_rate),
+            ("move_rate", self.move_rate),
+            ("move_sigma", self.move_sigma),
+            ("form_rate", self.form_rate),
+            ("hotspot_sigma", self.hotspot_sigma),
+            ("warmup_s", self.warmup_s),
+            ("duration_s", self.duration_s),
+        ];
+        for (name, value) in nonneg {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(ScenarioError::Parameter {
+                    name,
+                    value,
+                    why: "finite, ≥ 0",
+                });
+            }
+        }
+        let positive = [
+            ("instance_mean_s", self.instance_mean_s),
+            ("hotspot_period_s", self.hotspot_period_s),
+            ("balance_period_s", self.balance_period_s),
+            ("sample_period_s", self.sample_period_s),
+            ("grid.width", self.grid.width),
+            ("grid.height", self.grid.height),
+        ];
+        for (name, value) in positive {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(ScenarioError::Parameter {
+                    name,
+                    value,
+                    why: "finite, > 0",
+                });
+            }
+        }
+        let shares = [
+            ("main_game_share", self.main_game_share),
+            ("hotspot_share", self.hotspot_share),
+            ("return_rate", self.return_rate),
+            ("cluster.extra_fraction", self.cluster.extra_fraction),
+        ];
+        for (name, value) in shares {
+            if !(0.0..=1.0).contains(&value) {
+                return Err(ScenarioError::Parameter {
+                    name,
+                    value,
+                    why: "in [0, 1]",
+                });
+            }
+        }
+        let total: f64 = self.mix.kinds.iter().map(|k| k.1).sum();
+        if self.mix.kinds.is_empty()
+            || self
+                .mix
+                .kinds
+                .iter()
+                .any(|&(size, share)| size == 0 || !(share.is_finite() && share >= 0.0))
+            || total.is_nan()
+            || total <= 0.0
+        {
+            return Err(ScenarioError::Mix);
+        }
+        Ok(())
+    }
+
     /// Scenario A (§5) with the given balancer; the Hybrid balancer is confined to the
     /// Central Area, like Classic, so that the comparison is about balancing only.
     pub fn scenario_a(method: Method, seed: u64) -> Self {
@@ -675,8 +784,9 @@ fn populate(w: &mut World<'_>) {
     }
 }
 
-/// Runs one scenario.
-pub fn run(c: &ScenarioConfig) -> ScenarioResult {
+/// Runs one scenario (after [`ScenarioConfig::validate`]).
+pub fn run(c: &ScenarioConfig) -> Result<ScenarioResult, ScenarioError> {
+    c.validate()?;
     let n = c.cluster.servers;
     let mut w = World {
         c,
@@ -736,14 +846,15 @@ pub fn run(c: &ScenarioConfig) -> ScenarioResult {
     for inst in w.insts.iter().filter(|i| i.alive && i.server == p2p) {
         w.res.final_p2p_by_origin[inst.origin as usize] += inst.members.len() as u64;
     }
-    w.res
+    Ok(w.res)
 }
 
 /// A one-shot balancing experiment for the communication-cost curve (§5.1, Figure 10):
 /// the scenario-A population of `c` at `t = 0`, reshaped so that server 0 carries
 /// `extra` players above `max_S_load` and the others 80 % of it; then one round of each
 /// balancer. Returns `(hybrid_moved, classic_moved, classic_moved_split)`.
-pub fn one_shot_round(c: &ScenarioConfig, extra: u32) -> (u64, u64, u64) {
+pub fn one_shot_round(c: &ScenarioConfig, extra: u32) -> Result<(u64, u64, u64), ScenarioError> {
+    c.validate()?;
     let mut out = [0u64; 3];
     for (k, method) in [Method::Hybrid, Method::Classic].into_iter().enumerate() {
         let mut cc = c.clone();
@@ -829,7 +940,7 @@ pub fn one_shot_round(c: &ScenarioConfig, extra: u32) -> (u64, u64, u64) {
         }
         let _ = k;
     }
-    (out[0], out[1], out[2])
+    Ok((out[0], out[1], out[2]))
 }
 
 #[cfg(test)]
@@ -850,7 +961,7 @@ mod tests {
 
     #[test]
     fn hybrid_never_splits_instances_and_conserves_players() {
-        let r = run(&small(Method::Hybrid, 1));
+        let r = run(&small(Method::Hybrid, 1)).unwrap();
         assert!(r.samples.iter().all(|s| s.split_players == 0));
         assert!(r.players_moved() > 0, "hot spots make balancing necessary");
         // every moved batch is whole instances: sizes come from the mix
@@ -863,17 +974,17 @@ mod tests {
 
     #[test]
     fn classic_splits_instances() {
-        let r = run(&small(Method::Classic, 1));
+        let r = run(&small(Method::Classic, 1)).unwrap();
         assert!(r.players_moved() > 0);
         assert!(r.rounds.iter().map(|x| x.moved_split).sum::<u64>() > 0);
     }
 
     #[test]
     fn same_seed_same_run_and_same_start_for_both_methods() {
-        let a = run(&small(Method::Hybrid, 9));
-        let b = run(&small(Method::Hybrid, 9));
+        let a = run(&small(Method::Hybrid, 9)).unwrap();
+        let b = run(&small(Method::Hybrid, 9)).unwrap();
         assert_eq!(a, b);
-        let c = run(&small(Method::Classic, 9));
+        let c = run(&small(Method::Classic, 9)).unwrap();
         assert_eq!(a.initial_loads, c.initial_loads);
     }
 
@@ -886,7 +997,7 @@ mod tests {
         c.disconnect_rate = 0.5;
         c.form_rate = 0.4;
         c.duration_s = 900.0;
-        let r = run(&c);
+        let r = run(&c).unwrap();
         assert!(r.players_distributed() > 0);
         let last = r.samples.last().unwrap();
         assert!(
@@ -897,9 +1008,46 @@ mod tests {
     }
 
     #[test]
+    fn bad_configurations_are_errors() {
+        let mut c = ScenarioConfig::scenario_a(Method::Hybrid, 1);
+        c.cluster.servers = 7;
+        assert_eq!(
+            run(&c).unwrap_err(),
+            ScenarioError::RegionsVsServers {
+                regions: 10,
+                servers: 7
+            }
+        );
+        let mut c = ScenarioConfig::scenario_a(Method::Hybrid, 1);
+        c.connect_rate = f64::NAN;
+        assert!(matches!(
+            run(&c),
+            Err(ScenarioError::Parameter {
+                name: "connect_rate",
+                ..
+            })
+        ));
+        let mut c = ScenarioConfig::scenario_a(Method::Hybrid, 1);
+        c.return_rate = 1.5;
+        assert!(matches!(
+            run(&c),
+            Err(ScenarioError::Parameter {
+                name: "return_rate",
+                ..
+            })
+        ));
+        let mut c = ScenarioConfig::scenario_a(Method::Hybrid, 1);
+        c.mix.kinds = vec![(0, 1.0)];
+        assert_eq!(run(&c).unwrap_err(), ScenarioError::Mix);
+        let mut c = ScenarioConfig::scenario_a(Method::Hybrid, 1);
+        c.balance_period_s = 0.0;
+        assert!(run(&c).is_err());
+    }
+
+    #[test]
     fn one_shot_moves_whole_instances_vs_exact_players() {
         let c = ScenarioConfig::scenario_a(Method::Hybrid, 5);
-        let (h, cl, split) = one_shot_round(&c, 600);
+        let (h, cl, split) = one_shot_round(&c, 600).unwrap();
         assert_eq!(cl, 600, "Classic moves exactly the extra players");
         assert!(h >= 600 + 550, "Hybrid sheds extra + 10 % of max: {h}");
         assert!(split > 0 && split <= cl);
