@@ -466,7 +466,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                         .wrapping_mul(1_000_003)
                         .wrapping_add(trial as u64 * 31 + size as u64),
                 };
-                let rep = run_harness(&cfg);
+                let rep = run_harness(&cfg).map_err(|e| ExperimentError::Run(e.to_string()))?;
                 match rep.takeover {
                     Some(t) => {
                         take.push(t.as_secs_f64() * 1000.0);
@@ -560,7 +560,10 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             end: Time::from_millis(quiet_secs * 1000),
             seed: ctx.seed ^ (run_i as u64 + 1).wrapping_mul(0x9E37_79B9),
         };
-        spurious += run_harness(&cfg).promotions.len();
+        spurious += run_harness(&cfg)
+            .map_err(|e| ExperimentError::Run(e.to_string()))?
+            .promotions
+            .len();
     }
     out.notes.push(format!(
         "Spurious promotions without failures: {spurious} in {quiet_runs} runs × {quiet_secs} s of a 10-player instance at 5 % loss."

@@ -102,8 +102,60 @@ fn digest_of(log: &[u64], upto: u64) -> Option<Progress> {
     (log.len() as u64 >= upto).then_some(p)
 }
 
-/// Runs one scenario.
-pub fn run(cfg: &HarnessConfig) -> HarnessReport {
+/// Why a harness scenario cannot run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HarnessError {
+    /// The delay matrix is empty, not square, or has a negative or non-finite entry.
+    #[error("one_way_ms must be a non-empty square matrix of finite delays ≥ 0 (row {row})")]
+    Delays {
+        /// First bad row.
+        row: usize,
+    },
+    /// A peer id (server, replica, ranking, crash or partition) is not a member.
+    #[error("peer {0} is not a member")]
+    UnknownPeer(PeerId),
+    /// Loss or jitter outside `[0, 1]`.
+    #[error("loss and jitter must be in [0, 1]")]
+    Probability,
+}
+
+impl HarnessConfig {
+    /// Checks the scenario.
+    pub fn validate(&self) -> Result<(), HarnessError> {
+        let n = self.one_way_ms.len();
+        if n == 0 {
+            return Err(HarnessError::Delays { row: 0 });
+        }
+        for (row, r) in self.one_way_ms.iter().enumerate() {
+            if r.len() != n || r.iter().any(|d| !(d.is_finite() && *d >= 0.0)) {
+                return Err(HarnessError::Delays { row });
+            }
+        }
+        let ids = [self.server]
+            .into_iter()
+            .chain(self.replica)
+            .chain(self.ranking.iter().copied())
+            .chain(self.crashes.iter().map(|c| c.0))
+            .chain(
+                self.partitions
+                    .iter()
+                    .flat_map(|p| p.isolated.iter().copied()),
+            );
+        for id in ids {
+            if id as usize >= n {
+                return Err(HarnessError::UnknownPeer(id));
+            }
+        }
+        if !(0.0..=1.0).contains(&self.loss) || !(0.0..=1.0).contains(&self.jitter) {
+            return Err(HarnessError::Probability);
+        }
+        Ok(())
+    }
+}
+
+/// Runs one scenario (after [`HarnessConfig::validate`]).
+pub fn run(cfg: &HarnessConfig) -> Result<HarnessReport, HarnessError> {
+    cfg.validate()?;
     let n = cfg.one_way_ms.len();
     let members: Vec<PeerId> = (0..n as PeerId).collect();
     let mut rng = DetRng::new(cfg.seed);
@@ -254,7 +306,7 @@ pub fn run(cfg: &HarnessConfig) -> HarnessReport {
             }
         }
     }
-    rep
+    Ok(rep)
 }
 
 /// One-way delays for `n` members placed uniformly in the paper's `[−1000, 1000]²` latency
@@ -314,7 +366,7 @@ mod tests {
     #[test]
     fn no_failure_no_promotion_under_loss() {
         for seed in 0..5 {
-            let r = run(&base(8, 0.05, seed));
+            let r = run(&base(8, 0.05, seed)).unwrap();
             assert!(
                 r.promotions.is_empty(),
                 "spurious promotion: {:?}",
@@ -336,7 +388,7 @@ mod tests {
         for seed in 0..20 {
             let mut c = base(10, 0.05, seed);
             c.crashes = vec![(0, Time::from_millis(2_000 + seed * 37))];
-            let r = run(&c);
+            let r = run(&c).unwrap();
             assert_eq!(r.promotions.len(), 1, "seed {seed}: {:?}", r.promotions);
             assert_eq!(r.promotions[0].1, 1, "the replica takes over");
             assert_eq!(r.servers_at_end, vec![1]);
@@ -365,7 +417,7 @@ mod tests {
             (1, Time::from_millis(2_500)),
             (2, Time::from_millis(4_000)),
         ];
-        let r = run(&c);
+        let r = run(&c).unwrap();
         assert_eq!(r.servers_at_end.len(), 1);
         assert_eq!(r.promotions.len(), 3, "{:?}", r.promotions);
         assert!(r.confirmed_lost.is_empty());
@@ -377,7 +429,7 @@ mod tests {
     fn replica_crash_is_replaced_without_epoch_change() {
         let mut c = base(6, 0.05, 4);
         c.crashes = vec![(1, Time::from_millis(1_000)), (0, Time::from_millis(3_000))];
-        let r = run(&c);
+        let r = run(&c).unwrap();
         // the server replaced its replica (player 2), which later takes over
         assert_eq!(r.promotions.len(), 1);
         assert_eq!(r.promotions[0].1, 2);
@@ -394,7 +446,7 @@ mod tests {
             isolated: vec![0],
         }];
         c.crashes = vec![];
-        let r = run(&c);
+        let r = run(&c).unwrap();
         // the replica is elected while 0 is cut off; 0 hears epoch 2 after healing
         assert_eq!(r.promotions.len(), 1, "{:?}", r.promotions);
         assert_eq!(r.promotions[0].1, 1);
@@ -415,7 +467,7 @@ mod tests {
             end: Time::from_millis(3_500),
             isolated: vec![1],
         }];
-        let r = run(&c);
+        let r = run(&c).unwrap();
         assert!(r.promotions.is_empty(), "{:?}", r.promotions);
         assert_eq!(r.servers_at_end, vec![0]);
         assert!(r.confirmed_lost.is_empty());
@@ -447,7 +499,7 @@ mod tests {
                 end: Time::from_millis(start + 200 + rng.below(1_500)),
                 isolated,
             }];
-            let r = run(&c);
+            let r = run(&c).unwrap();
             assert!(
                 r.servers_at_end.len() <= 1,
                 "seed {seed}: servers {:?}",
@@ -473,9 +525,22 @@ mod tests {
     }
 
     #[test]
+    fn bad_scenarios_are_errors() {
+        let mut c = base(4, 0.05, 1);
+        c.one_way_ms[2].pop();
+        assert_eq!(run(&c), Err(HarnessError::Delays { row: 2 }));
+        let mut c = base(4, 0.05, 1);
+        c.crashes = vec![(9, Time::ZERO)];
+        assert_eq!(run(&c), Err(HarnessError::UnknownPeer(9)));
+        let mut c = base(4, 0.05, 1);
+        c.loss = 2.0;
+        assert_eq!(run(&c), Err(HarnessError::Probability));
+    }
+
+    #[test]
     fn same_seed_same_run() {
         let mut c = base(9, 0.05, 11);
         c.crashes = vec![(0, Time::from_millis(1_700))];
-        assert_eq!(run(&c), run(&c));
+        assert_eq!(run(&c).unwrap(), run(&c).unwrap());
     }
 }
