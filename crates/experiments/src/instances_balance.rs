@@ -141,8 +141,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                     h.final_loads[s].to_string(),
                 ]);
             }
-            out.files
-                .push(ctx.out.write_csv("figure9_loads.csv", &fig)?);
+            out.files.push(ctx.out.write_csv("figure9_loads.csv", &fig)?);
             let pts = |v: &[u32]| {
                 v.iter()
                     .enumerate()
@@ -157,8 +156,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                 .with(Series::marked("Classic after", pts(&c.after_first_round)))
                 .with(Series::marked("Hybrid after", pts(&h.after_first_round)))
                 .with(Series::line("max_S_load", cap));
-            out.files
-                .push(ctx.out.write_plot("figure9_loads.svg", &plot)?);
+            out.files.push(ctx.out.write_plot("figure9_loads.svg", &plot)?);
             let ns = |r: &ScenarioResult| {
                 r.samples
                     .iter()
@@ -199,8 +197,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             format!("{:.0}", agg[i][3] / n),
         ]);
     }
-    out.files
-        .push(ctx.out.write_csv("per_seed.csv", &per_seed)?);
+    out.files.push(ctx.out.write_csv("per_seed.csv", &per_seed)?);
     out.files.push(ctx.out.write_csv("means.csv", &mean)?);
     out.files.push(ctx.out.write_json(
         "report.json",

@@ -42,13 +42,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         let c20 = classic_cost(e, 0.10, 20.0, 1.0);
         let c25 = classic_cost(e, 0.10, 25.0, 1.0);
         let h = hybrid_cost(e, margin);
-        let (hm, cm, split) =
-            one_shot_round(&base, x).map_err(|e| ExperimentError::Input(e.to_string()))?;
-        let inter = if cm > 0 {
-            split as f64 / cm as f64
-        } else {
-            0.0
-        };
+        let (hm, cm, split) = one_shot_round(&base, x).map_err(|e| ExperimentError::Input(e.to_string()))?;
+        let inter = if cm > 0 { split as f64 / cm as f64 } else { 0.0 };
         let s20 = classic_cost(cm as f64, inter, 20.0, 1.0);
         let s25 = classic_cost(cm as f64, inter, 25.0, 1.0);
         let sh = 2.0 * hm as f64;

@@ -81,10 +81,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             r.returned.to_string(),
             format!("{msgs:.0}"),
             format!("{:.0}", msgs * MESSAGE_BYTES / c.duration_s),
-            format!(
-                "{:.1}",
-                r.p2p_instance_seconds / status_period_s() / c.duration_s
-            ),
+            format!("{:.1}", r.p2p_instance_seconds / status_period_s() / c.duration_s),
         ]);
         if (rr - 0.5).abs() < 1e-9 || (ctx.quick && rr == 0.0) {
             let mut t = Table::new(

@@ -41,22 +41,14 @@ fn plane_latencies(rng: &mut DetRng, size: usize, trials: usize) -> [Vec<f64>; 4
     let mut out: [Vec<f64>; 4] = Default::default();
     for _ in 0..trials {
         let pts: Vec<(f64, f64)> = (0..size)
-            .map(|_| {
-                (
-                    rng.range_f64(-1000.0, 1000.0),
-                    rng.range_f64(-1000.0, 1000.0),
-                )
-            })
+            .map(|_| (rng.range_f64(-1000.0, 1000.0), rng.range_f64(-1000.0, 1000.0)))
             .collect();
         let d = |a: (f64, f64), b: (f64, f64)| ((a.0 - b.0).powi(2) + (a.1 - b.1).powi(2)).sqrt();
         let Some(pair) = select_by_latency(size, |i, j| d(pts[i], pts[j])) else {
             continue;
         };
         let other = rng.index(size);
-        let cs_rand = (
-            rng.range_f64(-1000.0, 1000.0),
-            rng.range_f64(-1000.0, 1000.0),
-        );
+        let cs_rand = (rng.range_f64(-1000.0, 1000.0), rng.range_f64(-1000.0, 1000.0));
         for (i, &p) in pts.iter().enumerate() {
             if i != pair.server {
                 out[0].push(d(p, pts[pair.server]));
@@ -73,12 +65,7 @@ fn plane_latencies(rng: &mut DetRng, size: usize, trials: usize) -> [Vec<f64>; 4
 
 /// Table 4 on a measured RTT matrix: players on random hosts, the cluster on the host with
 /// the least mean RTT to all hosts (a well-placed data centre). Returns (hybrid LL, CS).
-fn matrix_latencies(
-    rng: &mut DetRng,
-    m: &LatencyMatrix,
-    size: usize,
-    trials: usize,
-) -> [Vec<f64>; 2] {
+fn matrix_latencies(rng: &mut DetRng, m: &LatencyMatrix, size: usize, trials: usize) -> [Vec<f64>; 2] {
     let n = m.len();
     let cs = (0..n)
         .min_by(|&a, &b| {
@@ -92,8 +79,7 @@ fn matrix_latencies(
         let mut hosts: Vec<usize> = (0..n).filter(|&h| h != cs).collect();
         rng.shuffle(&mut hosts);
         hosts.truncate(size);
-        let Some(pair) =
-            select_by_latency(hosts.len(), |i, j| f64::from(m.rtt_ms(hosts[i], hosts[j])))
+        let Some(pair) = select_by_latency(hosts.len(), |i, j| f64::from(m.rtt_ms(hosts[i], hosts[j])))
         else {
             continue;
         };
@@ -156,10 +142,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let trials = if ctx.quick { 300 } else { 20_000 };
 
     // ---------------- Table 4: latency under LL ----------------
-    let path = ctx
-        .latency_file
-        .clone()
-        .unwrap_or_else(shipped_planetlab_path);
+    let path = ctx.latency_file.clone().unwrap_or_else(shipped_planetlab_path);
     let matrix = LatencyMatrix::load(&path).map_err(|e| ExperimentError::Input(e.to_string()))?;
     let mut t4 = Table::new(
         "Table 4: players' latency, LL-chosen instance server vs client-server",
@@ -177,10 +160,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     for size in [5usize, 10, 20, 40] {
         let [ll, rand_srv, cs0, csr] = plane_latencies(&mut rng.fork(size as u64), size, trials);
         let (lm, ls) = mean_sd(&ll);
-        for (label, cs) in [
-            ("plane, CS at centre", &cs0),
-            ("plane, CS at random point", &csr),
-        ] {
+        for (label, cs) in [("plane, CS at centre", &cs0), ("plane, CS at random point", &csr)] {
             let (cm, csd) = mean_sd(cs);
             t4.push([
                 label.to_string(),
@@ -194,9 +174,9 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             t4_json.push(serde_json::json!({"model": label, "size": size, "ll_mean": lm, "ll_sd": ls, "cs_mean": cm, "cs_sd": csd}));
         }
         let (rm, _) = mean_sd(&rand_srv);
-        t4_json.push(serde_json::json!({"model": "plane, random player as server", "size": size, "mean": rm}));
-        let [mll, mcs] =
-            matrix_latencies(&mut rng.fork(100 + size as u64), &matrix, size, trials / 4);
+        t4_json
+            .push(serde_json::json!({"model": "plane, random player as server", "size": size, "mean": rm}));
+        let [mll, mcs] = matrix_latencies(&mut rng.fork(100 + size as u64), &matrix, size, trials / 4);
         let (lm, ls) = mean_sd(&mll);
         let (cm, csd) = mean_sd(&mcs);
         t4.push([
@@ -210,8 +190,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         ]);
         t4_json.push(serde_json::json!({"model": "planetlab", "size": size, "ll_mean": lm, "ll_sd": ls, "cs_mean": cm, "cs_sd": csd}));
     }
-    out.files
-        .push(ctx.out.write_csv("table4_latency.csv", &t4)?);
+    out.files.push(ctx.out.write_csv("table4_latency.csv", &t4)?);
 
     // ---------------- Hazard finding ----------------
     let mut hz = Table::new(
@@ -238,10 +217,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     }
     for i in 0..=80 {
         let t = f64::from(i) * 0.1;
-        hz_pts[0].push((
-            t,
-            GammaDist::PAPER_POPULATION.conditional_disconnect(t, 1.0),
-        ));
+        hz_pts[0].push((t, GammaDist::PAPER_POPULATION.conditional_disconnect(t, 1.0)));
         hz_pts[1].push((t, GammaDist::PAPER_MOMENTS.conditional_disconnect(t, 1.0)));
     }
     let [h0, h1] = hz_pts;
@@ -312,8 +288,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                     .zip(&ps)
                     .map(|(m, p)| m.conditional_disconnect(p.elapsed, horizon))
                     .collect();
-                let leaves: Vec<bool> =
-                    ps.iter().map(|p| p.session - p.elapsed < horizon).collect();
+                let leaves: Vec<bool> = ps.iter().map(|p| p.session - p.elapsed < horizon).collect();
                 formula += instance_failure_probability(&cond);
                 exact += probability_at_most_one_remains(&cond);
                 if leaves.iter().filter(|&&l| l).count() + 1 >= size {
@@ -343,8 +318,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                     st.s_uptime_min += umin[ch.server];
                     st.s_paper_pd += pd_histogram_literal(&models[ch.server], umin[ch.server], 1.0);
                     st.rs_paper_pd += pd_histogram_literal(&models[rs], umin[rs], 1.0);
-                    st.same_as_paper +=
-                        f64::from(u8::from(paper.is_some_and(|p| p.server == ch.server)));
+                    st.same_as_paper += f64::from(u8::from(paper.is_some_and(|p| p.server == ch.server)));
                 }
             }
             for (k, st) in stats.iter().enumerate() {
@@ -380,8 +354,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         }
     }
     out.files.push(ctx.out.write_csv("table5_pd.csv", &t5)?);
-    out.files
-        .push(ctx.out.write_csv("table5_instance.csv", &t5f)?);
+    out.files.push(ctx.out.write_csv("table5_instance.csv", &t5f)?);
 
     // ---------------- Takeover under 5 % loss ----------------
     let fcfg = FailoverConfig::default();
@@ -437,11 +410,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                 let rtt = |i: usize, j: usize| f64::from(matrix.rtt_ms(pool[i], pool[j]));
                 let score = latency_scores(size, rtt);
                 let mut ranking: Vec<u32> = (0..size as u32).collect();
-                ranking.sort_by(|&a, &b| {
-                    score[a as usize]
-                        .total_cmp(&score[b as usize])
-                        .then(a.cmp(&b))
-                });
+                ranking.sort_by(|&a, &b| score[a as usize].total_cmp(&score[b as usize]).then(a.cmp(&b)));
                 let one_way: Vec<Vec<f64>> = (0..size)
                     .map(|i| {
                         (0..size)
@@ -520,8 +489,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     for (name, v) in &cdfs {
         plot = plot.with(Series::cdf(name.clone(), v));
     }
-    out.files
-        .push(ctx.out.write_plot("takeover_cdf.svg", &plot)?);
+    out.files.push(ctx.out.write_plot("takeover_cdf.svg", &plot)?);
     out.files.push(ctx.out.write_csv("takeover.csv", &tk)?);
 
     // Spurious promotions without any failure.

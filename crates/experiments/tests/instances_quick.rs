@@ -45,10 +45,7 @@ fn balance_hybrid_sheds_more_and_ends_within_capacity() {
     );
     let rows: Vec<&Vec<String>> = t.rows.iter().collect();
     for pair in rows.chunks(2) {
-        assert_eq!(
-            (pair[0][m].as_str(), pair[1][m].as_str()),
-            ("Hybrid", "Classic")
-        );
+        assert_eq!((pair[0][m].as_str(), pair[1][m].as_str()), ("Hybrid", "Classic"));
         // Hybrid sheds extra + 10 % of max_S_load per overloaded server: more than Classic.
         assert!(num(&pair[0][moved]) > num(&pair[1][moved]), "{pair:?}");
         // quick mode: max_S_load = 550; Hybrid leaves no server above it (the cluster has room)

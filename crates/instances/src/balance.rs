@@ -296,12 +296,7 @@ mod tests {
         }
     }
 
-    fn check_no_split(
-        insts: &[HostedInstance],
-        plan: &HybridPlan,
-        cfg: &ClusterConfig,
-        main: &[u32],
-    ) {
+    fn check_no_split(insts: &[HostedInstance], plan: &HybridPlan, cfg: &ClusterConfig, main: &[u32]) {
         // every instance ends in exactly one place and loads add up from whole instances
         let mut keys: Vec<u64> = plan.moves.iter().map(|m| m.key).collect();
         keys.sort_unstable();

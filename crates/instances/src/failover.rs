@@ -631,11 +631,7 @@ impl Peer {
                 }
                 self.known_committed = self.known_committed.max(committed);
                 self.my_confirmed = self.my_confirmed.max(confirmed);
-                while self
-                    .pending
-                    .front()
-                    .is_some_and(|&(s, _)| s <= self.my_confirmed)
-                {
+                while self.pending.front().is_some_and(|&(s, _)| s <= self.my_confirmed) {
                     self.pending.pop_front();
                 }
             }
@@ -841,17 +837,13 @@ impl Peer {
     /// Server: picks the best-ranked live member (not itself, not the current replica) as
     /// replica; a change of replica is a configuration change.
     fn appoint_replica(&mut self, now: Time) {
-        let exclude: Vec<PeerId> = [Some(self.id), self.replica]
-            .into_iter()
-            .flatten()
-            .collect();
+        let exclude: Vec<PeerId> = [Some(self.id), self.replica].into_iter().flatten().collect();
         let score: Vec<f64> = self
             .ranking
             .iter()
             .enumerate()
             .map(|(i, &m)| {
-                let alive =
-                    self.members.contains(&m) && self.alive_within(now, m, self.cfg.member_timeout);
+                let alive = self.members.contains(&m) && self.alive_within(now, m, self.cfg.member_timeout);
                 if alive { i as f64 } else { f64::INFINITY }
             })
             .collect();
@@ -872,8 +864,7 @@ impl Peer {
         self.replica = pick;
         self.change_config();
         if let Some(r) = pick {
-            self.events
-                .push_back(Event::ReplicaAppointed { replica: r });
+            self.events.push_back(Event::ReplicaAppointed { replica: r });
         }
     }
 
@@ -917,12 +908,7 @@ impl Peer {
             }
         }
         if let Some(s) = self.server.filter(|&s| s != self.id) {
-            let inputs: Vec<(u64, u64)> = self
-                .pending
-                .iter()
-                .take(self.cfg.max_batch)
-                .copied()
-                .collect();
+            let inputs: Vec<(u64, u64)> = self.pending.iter().take(self.cfg.max_batch).copied().collect();
             self.send(
                 s,
                 Msg::Input {
@@ -938,10 +924,7 @@ impl Peer {
         {
             self.send(r, Msg::Beat { epoch: self.epoch });
         }
-        if self.role == Role::Player
-            && !self.lost
-            && now - self.last_update_at >= self.cfg.detect() * 3
-        {
+        if self.role == Role::Player && !self.lost && now - self.last_update_at >= self.cfg.detect() * 3 {
             self.lost = true;
             self.events.push_back(Event::InstanceLost);
         }
@@ -997,12 +980,7 @@ impl Peer {
             self.appoint_replica(now);
         }
         self.check_gate();
-        let seqs: BTreeMap<PeerId, u64> = self
-            .state
-            .players
-            .iter()
-            .map(|(&p, pr)| (p, pr.seq))
-            .collect();
+        let seqs: BTreeMap<PeerId, u64> = self.state.players.iter().map(|(&p, pr)| (p, pr.seq)).collect();
         match self.replica {
             Some(r) => {
                 self.inflight.push_back((self.state.tick, seqs));
@@ -1029,27 +1007,13 @@ impl Peer {
         }
         let own = self.confirmed.get(&self.id).copied().unwrap_or(0);
         self.my_confirmed = self.my_confirmed.max(own);
-        while self
-            .pending
-            .front()
-            .is_some_and(|&(s, _)| s <= self.my_confirmed)
-        {
+        while self.pending.front().is_some_and(|&(s, _)| s <= self.my_confirmed) {
             self.pending.pop_front();
         }
         let beat = self.ticks.is_multiple_of(self.cfg.ticks_per_beat());
-        let mut to: Vec<PeerId> = self
-            .members
-            .iter()
-            .copied()
-            .filter(|&m| m != self.id)
-            .collect();
+        let mut to: Vec<PeerId> = self.members.iter().copied().filter(|&m| m != self.id).collect();
         if beat {
-            to.extend(
-                self.former
-                    .iter()
-                    .copied()
-                    .filter(|m| !self.members.contains(m)),
-            );
+            to.extend(self.former.iter().copied().filter(|m| !self.members.contains(m)));
         }
         for m in to {
             let confirmed = self.confirmed.get(&m).copied().unwrap_or(0);

@@ -88,9 +88,9 @@ enum Ev {
 }
 
 fn cut(parts: &[Partition], now: Time, a: PeerId, b: PeerId) -> bool {
-    parts.iter().any(|p| {
-        now >= p.start && now < p.end && (p.isolated.contains(&a) != p.isolated.contains(&b))
-    })
+    parts
+        .iter()
+        .any(|p| now >= p.start && now < p.end && (p.isolated.contains(&a) != p.isolated.contains(&b)))
 }
 
 /// Digest of a player's first `upto` inputs from its log.
@@ -136,11 +136,7 @@ impl HarnessConfig {
             .chain(self.replica)
             .chain(self.ranking.iter().copied())
             .chain(self.crashes.iter().map(|c| c.0))
-            .chain(
-                self.partitions
-                    .iter()
-                    .flat_map(|p| p.isolated.iter().copied()),
-            );
+            .chain(self.partitions.iter().flat_map(|p| p.isolated.iter().copied()));
         for id in ids {
             if id as usize >= n {
                 return Err(HarnessError::UnknownPeer(id));
@@ -179,14 +175,12 @@ pub fn run(cfg: &HarnessConfig) -> Result<HarnessReport, HarnessError> {
     let mut heap: BinaryHeap<Reverse<(Time, u64)>> = BinaryHeap::new();
     let mut evs: BTreeMap<u64, Ev> = BTreeMap::new();
     let mut seq = 0u64;
-    let mut push = |heap: &mut BinaryHeap<Reverse<(Time, u64)>>,
-                    evs: &mut BTreeMap<u64, Ev>,
-                    t: Time,
-                    e: Ev| {
-        seq += 1;
-        heap.push(Reverse((t, seq)));
-        evs.insert(seq, e);
-    };
+    let mut push =
+        |heap: &mut BinaryHeap<Reverse<(Time, u64)>>, evs: &mut BTreeMap<u64, Ev>, t: Time, e: Ev| {
+            seq += 1;
+            heap.push(Reverse((t, seq)));
+            evs.insert(seq, e);
+        };
     for p in &peers {
         if let Some(t) = p.poll_timeout() {
             push(&mut heap, &mut evs, t, Ev::Timer(p.id()));
@@ -314,12 +308,7 @@ pub fn run(cfg: &HarnessConfig) -> Result<HarnessReport, HarnessError> {
 /// the plane is seconds).
 pub fn plane_delays(rng: &mut DetRng, n: usize, scale: f64) -> Vec<Vec<f64>> {
     let pts: Vec<(f64, f64)> = (0..n)
-        .map(|_| {
-            (
-                rng.range_f64(-1000.0, 1000.0),
-                rng.range_f64(-1000.0, 1000.0),
-            )
-        })
+        .map(|_| (rng.range_f64(-1000.0, 1000.0), rng.range_f64(-1000.0, 1000.0)))
         .collect();
     pts.iter()
         .map(|a| {
@@ -367,18 +356,10 @@ mod tests {
     fn no_failure_no_promotion_under_loss() {
         for seed in 0..5 {
             let r = run(&base(8, 0.05, seed)).unwrap();
-            assert!(
-                r.promotions.is_empty(),
-                "spurious promotion: {:?}",
-                r.promotions
-            );
+            assert!(r.promotions.is_empty(), "spurious promotion: {:?}", r.promotions);
             assert_eq!(r.servers_at_end, vec![0]);
             assert!(r.confirmed_lost.is_empty());
-            assert!(
-                r.max_confirmed > 50,
-                "inputs get confirmed: {}",
-                r.max_confirmed
-            );
+            assert!(r.max_confirmed > 50, "inputs get confirmed: {}", r.max_confirmed);
             assert!(r.lost > 0);
         }
     }

@@ -181,9 +181,7 @@ pub fn digamma(mut x: f64) -> f64 {
         x += 1.0;
     }
     let x2 = 1.0 / (x * x);
-    acc + x.ln()
-        - 0.5 / x
-        - x2 * (1.0 / 12.0 - x2 * (1.0 / 120.0 - x2 * (1.0 / 252.0 - x2 / 240.0)))
+    acc + x.ln() - 0.5 / x - x2 * (1.0 / 12.0 - x2 * (1.0 / 120.0 - x2 * (1.0 / 252.0 - x2 / 240.0)))
 }
 
 /// Trigamma `ψ'(x)` for `x > 0` (recurrence then asymptotic series).
@@ -254,11 +252,8 @@ impl GammaDist {
                 _ => 0.0,
             };
         }
-        ((self.shape - 1.0) * t.ln()
-            - t / self.scale
-            - ln_gamma(self.shape)
-            - self.shape * self.scale.ln())
-        .exp()
+        ((self.shape - 1.0) * t.ln() - t / self.scale - ln_gamma(self.shape) - self.shape * self.scale.ln())
+            .exp()
     }
 
     /// `F(t) = P(uptime ≤ t) = P(k, t/θ)`: probability that a session has ended by `t`.
@@ -284,11 +279,7 @@ impl GammaDist {
     /// `t`. Increasing in `t` when `shape > 1`, constant (`1/θ`) at 1, decreasing below.
     pub fn hazard(&self, t: f64) -> f64 {
         let s = self.survival(t);
-        if s <= 0.0 {
-            f64::INFINITY
-        } else {
-            self.pdf(t) / s
-        }
+        if s <= 0.0 { f64::INFINITY } else { self.pdf(t) / s }
     }
 
     /// Conditional probability that a player who has already been online for `elapsed`
@@ -373,11 +364,7 @@ mod tests {
             assert!(close(ln_gamma(n as f64), fact.ln(), 1e-12), "n={n}");
             fact *= n as f64;
         }
-        assert!(close(
-            ln_gamma(0.5),
-            std::f64::consts::PI.sqrt().ln(),
-            1e-13
-        ));
+        assert!(close(ln_gamma(0.5), std::f64::consts::PI.sqrt().ln(), 1e-13));
         assert!(close(ln_gamma(0.1), 9.513_507_698_668_732_f64.ln(), 1e-12));
     }
 
@@ -386,10 +373,7 @@ mod tests {
         // Q(1, x) = e^{−x}; Q(2, x) = (1 + x) e^{−x} (closed forms).
         for &x in &[0.01, 0.5, 1.0, 1.99, 2.5, 10.0, 40.0] {
             assert!(close(gamma_q(1.0, x), (-x).exp(), 1e-13), "x={x}");
-            assert!(
-                close(gamma_q(2.0, x), (1.0 + x) * (-x).exp(), 1e-13),
-                "x={x}"
-            );
+            assert!(close(gamma_q(2.0, x), (1.0 + x) * (-x).exp(), 1e-13), "x={x}");
         }
     }
 
@@ -465,9 +449,7 @@ mod tests {
     fn fits_recover_parameters() {
         let truth = GammaDist::new(2.4, 1.2).unwrap();
         let mut rng = DetRng::new(7);
-        let xs: Vec<f64> = (0..20_000)
-            .map(|_| rng.gamma(truth.shape, truth.scale))
-            .collect();
+        let xs: Vec<f64> = (0..20_000).map(|_| rng.gamma(truth.shape, truth.scale)).collect();
         let mle = GammaDist::fit_mle(&xs).unwrap();
         let mom = GammaDist::fit_moments(&xs).unwrap();
         assert!(close(mle.shape, 2.4, 0.08), "{mle:?}");
@@ -490,21 +472,14 @@ mod tests {
         assert!(close(digamma(1.0), -euler, 1e-11));
         assert!(close(digamma(0.5), -euler - 2.0 * 2f64.ln(), 1e-11));
         // ψ'(1) = π²/6
-        assert!(close(
-            trigamma(1.0),
-            std::f64::consts::PI.powi(2) / 6.0,
-            1e-10
-        ));
+        assert!(close(trigamma(1.0), std::f64::consts::PI.powi(2) / 6.0, 1e-10));
     }
 
     #[test]
     fn bad_input_is_an_error() {
         assert!(GammaDist::new(0.0, 1.0).is_err());
         assert!(GammaDist::new(1.0, f64::NAN).is_err());
-        assert_eq!(
-            GammaDist::fit_mle(&[1.0]),
-            Err(GammaError::TooFewSamples(1))
-        );
+        assert_eq!(GammaDist::fit_mle(&[1.0]), Err(GammaError::TooFewSamples(1)));
         assert_eq!(
             GammaDist::fit_mle(&[1.0, -2.0]),
             Err(GammaError::BadSample {

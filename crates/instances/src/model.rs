@@ -70,11 +70,7 @@ impl InstanceMix {
     /// Mean instance size.
     pub fn mean_size(&self) -> f64 {
         let total: f64 = self.kinds.iter().map(|k| k.1).sum();
-        self.kinds
-            .iter()
-            .map(|&(s, p)| f64::from(s) * p)
-            .sum::<f64>()
-            / total
+        self.kinds.iter().map(|&(s, p)| f64::from(s) * p).sum::<f64>() / total
     }
 
     /// The size picked by a uniform draw `u ∈ [0, 1)`.
@@ -129,10 +125,10 @@ impl RegionGrid {
 
     /// The server managing position `(x, y)` (positions outside the map are clamped).
     pub fn region_of(&self, x: f64, y: f64) -> ServerIdx {
-        let cx = ((x / self.width * self.cols as f64).floor().max(0.0) as usize)
-            .min(self.cols.saturating_sub(1));
-        let cy = ((y / self.height * self.rows as f64).floor().max(0.0) as usize)
-            .min(self.rows.saturating_sub(1));
+        let cx =
+            ((x / self.width * self.cols as f64).floor().max(0.0) as usize).min(self.cols.saturating_sub(1));
+        let cy =
+            ((y / self.height * self.rows as f64).floor().max(0.0) as usize).min(self.rows.saturating_sub(1));
         cy * self.cols + cx
     }
 
@@ -246,10 +242,7 @@ mod tests {
 
     #[test]
     fn latency_sources() {
-        let plane = LatencySource::Plane(vec![
-            NetCoord { x: 0.0, y: 0.0 },
-            NetCoord { x: 300.0, y: 400.0 },
-        ]);
+        let plane = LatencySource::Plane(vec![NetCoord { x: 0.0, y: 0.0 }, NetCoord { x: 300.0, y: 400.0 }]);
         assert_eq!(plane.latency_ms(0, 1), 500.0);
         let m = worldmesh_core::LatencyMatrix::from_fn(3, |i, j| (i * 10 + j) as f32);
         let src = LatencySource::Matrix {

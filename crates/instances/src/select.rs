@@ -187,13 +187,7 @@ mod tests {
             let stay = (0..4).filter(|i| mask & (1 << i) != 0).count();
             if stay <= 1 {
                 brute += (0..4)
-                    .map(|i| {
-                        if mask & (1 << i) != 0 {
-                            1.0 - p[i]
-                        } else {
-                            p[i]
-                        }
-                    })
+                    .map(|i| if mask & (1 << i) != 0 { 1.0 - p[i] } else { p[i] })
                     .product::<f64>();
             }
         }

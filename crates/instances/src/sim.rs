@@ -90,9 +90,7 @@ pub struct ScenarioConfig {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ScenarioError {
     /// The region grid does not have one region per server.
-    #[error(
-        "the map has {regions} regions but the cluster has {servers} servers (one region per server)"
-    )]
+    #[error("the map has {regions} regions but the cluster has {servers} servers (one region per server)")]
     RegionsVsServers {
         /// `cols × rows`.
         regions: usize,
@@ -456,10 +454,8 @@ impl<'a> World<'a> {
     fn instance_point(&mut self) -> (f64, f64) {
         if !self.hot.is_empty() && self.rng.chance(self.c.hotspot_share) {
             let h = self.hot[self.rng.index(self.hot.len())];
-            let x = (h.0 + self.rng.normal() * self.c.hotspot_sigma)
-                .clamp(0.0, self.c.grid.width - 1e-6);
-            let y = (h.1 + self.rng.normal() * self.c.hotspot_sigma)
-                .clamp(0.0, self.c.grid.height - 1e-6);
+            let x = (h.0 + self.rng.normal() * self.c.hotspot_sigma).clamp(0.0, self.c.grid.width - 1e-6);
+            let y = (h.1 + self.rng.normal() * self.c.hotspot_sigma).clamp(0.0, self.c.grid.height - 1e-6);
             (x, y)
         } else {
             self.uniform_point()
@@ -685,10 +681,9 @@ impl<'a> World<'a> {
                 if n > 0 {
                     let p = self.mg.lists[0][self.rng.index(n)];
                     let (x, y) = self.pos[p as usize];
-                    let nx = (x + self.rng.normal() * self.c.move_sigma)
-                        .clamp(0.0, self.c.grid.width - 1e-6);
-                    let ny = (y + self.rng.normal() * self.c.move_sigma)
-                        .clamp(0.0, self.c.grid.height - 1e-6);
+                    let nx = (x + self.rng.normal() * self.c.move_sigma).clamp(0.0, self.c.grid.width - 1e-6);
+                    let ny =
+                        (y + self.rng.normal() * self.c.move_sigma).clamp(0.0, self.c.grid.height - 1e-6);
                     let (r0, r1) = (self.region((x, y)), self.region((nx, ny)));
                     self.pos[p as usize] = (nx, ny);
                     if r0 != r1 {

@@ -82,13 +82,7 @@ impl UptimeHistory {
         let sd = if n < 2 {
             0.0
         } else {
-            (self
-                .records
-                .iter()
-                .map(|x| (x - mean) * (x - mean))
-                .sum::<f64>()
-                / (n as f64 - 1.0))
-                .sqrt()
+            (self.records.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (n as f64 - 1.0)).sqrt()
         };
         Some((mean, sd))
     }
@@ -140,11 +134,7 @@ pub struct UptimeInterval {
 /// an actual probability that a server disconnects while it serves an instance we use
 /// [`GammaDist::conditional_disconnect`] instead.
 pub fn pd_histogram_literal(model: &GammaDist, uptime_min: f64, bin: f64) -> f64 {
-    let bin = if bin.is_finite() && bin > 0.0 {
-        bin
-    } else {
-        1.0
-    };
+    let bin = if bin.is_finite() && bin > 0.0 { bin } else { 1.0 };
     let upper = ((uptime_min.max(0.0) / bin).floor() + 1.0) * bin;
     model.survival(upper)
 }
