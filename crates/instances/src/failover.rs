@@ -79,6 +79,7 @@
 //! delays.
 
 use crate::select::best_candidate;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 use worldmesh_core::Time;
@@ -90,7 +91,7 @@ pub type PeerId = u32;
 pub const CLUSTER: PeerId = u32::MAX;
 
 /// Timing and bounds of the failover protocol.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FailoverConfig {
     /// Game tick `τ`: period of snapshots to the replica and updates to the players.
     pub tick: Duration,
@@ -136,7 +137,7 @@ impl FailoverConfig {
 }
 
 /// One player's progress in the game state: inputs applied in order, and a digest of them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Progress {
     /// Sequence number of the last applied input (0: none).
     pub seq: u64,
@@ -154,7 +155,7 @@ impl Progress {
 }
 
 /// The replicated game state: a tick counter and every player's applied inputs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GameState {
     /// Ticks the server(s) have run.
     pub tick: u64,
@@ -166,7 +167,7 @@ pub struct GameState {
 pub type ConfigKey = (u64, u64);
 
 /// Protocol messages.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Msg {
     /// Server → replica, every tick: the full state (also the server's heartbeat).
     Snapshot {
@@ -275,7 +276,7 @@ impl Msg {
 }
 
 /// A message to send.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Transmit {
     /// Destination ([`CLUSTER`] for the Central Area).
     pub to: PeerId,
@@ -284,7 +285,7 @@ pub struct Transmit {
 }
 
 /// Role of a peer (paper `003` §3.1: `AG_x.S`, `AG_x.RS`, player).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Role {
     /// `AG_x.S`.
     Server,
