@@ -22,9 +22,9 @@ pub struct ClusterArgs {
     /// How long the nodes run, e.g. 10s.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     duration: Duration,
-    /// Bots (players) per node.
-    #[arg(long, default_value_t = 8)]
-    bots_per_node: usize,
+    /// Players of the model workload per node.
+    #[arg(long, alias = "bots-per-node", default_value_t = 8)]
+    players_per_node: usize,
     /// Seed for every node (and the WAN shim's node-to-row mapping).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -83,7 +83,7 @@ async fn run_async(args: ClusterArgs) -> anyhow::Result<()> {
             .args(["--id", &i.to_string()])
             .arg("--cluster")
             .arg(&cluster_file)
-            .args(["--bots", &args.bots_per_node.to_string()])
+            .args(["--players", &args.players_per_node.to_string()])
             .args(["--duration", &format!("{}ms", args.duration.as_millis())])
             .args(["--seed", &args.seed.to_string()])
             .args(["--epoch-ms", &epoch_ms.to_string()])
@@ -136,9 +136,9 @@ async fn run_async(args: ClusterArgs) -> anyhow::Result<()> {
     let wall = started.elapsed().as_secs_f64();
     let run = RunSummary::from_nodes(&summaries);
     let title = format!(
-        "worldmesh cluster: {} real node processes on 127.0.0.1 x {} bots, {:.0} s, broadcast replication{}",
+        "worldmesh cluster: {} real node processes on 127.0.0.1 x {} players (model workload), {:.0} s, broadcast replication{}",
         args.nodes,
-        args.bots_per_node,
+        args.players_per_node,
         args.duration.as_secs_f64(),
         args.latency
             .as_ref()

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::io::AsyncReadExt as _;
 use worldmesh_core::{NodeId, Time};
-use worldmesh_game::wander::{Bot, WanderConfig};
+use worldmesh_game::{GameMap, ModelConfig, ModelObject, workload};
 use worldmesh_net::{Clock, DelayShim, PeerTable, RunOptions, run_node};
 use worldmesh_node::{Node, NodeConfig, RunSummary};
 
@@ -33,9 +33,10 @@ pub struct NodeArgs {
     /// Another member, as ID=HOST:PORT (repeat for each peer).
     #[arg(long, value_name = "ID=ADDR")]
     peer: Vec<String>,
-    /// Bots whose primaries this node holds.
-    #[arg(long, default_value_t = 8)]
-    bots: usize,
+    /// Players of the model workload whose primaries this node holds. The map is sized for
+    /// players × members, so every node must be given the same value.
+    #[arg(long, alias = "bots", default_value_t = 8)]
+    players: usize,
     /// Stop after this long (e.g. 10s); default: run until Ctrl-C.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<std::time::Duration>,
@@ -133,8 +134,8 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     if !(args.frame_hz.is_finite() && args.frame_hz > 0.0 && args.frame_hz <= 1000.0) {
         bail!("--frame-hz must be in (0, 1000], got {}", args.frame_hz);
     }
-    if args.bots > 100_000 {
-        bail!("--bots must be at most 100000, got {}", args.bots);
+    if args.players > 100_000 {
+        bail!("--players must be at most 100000, got {}", args.players);
     }
     let (listen, peers) = args.membership()?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -158,12 +159,20 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         };
         let mut cfg = NodeConfig::new(me, peers.ids(), args.seed);
         cfg.frame_interval = std::time::Duration::from_secs_f64(1.0 / args.frame_hz);
-        let world = Arc::new(WanderConfig::default());
+        // Every member builds the same map and the same initial objects from the seed.
+        let world = Arc::new(GameMap::generate(
+            &ModelConfig::default(),
+            nodes * args.players,
+            args.seed,
+        ));
         let now: Time = clock.now();
-        let mut node: Node<Bot> = Node::new(cfg, Arc::clone(&world), now);
-        for _ in 0..args.bots {
-            let bot = Bot::random(&world, node.rng());
-            node.spawn(now, bot);
+        let mut node: Node<ModelObject> = Node::new(cfg, Arc::clone(&world), now);
+        let mine = workload::initial_objects(&world, nodes, args.players, args.seed)
+            .into_iter()
+            .nth(args.id as usize)
+            .unwrap_or_default();
+        for o in mine {
+            node.spawn(now, o);
         }
         let watch_stdin = args.exit_on_stdin_close;
         let shutdown = async move {

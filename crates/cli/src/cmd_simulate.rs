@@ -142,7 +142,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         cfg.game.map,
         cfg.nodes * cfg.players_per_node,
         cfg.duration_s,
-        cfg.warmup_s,
+        cfg.effective_warmup(),
         cfg.network.latency,
         cfg.network.loss
     )

@@ -27,7 +27,7 @@ fn cluster_of_three_real_processes_exchanges_state() {
             "3",
             "--duration",
             "2s",
-            "--bots-per-node",
+            "--players-per-node",
             "5",
             "--loss",
             "0.05",
@@ -49,10 +49,11 @@ fn cluster_of_three_real_processes_exchanges_state() {
     let nodes = r["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 3);
     for n in nodes {
-        assert_eq!(n["primaries"], 5);
-        assert_eq!(
-            n["replicas"], 10,
-            "every node holds the other two nodes' bots: {n}"
+        // 5 players each plus the map's items (spread round-robin) and live missiles.
+        assert!(n["primaries"].as_u64().unwrap() >= 5, "{n}");
+        assert!(
+            n["replicas"].as_u64().unwrap() >= 10,
+            "every node holds the other nodes' players: {n}"
         );
         // 10 ms one way + ≤ 1 frame + a few lost frames, far below the 2 s replica TTL.
         assert!(n["staleness_max_ms"].as_f64().unwrap() < 1000.0, "{n}");
@@ -71,7 +72,7 @@ fn simulate_writes_a_report_and_is_deterministic() {
                 "--quiet",
                 "--nodes",
                 "6",
-                "--bots-per-node",
+                "--players-per-node",
                 "3",
                 "--duration",
                 "2s",
@@ -180,7 +181,7 @@ fn help_explains_every_command() {
     for flag in [
         "--config",
         "--nodes",
-        "--bots-per-node",
+        "--players-per-node",
         "--duration",
         "--seed",
         "--latency",

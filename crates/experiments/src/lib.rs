@@ -10,6 +10,10 @@
 #![forbid(unsafe_code)]
 
 pub mod core_selection;
+pub mod instances_balance;
+pub mod instances_comm;
+pub mod instances_p2p;
+pub mod instances_qos;
 pub mod sim_speed;
 pub mod vivaldi;
 
@@ -90,6 +94,30 @@ pub fn registry() -> Vec<Experiment> {
             reproduces: "paper 001 §6.2 Fig. 5a, §6.3.2 Fig. 7a/7b and Fig. 8",
             summary: "group diameter vs proxies on a Waxman topology; core choice with estimated latencies (hit ratio, core-node error)",
             run: core_selection::run,
+        },
+        Experiment {
+            name: "instances-balance",
+            reproduces: "paper 003 Figure 9",
+            summary: "per-server load before/after one balancing round, Classic vs Hybrid, players moved (scenario A)",
+            run: instances_balance::run,
+        },
+        Experiment {
+            name: "instances-comm",
+            reproduces: "paper 003 Figure 10 (Table 1)",
+            summary: "communication cost of balancing vs extra_S_players, Classic (Interaction 10 %, F 20/25) vs Hybrid",
+            run: instances_comm::run,
+        },
+        Experiment {
+            name: "instances-p2p",
+            reproduces: "paper 003 Figures 11 and 12 (Table 2)",
+            summary: "scenario B: overflow to the P2P area per server, total players vs capacity, cost vs Return RATE",
+            run: instances_p2p::run,
+        },
+        Experiment {
+            name: "instances-qos",
+            reproduces: "paper 003 Tables 4 and 5, Algorithms 3/4",
+            summary: "LL latency vs client-server, PD failure probability (and the hazard finding), failover takeover time under 5 % loss",
+            run: instances_qos::run,
         },
     ]
 }

@@ -38,6 +38,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             nodes,
             players_per_node: 8,
             duration_s: duration,
+            warmup_s: if ctx.quick { 1.0 } else { 5.0 },
             seed: ctx.seed,
             ..SimConfig::default()
         };

@@ -80,7 +80,7 @@ impl Ord for Dist {
 impl GameMap {
     /// Generates the map for `players` players.
     pub fn generate(config: &ModelConfig, players: usize, seed: u64) -> Self {
-        let mut rng = DetRng::new(seed).fork(0x6d61_70);
+        let mut rng = DetRng::new(seed).fork(0x006d_6170);
         let (width, height) = config.map_size(players);
         let units = (width * height) / (config.side_per_16_players * config.side_per_16_players);
         let count = |per16: f32| ((per16 * units).round() as usize).max(1);

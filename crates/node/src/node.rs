@@ -353,11 +353,16 @@ impl<O: GameObject> Node<O> {
         self.events.push_back(e);
     }
 
-    /// Ages (now − primary's send time of the version held) of every replica, in ms.
+    /// Ages (now − primary's send time of the version held), in ms, of the replicas that
+    /// received an update in the last second: objects that are changing. (A replica of an
+    /// object that does not change is current however old its version is, and the node
+    /// cannot tell those apart from stale ones without asking the primary; the simulator
+    /// measures staleness against the primaries exactly.)
     pub fn replica_ages_ms(&self, now: Time) -> Vec<f64> {
         self.store()
             .iter()
             .filter(|(_, e)| matches!(e.role, Role::Replica { .. }))
+            .filter(|(_, e)| now - e.updated_at <= Duration::from_secs(1))
             .map(|(_, e)| (now - e.state_time).as_secs_f64() * 1000.0)
             .collect()
     }
@@ -374,6 +379,7 @@ impl<O: GameObject> Node<O> {
             &self.stats,
             (from_s, to_s),
             self.store().primary_count(),
+            self.store().replica_count(),
             &self.replica_ages_ms(now),
         );
         s.rejected_states = self.replicas.stats().refused_updates + self.replicas.stats().undecodable;

@@ -56,7 +56,8 @@ pub struct NodeSummary {
     pub primaries: usize,
     /// Replicas held at the end.
     pub replicas: usize,
-    /// Mean age of replica state at the end (now − primary's timestamp), ms.
+    /// Mean age at the end (now − primary's send time) of replicas updated in the last
+    /// second, ms.
     pub staleness_mean_ms: f64,
     /// Largest replica age at the end, ms.
     pub staleness_max_ms: f64,
@@ -94,6 +95,7 @@ impl NodeSummary {
         stats: &NodeStats,
         window: (f64, f64),
         primaries: usize,
+        replicas: usize,
         replica_ages_ms: &[f64],
     ) -> Self {
         let (from_s, to_s) = window;
@@ -114,7 +116,7 @@ impl NodeSummary {
             // Received bytes are not bucketed per second: mean over the whole run.
             in_kbps_mean: kbps(stats.traffic.total_received().bytes) * secs / to_s.max(1e-9),
             primaries,
-            replicas: n,
+            replicas,
             staleness_mean_ms: if n == 0 {
                 0.0
             } else {
@@ -211,7 +213,7 @@ mod tests {
         // 2 s run: 972 payload bytes in second 0 (1000 on the wire), 4972 in second 1.
         s.on_send(Time::from_millis(10), MessageClass::ObjectUpdate, 972);
         s.on_send(Time::from_millis(1500), MessageClass::Control, 4972);
-        let sum = NodeSummary::new(NodeId(3), &s, (0.0, 2.0), 8, &[10.0, 30.0]);
+        let sum = NodeSummary::new(NodeId(3), &s, (0.0, 2.0), 8, 2, &[10.0, 30.0]);
         assert_eq!(sum.out_kbps_mean, 6000.0 * 8.0 / 1000.0 / 2.0);
         assert_eq!(sum.out_kbps_p95, 40.0);
         assert_eq!(sum.staleness_mean_ms, 20.0);

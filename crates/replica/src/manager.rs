@@ -454,6 +454,15 @@ impl<O: GameObject> ReplicaManager<O> {
         if silent.is_empty() {
             return Vec::new();
         }
+        // The silent peers dropped our replicas too (same timeout on their side): forget
+        // what they acknowledged, so they get full states when they are heard again.
+        for meta in self.prim.values_mut() {
+            for (n, st) in meta.receivers.iter_mut() {
+                if silent.contains(n) {
+                    *st = RecvState::default();
+                }
+            }
+        }
         let dead: Vec<ObjectId> = self
             .store
             .iter()

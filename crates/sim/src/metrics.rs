@@ -288,15 +288,13 @@ impl<O: GameObject> Collector<O> {
     /// The figures so far; `frame_s` is the sample interval (one frame).
     pub fn report(&self, frame_s: f64) -> MetricsReport {
         let frac = |c: &Counts| -> [f64; 3] {
-            let mut r = [0.0; 3];
-            for k in 0..3 {
-                r[k] = if c.required[k] == 0 {
+            std::array::from_fn(|k| {
+                if c.required[k] == 0 {
                     0.0
                 } else {
                     c.missing[k] as f64 / c.required[k] as f64
-                };
-            }
-            r
+                }
+            })
         };
         let pct = |p: f64| -> f64 {
             let target = (p * self.stale_n as f64).ceil() as u64;

@@ -30,6 +30,9 @@ pub struct Discovery {
     pub pos: Point3,
 }
 
+/// Publications bucketed by grid cell: (object, primary's node, position).
+type Grid = HashMap<(i32, i32), Vec<(ObjectId, NodeId, Point3)>>;
+
 /// The global index.
 #[derive(Default)]
 pub struct Oracle {
@@ -69,7 +72,7 @@ impl Oracle {
         self.pubs.retain(|_, (_, _, t)| now - *t <= ttl);
         self.told.retain(|_, t| now - *t < RETELL);
         let cell = |v: f32| (v / CELL).floor() as i32;
-        let mut grid: HashMap<(i32, i32), Vec<(ObjectId, NodeId, Point3)>> = HashMap::new();
+        let mut grid: Grid = HashMap::new();
         for (id, (node, pos, _)) in &self.pubs {
             grid.entry((cell(pos.x), cell(pos.y)))
                 .or_default()

@@ -55,8 +55,8 @@ pub fn build(cfg: &SimConfig) -> Result<Sim, ConfigError> {
         })
         .collect::<Vec<_>>();
     let frame = cfg.frame_interval();
-    let mut sim =
-        Simulation::new(nodes, net).with_collector(Collector::new(Time::from_secs_f64(cfg.warmup_s)), frame);
+    let mut sim = Simulation::new(nodes, net)
+        .with_collector(Collector::new(Time::from_secs_f64(cfg.effective_warmup())), frame);
     if cfg.architecture == Architecture::Colyseus {
         let delay = Duration::from_secs_f64(cfg.locator.delay_ms / 1000.0);
         sim = sim.with_oracle(Oracle::new(frame * 3), frame, delay);
@@ -106,7 +106,7 @@ pub fn run(cfg: &SimConfig, progress: &mut dyn FnMut(f64)) -> Result<SimReport, 
 
 /// The report of a simulation that ran `cfg.duration_s` seconds.
 pub fn report(cfg: &SimConfig, sim: &Sim) -> SimReport {
-    let nodes = sim.summaries(cfg.warmup_s, cfg.duration_s);
+    let nodes = sim.summaries(cfg.effective_warmup(), cfg.duration_s);
     let (items, wire, data, full) = sim.nodes().iter().fold((0u64, 0u64, 0u64, 0u64), |a, n| {
         let r = n.replicas().stats();
         (

@@ -1,7 +1,8 @@
 //! End-to-end simulations of the broadcast architecture on the model workload.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
-use worldmesh_core::{NodeId, Time};
+use worldmesh_core::{NodeId, ObjectId, Time};
 use worldmesh_game::model::MISSILE;
 use worldmesh_replica::{GameObject, Role};
 use worldmesh_sim::SimConfig;
@@ -20,17 +21,49 @@ fn cfg(nodes: usize, secs: f64) -> SimConfig {
     }
 }
 
-/// Every node holds a replica of every other node's players and items, and a replica that
-/// is behind its primary got its version at most `one-way delay (+ jitter) + slack frames`
+/// When each primary produced each version, sampled every `STEP` of a run.
+struct Timeline(BTreeMap<ObjectId, Vec<(Time, u64)>>);
+
+const STEP: Duration = Duration::from_millis(10);
+
+impl Timeline {
+    fn run(sim: &mut Sim, until: Time, tl: &mut Timeline) {
+        while sim.now() < until {
+            let t = (sim.now() + STEP).min(until);
+            sim.run_until(t);
+            for n in sim.nodes() {
+                for (id, e) in n.store().iter().filter(|(_, e)| e.role == Role::Primary) {
+                    let v = tl.0.entry(id).or_default();
+                    if v.last().is_none_or(|(_, ver)| *ver != e.version) {
+                        v.push((t, e.version));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The newest version of `id` produced at or before `t`.
+    fn version_at(&self, id: ObjectId, t: Time) -> Option<u64> {
+        self.0
+            .get(&id)?
+            .iter()
+            .take_while(|(at, _)| *at <= t)
+            .last()
+            .map(|(_, v)| *v)
+    }
+}
+
+/// Every node holds a replica of every other node's players and items, and holds at least
+/// every version its primary produced more than `one-way delay (+ jitter) + slack frames`
 /// ago. (Missiles live too briefly to be checked this way.)
-fn assert_fresh(sim: &Sim, frame: Duration, frame_slack: u32) {
+fn assert_fresh(sim: &Sim, tl: &Timeline, frame: Duration, frame_slack: u32) {
     let now = sim.now();
     for a in sim.nodes() {
         for b in sim.nodes() {
             if a.id() == b.id() {
                 continue;
             }
-            let bound = sim.network().max_delay(b.id(), a.id()) + frame * frame_slack;
+            let bound = sim.network().max_delay(b.id(), a.id()) + frame * frame_slack + STEP;
             for (id, p) in b
                 .store()
                 .iter()
@@ -42,9 +75,16 @@ fn assert_fresh(sim: &Sim, frame: Duration, frame_slack: u32) {
                     .unwrap_or_else(|| panic!("{} lacks {id}", a.id()));
                 assert_eq!(r.role, Role::Replica { primary: b.id() });
                 assert!(r.version <= p.version);
-                if r.version < p.version {
-                    let age = now - r.state_time;
-                    assert!(age <= bound, "{} holds {id} {age:?} old, bound {bound:?}", a.id());
+                if now > Time::ZERO + bound
+                    && let Some(due) =
+                        tl.version_at(id, Time::from_micros(now.as_micros() - bound.as_micros() as u64))
+                {
+                    assert!(
+                        r.version >= due,
+                        "{} holds {id} v{} but v{due} is older than {bound:?}",
+                        a.id(),
+                        r.version
+                    );
                 }
             }
         }
@@ -55,8 +95,9 @@ fn assert_fresh(sim: &Sim, frame: Duration, frame_slack: u32) {
 fn sixteen_nodes_converge_with_bounded_staleness() {
     let c = cfg(16, 10.0);
     let mut sim = scenario::build(&c).unwrap();
-    sim.run_until(Time::from_secs_f64(10.0));
-    assert_fresh(&sim, c.frame_interval(), 1);
+    let mut tl = Timeline(BTreeMap::new());
+    Timeline::run(&mut sim, Time::from_secs_f64(10.0), &mut tl);
+    assert_fresh(&sim, &tl, c.frame_interval(), 1);
     let r = scenario::report(&c, &sim);
     assert_eq!((r.network.lost, r.network.partitioned), (0, 0));
     assert!(r.summary.out_kbps_mean > 0.0);
@@ -111,9 +152,11 @@ fn loss_and_partition_are_counted_and_heal() {
     let lost_fraction = stats.lost as f64 / (stats.sent - stats.partitioned) as f64;
     assert!((0.07..0.13).contains(&lost_fraction), "{lost_fraction}");
 
-    // Healed at 5 s: everyone converges again (loss may cost a few frames of freshness).
-    sim.run_until(Time::from_secs_f64(10.0));
-    assert_fresh(&sim, c.frame_interval(), 6);
+    // Healed at 5 s: everyone converges again (loss may cost a few frames of freshness:
+    // an unacknowledged version is resent after 250 ms).
+    let mut tl = Timeline(BTreeMap::new());
+    Timeline::run(&mut sim, Time::from_secs_f64(10.0), &mut tl);
+    assert_fresh(&sim, &tl, c.frame_interval(), 8);
     assert!(
         sim.nodes()
             .iter()
@@ -138,7 +181,8 @@ fn more_nodes_than_matrix_rows_still_run() {
     let mut c = cfg(12, 3.0);
     c.network.latency = "uniform:40".into();
     let mut sim = scenario::build(&c).unwrap();
-    sim.run_until(Time::from_secs_f64(3.0));
+    let mut tl = Timeline(BTreeMap::new());
+    Timeline::run(&mut sim, Time::from_secs_f64(3.0), &mut tl);
     // 40 ms RTT, ≤ 5 ms access each side: within one-way delay + one frame.
-    assert_fresh(&sim, c.frame_interval(), 1);
+    assert_fresh(&sim, &tl, c.frame_interval(), 1);
 }

@@ -1,0 +1,1148 @@
+//! Maintenance and restructuring of a P2P sub-area (paper `003` §3.2.1, Algorithms 3 and 4)
+//! as a sans-IO state machine.
+//!
+//! Every machine of an auxiliary game runs one [`Peer`]. A peer has one of three roles:
+//! the temporary server `AG_x.S` ([`Role::Server`]), the replicated server `AG_x.RS`
+//! ([`Role::Replica`]) or a plain player ([`Role::Player`]); roles change at run time. The
+//! driver feeds it `now` and messages ([`Peer::handle_message`]), wakes it at
+//! [`Peer::poll_timeout`] ([`Peer::handle_timeout`]), and sends what
+//! [`Peer::poll_transmit`] hands out. It never reads a clock or touches a socket.
+//!
+//! # Protocol
+//!
+//! Time is divided into game ticks of length `τ` ([`FailoverConfig::tick`]).
+//!
+//! - **Algorithm 3 (maintenance).** Each tick the server applies the players' inputs, sends
+//!   the whole game state to the replica ([`Msg::Snapshot`], which is also the server → RS
+//!   heartbeat) and an [`Msg::Update`] to every player (game state + heartbeat). The replica
+//!   acknowledges each snapshot ([`Msg::SnapshotAck`]). Players send their inputs to the
+//!   server every tick ([`Msg::Input`], which doubles as their reply) and a [`Msg::Beat`] to
+//!   the replica every heartbeat period `T` ([`FailoverConfig::heartbeat`], `T < 1 s` as
+//!   §3.2.1 asks). The server reports [`Msg::Status`] to the cluster every `T`.
+//! - **Acknowledged state.** An input is *confirmed* to its player (`Update::confirmed`)
+//!   only once the replica has acknowledged a snapshot that contains it (a lone server with
+//!   no other member confirms at once). A confirmed input is therefore in the replica's
+//!   state, and a takeover loses at most the unconfirmed tail since the last acknowledged
+//!   tick; players keep unconfirmed inputs and resend them to whoever serves.
+//! - **Algorithm 4 (restructuring).** If the replica receives no snapshot for `k` ticks
+//!   ([`FailoverConfig::miss_limit`]) it runs for server of the next *epoch* (term) and
+//!   asks the members for votes ([`Msg::Claim`]). With a strict majority of its electorate
+//!   (itself included, the suspected server excluded) it becomes server, appoints a new
+//!   replica (the best-ranked live member in Algorithm 2's order, carried in the snapshots)
+//!   and serves on. If the server gets no acknowledgement for `k` ticks it appoints another
+//!   replica. Members silent for [`FailoverConfig::member_timeout`] are dropped. The paper's
+//!   "the instance lives while one player can serve" holds for departures one at a time; the
+//!   state lives on `AG_x.S` and `AG_x.RS` only, so losing both within one detection window
+//!   ends the instance ([`Event::InstanceLost`] at the players).
+//!
+//! # Safety: epochs and configurations
+//!
+//! Every message carries the sender's epoch; a server hearing of a newer epoch steps down
+//! ([`Event::SteppedDown`]) and players refuse (and report) servers older than the newest
+//! epoch they have seen or voted for. That alone fixes the case the issue names (an old
+//! primary alive but cut off keeps believing it serves while the partition lasts, cannot
+//! confirm anything since its replica moved on, and steps down when it hears from any member
+//! again). Our randomized partition tests found a harder case: a primary on the *minority*
+//! side of a partition appoints a new replica there and goes on confirming, while the
+//! majority elects the old replica, whose state lacks those confirmations. We close it the
+//! way primary-backup systems with a configuration service do, with the members as that
+//! service:
+//!
+//! - the server's *configuration* (members, replica) has a key `(epoch, version)`; every
+//!   change (new replica, dropped members, promotion) makes a new key, announced in every
+//!   update, and members echo the newest key they know in their inputs;
+//! - a change becomes *effective* only once a strict majority of the last effective
+//!   membership knows it; the server confirms nothing while a change is pending, and makes
+//!   one change at a time;
+//! - a member votes at most once per epoch, only if it has not heard the server for `k − 2`
+//!   ticks, and only for a candidate whose configuration key is at least the newest it knows.
+//!
+//! An election majority and the majority that made a change effective intersect, and the
+//! member in both refuses a candidate from before the change, so a replaced (stale) replica
+//! can never be elected. The price: the instance needs a majority of its last effective
+//! membership alive to change configuration.
+//!
+//! # Choice of `k` and `T`, and the takeover bound
+//!
+//! Defaults: `T = 250 ms`, `τ = T/5 = 50 ms` (20 Hz), `k = 5`. One heartbeat per `T`
+//! cannot give a takeover within `2T` under loss: a single lost heartbeat already makes a
+//! `2T` gap, so a detector that fast would fire on 5 % of the periods. The replica therefore
+//! watches the per-tick snapshots (5 per `T`). With loss `p = 0.05` the replica suspects a
+//! live server only after `k` consecutive losses, `p^k ≈ 3·10⁻⁷` per tick (about once per
+//! 45 hours at 20 Hz), and even then no election happens unless a majority of the players
+//! have also missed `k − 2` consecutive updates at the same moment; a refused candidate
+//! simply follows the server again at its next snapshot. After a crash, detection takes
+//! `kτ = T` after the last snapshot received, then one vote round trip inside the instance
+//! (retried every tick if lost): takeover `≈ T + d(S→RS) + RTT(RS↔voters)`, within `2T`
+//! while those delays stay below `T` (250 ms), which LL selection (a central server and
+//! replica) favours. `instances-qos` measures the distribution under 5 % loss on PlanetLab
+//! delays.
+
+use crate::select::best_candidate;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+use worldmesh_core::Time;
+
+/// A member of an auxiliary game (a player's machine).
+pub type PeerId = u32;
+
+/// The address of the Central Area's cluster, receiver of [`Msg::Status`].
+pub const CLUSTER: PeerId = u32::MAX;
+
+/// Timing and bounds of the failover protocol.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailoverConfig {
+    /// Game tick `τ`: period of snapshots to the replica and updates to the players.
+    pub tick: Duration,
+    /// Heartbeat period `T` of Algorithm 3 (player → replica beats, status to the cluster).
+    /// Must be a multiple of `tick`.
+    pub heartbeat: Duration,
+    /// `k`: ticks without a snapshot before the replica runs for server, and without an
+    /// acknowledgement before the server replaces its replica.
+    pub miss_limit: u32,
+    /// Silence after which a member is considered gone (dropped by the server, not counted
+    /// in an electorate).
+    pub member_timeout: Duration,
+    /// Most inputs one [`Msg::Input`] carries (bounds message size).
+    pub max_batch: usize,
+    /// Most unconfirmed inputs a player keeps; beyond it new inputs are refused
+    /// ([`Peer::push_input`] returns false).
+    pub max_pending: usize,
+}
+
+impl Default for FailoverConfig {
+    fn default() -> Self {
+        Self {
+            tick: Duration::from_millis(50),
+            heartbeat: Duration::from_millis(250),
+            miss_limit: 5,
+            member_timeout: Duration::from_millis(1_000),
+            max_batch: 32,
+            max_pending: 256,
+        }
+    }
+}
+
+impl FailoverConfig {
+    fn ticks_per_beat(&self) -> u64 {
+        (self.heartbeat.as_micros() / self.tick.as_micros().max(1)).max(1) as u64
+    }
+    fn detect(&self) -> Duration {
+        self.tick * self.miss_limit
+    }
+    fn voter_silence(&self) -> Duration {
+        self.tick * self.miss_limit.saturating_sub(2)
+    }
+}
+
+/// One player's progress in the game state: inputs applied in order, and a digest of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// Sequence number of the last applied input (0: none).
+    pub seq: u64,
+    /// Running digest of the applied inputs `(seq, payload)`.
+    pub digest: u64,
+}
+
+impl Progress {
+    /// The progress after applying input `(seq, payload)` (must be `self.seq + 1`).
+    pub fn apply(self, seq: u64, payload: u64) -> Progress {
+        let mut d = self.digest ^ seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ payload;
+        d = d.wrapping_mul(0xBF58_476D_1CE4_E5B9).rotate_left(29);
+        Progress { seq, digest: d }
+    }
+}
+
+/// The replicated game state: a tick counter and every player's applied inputs.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GameState {
+    /// Ticks the server(s) have run.
+    pub tick: u64,
+    /// Per-player progress.
+    pub players: BTreeMap<PeerId, Progress>,
+}
+
+/// A configuration key `(epoch, version)`: totally ordered, grows with every change.
+pub type ConfigKey = (u64, u64);
+
+/// Protocol messages.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Msg {
+    /// Server → replica, every tick: the full state (also the server's heartbeat).
+    Snapshot {
+        /// Sender's epoch.
+        epoch: u64,
+        /// Key of the server's current configuration (in which the recipient is replica).
+        key: ConfigKey,
+        /// Game state after the tick.
+        state: GameState,
+        /// Members of the current configuration (servers included).
+        members: Vec<PeerId>,
+        /// Members of the last effective configuration (the voting base).
+        base: Vec<PeerId>,
+        /// Successor ranking (Algorithm 2 order, best first).
+        ranking: Vec<PeerId>,
+        /// Highest committed tick.
+        committed: u64,
+    },
+    /// Replica → server: snapshot of `tick` stored.
+    SnapshotAck {
+        /// Sender's epoch.
+        epoch: u64,
+        /// Tick stored.
+        tick: u64,
+    },
+    /// Server → player, every tick: game update and heartbeat.
+    Update {
+        /// Sender's epoch.
+        epoch: u64,
+        /// Key of the server's current configuration.
+        key: ConfigKey,
+        /// Game tick.
+        tick: u64,
+        /// Current replica.
+        replica: Option<PeerId>,
+        /// Highest committed tick.
+        committed: u64,
+        /// The recipient's highest confirmed input.
+        confirmed: u64,
+    },
+    /// Player → server, every tick: unconfirmed inputs (oldest first).
+    Input {
+        /// Sender's epoch.
+        epoch: u64,
+        /// Newest configuration key the sender knows (the echo that makes changes effective).
+        known: ConfigKey,
+        /// `(seq, payload)` pairs.
+        inputs: Vec<(u64, u64)>,
+    },
+    /// Player → replica every `T` (Algorithm 3's reply to the second server).
+    Beat {
+        /// Sender's epoch.
+        epoch: u64,
+    },
+    /// Candidate → members: vote for me as server of `epoch`.
+    Claim {
+        /// The epoch claimed.
+        epoch: u64,
+        /// Key of the configuration in which the candidate is replica.
+        key: ConfigKey,
+        /// Candidate's state tick.
+        state_tick: u64,
+    },
+    /// Member → candidate.
+    Vote {
+        /// The epoch voted on.
+        epoch: u64,
+        /// Granted or not.
+        granted: bool,
+    },
+    /// Member → a server of an older epoch: there is a newer one.
+    NewerEpoch {
+        /// The newer epoch.
+        epoch: u64,
+        /// Its server, if known.
+        server: Option<PeerId>,
+    },
+    /// Server → cluster every `T` (Algorithm 3: "status to the cluster").
+    Status {
+        /// Sender's epoch.
+        epoch: u64,
+        /// Current replica.
+        replica: Option<PeerId>,
+        /// Number of members.
+        members: u32,
+        /// Game tick.
+        tick: u64,
+    },
+}
+
+impl Msg {
+    /// Epoch carried by the message.
+    pub fn epoch(&self) -> u64 {
+        match self {
+            Msg::Snapshot { epoch, .. }
+            | Msg::SnapshotAck { epoch, .. }
+            | Msg::Update { epoch, .. }
+            | Msg::Input { epoch, .. }
+            | Msg::Beat { epoch }
+            | Msg::Claim { epoch, .. }
+            | Msg::Vote { epoch, .. }
+            | Msg::NewerEpoch { epoch, .. }
+            | Msg::Status { epoch, .. } => *epoch,
+        }
+    }
+}
+
+/// A message to send.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transmit {
+    /// Destination ([`CLUSTER`] for the Central Area).
+    pub to: PeerId,
+    /// Payload.
+    pub msg: Msg,
+}
+
+/// Role of a peer (paper `003` §3.1: `AG_x.S`, `AG_x.RS`, player).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Role {
+    /// `AG_x.S`.
+    Server,
+    /// `AG_x.RS`.
+    Replica,
+    /// A player served by the others.
+    Player,
+}
+
+/// Things the driver may want to know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// This peer became server of `epoch` (Algorithm 4).
+    Promoted {
+        /// New epoch.
+        epoch: u64,
+    },
+    /// This peer stopped being server because `epoch` is newer.
+    SteppedDown {
+        /// The newer epoch.
+        epoch: u64,
+    },
+    /// This peer became the replica.
+    BecameReplica {
+        /// Epoch of the appointing server.
+        epoch: u64,
+    },
+    /// The server appointed a new replica.
+    ReplicaAppointed {
+        /// The new replica.
+        replica: PeerId,
+    },
+    /// The server dropped a silent member.
+    MemberLeft {
+        /// Who.
+        member: PeerId,
+    },
+    /// A player has heard from no server for `3k` ticks: the instance is gone for it.
+    InstanceLost,
+}
+
+/// One member of an auxiliary game running Algorithms 3 and 4.
+#[derive(Clone, Debug)]
+pub struct Peer {
+    id: PeerId,
+    cfg: FailoverConfig,
+    role: Role,
+    epoch: u64,
+    server: Option<PeerId>,
+    replica: Option<PeerId>,
+    /// Current configuration's members.
+    members: Vec<PeerId>,
+    /// Last effective configuration's members (quorum base).
+    base: Vec<PeerId>,
+    /// Member of `base` not counted in the gate (the deposed server after a promotion).
+    gate_exclude: Option<PeerId>,
+    /// Server: version of the current configuration.
+    version: u64,
+    /// Server: current configuration not yet effective.
+    change_pending: bool,
+    /// Newest configuration key seen.
+    known: ConfigKey,
+    /// Server: newest key each member echoed.
+    known_of: BTreeMap<PeerId, ConfigKey>,
+    /// Dropped members and deposed servers, probed every `T`.
+    former: BTreeSet<PeerId>,
+    ranking: Vec<PeerId>,
+    state: GameState,
+    committed: u64,
+    last_heard: BTreeMap<PeerId, Time>,
+    next_tick: Time,
+    ticks: u64,
+    queued: BTreeMap<PeerId, BTreeMap<u64, u64>>,
+    inflight: VecDeque<(u64, BTreeMap<PeerId, u64>)>,
+    confirmed: BTreeMap<PeerId, u64>,
+    last_ack_at: Time,
+    last_snapshot_at: Time,
+    candidate_epoch: Option<u64>,
+    /// Key the candidate claims with.
+    claim_key: ConfigKey,
+    votes: BTreeSet<PeerId>,
+    /// Highest epoch this peer voted for *another* candidate in, or followed.
+    voted_epoch: u64,
+    /// The candidate granted in `voted_epoch` (a lost vote is granted again on retry).
+    voted_for: Option<PeerId>,
+    /// Highest epoch this peer ran for itself (its self-vote dies with its candidacy).
+    ran_epoch: u64,
+    last_update_at: Time,
+    next_seq: u64,
+    pending: VecDeque<(u64, u64)>,
+    my_confirmed: u64,
+    known_committed: u64,
+    lost: bool,
+    out: VecDeque<Transmit>,
+    events: VecDeque<Event>,
+}
+
+impl Peer {
+    /// A member of a new P2P sub-area created by Algorithm 2: `members` (all players,
+    /// servers included), `server` and `replica` as chosen, `ranking` the successor order
+    /// (best first). Its first tick is at `first_tick` (drivers stagger them).
+    pub fn new(
+        id: PeerId,
+        cfg: FailoverConfig,
+        members: Vec<PeerId>,
+        server: PeerId,
+        replica: Option<PeerId>,
+        ranking: Vec<PeerId>,
+        first_tick: Time,
+    ) -> Self {
+        let role = if id == server {
+            Role::Server
+        } else if Some(id) == replica {
+            Role::Replica
+        } else {
+            Role::Player
+        };
+        let state = GameState {
+            tick: 0,
+            players: members.iter().map(|&m| (m, Progress::default())).collect(),
+        };
+        let last_heard = members.iter().map(|&m| (m, first_tick)).collect();
+        Self {
+            id,
+            cfg,
+            role,
+            epoch: 1,
+            server: Some(server),
+            replica,
+            base: members.clone(),
+            members,
+            gate_exclude: None,
+            version: 0,
+            change_pending: false,
+            known: (1, 0),
+            known_of: BTreeMap::new(),
+            former: BTreeSet::new(),
+            ranking,
+            state,
+            committed: 0,
+            last_heard,
+            next_tick: first_tick,
+            ticks: 0,
+            queued: BTreeMap::new(),
+            inflight: VecDeque::new(),
+            confirmed: BTreeMap::new(),
+            last_ack_at: first_tick,
+            last_snapshot_at: first_tick,
+            candidate_epoch: None,
+            claim_key: (1, 0),
+            votes: BTreeSet::new(),
+            voted_epoch: 1,
+            voted_for: None,
+            ran_epoch: 0,
+            last_update_at: first_tick,
+            next_seq: 1,
+            pending: VecDeque::new(),
+            my_confirmed: 0,
+            known_committed: 0,
+            lost: false,
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// This peer's id.
+    pub fn id(&self) -> PeerId {
+        self.id
+    }
+    /// Current role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+    /// Current epoch.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+    /// The server this peer follows (itself when server).
+    pub fn server(&self) -> Option<PeerId> {
+        self.server
+    }
+    /// The replica as this peer knows it.
+    pub fn replica(&self) -> Option<PeerId> {
+        self.replica
+    }
+    /// Current members as this peer knows them.
+    pub fn members(&self) -> &[PeerId] {
+        &self.members
+    }
+    /// The game state held (server: live; replica: last snapshot; player: initial).
+    pub fn state(&self) -> &GameState {
+        &self.state
+    }
+    /// Highest input sequence number confirmed to this player.
+    pub fn confirmed_seq(&self) -> u64 {
+        self.my_confirmed
+    }
+    /// Number of inputs this player has produced.
+    pub fn inputs_produced(&self) -> u64 {
+        self.next_seq - 1
+    }
+    /// True once this player concluded the instance is gone.
+    pub fn is_lost(&self) -> bool {
+        self.lost
+    }
+
+    /// The player's next game input (`payload`). Returns its sequence number, or `None`
+    /// when [`FailoverConfig::max_pending`] unconfirmed inputs are already waiting.
+    pub fn push_input(&mut self, payload: u64) -> Option<u64> {
+        if self.pending.len() >= self.cfg.max_pending {
+            return None;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.pending.push_back((seq, payload));
+        Some(seq)
+    }
+
+    /// Next message to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.out.pop_front()
+    }
+
+    /// Next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When to call [`Peer::handle_timeout`] next.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        Some(self.next_tick)
+    }
+
+    fn send(&mut self, to: PeerId, msg: Msg) {
+        self.out.push_back(Transmit { to, msg });
+    }
+
+    fn alive_within(&self, now: Time, m: PeerId, window: Duration) -> bool {
+        self.last_heard.get(&m).is_some_and(|&t| now - t <= window)
+    }
+
+    /// The newest epoch this peer has seen or voted for: servers older than it are stale.
+    fn floor_epoch(&self) -> u64 {
+        self.epoch.max(self.voted_epoch)
+    }
+
+    /// Handles a received message.
+    pub fn handle_message(&mut self, now: Time, from: PeerId, msg: Msg) {
+        self.last_heard.insert(from, now);
+        let e = msg.epoch();
+        // A server meeting a newer epoch steps down (exactly one server per epoch).
+        if self.role == Role::Server && e > self.epoch && !matches!(msg, Msg::Claim { .. }) {
+            let hint = match &msg {
+                Msg::NewerEpoch { server, .. } => *server,
+                Msg::Update { .. } | Msg::Snapshot { .. } => Some(from),
+                _ => None,
+            };
+            self.step_down(now, e, hint);
+        }
+        match msg {
+            Msg::Snapshot {
+                epoch,
+                key,
+                state,
+                members,
+                base,
+                ranking,
+                committed,
+            } => {
+                if epoch < self.floor_epoch() || self.role == Role::Server {
+                    self.send(
+                        from,
+                        Msg::NewerEpoch {
+                            epoch: self.floor_epoch(),
+                            server: self.server,
+                        },
+                    );
+                    return;
+                }
+                if self.role != Role::Replica {
+                    self.events.push_back(Event::BecameReplica { epoch });
+                }
+                self.role = Role::Replica;
+                self.adopt(now, epoch, from);
+                self.replica = Some(self.id);
+                self.last_snapshot_at = now;
+                self.known = self.known.max(key);
+                self.claim_key = key;
+                if state.tick >= self.state.tick {
+                    self.state = state;
+                }
+                self.members = members;
+                self.base = base;
+                self.ranking = ranking;
+                self.known_committed = self.known_committed.max(committed);
+                self.send(
+                    from,
+                    Msg::SnapshotAck {
+                        epoch,
+                        tick: self.state.tick,
+                    },
+                );
+            }
+            Msg::SnapshotAck { epoch, tick } => {
+                if self.role != Role::Server || epoch != self.epoch || Some(from) != self.replica {
+                    return;
+                }
+                self.last_ack_at = now;
+                if !self.change_pending {
+                    self.commit(tick);
+                }
+            }
+            Msg::Update {
+                epoch,
+                key,
+                tick: _,
+                replica,
+                committed,
+                confirmed,
+            } => {
+                if epoch < self.floor_epoch() {
+                    let server = if self.epoch == self.floor_epoch() {
+                        self.server
+                    } else {
+                        None
+                    };
+                    self.send(
+                        from,
+                        Msg::NewerEpoch {
+                            epoch: self.floor_epoch(),
+                            server,
+                        },
+                    );
+                    return;
+                }
+                if self.role == Role::Server {
+                    return; // a same-epoch update from another server cannot happen
+                }
+                self.adopt(now, epoch, from);
+                self.known = self.known.max(key);
+                self.replica = replica;
+                if self.role == Role::Replica && replica != Some(self.id) {
+                    self.role = Role::Player; // replaced
+                }
+                self.known_committed = self.known_committed.max(committed);
+                self.my_confirmed = self.my_confirmed.max(confirmed);
+                while self.pending.front().is_some_and(|&(s, _)| s <= self.my_confirmed) {
+                    self.pending.pop_front();
+                }
+            }
+            Msg::Input {
+                epoch: _,
+                known,
+                inputs,
+            } => {
+                if self.role != Role::Server || from == CLUSTER {
+                    return;
+                }
+                if !self.members.contains(&from) {
+                    // Only a former member (e.g. a deposed server) may rejoin, as a
+                    // configuration change; strangers are ignored (no new players join an
+                    // instance, §3.2.1).
+                    if !self.former.contains(&from) || self.change_pending {
+                        return;
+                    }
+                    self.members.push(from);
+                    self.ranking.push(from);
+                    self.former.remove(&from);
+                    self.change_config();
+                }
+                let k = self.known_of.entry(from).or_insert((0, 0));
+                *k = (*k).max(known);
+                let applied = self.state.players.get(&from).map_or(0, |p| p.seq);
+                let q = self.queued.entry(from).or_default();
+                for (seq, payload) in inputs.into_iter().take(self.cfg.max_batch) {
+                    if seq > applied && q.len() < self.cfg.max_pending {
+                        q.insert(seq, payload);
+                    }
+                }
+            }
+            Msg::Beat { .. } | Msg::Status { .. } => {}
+            Msg::Claim {
+                epoch,
+                key,
+                state_tick,
+            } => {
+                let silent = now - self.last_update_at >= self.cfg.voter_silence();
+                let again = epoch == self.voted_epoch && self.voted_for == Some(from);
+                let grant = self.role != Role::Server
+                    && (epoch > self.floor_epoch() || again)
+                    && self.candidate_epoch.is_none_or(|c| epoch > c)
+                    && silent
+                    && key >= self.known
+                    && state_tick >= self.known_committed;
+                if grant {
+                    self.voted_epoch = epoch;
+                    self.voted_for = Some(from);
+                    self.candidate_epoch = None; // a newer candidate: give up our own run
+                    self.votes.clear();
+                }
+                self.send(
+                    from,
+                    Msg::Vote {
+                        epoch,
+                        granted: grant,
+                    },
+                );
+            }
+            Msg::Vote { epoch, granted } => {
+                if granted && self.candidate_epoch == Some(epoch) {
+                    self.votes.insert(from);
+                    self.try_win(now);
+                }
+            }
+            Msg::NewerEpoch { epoch, server } => {
+                if epoch > self.epoch && self.role != Role::Server {
+                    self.epoch = epoch;
+                    self.raise_floor(epoch);
+                    self.server = server;
+                }
+            }
+        }
+    }
+
+    /// Raises the epoch below which servers are stale (forgetting the vote of an older one).
+    fn raise_floor(&mut self, epoch: u64) {
+        if epoch > self.voted_epoch {
+            self.voted_epoch = epoch;
+            self.voted_for = None;
+        }
+    }
+
+    /// Follow server `from` of `epoch`: a live server of our epoch or newer, so no election.
+    fn adopt(&mut self, now: Time, epoch: u64, from: PeerId) {
+        self.candidate_epoch = None;
+        self.votes.clear();
+        self.epoch = epoch;
+        self.raise_floor(epoch);
+        self.server = Some(from);
+        self.last_update_at = now;
+        self.lost = false;
+    }
+
+    fn step_down(&mut self, now: Time, epoch: u64, server: Option<PeerId>) {
+        self.role = Role::Player;
+        self.epoch = epoch;
+        self.raise_floor(epoch);
+        self.server = server;
+        self.last_update_at = now;
+        self.queued.clear();
+        self.inflight.clear();
+        self.events.push_back(Event::SteppedDown { epoch });
+    }
+
+    /// Server: the configuration changed; it is pending until a majority of the base knows.
+    fn change_config(&mut self) {
+        self.version += 1;
+        self.change_pending = true;
+        self.known = (self.epoch, self.version);
+        self.inflight.clear();
+    }
+
+    /// Server: make the pending configuration effective once a strict majority of the last
+    /// effective membership (minus the deposed server after a promotion) knows its key.
+    fn check_gate(&mut self) {
+        if !self.change_pending {
+            return;
+        }
+        let key = (self.epoch, self.version);
+        let voters: Vec<PeerId> = self
+            .base
+            .iter()
+            .copied()
+            .filter(|&m| Some(m) != self.gate_exclude)
+            .collect();
+        let know = voters
+            .iter()
+            .filter(|&&m| m == self.id || self.known_of.get(&m).is_some_and(|&k| k >= key))
+            .count();
+        if know * 2 > voters.len() {
+            self.change_pending = false;
+            self.base = self.members.clone();
+            self.gate_exclude = None;
+        }
+    }
+
+    /// Marks snapshot `tick` as stored by the replica: inputs in it become confirmed.
+    fn commit(&mut self, tick: u64) {
+        while let Some((t, seqs)) = self.inflight.front() {
+            if *t > tick {
+                break;
+            }
+            for (&p, &s) in seqs {
+                let c = self.confirmed.entry(p).or_insert(0);
+                *c = (*c).max(s);
+            }
+            self.committed = self.committed.max(*t);
+            self.inflight.pop_front();
+        }
+    }
+
+    /// Who may vote for this candidate: the last effective membership it knows, minus the
+    /// suspected server and itself. Deliberately not filtered by what the candidate hears:
+    /// a replica on the minority side of a partition must not shrink its electorate.
+    fn electorate(&self) -> Vec<PeerId> {
+        let suspect = self.server;
+        self.base
+            .iter()
+            .copied()
+            .filter(|&m| m != self.id && Some(m) != suspect)
+            .collect()
+    }
+
+    fn try_win(&mut self, now: Time) {
+        let Some(epoch) = self.candidate_epoch else {
+            return;
+        };
+        let electorate = self.electorate();
+        let yes = 1 + electorate.iter().filter(|m| self.votes.contains(m)).count();
+        if yes * 2 <= electorate.len() + 1 {
+            return;
+        }
+        let old = self.server.filter(|&s| s != self.id);
+        self.candidate_epoch = None;
+        self.votes.clear();
+        self.role = Role::Server;
+        self.epoch = epoch;
+        self.raise_floor(epoch);
+        self.server = Some(self.id);
+        self.members.retain(|&m| Some(m) != old);
+        self.ranking.retain(|&m| Some(m) != old);
+        self.former.extend(old);
+        self.gate_exclude = old;
+        self.version = self.claim_key.1;
+        self.known_of.clear();
+        // Inputs we hold become confirmed once our own new configuration is effective and
+        // our new replica stores them (players keep their old confirmations).
+        self.confirmed.clear();
+        self.replica = None;
+        self.last_ack_at = now;
+        for m in self.members.clone() {
+            self.last_heard.entry(m).or_insert(now);
+        }
+        self.events.push_back(Event::Promoted { epoch });
+        self.change_config();
+        self.appoint_replica(now);
+        self.server_tick(now);
+    }
+
+    /// Server: picks the best-ranked live member (not itself, not the current replica) as
+    /// replica; a change of replica is a configuration change.
+    fn appoint_replica(&mut self, now: Time) {
+        let exclude: Vec<PeerId> = [Some(self.id), self.replica].into_iter().flatten().collect();
+        let score: Vec<f64> = self
+            .ranking
+            .iter()
+            .enumerate()
+            .map(|(i, &m)| {
+                let alive = self.members.contains(&m) && self.alive_within(now, m, self.cfg.member_timeout);
+                if alive { i as f64 } else { f64::INFINITY }
+            })
+            .collect();
+        let excl_pos: Vec<usize> = self
+            .ranking
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| exclude.contains(m))
+            .map(|(i, _)| i)
+            .collect();
+        let pick = best_candidate(&score, &excl_pos)
+            .filter(|&i| score[i].is_finite())
+            .map(|i| self.ranking[i]);
+        self.last_ack_at = now;
+        if pick == self.replica {
+            return;
+        }
+        self.replica = pick;
+        self.change_config();
+        if let Some(r) = pick {
+            self.events.push_back(Event::ReplicaAppointed { replica: r });
+        }
+    }
+
+    /// Periodic work; call at (or after) [`Peer::poll_timeout`].
+    pub fn handle_timeout(&mut self, now: Time) {
+        if now < self.next_tick {
+            return;
+        }
+        self.next_tick = now + self.cfg.tick;
+        self.ticks += 1;
+        if self.role == Role::Server {
+            self.server_tick(now);
+            return;
+        }
+        if self.role == Role::Replica
+            && self.candidate_epoch.is_none()
+            && now - self.last_snapshot_at >= self.cfg.detect()
+        {
+            let epoch = self.floor_epoch().max(self.ran_epoch) + 1;
+            self.ran_epoch = epoch;
+            self.candidate_epoch = Some(epoch);
+            self.votes.clear();
+        }
+        if let Some(epoch) = self.candidate_epoch {
+            // (re)send the claim every tick until elected or overtaken
+            for m in self.electorate() {
+                if !self.votes.contains(&m) {
+                    self.send(
+                        m,
+                        Msg::Claim {
+                            epoch,
+                            key: self.claim_key,
+                            state_tick: self.state.tick,
+                        },
+                    );
+                }
+            }
+            self.try_win(now);
+            if self.role == Role::Server {
+                return;
+            }
+        }
+        if let Some(s) = self.server.filter(|&s| s != self.id) {
+            let inputs: Vec<(u64, u64)> = self.pending.iter().take(self.cfg.max_batch).copied().collect();
+            self.send(
+                s,
+                Msg::Input {
+                    epoch: self.epoch,
+                    known: self.known,
+                    inputs,
+                },
+            );
+        }
+        if self.ticks.is_multiple_of(self.cfg.ticks_per_beat())
+            && self.role == Role::Player
+            && let Some(r) = self.replica.filter(|&r| r != self.id)
+        {
+            self.send(r, Msg::Beat { epoch: self.epoch });
+        }
+        if self.role == Role::Player && !self.lost && now - self.last_update_at >= self.cfg.detect() * 3 {
+            self.lost = true;
+            self.events.push_back(Event::InstanceLost);
+        }
+    }
+
+    fn server_tick(&mut self, now: Time) {
+        // own inputs go straight into the queue
+        let q = self.queued.entry(self.id).or_default();
+        for &(s, p) in &self.pending {
+            q.insert(s, p);
+        }
+        // Drop silent members (Algorithm 3 detects exits, Algorithm 4 restructures): one
+        // change at a time, and only while someone else is still heard (if nobody is, we
+        // are the one cut off).
+        if !self.change_pending {
+            let timeout = self.cfg.member_timeout;
+            let gone: Vec<PeerId> = self
+                .members
+                .iter()
+                .copied()
+                .filter(|&m| m != self.id && !self.alive_within(now, m, timeout))
+                .collect();
+            if !gone.is_empty() && gone.len() + 1 < self.members.len() {
+                for &m in &gone {
+                    self.members.retain(|&x| x != m);
+                    self.ranking.retain(|&x| x != m);
+                    self.former.insert(m);
+                    self.events.push_back(Event::MemberLeft { member: m });
+                }
+                self.change_config();
+                if self.replica.is_some_and(|r| gone.contains(&r)) {
+                    self.appoint_replica(now);
+                }
+            }
+        }
+        // apply queued inputs in order
+        for (p, q) in self.queued.iter_mut() {
+            let prog = self.state.players.entry(*p).or_default();
+            while let Some((&s, &payload)) = q.iter().next() {
+                if s <= prog.seq {
+                    q.remove(&s);
+                } else if s == prog.seq + 1 {
+                    *prog = prog.apply(s, payload);
+                    q.remove(&s);
+                } else {
+                    break;
+                }
+            }
+        }
+        self.state.tick += 1;
+        // replica health
+        if self.replica.is_none() || now - self.last_ack_at >= self.cfg.detect() {
+            self.appoint_replica(now);
+        }
+        self.check_gate();
+        let seqs: BTreeMap<PeerId, u64> = self.state.players.iter().map(|(&p, pr)| (p, pr.seq)).collect();
+        match self.replica {
+            Some(r) => {
+                self.inflight.push_back((self.state.tick, seqs));
+                while self.inflight.len() > 4 * self.cfg.miss_limit as usize {
+                    self.inflight.pop_front();
+                }
+                let msg = Msg::Snapshot {
+                    epoch: self.epoch,
+                    key: (self.epoch, self.version),
+                    state: self.state.clone(),
+                    members: self.members.clone(),
+                    base: self.base.clone(),
+                    ranking: self.ranking.clone(),
+                    committed: self.committed,
+                };
+                self.send(r, msg);
+            }
+            None if self.members.len() <= 1 && !self.change_pending => {
+                // the last player standing: nobody to replicate to, confirm at once
+                self.inflight.push_back((self.state.tick, seqs));
+                self.commit(self.state.tick);
+            }
+            None => {} // members but no live replica candidate: confirm nothing
+        }
+        let own = self.confirmed.get(&self.id).copied().unwrap_or(0);
+        self.my_confirmed = self.my_confirmed.max(own);
+        while self.pending.front().is_some_and(|&(s, _)| s <= self.my_confirmed) {
+            self.pending.pop_front();
+        }
+        let beat = self.ticks.is_multiple_of(self.cfg.ticks_per_beat());
+        let mut to: Vec<PeerId> = self.members.iter().copied().filter(|&m| m != self.id).collect();
+        if beat {
+            to.extend(self.former.iter().copied().filter(|m| !self.members.contains(m)));
+        }
+        for m in to {
+            let confirmed = self.confirmed.get(&m).copied().unwrap_or(0);
+            let msg = Msg::Update {
+                epoch: self.epoch,
+                key: (self.epoch, self.version),
+                tick: self.state.tick,
+                replica: self.replica,
+                committed: self.committed,
+                confirmed,
+            };
+            self.send(m, msg);
+        }
+        if beat {
+            let msg = Msg::Status {
+                epoch: self.epoch,
+                replica: self.replica,
+                members: self.members.len() as u32,
+                tick: self.state.tick,
+            };
+            self.send(CLUSTER, msg);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server() -> Peer {
+        Peer::new(
+            0,
+            FailoverConfig::default(),
+            vec![0, 1, 2],
+            0,
+            Some(1),
+            vec![0, 1, 2],
+            Time::ZERO,
+        )
+    }
+
+    #[test]
+    fn strangers_and_oversized_batches_are_bounded() {
+        let mut s = server();
+        let now = Time::from_millis(10);
+        // a peer that is not a member cannot join or inject inputs
+        s.handle_message(
+            now,
+            99,
+            Msg::Input {
+                epoch: 1,
+                known: (1, 0),
+                inputs: vec![(1, 5)],
+            },
+        );
+        s.handle_timeout(now);
+        assert!(!s.members().contains(&99));
+        assert!(!s.state().players.contains_key(&99));
+        // a member's oversized batch is cut to max_batch
+        let inputs: Vec<(u64, u64)> = (1..=10_000).map(|i| (i, i)).collect();
+        s.handle_message(
+            now,
+            2,
+            Msg::Input {
+                epoch: 1,
+                known: (1, 0),
+                inputs,
+            },
+        );
+        s.handle_timeout(now + Duration::from_millis(50));
+        assert_eq!(
+            s.state().players[&2].seq,
+            FailoverConfig::default().max_batch as u64
+        );
+    }
+
+    #[test]
+    fn stale_server_is_told_about_the_newer_epoch_and_steps_down() {
+        let mut p = Peer::new(
+            2,
+            FailoverConfig::default(),
+            vec![0, 1, 2],
+            0,
+            Some(1),
+            vec![0, 1, 2],
+            Time::ZERO,
+        );
+        // player 2 follows epoch 3's server 1
+        p.handle_message(
+            Time::from_millis(1),
+            1,
+            Msg::Update {
+                epoch: 3,
+                key: (3, 1),
+                tick: 1,
+                replica: Some(0),
+                committed: 0,
+                confirmed: 0,
+            },
+        );
+        // the old server 0 of epoch 1 is answered with NewerEpoch
+        p.handle_message(
+            Time::from_millis(2),
+            0,
+            Msg::Update {
+                epoch: 1,
+                key: (1, 0),
+                tick: 9,
+                replica: Some(1),
+                committed: 0,
+                confirmed: 0,
+            },
+        );
+        let t = p.poll_transmit().unwrap();
+        assert_eq!(
+            t,
+            Transmit {
+                to: 0,
+                msg: Msg::NewerEpoch {
+                    epoch: 3,
+                    server: Some(1)
+                }
+            }
+        );
+        let mut s = server();
+        s.handle_message(Time::from_millis(3), 2, t.msg);
+        assert_eq!(s.role(), Role::Player);
+        assert_eq!(s.server(), Some(1));
+        assert_eq!(s.poll_event(), Some(Event::SteppedDown { epoch: 3 }));
+    }
+}
