@@ -1,0 +1,686 @@
+//! Client-to-mirror assignment that reacts to every join and leave (paper `002` §3).
+//!
+//! [`Assigner`] holds the current assignment and applies one [`Algorithm`] per event:
+//!
+//! | [`Algorithm`]              | join (§3.1) | leave (§3.2) |
+//! |----------------------------|-------------|--------------|
+//! | [`Algorithm::Optimal`]     | J-SA        | L-SA         |
+//! | [`Algorithm::OptimalRebuild`] | J-SA     | L-SA (`MC`/`MP` rebuilt per event, as in the paper) |
+//! | [`Algorithm::Greedy`]      | J-greedy    | L-greedy     |
+//! | [`Algorithm::GreedyIgnore`] | J-greedy   | L-ignore     |
+//!
+//! # Why J-SA and L-SA stay optimal
+//!
+//! Write the problem of §2.2 as a min-cost flow: source `s → p` (capacity 1, cost 0) for
+//! every player, `p → j` (capacity 1, cost `d(p, j)`) for every mirror, `j → t` (capacity
+//! `C_j`, cost 0). An assignment of all players is a flow saturating every `s → p`; it is
+//! optimal iff its residual graph has no negative cycle. In the residual graph, `s` has no
+//! outgoing arc (all its arcs are saturated), and the only way between mirrors is
+//! `u → p → v` for a player `p` on `u`, of cost `d(p, v) − d(p, u)`. So cycles live on the
+//! *mirror graph* with arcs `u → v` of cost `MC[u][v]` (the cheapest such player) plus the
+//! sink `t`, reached from mirrors with spare capacity and reaching mirrors with players.
+//!
+//! **Join (J-SA).** Add the new player `q` with arcs `q → j` of cost `d(q, j)`, and augment
+//! one unit along a shortest `q ⇝ t` path: `q → j₀ → … → k → t`, i.e. `q` takes `j₀`, one
+//! player moves along each mirror arc, and `k` (spare capacity) absorbs the extra player.
+//! This is one step of successive shortest paths; it keeps optimality because potentials
+//! exist afterwards: let `h` be feasible potentials of the old residual graph extended to
+//! `q` (reduced costs `≥ 0`; they exist as it has no negative cycle) and `δ` the
+//! shortest-path distances from `q` in reduced costs. Then `h' = h + min(δ, δ(t))` keeps
+//! every old arc's reduced cost `≥ 0` (triangle inequality, capped at `δ(t)`), and every
+//! arc of the augmenting path — hence its reversal — has reduced cost `0`. A residual graph
+//! with feasible potentials has no negative cycle, so the new assignment is optimal.
+//! When `q`'s closest mirror has spare capacity, the direct assignment is already such a
+//! shortest path: any chain ending at a mirror with spare capacity costs `≥ 0`, or with
+//! `t` it would have closed a negative cycle before the join (the paper's first case).
+//!
+//! **Leave (L-SA).** Removing `p` from mirror `i` deletes arcs and, if `i` was full, adds the
+//! arc `i → t` of capacity exactly 1. Every new negative cycle must use it: it is
+//! `t → j ⇝ i → t`, a chain of moves from some mirror `j` into `i`. The cheapest such chain
+//! (a shortest path *into* `i`), applied if its cost is negative, is the min-cost
+//! circulation in the old residual graph plus that one unit arc (a circulation that uses
+//! it decomposes into it, one `t ⇝ i` path and cycles that are `≥ 0`), so afterwards no
+//! negative cycle remains. If `i` had spare capacity no arc appears, nothing can improve,
+//! and nothing moves (the paper's first case). The paper only *conjectures* L-SA optimal
+//! from simulation (§4.2); this argument, and the property tests against the
+//! brute-force min-cost flow in [`crate::reference`], back it.
+//!
+//! # Cost per event
+//!
+//! With [`Algorithm::Optimal`] the `MC`/`MP` arrays are never rebuilt: [`crate::index`]
+//! keeps one ordered set per mirror pair, so a chain of `k` moves costs `O(k·m·log n)` to
+//! apply and the label correcting runs on `m` nodes (`O(m²)` per pass, few passes in
+//! practice, `O(m³)` worst case) — independent of `n` except for the logarithm.
+//! [`Algorithm::OptimalRebuild`] is the paper's literal version, `O(n·m)` per event.
+
+use crate::chain::{NegativeCycle, UNREACHED, label_correct, path_to};
+use crate::index::{Edge, MoveIndex};
+use crate::{AssignError, Micros, Move, PlayerId, Stats, micros_to_ms};
+use std::collections::{BTreeMap, HashMap};
+
+/// Which join and leave algorithms to use (paper `002` §3). The paper pairs them this way:
+/// the SA algorithms need an optimal assignment as input, so they cannot be mixed with the
+/// greedy ones (§3.2, last paragraph).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Algorithm {
+    /// J-SA and L-SA, with `MC`/`MP` maintained incrementally (optimal after every event).
+    Optimal,
+    /// J-SA and L-SA exactly as in the paper's Fig. 2: `MC`/`MP` rebuilt from all players
+    /// on every event that needs a chain (optimal, `O(n·m)` per event).
+    OptimalRebuild,
+    /// J-greedy (closest mirror with spare capacity) and L-greedy (repeatedly pull in the
+    /// player who gains most from the freed slot).
+    Greedy,
+    /// J-greedy and L-ignore (remove the player, move nobody): the scheme of the paper's
+    /// references [4, 12].
+    GreedyIgnore,
+}
+
+impl Algorithm {
+    /// All variants, for help texts and experiments.
+    pub const ALL: [Algorithm; 4] = [
+        Algorithm::Optimal,
+        Algorithm::OptimalRebuild,
+        Algorithm::Greedy,
+        Algorithm::GreedyIgnore,
+    ];
+
+    /// Short name used on command lines: `sa`, `sa-rebuild`, `greedy`, `ignore`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Optimal => "sa",
+            Algorithm::OptimalRebuild => "sa-rebuild",
+            Algorithm::Greedy => "greedy",
+            Algorithm::GreedyIgnore => "ignore",
+        }
+    }
+
+    /// The paper's name for the join/leave pair, e.g. `J-SA/L-SA`.
+    pub fn paper_name(self) -> &'static str {
+        match self {
+            Algorithm::Optimal => "J-SA/L-SA",
+            Algorithm::OptimalRebuild => "J-SA/L-SA (rebuild)",
+            Algorithm::Greedy => "J-greedy/L-greedy",
+            Algorithm::GreedyIgnore => "J-greedy/L-ignore",
+        }
+    }
+
+    /// Parses [`Algorithm::name`].
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.name() == s)
+    }
+
+    fn optimal(self) -> bool {
+        matches!(self, Algorithm::Optimal | Algorithm::OptimalRebuild)
+    }
+}
+
+/// What a join did.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct JoinOutcome {
+    /// Mirror the joining player was assigned to.
+    pub mirror: usize,
+    /// Other players re-assigned (the chain), in the order applied.
+    pub moved: Vec<Move>,
+}
+
+/// What a leave did.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct LeaveOutcome {
+    /// Mirror the leaving player was on.
+    pub mirror: usize,
+    /// Remaining players re-assigned, in the order applied.
+    pub moved: Vec<Move>,
+}
+
+const FREE: u32 = u32::MAX;
+/// Largest number of simultaneously connected players (slot indices are `u32`).
+pub const MAX_PLAYERS: usize = (u32::MAX - 1) as usize;
+
+/// The current client-to-mirror assignment and the algorithm that maintains it.
+///
+/// Invariants: every connected player is on exactly one mirror; no mirror holds more than
+/// its capacity (§2.2 constraints (i) and (ii)); with an optimal [`Algorithm`] the total
+/// delay is minimum after every event. An operation that returns an error changes nothing.
+#[derive(Clone, Debug)]
+pub struct Assigner {
+    algorithm: Algorithm,
+    m: usize,
+    caps: Vec<u32>,
+    load: Vec<u32>,
+    total_cap: u64,
+    delays: Vec<Micros>,
+    slot_player: Vec<PlayerId>,
+    slot_mirror: Vec<u32>,
+    free: Vec<u32>,
+    by_id: HashMap<PlayerId, u32>,
+    total: Micros,
+    delay_hist: BTreeMap<Micros, u32>,
+    index: Option<MoveIndex>,
+}
+
+impl Assigner {
+    /// An empty assignment over mirrors with the given capacities (players per mirror).
+    pub fn new(algorithm: Algorithm, capacities: Vec<u32>) -> Result<Self, AssignError> {
+        if capacities.is_empty() {
+            return Err(AssignError::NoMirrors);
+        }
+        let m = capacities.len();
+        Ok(Self {
+            algorithm,
+            m,
+            total_cap: capacities.iter().map(|&c| u64::from(c)).sum(),
+            load: vec![0; m],
+            caps: capacities,
+            delays: Vec::new(),
+            slot_player: Vec::new(),
+            slot_mirror: Vec::new(),
+            free: Vec::new(),
+            by_id: HashMap::new(),
+            total: 0,
+            delay_hist: BTreeMap::new(),
+            index: (algorithm == Algorithm::Optimal).then(|| MoveIndex::new(m)),
+        })
+    }
+
+    /// An assignment given explicitly: `(player, delays in µs, mirror)` triples. With an
+    /// optimal algorithm the assignment must be optimal ([`AssignError::NotOptimal`]
+    /// otherwise), since J-SA/L-SA build on an optimal `CMA_n` (paper `002` §3.2).
+    pub fn from_assignment(
+        algorithm: Algorithm,
+        capacities: Vec<u32>,
+        players: impl IntoIterator<Item = (PlayerId, Vec<Micros>, usize)>,
+    ) -> Result<Self, AssignError> {
+        let mut a = Self::new(algorithm, capacities)?;
+        for (id, row, mirror) in players {
+            a.check_row(id, &row)?;
+            if mirror >= a.m {
+                return Err(AssignError::NoSuchMirror {
+                    mirror,
+                    mirrors: a.m,
+                });
+            }
+            if a.load[mirror] >= a.caps[mirror] {
+                return Err(AssignError::OverCapacity {
+                    mirror,
+                    load: u64::from(a.load[mirror]) + 1,
+                    capacity: a.caps[mirror],
+                });
+            }
+            let slot = a.alloc(id, &row)?;
+            a.place(slot, mirror);
+        }
+        if algorithm.optimal() && !a.is_optimal() {
+            return Err(AssignError::NotOptimal);
+        }
+        Ok(a)
+    }
+
+    /// The algorithm in use.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// Number of mirrors `m`.
+    pub fn mirrors(&self) -> usize {
+        self.m
+    }
+
+    /// Capacities `C_j`.
+    pub fn capacities(&self) -> &[u32] {
+        &self.caps
+    }
+
+    /// Players currently on each mirror.
+    pub fn loads(&self) -> &[u32] {
+        &self.load
+    }
+
+    /// Number of connected players.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// True when nobody is connected.
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// Mirror of `player`, if connected.
+    pub fn mirror_of(&self, player: PlayerId) -> Option<usize> {
+        self.by_id
+            .get(&player)
+            .map(|&s| self.slot_mirror[s as usize] as usize)
+    }
+
+    /// Delays (µs) of `player` to every mirror, if connected.
+    pub fn delays_of(&self, player: PlayerId) -> Option<&[Micros]> {
+        self.by_id.get(&player).map(|&s| self.row(s))
+    }
+
+    /// Every connected player with its mirror, in internal slot order (deterministic for a
+    /// given event sequence).
+    pub fn players(&self) -> impl Iterator<Item = (PlayerId, usize)> + '_ {
+        self.slot_mirror
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| **m != FREE)
+            .map(|(s, &m)| (self.slot_player[s], m as usize))
+    }
+
+    /// Each connected player's current delay in ms, in [`Assigner::players`] order.
+    pub fn player_delays_ms(&self) -> Vec<f64> {
+        self.slot_mirror
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| **m != FREE)
+            .map(|(s, &m)| micros_to_ms(self.delays[s * self.m + m as usize]))
+            .collect()
+    }
+
+    /// Total delay in µs (exact).
+    pub fn total_us(&self) -> Micros {
+        self.total
+    }
+
+    /// Total, mean and max delay.
+    pub fn stats(&self) -> Stats {
+        let n = self.len();
+        Stats {
+            players: n,
+            total_us: self.total,
+            mean_ms: if n == 0 {
+                0.0
+            } else {
+                micros_to_ms(self.total) / n as f64
+            },
+            max_ms: self
+                .delay_hist
+                .keys()
+                .next_back()
+                .map_or(0.0, |&d| micros_to_ms(d)),
+        }
+    }
+
+    /// Delay rows (µs, row-major `len() × m`) and mirrors of all players, in
+    /// [`Assigner::players`] order: the instance for a from-scratch solve.
+    pub fn instance(&self) -> (Vec<Micros>, Vec<usize>) {
+        let mut rows = Vec::with_capacity(self.len() * self.m);
+        let mut mirrors = Vec::with_capacity(self.len());
+        for (s, &mi) in self.slot_mirror.iter().enumerate() {
+            if mi != FREE {
+                rows.extend_from_slice(self.row(s as u32));
+                mirrors.push(mi as usize);
+            }
+        }
+        (rows, mirrors)
+    }
+
+    /// A player joins with delays in milliseconds (see [`Assigner::join`]).
+    pub fn join_ms(
+        &mut self,
+        player: PlayerId,
+        delays_ms: &[f64],
+    ) -> Result<JoinOutcome, AssignError> {
+        let row = delays_ms
+            .iter()
+            .map(|&d| crate::ms_to_micros(d))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.join(player, &row)
+    }
+
+    /// A player joins with delays `row[j]` (µs) to each mirror `j`; it is placed with J-SA
+    /// or J-greedy according to the algorithm. Fails, changing nothing, on a duplicate
+    /// player, a row of the wrong length or when every mirror is full.
+    pub fn join(&mut self, player: PlayerId, row: &[Micros]) -> Result<JoinOutcome, AssignError> {
+        self.check_row(player, row)?;
+        if self.by_id.contains_key(&player) {
+            return Err(AssignError::DuplicateJoin(player));
+        }
+        if self.by_id.len() as u64 >= self.total_cap {
+            return Err(AssignError::AllFull {
+                player,
+                capacity: self.total_cap,
+            });
+        }
+        if self.by_id.len() >= MAX_PLAYERS {
+            return Err(AssignError::TooManyPlayers { limit: MAX_PLAYERS });
+        }
+        if self.algorithm.optimal() {
+            self.join_sa(player, row)
+        } else {
+            let mirror = self.closest_with_spare(row).ok_or(AssignError::AllFull {
+                player,
+                capacity: self.total_cap,
+            })?;
+            let slot = self.alloc(player, row)?;
+            self.place(slot, mirror);
+            Ok(JoinOutcome {
+                mirror,
+                moved: Vec::new(),
+            })
+        }
+    }
+
+    /// A connected player leaves; the rest are improved with L-SA, L-greedy or not at all.
+    pub fn leave(&mut self, player: PlayerId) -> Result<LeaveOutcome, AssignError> {
+        let slot = *self
+            .by_id
+            .get(&player)
+            .ok_or(AssignError::NotConnected(player))?;
+        let i = self.slot_mirror[slot as usize] as usize;
+        let was_full = self.load[i] == self.caps[i];
+        self.unplace(slot);
+        self.release(slot);
+        let moved = if !was_full {
+            Vec::new()
+        } else {
+            match self.algorithm {
+                Algorithm::GreedyIgnore => Vec::new(),
+                Algorithm::Greedy => self.leave_greedy(i),
+                Algorithm::Optimal | Algorithm::OptimalRebuild => self.leave_sa(i),
+            }
+        };
+        Ok(LeaveOutcome { mirror: i, moved })
+    }
+
+    /// True when no re-assignment of the connected players lowers the total delay: no
+    /// negative cycle in the residual mirror graph (see the module docs). Computed from
+    /// scratch in `O(n·m + m³)`, independently of the incremental index.
+    pub fn is_optimal(&self) -> bool {
+        let m = self.m;
+        let arcs = self.rebuilt_arcs();
+        // nodes 0..m mirrors, m = sink; Bellman-Ford from a virtual root (all zeros).
+        let mut dist = vec![0 as Micros; m + 1];
+        for _round in 0..=m + 1 {
+            let mut changed = false;
+            for u in 0..m {
+                for v in 0..m {
+                    if u != v
+                        && let Some((c, _)) = arcs[u * m + v]
+                        && dist[u] + c < dist[v]
+                    {
+                        dist[v] = dist[u] + c;
+                        changed = true;
+                    }
+                }
+                if self.load[u] < self.caps[u] && dist[u] < dist[m] {
+                    dist[m] = dist[u];
+                    changed = true;
+                }
+                if self.load[u] > 0 && dist[m] < dist[u] {
+                    dist[u] = dist[m];
+                    changed = true;
+                }
+            }
+            if !changed {
+                return true;
+            }
+        }
+        false
+    }
+
+    // ---- internals ------------------------------------------------------------------
+
+    fn check_row(&self, player: PlayerId, row: &[Micros]) -> Result<(), AssignError> {
+        if row.len() != self.m {
+            return Err(AssignError::WrongRowLength {
+                player,
+                got: row.len(),
+                mirrors: self.m,
+            });
+        }
+        let max = crate::ms_to_micros(crate::MAX_DELAY_MS).unwrap_or(Micros::MAX);
+        if let Some(&d) = row.iter().find(|&&d| !(0..=max).contains(&d)) {
+            return Err(AssignError::BadDelay {
+                value: micros_to_ms(d),
+            });
+        }
+        Ok(())
+    }
+
+    fn row(&self, slot: u32) -> &[Micros] {
+        let s = slot as usize * self.m;
+        &self.delays[s..s + self.m]
+    }
+
+    fn alloc(&mut self, player: PlayerId, row: &[Micros]) -> Result<u32, AssignError> {
+        if self.by_id.contains_key(&player) {
+            return Err(AssignError::DuplicateJoin(player));
+        }
+        let slot = match self.free.pop() {
+            Some(s) => {
+                let at = s as usize * self.m;
+                self.delays[at..at + self.m].copy_from_slice(row);
+                self.slot_player[s as usize] = player;
+                s
+            }
+            None => {
+                if self.slot_mirror.len() >= MAX_PLAYERS {
+                    return Err(AssignError::TooManyPlayers { limit: MAX_PLAYERS });
+                }
+                self.delays.extend_from_slice(row);
+                self.slot_player.push(player);
+                self.slot_mirror.push(FREE);
+                (self.slot_mirror.len() - 1) as u32
+            }
+        };
+        self.by_id.insert(player, slot);
+        Ok(slot)
+    }
+
+    fn release(&mut self, slot: u32) {
+        let id = self.slot_player[slot as usize];
+        self.by_id.remove(&id);
+        self.free.push(slot);
+    }
+
+    fn place(&mut self, slot: u32, mirror: usize) {
+        let d = self.delays[slot as usize * self.m + mirror];
+        self.slot_mirror[slot as usize] = mirror as u32;
+        self.load[mirror] += 1;
+        self.total += d;
+        *self.delay_hist.entry(d).or_insert(0) += 1;
+        if let Some(ix) = self.index.as_mut() {
+            let s = slot as usize * self.m;
+            ix.insert(slot, mirror, &self.delays[s..s + self.m]);
+        }
+    }
+
+    fn unplace(&mut self, slot: u32) {
+        let mirror = self.slot_mirror[slot as usize] as usize;
+        let d = self.delays[slot as usize * self.m + mirror];
+        self.slot_mirror[slot as usize] = FREE;
+        self.load[mirror] -= 1;
+        self.total -= d;
+        if let Some(c) = self.delay_hist.get_mut(&d) {
+            *c -= 1;
+            if *c == 0 {
+                self.delay_hist.remove(&d);
+            }
+        }
+        if let Some(ix) = self.index.as_mut() {
+            let s = slot as usize * self.m;
+            ix.remove(slot, mirror, &self.delays[s..s + self.m]);
+        }
+    }
+
+    fn move_slot(&mut self, slot: u32, to: usize) -> Move {
+        let from = self.slot_mirror[slot as usize] as usize;
+        self.unplace(slot);
+        self.place(slot, to);
+        Move {
+            player: self.slot_player[slot as usize],
+            from,
+            to,
+        }
+    }
+
+    fn closest_with_spare(&self, row: &[Micros]) -> Option<usize> {
+        (0..self.m)
+            .filter(|&j| self.load[j] < self.caps[j])
+            .min_by_key(|&j| (row[j], j))
+    }
+
+    /// `MC`/`MP` rebuilt by scanning every player (the paper's "generate MC, MP").
+    fn rebuilt_arcs(&self) -> Vec<Option<Edge>> {
+        let m = self.m;
+        let mut arcs: Vec<Option<Edge>> = vec![None; m * m];
+        for (s, &mi) in self.slot_mirror.iter().enumerate() {
+            if mi == FREE {
+                continue;
+            }
+            let i = mi as usize;
+            let row = &self.delays[s * m..s * m + m];
+            for j in 0..m {
+                if j != i {
+                    let e = (row[j] - row[i], s as u32);
+                    let cell = &mut arcs[i * m + j];
+                    if cell.is_none_or(|c| e < c) {
+                        *cell = Some(e);
+                    }
+                }
+            }
+        }
+        arcs
+    }
+
+    /// Runs label correcting over the current `MC`/`MP` (incremental or rebuilt).
+    fn labels(
+        &self,
+        init: &[Micros],
+        reverse: bool,
+    ) -> Result<(Vec<crate::chain::Label>, Vec<Option<Edge>>), NegativeCycle> {
+        let m = self.m;
+        match &self.index {
+            Some(ix) => {
+                let l = if reverse {
+                    label_correct(init, |a, b| ix.best(b, a))?
+                } else {
+                    label_correct(init, |a, b| ix.best(a, b))?
+                };
+                Ok((l, Vec::new()))
+            }
+            None => {
+                let arcs = self.rebuilt_arcs();
+                let l = if reverse {
+                    label_correct(init, |a, b| arcs[b * m + a])?
+                } else {
+                    label_correct(init, |a, b| arcs[a * m + b])?
+                };
+                Ok((l, arcs))
+            }
+        }
+    }
+
+    fn arc(&self, arcs: &[Option<Edge>], u: usize, v: usize) -> Option<Edge> {
+        match &self.index {
+            Some(ix) => ix.best(u, v),
+            None => arcs[u * self.m + v],
+        }
+    }
+
+    fn join_sa(&mut self, player: PlayerId, row: &[Micros]) -> Result<JoinOutcome, AssignError> {
+        let full = AssignError::AllFull {
+            player,
+            capacity: self.total_cap,
+        };
+        // Paper's first case: the closest mirror has spare capacity.
+        let closest = (0..self.m)
+            .min_by_key(|&j| (row[j], j))
+            .ok_or(AssignError::NoMirrors)?;
+        if self.load[closest] < self.caps[closest] {
+            let slot = self.alloc(player, row)?;
+            self.place(slot, closest);
+            return Ok(JoinOutcome {
+                mirror: closest,
+                moved: Vec::new(),
+            });
+        }
+        let (labels, arcs) = self
+            .labels(row, false)
+            .map_err(|_| AssignError::NotOptimal)?;
+        let end = (0..self.m)
+            .filter(|&k| self.load[k] < self.caps[k] && labels[k].cost != UNREACHED)
+            .min_by_key(|&k| (labels[k].cost, labels[k].moves, k))
+            .ok_or(full)?;
+        let path = path_to(&labels, end);
+        // Decide every moving player before changing anything (the path is simple, so each
+        // comes from a different mirror).
+        let mut chain = Vec::with_capacity(path.len());
+        for w in path.windows(2) {
+            let (_, slot) = self.arc(&arcs, w[0], w[1]).ok_or(AssignError::NotOptimal)?;
+            chain.push((slot, w[1]));
+        }
+        let slot = self.alloc(player, row)?;
+        self.place(slot, path[0]);
+        let moved = chain
+            .into_iter()
+            .map(|(s, to)| self.move_slot(s, to))
+            .collect();
+        Ok(JoinOutcome {
+            mirror: path[0],
+            moved,
+        })
+    }
+
+    fn leave_sa(&mut self, freed: usize) -> Vec<Move> {
+        let mut init = vec![UNREACHED; self.m];
+        init[freed] = 0;
+        // An optimal assignment minus one player has no negative cycle apart from through
+        // the freed slot, which this search does not traverse; an error cannot happen.
+        let Ok((labels, arcs)) = self.labels(&init, true) else {
+            return Vec::new();
+        };
+        let Some(start) = (0..self.m)
+            .filter(|&u| u != freed && labels[u].cost < 0)
+            .min_by_key(|&u| (labels[u].cost, labels[u].moves, u))
+        else {
+            return Vec::new();
+        };
+        // Reverse labels link each mirror to the next one towards `freed`.
+        let mut path = path_to(&labels, start);
+        path.reverse();
+        let mut chain = Vec::with_capacity(path.len());
+        for w in path.windows(2) {
+            match self.arc(&arcs, w[0], w[1]) {
+                Some((_, slot)) => chain.push((slot, w[1])),
+                None => return Vec::new(),
+            }
+        }
+        chain
+            .into_iter()
+            .map(|(s, to)| self.move_slot(s, to))
+            .collect()
+    }
+
+    fn leave_greedy(&mut self, mut freed: usize) -> Vec<Move> {
+        let mut moved = Vec::new();
+        loop {
+            // The player elsewhere who gains most from moving into `freed`.
+            let mut best: Option<(Micros, u32)> = None;
+            for (s, &mi) in self.slot_mirror.iter().enumerate() {
+                if mi == FREE || mi as usize == freed {
+                    continue;
+                }
+                let row = &self.delays[s * self.m..(s + 1) * self.m];
+                let b = row[freed] - row[mi as usize];
+                if best.is_none_or(|(bb, _)| b < bb) {
+                    best = Some((b, s as u32));
+                }
+            }
+            let Some((b, slot)) = best else { break };
+            if b >= 0 {
+                break;
+            }
+            let from = self.slot_mirror[slot as usize] as usize;
+            let from_was_full = self.load[from] == self.caps[from];
+            moved.push(self.move_slot(slot, freed));
+            if !from_was_full {
+                break;
+            }
+            freed = from;
+        }
+        moved
+    }
+}
