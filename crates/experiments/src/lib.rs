@@ -9,6 +9,9 @@
 //! ExperimentError>` and add one [`Experiment`] entry to [`registry`].
 #![forbid(unsafe_code)]
 
+pub mod cma;
+pub mod cma_speed;
+
 use std::path::PathBuf;
 use worldmesh_report::{OutputDir, ReportError, Table};
 
@@ -68,7 +71,32 @@ pub struct Experiment {
 
 /// Every experiment, in the order `worldmesh experiment --list` shows them.
 pub fn registry() -> Vec<Experiment> {
-    vec![]
+    vec![
+        Experiment {
+            name: "cma-join",
+            reproduces: "paper 002 Fig. 4, 5",
+            summary: "average/max delay vs joins and delay CDF, J-greedy vs optimal J-SA under mirror capacity",
+            run: cma::run_join,
+        },
+        Experiment {
+            name: "cma-leave",
+            reproduces: "paper 002 Fig. 6",
+            summary: "average/max delay vs FIFO leaves: L-ignore, L-greedy, L-SA vs brute-force optimum",
+            run: cma::run_leave,
+        },
+        Experiment {
+            name: "cma-dynamic",
+            reproduces: "paper 002 Fig. 7",
+            summary: "random joins and leaves: J-SA/L-SA vs J-greedy/L-greedy vs J-greedy/L-ignore",
+            run: cma::run_dynamic,
+        },
+        Experiment {
+            name: "cma-speed",
+            reproduces: "paper 002 Fig. 8 (extended)",
+            summary: "running times up to 100 mirrors and 100k players; per-event J-SA/L-SA vs full min-cost-flow re-solve",
+            run: cma_speed::run_speed,
+        },
+    ]
 }
 
 /// The experiment called `name`, if any.
@@ -78,7 +106,10 @@ pub fn find(name: &str) -> Option<Experiment> {
 
 /// Path of the PlanetLab matrix shipped with the source tree.
 pub fn shipped_planetlab_path() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../data/latency/planetlab-490.txt"))
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../data/latency/planetlab-490.txt"
+    ))
 }
 
 #[cfg(test)]
