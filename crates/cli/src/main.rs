@@ -5,6 +5,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod cmd_assign;
 mod cmd_experiment;
 
 /// worldmesh: one large multiplayer game world across many servers.
@@ -19,11 +20,15 @@ struct Cli {
 enum Command {
     /// Run a named experiment that reproduces a paper's figure or table.
     Experiment(cmd_experiment::ExperimentArgs),
+    /// Assign players to capacity-limited mirrors from a stream of join/leave events
+    /// (optimal J-SA/L-SA or the greedy variants; paper 002).
+    Assign(cmd_assign::AssignArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Experiment(args) => cmd_experiment::run(args),
+        Command::Assign(args) => cmd_assign::run(args),
     }
 }
