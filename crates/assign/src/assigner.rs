@@ -45,15 +45,28 @@
 //! from simulation (§4.2); this argument, and the property tests against the
 //! brute-force min-cost flow in [`crate::reference`], back it.
 //!
-//! # Cost per event
+//! # Finding chains: label correcting, or Dijkstra with kept potentials
 //!
-//! With [`Algorithm::Optimal`] the `MC`/`MP` arrays are never rebuilt: [`crate::index`]
-//! keeps one ordered set per mirror pair, so a chain of `k` moves costs `O(k·m·log n)` to
-//! apply and the label correcting runs on `m` nodes (`O(m²)` per pass, few passes in
-//! practice, `O(m³)` worst case) — independent of `n` except for the logarithm.
-//! [`Algorithm::OptimalRebuild`] is the paper's literal version, `O(n·m)` per event.
+//! [`Algorithm::OptimalRebuild`] is the paper's literal version: `MC`/`MP` rebuilt from all
+//! players, then label correcting (Bellman–Ford) over the mirror graph — `O(n·m)` per event.
+//!
+//! [`Algorithm::Optimal`] never rebuilds: [`crate::index`] keeps one lazy min-heap per
+//! mirror pair, and the assigner keeps *potentials* `h` on the mirrors and the sink with
+//! every residual arc's reduced cost `c(u, v) + h(u) − h(v) ≥ 0`. Chains are then shortest
+//! paths by Dijkstra on the `m + 1`-node graph (`O(m²)`), and after each event `h` is
+//! updated exactly as in the proofs above: `h' = h + min(δ, D)` with `D = δ(t)` for a join
+//! and `D = δ(i)` for a leave (or `max(0, h(t) − h(i))` when `i` is unreachable), which is
+//! what makes the new arcs (the reversed chain, the freed slot's `i → t`) non-negative
+//! too. The new player's own potential is `max_j (h(j) − d(q, j))`, the smallest making its
+//! arcs non-negative. Potentials are renormalised to `h(t) = 0`, so they stay bounded by
+//! path costs. Per event: `O(m²)` for the search plus `O(k·m·log n)` for a chain of `k ≤ m`
+//! moves — the number of players enters only through the heaps' logarithm.
+//!
+//! Compressing player nodes away is exact for potentials as well: a player `p` on `u`
+//! admits a potential iff `d(p, v) − d(p, u) + h(u) − h(v) ≥ 0` for every `v`, i.e. iff
+//! every compressed arc has non-negative reduced cost.
 
-use crate::chain::{NegativeCycle, UNREACHED, label_correct, path_to};
+use crate::chain::{NegativeCycle, UNREACHED, dijkstra, label_correct, path_to};
 use crate::index::{Edge, MoveIndex};
 use crate::{AssignError, Micros, Move, PlayerId, Stats, micros_to_ms};
 use std::collections::{BTreeMap, HashMap};
@@ -157,6 +170,9 @@ pub struct Assigner {
     total: Micros,
     delay_hist: BTreeMap<Micros, u32>,
     index: Option<MoveIndex>,
+    /// Feasible potentials of the residual mirror graph (mirrors, then the sink), kept by
+    /// [`Algorithm::Optimal`] so that chains are found by Dijkstra (see the module docs).
+    pot: Vec<Micros>,
 }
 
 impl Assigner {
@@ -180,6 +196,7 @@ impl Assigner {
             total: 0,
             delay_hist: BTreeMap::new(),
             index: (algorithm == Algorithm::Optimal).then(|| MoveIndex::new(m)),
+            pot: vec![0; m + 1],
         })
     }
 
@@ -210,8 +227,8 @@ impl Assigner {
             let slot = a.alloc(id, &row)?;
             a.place(slot, mirror);
         }
-        if algorithm.optimal() && !a.is_optimal() {
-            return Err(AssignError::NotOptimal);
+        if algorithm.optimal() {
+            a.pot = a.potentials().ok_or(AssignError::NotOptimal)?;
         }
         Ok(a)
     }
@@ -346,7 +363,9 @@ impl Assigner {
         if self.by_id.len() >= MAX_PLAYERS {
             return Err(AssignError::TooManyPlayers { limit: MAX_PLAYERS });
         }
-        if self.algorithm.optimal() {
+        if self.algorithm == Algorithm::Optimal {
+            self.join_indexed(player, row)
+        } else if self.algorithm == Algorithm::OptimalRebuild {
             self.join_sa(player, row)
         } else {
             let mirror = self.closest_with_spare(row).ok_or(AssignError::AllFull {
@@ -378,7 +397,8 @@ impl Assigner {
             match self.algorithm {
                 Algorithm::GreedyIgnore => Vec::new(),
                 Algorithm::Greedy => self.leave_greedy(i),
-                Algorithm::Optimal | Algorithm::OptimalRebuild => self.leave_sa(i),
+                Algorithm::Optimal => self.leave_indexed(i),
+                Algorithm::OptimalRebuild => self.leave_sa(i),
             }
         };
         Ok(LeaveOutcome { mirror: i, moved })
@@ -388,9 +408,15 @@ impl Assigner {
     /// negative cycle in the residual mirror graph (see the module docs). Computed from
     /// scratch in `O(n·m + m³)`, independently of the incremental index.
     pub fn is_optimal(&self) -> bool {
+        self.potentials().is_some()
+    }
+
+    /// Bellman–Ford from a virtual root on the residual mirror graph (mirrors, then the
+    /// sink `t`): feasible potentials, normalised to `h(t) = 0`, or `None` if there is a
+    /// negative cycle.
+    fn potentials(&self) -> Option<Vec<Micros>> {
         let m = self.m;
         let arcs = self.rebuilt_arcs();
-        // nodes 0..m mirrors, m = sink; Bellman-Ford from a virtual root (all zeros).
         let mut dist = vec![0 as Micros; m + 1];
         for _round in 0..=m + 1 {
             let mut changed = false;
@@ -414,10 +440,11 @@ impl Assigner {
                 }
             }
             if !changed {
-                return true;
+                let ht = dist[m];
+                return Some(dist.into_iter().map(|d| d - ht).collect());
             }
         }
-        false
+        None
     }
 
     // ---- internals ------------------------------------------------------------------
@@ -500,8 +527,7 @@ impl Assigner {
             }
         }
         if let Some(ix) = self.index.as_mut() {
-            let s = slot as usize * self.m;
-            ix.remove(slot, mirror, &self.delays[s..s + self.m]);
+            ix.remove(slot, mirror);
         }
     }
 
@@ -545,39 +571,126 @@ impl Assigner {
         arcs
     }
 
-    /// Runs label correcting over the current `MC`/`MP` (incremental or rebuilt).
+    /// Runs label correcting over `MC`/`MP` rebuilt from all players (the paper's Fig. 2).
     fn labels(
         &self,
         init: &[Micros],
         reverse: bool,
     ) -> Result<(Vec<crate::chain::Label>, Vec<Option<Edge>>), NegativeCycle> {
         let m = self.m;
-        match &self.index {
-            Some(ix) => {
-                let l = if reverse {
-                    label_correct(init, |a, b| ix.best(b, a))?
-                } else {
-                    label_correct(init, |a, b| ix.best(a, b))?
-                };
-                Ok((l, Vec::new()))
-            }
-            None => {
-                let arcs = self.rebuilt_arcs();
-                let l = if reverse {
-                    label_correct(init, |a, b| arcs[b * m + a])?
-                } else {
-                    label_correct(init, |a, b| arcs[a * m + b])?
-                };
-                Ok((l, arcs))
-            }
-        }
+        let arcs = self.rebuilt_arcs();
+        let l = if reverse {
+            label_correct(init, |a, b| arcs[b * m + a])?
+        } else {
+            label_correct(init, |a, b| arcs[a * m + b])?
+        };
+        Ok((l, arcs))
     }
 
-    fn arc(&self, arcs: &[Option<Edge>], u: usize, v: usize) -> Option<Edge> {
-        match &self.index {
-            Some(ix) => ix.best(u, v),
-            None => arcs[u * self.m + v],
+    /// J-SA on the incrementally kept index: Dijkstra with potentials from the new player to
+    /// the sink, then the capped potential update of the module docs.
+    fn join_indexed(
+        &mut self,
+        player: PlayerId,
+        row: &[Micros],
+    ) -> Result<JoinOutcome, AssignError> {
+        let (m, t) = (self.m, self.m);
+        let Some(ix) = self.index.as_ref() else {
+            return Err(AssignError::NotOptimal);
+        };
+        let (h, load, caps) = (&self.pot, &self.load, &self.caps);
+        let hq = (0..m).map(|j| h[j] - row[j]).max().unwrap_or(0);
+        let mut init = vec![UNREACHED; m + 1];
+        for j in 0..m {
+            init[j] = row[j] + hq - h[j];
         }
+        let labels = dijkstra(&init, Some(t), |u, v| {
+            if u == t {
+                None
+            } else if v == t {
+                (load[u] < caps[u]).then(|| (h[u] - h[t], 0))
+            } else {
+                ix.best(u, v).map(|(c, _)| (c + h[u] - h[v], 1))
+            }
+        });
+        let dt = labels[t].cost;
+        if dt == UNREACHED {
+            return Err(AssignError::AllFull {
+                player,
+                capacity: self.total_cap,
+            });
+        }
+        let mut path = path_to(&labels, t);
+        path.pop(); // the sink
+        let mut chain = Vec::with_capacity(path.len());
+        for w in path.windows(2) {
+            let (_, slot) = ix.best(w[0], w[1]).ok_or(AssignError::NotOptimal)?;
+            chain.push((slot, w[1]));
+        }
+        for (v, l) in labels.iter().enumerate() {
+            self.pot[v] += l.cost.min(dt);
+        }
+        let ht = self.pot[t];
+        self.pot.iter_mut().for_each(|x| *x -= ht);
+        let slot = self.alloc(player, row)?;
+        self.place(slot, path[0]);
+        let moved = chain
+            .into_iter()
+            .map(|(s, to)| self.move_slot(s, to))
+            .collect();
+        Ok(JoinOutcome {
+            mirror: path[0],
+            moved,
+        })
+    }
+
+    /// L-SA on the incrementally kept index: the cheapest cycle through the freed slot of
+    /// `freed` (Dijkstra with potentials from the sink to `freed`), applied if negative,
+    /// then the capped potential update.
+    fn leave_indexed(&mut self, freed: usize) -> Vec<Move> {
+        let (m, t) = (self.m, self.m);
+        let Some(ix) = self.index.as_ref() else {
+            return Vec::new();
+        };
+        let (h, load) = (&self.pot, &self.load);
+        let mut init = vec![UNREACHED; m + 1];
+        init[t] = 0;
+        let labels = dijkstra(&init, Some(freed), |u, v| {
+            if v == t {
+                None
+            } else if u == t {
+                (load[v] > 0).then(|| (h[t] - h[v], 0))
+            } else {
+                ix.best(u, v).map(|(c, _)| (c + h[u] - h[v], 1))
+            }
+        });
+        let di = labels[freed].cost;
+        let reachable = di != UNREACHED;
+        let cap = if reachable {
+            di
+        } else {
+            (h[t] - h[freed]).max(0)
+        };
+        let cycle = if reachable { di + h[freed] - h[t] } else { 0 };
+        let mut chain = Vec::new();
+        if cycle < 0 {
+            let path = path_to(&labels, freed);
+            for w in path[1..].windows(2) {
+                match ix.best(w[0], w[1]) {
+                    Some((_, slot)) => chain.push((slot, w[1])),
+                    None => return Vec::new(),
+                }
+            }
+        }
+        for (v, l) in labels.iter().enumerate() {
+            self.pot[v] += l.cost.min(cap);
+        }
+        let ht = self.pot[t];
+        self.pot.iter_mut().for_each(|x| *x -= ht);
+        chain
+            .into_iter()
+            .map(|(s, to)| self.move_slot(s, to))
+            .collect()
     }
 
     fn join_sa(&mut self, player: PlayerId, row: &[Micros]) -> Result<JoinOutcome, AssignError> {
@@ -609,7 +722,7 @@ impl Assigner {
         // comes from a different mirror).
         let mut chain = Vec::with_capacity(path.len());
         for w in path.windows(2) {
-            let (_, slot) = self.arc(&arcs, w[0], w[1]).ok_or(AssignError::NotOptimal)?;
+            let (_, slot) = arcs[w[0] * self.m + w[1]].ok_or(AssignError::NotOptimal)?;
             chain.push((slot, w[1]));
         }
         let slot = self.alloc(player, row)?;
@@ -643,7 +756,7 @@ impl Assigner {
         path.reverse();
         let mut chain = Vec::with_capacity(path.len());
         for w in path.windows(2) {
-            match self.arc(&arcs, w[0], w[1]) {
+            match arcs[w[0] * self.m + w[1]] {
                 Some((_, slot)) => chain.push((slot, w[1])),
                 None => return Vec::new(),
             }

@@ -103,6 +103,65 @@ pub(crate) fn path_to(labels: &[Label], end: usize) -> Vec<usize> {
     path
 }
 
+/// Dijkstra on a dense graph of `init.len()` nodes with non-negative arc costs
+/// `arc(u, v) = Some((cost, moves))`, from the nodes with finite `init`, comparing labels by
+/// `(cost, moves)` and settling ties by node index. Stops once `stop` is settled (labels of
+/// nodes not yet settled are then upper bounds, which the callers cap anyway). `O(V²)`.
+pub(crate) fn dijkstra(
+    init: &[Micros],
+    stop: Option<usize>,
+    mut arc: impl FnMut(usize, usize) -> Option<(Micros, u32)>,
+) -> Vec<Label> {
+    let n = init.len();
+    let mut labels: Vec<Label> = init
+        .iter()
+        .map(|&cost| Label {
+            cost,
+            moves: 0,
+            link: NO_LINK,
+        })
+        .collect();
+    let mut done = vec![false; n];
+    loop {
+        let mut best: Option<usize> = None;
+        for v in 0..n {
+            if !done[v]
+                && labels[v].cost != UNREACHED
+                && best.is_none_or(|b| {
+                    (labels[v].cost, labels[v].moves) < (labels[b].cost, labels[b].moves)
+                })
+            {
+                best = Some(v);
+            }
+        }
+        let Some(u) = best else { break };
+        done[u] = true;
+        if Some(u) == stop {
+            break;
+        }
+        let lu = labels[u];
+        for v in 0..n {
+            if done[v] || v == u {
+                continue;
+            }
+            let Some((c, mv)) = arc(u, v) else { continue };
+            debug_assert!(
+                c >= 0,
+                "negative reduced cost {c} on {u} -> {v}: potentials infeasible"
+            );
+            let cand = (lu.cost + c, lu.moves + mv);
+            if cand < (labels[v].cost, labels[v].moves) {
+                labels[v] = Label {
+                    cost: cand.0,
+                    moves: cand.1,
+                    link: u as u32,
+                };
+            }
+        }
+    }
+    labels
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

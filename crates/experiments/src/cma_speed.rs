@@ -97,9 +97,15 @@ impl EventTimes {
         v.iter().sum::<f64>() / v.len().max(1) as f64
     }
     fn p99(v: &[f64]) -> f64 {
+        Self::pct(v, 0.99)
+    }
+    fn p50(v: &[f64]) -> f64 {
+        Self::pct(v, 0.5)
+    }
+    fn pct(v: &[f64], q: f64) -> f64 {
         let mut s = v.to_vec();
         s.sort_by(f64::total_cmp);
-        percentile(&s, 0.99)
+        percentile(&s, q)
     }
 }
 
@@ -192,7 +198,15 @@ pub fn run_speed(ctx: &Context) -> Result<Outcome, ExperimentError> {
             clients,
         );
         for (k, &alg) in algs.iter().enumerate() {
-            let [j, l, d] = scenario_times(alg, &caps, &rows, n, &events, &dyn_caps)?;
+            // best of three runs: the machine is shared, the minimum is the least disturbed
+            let mut best = [f64::INFINITY; 3];
+            for _ in 0..3 {
+                let r = scenario_times(alg, &caps, &rows, n, &events, &dyn_caps)?;
+                for (b, x) in best.iter_mut().zip(r) {
+                    *b = b.min(x);
+                }
+            }
+            let [j, l, d] = best;
             fig8.push([
                 m.to_string(),
                 alg.paper_name().to_string(),
@@ -233,8 +247,10 @@ pub fn run_speed(ctx: &Context) -> Result<Outcome, ExperimentError> {
         &[
             "players×mirrors",
             "J-SA mean",
+            "J-SA p50",
             "J-SA p99",
             "L-SA mean",
+            "L-SA p50",
             "L-SA p99",
             "J-SA rebuild mean",
             "L-SA rebuild mean",
@@ -304,8 +320,10 @@ pub fn run_speed(ctx: &Context) -> Result<Outcome, ExperimentError> {
         t.push([
             format!("{n}×{m}"),
             fmt(jm),
+            fmt(EventTimes::p50(&inc.join_us)),
             fmt(EventTimes::p99(&inc.join_us)),
             fmt(lm),
+            fmt(EventTimes::p50(&inc.leave_us)),
             fmt(EventTimes::p99(&inc.leave_us)),
             fmt(EventTimes::mean(&reb.join_us)),
             fmt(EventTimes::mean(&reb.leave_us)),
@@ -319,8 +337,8 @@ pub fn run_speed(ctx: &Context) -> Result<Outcome, ExperimentError> {
         ]);
         json_rows.push(serde_json::json!({
             "players": n, "mirrors": m, "event_pairs": pairs, "slow_event_pairs": slow_pairs,
-            "j_sa_mean_us": jm, "j_sa_p99_us": EventTimes::p99(&inc.join_us),
-            "l_sa_mean_us": lm, "l_sa_p99_us": EventTimes::p99(&inc.leave_us),
+            "j_sa_mean_us": jm, "j_sa_p50_us": EventTimes::p50(&inc.join_us), "j_sa_p99_us": EventTimes::p99(&inc.join_us),
+            "l_sa_mean_us": lm, "l_sa_p50_us": EventTimes::p50(&inc.leave_us), "l_sa_p99_us": EventTimes::p99(&inc.leave_us),
             "j_sa_rebuild_mean_us": EventTimes::mean(&reb.join_us), "l_sa_rebuild_mean_us": EventTimes::mean(&reb.leave_us),
             "j_greedy_mean_us": EventTimes::mean(&gre.join_us), "l_greedy_mean_us": EventTimes::mean(&gre.leave_us),
             "full_mcmf_ms": mcmf_ms, "from_scratch_j_sa_ms": scratch_ms,
