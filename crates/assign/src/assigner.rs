@@ -50,7 +50,7 @@
 //! [`Algorithm::OptimalRebuild`] is the paper's literal version: `MC`/`MP` rebuilt from all
 //! players, then label correcting (Bellman–Ford) over the mirror graph — `O(n·m)` per event.
 //!
-//! [`Algorithm::Optimal`] never rebuilds: [`crate::index`] keeps one lazy min-heap per
+//! [`Algorithm::Optimal`] never rebuilds: the crate-private `index` module keeps one lazy min-heap per
 //! mirror pair, and the assigner keeps *potentials* `h` on the mirrors and the sink with
 //! every residual arc's reduced cost `c(u, v) + h(u) − h(v) ≥ 0`. Chains are then shortest
 //! paths by Dijkstra on the `m + 1`-node graph (`O(m²)`), and after each event `h` is

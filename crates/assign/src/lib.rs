@@ -8,7 +8,7 @@
 //! minimum total (equivalently mean) player-to-mirror delay, kept after every join and
 //! leave. [`Assigner`] applies the paper's algorithms (§3): the optimal J-SA and L-SA, with
 //! the `MC`/`MP` arrays maintained incrementally as the paper suggests in §5, and the
-//! greedy/ignore baselines. [`reference`] is an independent from-scratch min-cost-flow
+//! greedy/ignore baselines. [`mod@reference`] is an independent from-scratch min-cost-flow
 //! solver used as the oracle. [`topology`] builds the BRITE-like Internet topologies of §4.
 //! [`stream`] parses a JSON-lines stream of join/leave events, for the `worldmesh assign`
 //! command and for an admission service.
