@@ -797,3 +797,105 @@ impl Assigner {
         moved
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_inputs_are_refused_and_change_nothing() {
+        assert_eq!(
+            Assigner::new(Algorithm::Optimal, vec![]).err(),
+            Some(AssignError::NoMirrors)
+        );
+        let p = |i| PlayerId(i);
+        let r = Assigner::from_assignment(Algorithm::Greedy, vec![1, 1], [(p(0), vec![1, 2], 2)]);
+        assert_eq!(
+            r.err(),
+            Some(AssignError::NoSuchMirror {
+                mirror: 2,
+                mirrors: 2
+            })
+        );
+        let r = Assigner::from_assignment(
+            Algorithm::Greedy,
+            vec![1, 1],
+            [(p(0), vec![1, 2], 0), (p(1), vec![1, 2], 0)],
+        );
+        assert_eq!(
+            r.err(),
+            Some(AssignError::OverCapacity {
+                mirror: 0,
+                load: 2,
+                capacity: 1
+            })
+        );
+        let r = Assigner::from_assignment(
+            Algorithm::Greedy,
+            vec![1, 1],
+            [(p(0), vec![1, 2], 0), (p(0), vec![1, 2], 1)],
+        );
+        assert_eq!(r.err(), Some(AssignError::DuplicateJoin(p(0))));
+
+        let mut a = Assigner::new(Algorithm::Optimal, vec![1, 1]).expect("mirrors");
+        a.join(p(0), &[1000, 2000]).expect("fits");
+        let before = (a.total_us(), a.loads().to_vec());
+        assert_eq!(
+            a.join(p(1), &[1000]).err(),
+            Some(AssignError::WrongRowLength {
+                player: p(1),
+                got: 1,
+                mirrors: 2
+            })
+        );
+        assert!(matches!(
+            a.join(p(1), &[1000, -5]),
+            Err(AssignError::BadDelay { .. })
+        ));
+        assert!(matches!(
+            a.join_ms(p(1), &[1.0, f64::NAN]),
+            Err(AssignError::BadDelay { .. })
+        ));
+        assert_eq!(
+            a.join(p(0), &[1, 1]).err(),
+            Some(AssignError::DuplicateJoin(p(0)))
+        );
+        assert_eq!(a.leave(p(9)).err(), Some(AssignError::NotConnected(p(9))));
+        assert_eq!((a.total_us(), a.loads().to_vec()), before);
+        a.join(p(1), &[1, 1]).expect("fits");
+        assert_eq!(
+            a.join(p(2), &[1, 1]).err(),
+            Some(AssignError::AllFull {
+                player: p(2),
+                capacity: 2
+            })
+        );
+        assert_eq!(a.len(), 2);
+    }
+
+    #[test]
+    fn zero_capacity_mirrors_are_never_used() {
+        let mut a = Assigner::new(Algorithm::Optimal, vec![0, 2]).expect("mirrors");
+        let out = a.join(PlayerId(0), &[1, 50]).expect("fits");
+        assert_eq!(out.mirror, 1);
+        a.join(PlayerId(1), &[1, 60]).expect("fits");
+        assert_eq!(a.loads(), &[0, 2]);
+    }
+
+    #[test]
+    fn stats_track_mean_and_max_through_leaves() {
+        let mut a = Assigner::new(Algorithm::Greedy, vec![5]).expect("mirrors");
+        a.join_ms(PlayerId(0), &[10.0]).expect("fits");
+        a.join_ms(PlayerId(1), &[30.0]).expect("fits");
+        a.join_ms(PlayerId(2), &[30.0]).expect("fits");
+        assert_eq!(a.stats().max_ms, 30.0);
+        a.leave(PlayerId(1)).expect("present");
+        assert_eq!(a.stats().max_ms, 30.0, "another player still has 30");
+        a.leave(PlayerId(2)).expect("present");
+        let s = a.stats();
+        assert_eq!(
+            (s.players, s.total_us, s.mean_ms, s.max_ms),
+            (1, 10_000, 10.0, 10.0)
+        );
+    }
+}

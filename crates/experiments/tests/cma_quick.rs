@@ -123,3 +123,15 @@ fn cma_dynamic_and_speed_run_and_report() {
     );
     let _ = std::fs::remove_dir_all(c.out.root());
 }
+
+#[test]
+fn same_seed_same_results() {
+    let run = |tag: &str| {
+        let c = ctx(tag);
+        (find("cma-dynamic").expect("registered").run)(&c).expect("runs");
+        let text = std::fs::read_to_string(c.out.path("cma-dynamic.csv")).expect("csv");
+        let _ = std::fs::remove_dir_all(c.out.root());
+        text
+    };
+    assert_eq!(run("det-a"), run("det-b"));
+}
