@@ -5,6 +5,7 @@
 
 use clap::{Parser, Subcommand};
 
+mod cmd_assign;
 mod cmd_cluster;
 mod cmd_experiment;
 mod cmd_node;
@@ -31,6 +32,9 @@ enum Command {
     Node(cmd_node::NodeArgs),
     /// Run a named experiment that reproduces a paper's figure or table.
     Experiment(cmd_experiment::ExperimentArgs),
+    /// Assign players to capacity-limited mirrors from a stream of join/leave events
+    /// (optimal J-SA/L-SA or the greedy variants; paper 002).
+    Assign(cmd_assign::AssignArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -50,5 +54,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Cluster(args) => cmd_cluster::run(args),
         Command::Node(args) => cmd_node::run(args),
         Command::Experiment(args) => cmd_experiment::run(args),
+        Command::Assign(args) => cmd_assign::run(args),
     }
 }

@@ -9,6 +9,8 @@
 //! ExperimentError>` and add one [`Experiment`] entry to [`registry`].
 #![forbid(unsafe_code)]
 
+pub mod cma;
+pub mod cma_speed;
 pub mod core_selection;
 pub mod instances_balance;
 pub mod instances_comm;
@@ -118,6 +120,30 @@ pub fn registry() -> Vec<Experiment> {
             reproduces: "paper 003 Tables 4 and 5, Algorithms 3/4",
             summary: "LL latency vs client-server, PD failure probability (and the hazard finding), failover takeover time under 5 % loss",
             run: instances_qos::run,
+        },
+        Experiment {
+            name: "cma-join",
+            reproduces: "paper 002 Fig. 4, 5",
+            summary: "average/max delay vs joins and delay CDF, J-greedy vs optimal J-SA under mirror capacity",
+            run: cma::run_join,
+        },
+        Experiment {
+            name: "cma-leave",
+            reproduces: "paper 002 Fig. 6",
+            summary: "average/max delay vs FIFO leaves: L-ignore, L-greedy, L-SA vs brute-force optimum",
+            run: cma::run_leave,
+        },
+        Experiment {
+            name: "cma-dynamic",
+            reproduces: "paper 002 Fig. 7",
+            summary: "random joins and leaves: J-SA/L-SA vs J-greedy/L-greedy vs J-greedy/L-ignore",
+            run: cma::run_dynamic,
+        },
+        Experiment {
+            name: "cma-speed",
+            reproduces: "paper 002 Fig. 8 (extended)",
+            summary: "running times up to 100 mirrors and 100k players; per-event J-SA/L-SA vs full min-cost-flow re-solve",
+            run: cma_speed::run_speed,
         },
     ]
 }
