@@ -186,10 +186,10 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
             ),
         ),
         (
-            "bytes per object update: wire / state data",
+            "bytes per object update: in packet / state data / on wire",
             format!(
-                "{:.1} / {:.1}",
-                report.bytes_per_update, report.data_bytes_per_update
+                "{:.1} / {:.1} / {:.1}",
+                report.item_bytes_per_update, report.data_bytes_per_update, report.bytes_per_update
             ),
         ),
         (

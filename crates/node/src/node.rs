@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use worldmesh_core::wire::{self, Frame, MAX_PAYLOAD};
+use worldmesh_core::wire::{Codec, Frame, MAX_PAYLOAD};
 use worldmesh_core::{Aabb, DetRng, MessageClass, NodeId, ObjectId, Point3, Time};
 use worldmesh_replica::{
     GameObject, Mode, ObjectStore, Packet, ReplicaConfig, ReplicaManager, ReplicaMsg, Role,
@@ -125,6 +125,7 @@ pub struct Node<O: GameObject> {
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     locator_ops: Vec<LocatorOp>,
+    codec: Codec,
     stats: NodeStats,
 }
 
@@ -153,6 +154,7 @@ impl<O: GameObject> Node<O> {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             locator_ops: Vec::new(),
+            codec: Codec::new(),
             stats: NodeStats {
                 origin: now,
                 ..NodeStats::default()
@@ -242,7 +244,8 @@ impl<O: GameObject> Node<O> {
     /// of this node's subscriptions.
     pub fn handle_discovery(&mut self, now: Time, id: ObjectId, primary: NodeId, pos: Point3) {
         if self.replicas.on_discovered(now, id, primary, pos) {
-            self.flush(now);
+            let packets = self.replicas.flush_peer(now, primary);
+            self.send_packets(now, packets.into_iter().map(|p| (primary, p)).collect());
         }
     }
 
@@ -264,7 +267,7 @@ impl<O: GameObject> Node<O> {
             self.reject(from, format!("{from} is not a member"));
             return;
         }
-        let packet: Packet = match frame.decode() {
+        let packet: Packet = match self.codec.decode(&frame) {
             Ok(p) => p,
             Err(e) => {
                 self.reject(from, e.to_string());
@@ -272,7 +275,8 @@ impl<O: GameObject> Node<O> {
             }
         };
         if self.replicas.handle_packet(now, from, packet) {
-            self.flush(now);
+            let packets = self.replicas.flush_peer(now, from);
+            self.send_packets(now, packets.into_iter().map(|p| (from, p)).collect());
         }
     }
 
@@ -310,21 +314,35 @@ impl<O: GameObject> Node<O> {
                     kind: e.object.kind(),
                 });
                 if let Some(region) = e.object.interest() {
+                    let region = region.expand(self.config.replica.interest_margin);
                     self.locator_ops.push(LocatorOp::Subscribe { owner: id, region });
                 }
             }
         }
-        self.flush(now);
+        let packets = self.replicas.flush(now);
+        self.send_packets(now, packets);
     }
 
-    fn flush(&mut self, now: Time) {
-        for (dst, packet) in self.replicas.flush(now) {
-            let items = packet
-                .msgs
-                .iter()
-                .map(|m| if let ReplicaMsg::Update(u) = m { u.len() } else { 0 })
-                .sum::<usize>();
-            match wire::encode(MessageClass::ObjectUpdate, &packet) {
+    /// Encodes and queues packets, counting them.
+    fn send_packets(&mut self, now: Time, packets: Vec<(NodeId, Packet)>) {
+        for (dst, packet) in packets {
+            let updates = packet.msgs.iter().find(|m| matches!(m, ReplicaMsg::Update(_)));
+            let items = match updates {
+                Some(ReplicaMsg::Update(u)) => u.len(),
+                _ => 0,
+            };
+            // The encoded size of the update message alone needs a second encoding: sample
+            // one packet in eight (deterministically) to keep the hot path cheap.
+            if let Some(m) = updates
+                && self.stats.frames.wrapping_add(self.stats.update_packet_count) % 8 == 0
+            {
+                self.stats.update_msg_bytes_sampled += self.codec.encoded_len(m) as u64;
+                self.stats.update_items_sampled += items as u64;
+            }
+            if items > 0 {
+                self.stats.update_packet_count += 1;
+            }
+            match self.codec.encode(MessageClass::ObjectUpdate, &packet) {
                 Ok(d) => {
                     self.stats.on_send(now, MessageClass::ObjectUpdate, d.len());
                     if items > 0 {

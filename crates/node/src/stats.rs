@@ -26,6 +26,14 @@ pub struct NodeStats {
     pub update_items: u64,
     /// Wire bytes of the datagrams that carried update items.
     pub update_packet_bytes: u64,
+    /// Datagrams that carried update items.
+    pub update_packet_count: u64,
+    /// Encoded bytes of the update messages alone (item headers + state/delta data,
+    /// without packet, frame, UDP or IP headers), over a deterministic sample of one
+    /// update-carrying packet in eight.
+    pub update_msg_bytes_sampled: u64,
+    /// Update items in the sampled packets.
+    pub update_items_sampled: u64,
 }
 
 impl NodeStats {

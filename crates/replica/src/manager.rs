@@ -68,6 +68,11 @@ pub struct ReplicaConfig {
     pub keepalive: Duration,
     /// Largest packet payload (bytes) before splitting.
     pub max_payload: usize,
+    /// Distance added around every area of interest for discovery and for keeping
+    /// replicas, in game units: objects about to enter an area of interest are fetched
+    /// before they do. A fixed-margin form of the interest prediction of paper `000` §6.2
+    /// (the locator adds velocity-based prediction on top).
+    pub interest_margin: f32,
 }
 
 impl Default for ReplicaConfig {
@@ -81,6 +86,7 @@ impl Default for ReplicaConfig {
             peer_timeout: Duration::from_secs(2),
             keepalive: Duration::from_millis(500),
             max_payload: 1200,
+            interest_margin: 0.0,
         }
     }
 }
@@ -148,16 +154,19 @@ struct PeerState {
     unsubscribe: Vec<ObjectId>,
     writes: Vec<WriteItem>,
     deleted: Vec<ObjectId>,
+    /// Send a packet even if empty (liveness).
+    keepalive: bool,
 }
 
 impl PeerState {
     fn has_content(&self) -> bool {
-        !(self.updates.is_empty()
-            && self.interest.is_empty()
-            && self.unsubscribe.is_empty()
-            && self.writes.is_empty()
-            && self.deleted.is_empty()
-            && self.to_ack.is_empty())
+        self.keepalive
+            || !(self.updates.is_empty()
+                && self.interest.is_empty()
+                && self.unsubscribe.is_empty()
+                && self.writes.is_empty()
+                && self.deleted.is_empty()
+                && self.to_ack.is_empty())
     }
 }
 
@@ -375,12 +384,17 @@ impl<O: GameObject> ReplicaManager<O> {
         }
     }
 
-    /// Is some local primary interested in `obj` (or is it attached to an object held here)?
+    /// Is some local primary interested in `obj` (its fine-grained check, or `obj` inside
+    /// its area of interest grown by the margin), or is it attached to an object held here?
     fn wanted(&self, obj: &O, primaries: &[&O]) -> bool {
         if obj.attached_to().is_some_and(|p| self.store.get(p).is_some()) {
             return true;
         }
-        primaries.iter().any(|p| p.is_interested(obj))
+        let m = self.cfg.interest_margin;
+        primaries.iter().any(|p| {
+            p.is_interested(obj)
+                || (m > 0.0 && p.interest().is_some_and(|b| b.expand(m).contains(obj.position())))
+        })
     }
 
     fn maintain_interest(&mut self, now: Time) -> Vec<ObjectId> {
@@ -525,8 +539,9 @@ impl<O: GameObject> ReplicaManager<O> {
 
     /// The locator found a publication of `id` (primary on `primary`, at `pos`) matching
     /// one of this node's subscriptions. Fetches the replica if a local primary's
-    /// (unpredicted) interest contains `pos`. Returns true if a fetch was queued (the node
-    /// should flush now rather than wait for the frame).
+    /// interest (grown by the margin) contains `pos`. Returns true if a fetch was queued for
+    /// `primary` (the node should send to it now, with [`Self::flush_peer`], rather than
+    /// wait for the frame).
     pub fn on_discovered(&mut self, now: Time, id: ObjectId, primary: NodeId, pos: Point3) -> bool {
         if self.mode != Mode::Interest || primary == self.me || self.store.get(id).is_some() {
             return false;
@@ -534,10 +549,10 @@ impl<O: GameObject> ReplicaManager<O> {
         if self.fetching.get(&id).is_some_and(|t| now - *t < FETCH_BACKOFF) {
             return false;
         }
-        let wanted = self
-            .store
-            .iter()
-            .any(|(_, e)| e.role == Role::Primary && e.object.interest().is_some_and(|b| b.contains(pos)));
+        let m = self.cfg.interest_margin;
+        let wanted = self.store.iter().any(|(_, e)| {
+            e.role == Role::Primary && e.object.interest().is_some_and(|b| b.expand(m).contains(pos))
+        });
         if !wanted {
             return false;
         }
@@ -547,8 +562,8 @@ impl<O: GameObject> ReplicaManager<O> {
         true
     }
 
-    /// Handles a packet from `from`. Returns true if something should be sent at once
-    /// (a fetched state) rather than at the next frame.
+    /// Handles a packet from `from`. Returns true if something should be sent to `from`
+    /// at once (a fetched state, with [`Self::flush_peer`]) rather than at the next frame.
     pub fn handle_packet(&mut self, now: Time, from: NodeId, packet: Packet) -> bool {
         let mut urgent = false;
         {
@@ -762,91 +777,110 @@ impl<O: GameObject> ReplicaManager<O> {
         }
     }
 
-    /// Packets to send now, one or more per destination with something to say.
+    /// Packets to send at the end of a frame: everything queued for every peer, plus a
+    /// keepalive to each node this node serves that has heard nothing for `keepalive`, so it
+    /// can tell this node is alive.
     pub fn flush(&mut self, now: Time) -> Vec<(NodeId, Packet)> {
-        // Keepalives to every node this node serves, so they can tell it is alive.
         let serving: BTreeSet<NodeId> = self
             .prim
             .values()
             .flat_map(|m| m.receivers.keys().chain(m.subscribers.keys()))
             .copied()
             .collect();
+        let ka = self.cfg.keepalive;
         for s in serving {
-            let ka = self.cfg.keepalive;
             let p = self.peer(s);
-            if p.last_sent.is_none_or(|t| now - t >= ka) && !p.has_content() {
-                p.to_ack.push(0); // placeholder so the peer gets a packet; seq 0 acks nothing
+            if p.last_sent.is_none_or(|t| now - t >= ka) {
+                p.keepalive = true;
             }
         }
-        let max = self.cfg.max_payload;
+        let dsts: Vec<NodeId> = self
+            .net
+            .iter()
+            .filter(|(_, p)| p.has_content())
+            .map(|(d, _)| *d)
+            .collect();
         let mut out = Vec::new();
-        for (dst, p) in self.net.iter_mut() {
-            if !p.has_content() {
-                continue;
-            }
-            p.to_ack.retain(|s| *s != 0);
-            let mut head: Vec<ReplicaMsg> = Vec::new();
-            if !p.to_ack.is_empty() {
-                head.push(ReplicaMsg::Ack(std::mem::take(&mut p.to_ack)));
-            }
-            if !p.interest.is_empty() {
-                head.push(ReplicaMsg::Interest(std::mem::take(&mut p.interest)));
-            }
-            if !p.unsubscribe.is_empty() {
-                head.push(ReplicaMsg::Unsubscribe(std::mem::take(&mut p.unsubscribe)));
-            }
-            if !p.writes.is_empty() {
-                head.push(ReplicaMsg::Write(std::mem::take(&mut p.writes)));
-            }
-            if !p.deleted.is_empty() {
-                head.push(ReplicaMsg::Deleted(std::mem::take(&mut p.deleted)));
-            }
-            let updates = std::mem::take(&mut p.updates);
-            // Split updates into packets of at most `max` bytes (estimated conservatively).
-            let mut chunks: Vec<Vec<UpdateItem>> = Vec::new();
-            let mut cur: Vec<UpdateItem> = Vec::new();
-            let mut size = 64usize;
-            for u in updates {
-                let s = u.data.len() + 24;
-                if !cur.is_empty() && size + s > max {
-                    chunks.push(std::mem::take(&mut cur));
-                    size = 64;
-                }
-                size += s;
-                cur.push(u);
-            }
-            if !cur.is_empty() || chunks.is_empty() {
-                chunks.push(cur);
-            }
-            for (k, chunk) in chunks.into_iter().enumerate() {
-                p.next_seq = p.next_seq.wrapping_add(1).max(1);
-                let seq = p.next_seq;
-                let carried: Vec<(ObjectId, u64)> = chunk.iter().map(|u| (u.id, u.version)).collect();
-                if !carried.is_empty() {
-                    p.sent_log.push_back((seq, carried));
-                    while p.sent_log.len() > SENT_LOG {
-                        p.sent_log.pop_front();
-                    }
-                }
-                let mut msgs = if k == 0 {
-                    std::mem::take(&mut head)
-                } else {
-                    Vec::new()
-                };
-                if !chunk.is_empty() {
-                    msgs.push(ReplicaMsg::Update(chunk));
-                }
-                out.push((
-                    *dst,
-                    Packet {
-                        seq,
-                        sent_at: now,
-                        msgs,
-                    },
-                ));
-            }
-            p.last_sent = Some(now);
+        for d in dsts {
+            out.extend(self.packets_for(now, d).into_iter().map(|p| (d, p)));
         }
+        out
+    }
+
+    /// Packets to send to `dst` now (between frames: a fetch or its answer), with everything
+    /// queued for it, so the rest of the traffic keeps its per-frame batching.
+    pub fn flush_peer(&mut self, now: Time, dst: NodeId) -> Vec<Packet> {
+        self.packets_for(now, dst)
+    }
+
+    fn packets_for(&mut self, now: Time, dst: NodeId) -> Vec<Packet> {
+        let max = self.cfg.max_payload;
+        let Some(p) = self.net.get_mut(&dst) else {
+            return Vec::new();
+        };
+        if !p.has_content() {
+            return Vec::new();
+        }
+        p.keepalive = false;
+        let mut head: Vec<ReplicaMsg> = Vec::new();
+        if !p.to_ack.is_empty() {
+            head.push(ReplicaMsg::Ack(std::mem::take(&mut p.to_ack)));
+        }
+        if !p.interest.is_empty() {
+            head.push(ReplicaMsg::Interest(std::mem::take(&mut p.interest)));
+        }
+        if !p.unsubscribe.is_empty() {
+            head.push(ReplicaMsg::Unsubscribe(std::mem::take(&mut p.unsubscribe)));
+        }
+        if !p.writes.is_empty() {
+            head.push(ReplicaMsg::Write(std::mem::take(&mut p.writes)));
+        }
+        if !p.deleted.is_empty() {
+            head.push(ReplicaMsg::Deleted(std::mem::take(&mut p.deleted)));
+        }
+        let updates = std::mem::take(&mut p.updates);
+        // Split updates into packets of at most `max` bytes (estimated conservatively).
+        let mut chunks: Vec<Vec<UpdateItem>> = Vec::new();
+        let mut cur: Vec<UpdateItem> = Vec::new();
+        let mut size = 64usize;
+        for u in updates {
+            let s = u.data.len() + 24;
+            if !cur.is_empty() && size + s > max {
+                chunks.push(std::mem::take(&mut cur));
+                size = 64;
+            }
+            size += s;
+            cur.push(u);
+        }
+        if !cur.is_empty() || chunks.is_empty() {
+            chunks.push(cur);
+        }
+        let mut out = Vec::new();
+        for (k, chunk) in chunks.into_iter().enumerate() {
+            p.next_seq = p.next_seq.wrapping_add(1).max(1);
+            let seq = p.next_seq;
+            let carried: Vec<(ObjectId, u64)> = chunk.iter().map(|u| (u.id, u.version)).collect();
+            if !carried.is_empty() {
+                p.sent_log.push_back((seq, carried));
+                while p.sent_log.len() > SENT_LOG {
+                    p.sent_log.pop_front();
+                }
+            }
+            let mut msgs = if k == 0 {
+                std::mem::take(&mut head)
+            } else {
+                Vec::new()
+            };
+            if !chunk.is_empty() {
+                msgs.push(ReplicaMsg::Update(chunk));
+            }
+            out.push(Packet {
+                seq,
+                sent_at: now,
+                msgs,
+            });
+        }
+        p.last_sent = Some(now);
         out
     }
 }

@@ -194,7 +194,9 @@ impl Net {
                 let urgent = self.nodes[to.0 as usize].handle_packet(now, from, p);
                 self.check_replicas();
                 if urgent {
-                    self.send(to.0 as usize);
+                    for p in self.nodes[to.0 as usize].flush_peer(now, from) {
+                        self.in_flight.push((self.step, to, from, p));
+                    }
                 }
             }
         }

@@ -61,15 +61,31 @@ impl fmt::Display for Table {
         if !self.title.is_empty() {
             writeln!(f, "{}", self.title)?;
         }
+        // Columns whose cells all look like numbers are right-aligned, others left-aligned.
+        let numeric = |c: &str| {
+            let t = c.trim_end_matches(['%', 'x', 's']).trim();
+            !t.is_empty() && t.chars().all(|ch| ch.is_ascii_digit() || ".-+e/ ".contains(ch))
+        };
+        let right: Vec<bool> = (0..cols)
+            .map(|i| {
+                i > 0
+                    && self
+                        .rows
+                        .iter()
+                        .all(|r| r.get(i).is_none_or(|c| c.is_empty() || numeric(c)))
+            })
+            .collect();
         let line = |f: &mut fmt::Formatter<'_>, row: &[String]| -> fmt::Result {
             let mut s = String::new();
             for (i, w) in widths.iter().enumerate() {
                 let c = row.get(i).map(String::as_str).unwrap_or("");
-                // Left-align the first column (labels), right-align the rest (numbers).
-                if i == 0 {
-                    s.push_str(&format!("{c:<w$}"));
+                if i > 0 {
+                    s.push_str("  ");
+                }
+                if right[i] {
+                    s.push_str(&format!("{c:>w$}"));
                 } else {
-                    s.push_str(&format!("  {c:>w$}"));
+                    s.push_str(&format!("{c:<w$}"));
                 }
             }
             writeln!(f, "{}", s.trim_end())

@@ -78,6 +78,10 @@ pub struct LocatorConfig {
     pub kind: String,
     /// Delay between a match and its delivery to the subscriber, ms.
     pub delay_ms: f64,
+    /// Margin added around areas of interest for discovery, game units (fixed-margin
+    /// interest prediction, paper `000` §6.2). Ours: 160 = half a second of running at
+    /// Quake III speed.
+    pub interest_margin: f32,
 }
 
 impl Default for LocatorConfig {
@@ -85,6 +89,7 @@ impl Default for LocatorConfig {
         Self {
             kind: "oracle".into(),
             delay_ms: 0.0,
+            interest_margin: 160.0,
         }
     }
 }

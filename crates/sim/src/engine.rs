@@ -213,6 +213,10 @@ impl<O: GameObject> Simulation<O> {
             let ops = self.nodes[i].take_locator_ops();
             if !ops.is_empty() {
                 slot.oracle.ingest(self.now, NodeId(i as u32), ops);
+                let delay = slot.delay;
+                for d in slot.oracle.take_discoveries() {
+                    self.push(self.now + delay, Kind::Discover(d));
+                }
             }
         }
         if let Some(at) = self.nodes[i].poll_timeout()

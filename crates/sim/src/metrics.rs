@@ -79,7 +79,7 @@ pub struct Collector<O: GameObject> {
     from: Time,
     entered: HashMap<(NodeId, ObjectId), Time>,
     prev_views: HashMap<ObjectId, BTreeSet<ObjectId>>,
-    prev_state: HashMap<ObjectId, O>,
+    prev_state: HashMap<ObjectId, (O, Vec<u8>)>,
     all: Counts,
     missiles: Counts,
     cont: [(u64, u64); KINDS],
@@ -159,6 +159,14 @@ impl<O: GameObject> Collector<O> {
             v
         };
         let measuring = now >= self.from;
+        let encodings: HashMap<ObjectId, Vec<u8>> = prim
+            .iter()
+            .map(|(id, (_, o, _, _))| {
+                let mut b = Vec::new();
+                o.encode_state(&mut b);
+                (*id, b)
+            })
+            .collect();
         let mut entered = HashMap::new();
         let mut views: HashMap<ObjectId, BTreeSet<ObjectId>> = HashMap::new();
         let mut required_now = 0u64;
@@ -228,23 +236,15 @@ impl<O: GameObject> Collector<O> {
             let mut full_len: HashMap<ObjectId, u64> = HashMap::new();
             let mut buf = Vec::new();
             for (id, (_, o, _, _)) in &prim {
-                buf.clear();
-                o.encode_state(&mut buf);
-                let full = buf.len() as u64;
+                let enc = &encodings[id];
+                let full = enc.len() as u64;
                 full_len.insert(*id, full);
                 let d = match self.prev_state.get(id) {
-                    Some(prev) => {
+                    Some((_, prev_enc)) if prev_enc == enc => 0,
+                    Some((prev, _)) => {
                         buf.clear();
-                        o.encode_state(&mut buf);
-                        let mut pb = Vec::new();
-                        prev.encode_state(&mut pb);
-                        if pb == buf {
-                            0
-                        } else {
-                            buf.clear();
-                            o.encode_delta(prev, &mut buf);
-                            buf.len() as u64
-                        }
+                        o.encode_delta(prev, &mut buf);
+                        buf.len() as u64
                     }
                     None => full,
                 };
@@ -279,9 +279,10 @@ impl<O: GameObject> Collector<O> {
             }
         }
         self.prev_views = views;
+        let mut encodings = encodings;
         self.prev_state = prim
             .iter()
-            .map(|(id, (_, o, _, _))| (*id, (*o).clone()))
+            .map(|(id, (_, o, _, _))| (*id, ((*o).clone(), encodings.remove(id).unwrap_or_default())))
             .collect();
     }
 

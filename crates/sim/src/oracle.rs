@@ -6,7 +6,7 @@
 //! the same interface the distributed locator implements, and it is the "ideal discovery"
 //! reference of the experiments. Its traffic is not on any wire and is not counted.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
 use worldmesh_core::{Aabb, NodeId, ObjectId, Point3, Time};
@@ -30,16 +30,30 @@ pub struct Discovery {
     pub pos: Point3,
 }
 
-/// Publications bucketed by grid cell: (object, primary's node, position).
-type Grid = HashMap<(i32, i32), Vec<(ObjectId, NodeId, Point3)>>;
-
 /// The global index.
+///
+/// Matching is immediate, as at a soft-state rendezvous (paper `000` §6.1): a publication
+/// is matched against the stored subscriptions when it arrives, and a subscription against
+/// the stored publications. Both sides are kept in uniform grids so a match costs the
+/// items near it, not a scan.
 #[derive(Default)]
 pub struct Oracle {
-    pubs: BTreeMap<ObjectId, (NodeId, Point3, Time)>,
+    pubs: HashMap<ObjectId, (NodeId, Point3, Time)>,
+    pub_grid: HashMap<(i32, i32), BTreeSet<ObjectId>>,
     subs: BTreeMap<NodeId, Vec<Aabb>>,
+    sub_grid: HashMap<(i32, i32), BTreeSet<(NodeId, usize)>>,
     told: HashMap<(NodeId, ObjectId), Time>,
     ttl: Duration,
+    out: Vec<Discovery>,
+}
+
+fn cell(v: f32) -> i32 {
+    (v / CELL).floor() as i32
+}
+
+fn cells(r: &Aabb) -> impl Iterator<Item = (i32, i32)> {
+    let (x0, x1, y0, y1) = (cell(r.min.x), cell(r.max.x), cell(r.min.y), cell(r.max.y));
+    (x0..=x1).flat_map(move |x| (y0..=y1).map(move |y| (x, y)))
 }
 
 impl Oracle {
@@ -51,61 +65,124 @@ impl Oracle {
         }
     }
 
+    fn tell(&mut self, now: Time, d: Discovery) {
+        let key = (d.subscriber, d.object);
+        if self.told.get(&key).is_some_and(|t| now - *t < RETELL) {
+            return;
+        }
+        self.told.insert(key, now);
+        self.out.push(d);
+    }
+
     /// Takes a node's operations of one frame: its publications refresh, its
-    /// subscriptions replace the previous ones.
+    /// subscriptions replace the previous ones; both are matched at once.
     pub fn ingest(&mut self, now: Time, node: NodeId, ops: Vec<LocatorOp>) {
         let mut subs = Vec::new();
+        let mut published = Vec::new();
         for op in ops {
             match op {
                 LocatorOp::Publish { id, pos, .. } => {
+                    if let Some((_, old, _)) = self.pubs.get(&id) {
+                        let c = (cell(old.x), cell(old.y));
+                        if let Some(set) = self.pub_grid.get_mut(&c) {
+                            set.remove(&id);
+                        }
+                    }
                     self.pubs.insert(id, (node, pos, now));
+                    self.pub_grid
+                        .entry((cell(pos.x), cell(pos.y)))
+                        .or_default()
+                        .insert(id);
+                    published.push((id, pos));
                 }
                 LocatorOp::Subscribe { region, .. } => subs.push(region),
             }
         }
-        self.subs.insert(node, subs);
-    }
-
-    /// Matches everything and returns the discoveries to deliver.
-    pub fn tick(&mut self, now: Time) -> Vec<Discovery> {
-        let ttl = self.ttl;
-        self.pubs.retain(|_, (_, _, t)| now - *t <= ttl);
-        self.told.retain(|_, t| now - *t < RETELL);
-        let cell = |v: f32| (v / CELL).floor() as i32;
-        let mut grid: Grid = HashMap::new();
-        for (id, (node, pos, _)) in &self.pubs {
-            grid.entry((cell(pos.x), cell(pos.y)))
-                .or_default()
-                .push((*id, *node, *pos));
-        }
-        let mut out = Vec::new();
-        for (sub_node, regions) in &self.subs {
-            for r in regions {
-                for cx in cell(r.min.x)..=cell(r.max.x) {
-                    for cy in cell(r.min.y)..=cell(r.max.y) {
-                        let Some(items) = grid.get(&(cx, cy)) else {
-                            continue;
-                        };
-                        for (id, node, pos) in items {
-                            if node == sub_node || !r.contains(*pos) {
-                                continue;
-                            }
-                            if self.told.contains_key(&(*sub_node, *id)) {
-                                continue;
-                            }
-                            self.told.insert((*sub_node, *id), now);
-                            out.push(Discovery {
-                                subscriber: *sub_node,
-                                object: *id,
-                                primary: *node,
-                                pos: *pos,
-                            });
-                        }
+        // Replace this node's subscriptions in the grid.
+        if let Some(old) = self.subs.remove(&node) {
+            for (k, r) in old.iter().enumerate() {
+                for c in cells(r) {
+                    if let Some(set) = self.sub_grid.get_mut(&c) {
+                        set.remove(&(node, k));
                     }
                 }
             }
         }
-        out
+        for (k, r) in subs.iter().enumerate() {
+            for c in cells(r) {
+                self.sub_grid.entry(c).or_default().insert((node, k));
+            }
+        }
+        // New publications against stored subscriptions of other nodes.
+        for (id, pos) in published {
+            let hits: Vec<NodeId> = self
+                .sub_grid
+                .get(&(cell(pos.x), cell(pos.y)))
+                .into_iter()
+                .flatten()
+                .filter(|(n, k)| *n != node && self.subs.get(n).is_some_and(|v| v[*k].contains(pos)))
+                .map(|(n, _)| *n)
+                .collect();
+            for n in hits {
+                self.tell(
+                    now,
+                    Discovery {
+                        subscriber: n,
+                        object: id,
+                        primary: node,
+                        pos,
+                    },
+                );
+            }
+        }
+        // New subscriptions against stored publications of other nodes.
+        let mut found = Vec::new();
+        for r in &subs {
+            for c in cells(r) {
+                for id in self.pub_grid.get(&c).into_iter().flatten() {
+                    if let Some((owner, pos, at)) = self.pubs.get(id)
+                        && *owner != node
+                        && now - *at <= self.ttl
+                        && r.contains(*pos)
+                    {
+                        found.push(Discovery {
+                            subscriber: node,
+                            object: *id,
+                            primary: *owner,
+                            pos: *pos,
+                        });
+                    }
+                }
+            }
+        }
+        for d in found {
+            self.tell(now, d);
+        }
+        self.subs.insert(node, subs);
+    }
+
+    /// Expires soft state and returns the discoveries made since the last call.
+    pub fn tick(&mut self, now: Time) -> Vec<Discovery> {
+        let ttl = self.ttl;
+        let expired: Vec<(ObjectId, Point3)> = self
+            .pubs
+            .iter()
+            .filter(|(_, (_, _, t))| now - *t > ttl)
+            .map(|(id, (_, p, _))| (*id, *p))
+            .collect();
+        for (id, p) in expired {
+            self.pubs.remove(&id);
+            if let Some(set) = self.pub_grid.get_mut(&(cell(p.x), cell(p.y))) {
+                set.remove(&id);
+            }
+        }
+        self.told.retain(|_, t| now - *t < RETELL);
+        std::mem::take(&mut self.out)
+    }
+
+    /// Discoveries made by the last ingests (matching is immediate).
+    pub fn take_discoveries(&mut self) -> Vec<Discovery> {
+        std::mem::take(&mut self.out)
     }
 }
 

@@ -43,6 +43,7 @@ pub fn build(cfg: &SimConfig) -> Result<Sim, ConfigError> {
             let peers = ids.iter().copied().filter(|p| *p != id).collect();
             let mut nc = NodeConfig::new(id, peers, cfg.seed).with_mode(mode);
             nc.frame_interval = cfg.frame_interval();
+            nc.replica.interest_margin = cfg.locator.interest_margin;
             // Frames of different nodes are not aligned: start each at a random phase.
             let phase = root
                 .fork(u64::from(id.0) + 1)
@@ -117,6 +118,12 @@ pub fn report(cfg: &SimConfig, sim: &Sim) -> SimReport {
         )
     });
     let per = |x: u64| if items == 0 { 0.0 } else { x as f64 / items as f64 };
+    let (sampled_bytes, sampled_items) = sim.nodes().iter().fold((0u64, 0u64), |a, n| {
+        (
+            a.0 + n.stats().update_msg_bytes_sampled,
+            a.1 + n.stats().update_items_sampled,
+        )
+    });
     SimReport {
         config: cfg.clone(),
         sim_seconds: sim.now().as_secs_f64(),
@@ -127,6 +134,11 @@ pub fn report(cfg: &SimConfig, sim: &Sim) -> SimReport {
             .map(|c| c.report(cfg.frame_interval().as_secs_f64()))
             .unwrap_or_default(),
         bytes_per_update: per(wire),
+        item_bytes_per_update: if sampled_items == 0 {
+            0.0
+        } else {
+            sampled_bytes as f64 / sampled_items as f64
+        },
         data_bytes_per_update: per(data),
         full_state_fraction: per(full),
         network: sim.network_stats().clone(),
