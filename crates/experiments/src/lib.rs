@@ -11,6 +11,7 @@
 
 pub mod cma;
 pub mod cma_speed;
+pub mod colyseus;
 pub mod core_selection;
 pub mod instances_balance;
 pub mod instances_comm;
@@ -79,6 +80,24 @@ pub struct Experiment {
 /// Every experiment, in the order `worldmesh experiment --list` shows them.
 pub fn registry() -> Vec<Experiment> {
     vec![
+        Experiment {
+            name: "scaling",
+            reproduces: "paper 000 Figure 12a",
+            summary: "per-node bandwidth of worldmesh (mean, p95), aggregate, client-server server and broadcast vs players (p2p-rect)",
+            run: colyseus::scaling,
+        },
+        Experiment {
+            name: "proactive",
+            reproduces: "paper 000 Table 1",
+            summary: "fraction of missiles missing at 0 and 100 ms with and without proactive replication",
+            run: colyseus::proactive,
+        },
+        Experiment {
+            name: "node-scaling",
+            reproduces: "paper 000 Figure 12c",
+            summary: "400 players on a growing number of nodes: per-node bandwidth of worldmesh vs broadcast",
+            run: colyseus::node_scaling,
+        },
         Experiment {
             name: "sim-speed",
             reproduces: "issue 2 benchmark (no paper figure)",

@@ -334,7 +334,11 @@ impl<O: GameObject> Node<O> {
             // The encoded size of the update message alone needs a second encoding: sample
             // one packet in eight (deterministically) to keep the hot path cheap.
             if let Some(m) = updates
-                && self.stats.frames.wrapping_add(self.stats.update_packet_count).is_multiple_of(8)
+                && self
+                    .stats
+                    .frames
+                    .wrapping_add(self.stats.update_packet_count)
+                    .is_multiple_of(8)
             {
                 self.stats.update_msg_bytes_sampled += self.codec.encoded_len(m) as u64;
                 self.stats.update_items_sampled += items as u64;

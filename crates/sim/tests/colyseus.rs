@@ -34,7 +34,7 @@ fn interest_replication_holds_what_is_needed_and_beats_broadcast() {
         r.summary.objects_per_node,
         m.objects
     );
-        // (At 32 players broadcast is still cheap — the paper's Figure 12a crossover; the
+    // (At 32 players broadcast is still cheap — the paper's Figure 12a crossover; the
     // `scaling` experiment measures bandwidth from 9 to 400+ players.)
     assert!(r.summary.out_kbps_mean > 0.0 && m.broadcast_per_node_kbps > 0.0);
     // Most updates are deltas.

@@ -1,0 +1,50 @@
+//! Quick runs of the Colyseus experiments: files written, figures with the right shape.
+
+use worldmesh_experiments::{Context, find};
+use worldmesh_report::OutputDir;
+
+fn ctx(name: &str) -> Context {
+    let dir = std::env::temp_dir().join(format!("wm-coly-{}-{name}", std::process::id()));
+    Context {
+        out: OutputDir::create(dir).unwrap(),
+        seed: 1,
+        quick: true,
+        latency_file: None,
+        progress: false,
+    }
+}
+
+#[test]
+fn scaling_quick() {
+    let c = ctx("scaling");
+    let out = (find("scaling").unwrap().run)(&c).unwrap();
+    let t = &out.tables[0];
+    assert_eq!(t.rows.len(), 3);
+    // Broadcast per node grows with players faster than worldmesh per node.
+    let ratio = |r: &Vec<String>| r[6].trim_end_matches('x').parse::<f64>().unwrap();
+    assert!(ratio(&t.rows[2]) > ratio(&t.rows[0]), "{t}");
+    assert!(
+        std::fs::read_to_string(c.out.path("scaling.csv"))
+            .unwrap()
+            .starts_with("players,worldmesh/node")
+    );
+    assert!(
+        std::fs::read_to_string(c.out.path("scaling.svg"))
+            .unwrap()
+            .contains("broadcast per node")
+    );
+    std::fs::remove_dir_all(c.out.root()).unwrap();
+}
+
+#[test]
+fn proactive_quick() {
+    let c = ctx("proactive");
+    let out = (find("proactive").unwrap().run)(&c).unwrap();
+    let t = &out.tables[0];
+    let p = |s: &str| s.trim_end_matches('%').parse::<f64>().unwrap();
+    // Proactive replication never makes missing missiles worse at 0 ms summed over sizes.
+    let off: f64 = t.rows.iter().map(|r| p(&r[1])).sum();
+    let on: f64 = t.rows.iter().map(|r| p(&r[2])).sum();
+    assert!(on <= off, "{t}");
+    std::fs::remove_dir_all(c.out.root()).unwrap();
+}
