@@ -267,7 +267,16 @@ impl<O: GameObject> Node<O> {
             self.reject(from, format!("{from} is not a member"));
             return;
         }
-        let packet: Packet = match self.codec.decode(&frame) {
+        // Each subsystem owns the datagrams of its class.
+        match frame.class {
+            MessageClass::ObjectUpdate => self.on_replica_datagram(now, from, &frame),
+            other => self.reject(from, format!("no handler here for {other} datagrams")),
+        }
+    }
+
+    /// Replica management: a [`Packet`] for the replica manager.
+    fn on_replica_datagram(&mut self, now: Time, from: NodeId, frame: &Frame<'_>) {
+        let packet: Packet = match self.codec.decode(frame) {
             Ok(p) => p,
             Err(e) => {
                 self.reject(from, e.to_string());
