@@ -267,6 +267,27 @@ impl LatencyMatrix {
         }
     }
 
+    /// The median off-diagonal round-trip time, ms (0 for fewer than two hosts).
+    pub fn median_rtt(&self) -> f32 {
+        let mut v: Vec<f32> = (0..self.n)
+            .flat_map(|i| (0..self.n).filter(move |j| *j != i).map(move |j| (i, j)))
+            .map(|(i, j)| self.rtt_ms(i, j))
+            .collect();
+        if v.is_empty() {
+            return 0.0;
+        }
+        v.sort_by(f32::total_cmp);
+        v[v.len() / 2]
+    }
+
+    /// Every round-trip time multiplied by `factor` (e.g. to give a matrix another median).
+    pub fn scaled(&self, factor: f32) -> LatencyMatrix {
+        LatencyMatrix {
+            n: self.n,
+            rtt_ms: self.rtt_ms.iter().map(|v| v * factor).collect(),
+        }
+    }
+
     /// Renders the matrix in the whitespace format (round-trips through [`Self::parse`]).
     pub fn to_whitespace_string(&self) -> String {
         let mut s = String::new();
@@ -320,6 +341,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("/definitely/not/here.txt: cannot read"), "{e}");
+    }
+
+    #[test]
+    fn median_and_scaling() {
+        let m = ws("0 10 30\n10 0 20\n30 20 0\n").unwrap();
+        assert_eq!(m.median_rtt(), 20.0);
+        let s = m.scaled(0.5);
+        assert_eq!((s.rtt_ms(0, 2), s.median_rtt()), (15.0, 10.0));
     }
 
     #[test]

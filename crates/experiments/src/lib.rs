@@ -93,6 +93,12 @@ pub fn registry() -> Vec<Experiment> {
             run: colyseus::proactive,
         },
         Experiment {
+            name: "consistency",
+            reproduces: "paper 000 Figure 11",
+            summary: "missing replicas at 0/100/400 ms grace vs nodes, PlanetLab and PlanetLab scaled to the paper's 85 ms median",
+            run: colyseus::consistency,
+        },
+        Experiment {
             name: "node-scaling",
             reproduces: "paper 000 Figure 12c",
             summary: "400 players on a growing number of nodes: per-node bandwidth of worldmesh vs broadcast",

@@ -63,6 +63,11 @@ pub struct ModelConfig {
     pub missile_damage: u8,
     /// Items (health packs, weapons) per 16-player area: static objects (ours: 6).
     pub items_per_16: f32,
+    /// Time a killed player waits before respawning, s (Quake III's minimum respawn delay,
+    /// 1.7 s). The player picks its spawn point at death and declares its area of interest
+    /// there while it waits, so its node prefetches the new view (Colyseus §3: objects
+    /// predict what they will need).
+    pub respawn_delay_s: f64,
     /// Attach missiles to their shooter for proactive replication (§5).
     pub proactive: bool,
 }
@@ -88,6 +93,7 @@ impl Default for ModelConfig {
             missile_lifetime_s: 2.0,
             missile_damage: 34,
             items_per_16: 6.0,
+            respawn_delay_s: 1.7,
             proactive: true,
         }
     }
@@ -108,6 +114,7 @@ impl ModelConfig {
             ("fire_interval_s", self.fire_interval_s),
             ("missile_speed", f64::from(self.missile_speed)),
             ("missile_lifetime_s", self.missile_lifetime_s),
+            ("respawn_delay_s", self.respawn_delay_s),
         ];
         for (name, v) in pos {
             if !(v.is_finite() && v > 0.0) {

@@ -63,6 +63,8 @@ pub struct Player {
     wait_left: f32,
     fight: Option<ObjectId>,
     next_shot: f32,
+    /// While dead: where the player will respawn and the time left.
+    respawn: Option<(Point3, f32)>,
 }
 
 /// A missile.
@@ -119,6 +121,7 @@ impl Player {
             wait_left: 0.0,
             fight: None,
             next_shot: 0.0,
+            respawn: None,
         }
     }
 
@@ -127,8 +130,18 @@ impl Player {
         let cfg = &map.config;
         let dt = ctx.dt.as_secs_f32();
         if self.health == 0 {
-            let wp = map.pick_waypoint(ctx.rng);
-            *self = Player::new(map.waypoints[wp], self.aoi);
+            // Dead: pick the spawn point now, wait the respawn delay, then appear there.
+            match self.respawn {
+                None => {
+                    let wp = map.pick_waypoint(ctx.rng);
+                    self.respawn = Some((map.waypoints[wp], cfg.respawn_delay_s as f32));
+                    self.vel = (0.0, 0.0);
+                    self.fight = None;
+                    self.path.clear();
+                }
+                Some((at, left)) if left - dt > 0.0 => self.respawn = Some((at, left - dt)),
+                Some((at, _)) => *self = Player::new(at, self.aoi),
+            }
             return;
         }
         // Fights.
@@ -320,7 +333,14 @@ impl GameObject for ModelObject {
 
     fn interest(&self) -> Option<Aabb> {
         match self {
-            ModelObject::Player(p) => Some(Aabb::around(p.pos, Point3::new(p.aoi, p.aoi, 1000.0))),
+            // A dead player already looks where it will respawn.
+            ModelObject::Player(p) => {
+                let at = match p.respawn {
+                    Some((spawn, _)) if p.health == 0 => spawn,
+                    _ => p.pos,
+                };
+                Some(Aabb::around(at, Point3::new(p.aoi, p.aoi, 1000.0)))
+            }
             _ => None,
         }
     }

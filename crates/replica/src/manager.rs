@@ -66,6 +66,11 @@ pub struct ReplicaConfig {
     pub peer_timeout: Duration,
     /// A node serving replicas to a peer sends at least one packet this often.
     pub keepalive: Duration,
+    /// Acknowledgements ride on packets going to their destination anyway; a packet
+    /// carrying only acknowledgements is sent at most this often per peer. (Older
+    /// acknowledged baselines cost nothing for objects that move every frame: the same
+    /// fields change either way.)
+    pub ack_interval: Duration,
     /// Largest packet payload (bytes) before splitting.
     pub max_payload: usize,
     /// Distance added around every area of interest for discovery and for keeping
@@ -82,9 +87,10 @@ impl Default for ReplicaConfig {
             interest_refresh: Duration::from_secs(1),
             interest_ttl: Duration::from_secs(3),
             linger: Duration::from_millis(1000),
-            resend_after: Duration::from_millis(250),
+            resend_after: Duration::from_millis(600),
             peer_timeout: Duration::from_secs(2),
             keepalive: Duration::from_millis(500),
+            ack_interval: Duration::from_millis(300),
             max_payload: 1200,
             interest_margin: 0.0,
         }
@@ -156,9 +162,21 @@ struct PeerState {
     deleted: Vec<ObjectId>,
     /// Send a packet even if empty (liveness).
     keepalive: bool,
+    last_ack: Option<Time>,
 }
 
 impl PeerState {
+    /// Something besides acknowledgements to send.
+    fn has_payload(&self) -> bool {
+        self.keepalive
+            || !(self.updates.is_empty()
+                && self.interest.is_empty()
+                && self.unsubscribe.is_empty()
+                && self.writes.is_empty()
+                && self.deleted.is_empty())
+    }
+
+    /// Anything at all to send.
     fn has_content(&self) -> bool {
         self.keepalive
             || !(self.updates.is_empty()
@@ -415,12 +433,22 @@ impl<O: GameObject> ReplicaManager<O> {
                     wanted_now.push((id, primary, e.version));
                 }
             }
+            // Refreshes to one primary's node are batched: when one is due, every replica
+            // from that node past half its period is refreshed in the same packet.
+            let refresh = self.cfg.interest_refresh;
+            let due: BTreeSet<NodeId> = wanted_now
+                .iter()
+                .filter(|(id, ..)| {
+                    self.repl
+                        .get(id)
+                        .is_some_and(|m| m.registered_at.is_none_or(|t| now - t >= refresh))
+                })
+                .map(|(_, p, _)| *p)
+                .collect();
             for (id, primary, version) in wanted_now {
                 if let Some(m) = self.repl.get_mut(&id) {
                     m.wanted_at = now;
-                    if m.registered_at
-                        .is_none_or(|t| now - t >= self.cfg.interest_refresh)
-                    {
+                    if due.contains(&primary) && m.registered_at.is_none_or(|t| now - t >= refresh / 2) {
                         m.registered_at = Some(now);
                         register.push((primary, InterestItem { id, have: version }));
                     }
@@ -794,10 +822,13 @@ impl<O: GameObject> ReplicaManager<O> {
                 p.keepalive = true;
             }
         }
+        let ack_every = self.cfg.ack_interval;
         let dsts: Vec<NodeId> = self
             .net
             .iter()
-            .filter(|(_, p)| p.has_content())
+            .filter(|(_, p)| {
+                p.has_payload() || (!p.to_ack.is_empty() && p.last_ack.is_none_or(|t| now - t >= ack_every))
+            })
             .map(|(d, _)| *d)
             .collect();
         let mut out = Vec::new();
@@ -825,6 +856,7 @@ impl<O: GameObject> ReplicaManager<O> {
         let mut head: Vec<ReplicaMsg> = Vec::new();
         if !p.to_ack.is_empty() {
             head.push(ReplicaMsg::Ack(std::mem::take(&mut p.to_ack)));
+            p.last_ack = Some(now);
         }
         if !p.interest.is_empty() {
             head.push(ReplicaMsg::Interest(std::mem::take(&mut p.interest)));

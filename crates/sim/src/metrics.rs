@@ -51,6 +51,9 @@ pub struct MetricsReport {
     pub missing: [f64; 3],
     /// The same for missiles only (kind 1), Table 1.
     pub missing_missiles: [f64; 3],
+    /// Missing fractions at 0, 100 and 400 ms by object kind (0 players, 1 missiles,
+    /// 2 items, 3 other), `None` where a kind was never required.
+    pub missing_by_kind: Vec<Option<[f64; 3]>>,
     /// Required (node, object) pairs per sample, mean: replicas a node needs.
     pub required_per_node: f64,
     /// Share of required pairs that were already required at the previous sample, by kind
@@ -82,6 +85,7 @@ pub struct Collector<O: GameObject> {
     prev_state: HashMap<ObjectId, (O, Vec<u8>)>,
     all: Counts,
     missiles: Counts,
+    by_kind: [Counts; KINDS],
     cont: [(u64, u64); KINDS],
     stale_hist: Vec<u64>,
     stale_sum: f64,
@@ -113,6 +117,7 @@ impl<O: GameObject> Collector<O> {
             prev_state: HashMap::new(),
             all: Counts::default(),
             missiles: Counts::default(),
+            by_kind: Default::default(),
             cont: [(0, 0); KINDS],
             stale_hist: vec![0; 5001],
             stale_sum: 0.0,
@@ -198,11 +203,13 @@ impl<O: GameObject> Collector<O> {
                 for (k, g) in GRACES_MS.iter().enumerate() {
                     if now - since >= std::time::Duration::from_millis(*g) {
                         self.all.required[k] += 1;
+                        self.by_kind[kind].required[k] += 1;
                         if kind == 1 {
                             self.missiles.required[k] += 1;
                         }
                         if held.is_none() {
                             self.all.missing[k] += 1;
+                            self.by_kind[kind].missing[k] += 1;
                             if kind == 1 {
                                 self.missiles.missing[k] += 1;
                             }
@@ -317,6 +324,11 @@ impl<O: GameObject> Collector<O> {
             samples: self.samples,
             missing: frac(&self.all),
             missing_missiles: frac(&self.missiles),
+            missing_by_kind: self
+                .by_kind
+                .iter()
+                .map(|c| if c.required[0] == 0 { None } else { Some(frac(c)) })
+                .collect(),
             required_per_node: if nodes_per_sample > 0.0 {
                 self.required_total as f64 / samples / nodes_per_sample
             } else {
