@@ -126,6 +126,10 @@ pub struct ReplicaStats {
     pub replicas_dropped: u64,
     /// Fetches (interest registrations with no state held) sent.
     pub fetches_sent: u64,
+    /// Packets sent that carried nothing but a keepalive.
+    pub keepalive_packets: u64,
+    /// Packets sent that carried only acknowledgements.
+    pub ack_only_packets: u64,
 }
 
 struct PrimaryMeta<O> {
@@ -595,9 +599,12 @@ impl<O: GameObject> ReplicaManager<O> {
     pub fn handle_packet(&mut self, now: Time, from: NodeId, packet: Packet) -> bool {
         let mut urgent = false;
         {
+            // Only packets that carried updates are acknowledged: acknowledgements exist to
+            // confirm delta baselines (acknowledging acknowledgements would ping-pong forever).
+            let carries_updates = packet.msgs.iter().any(|m| matches!(m, ReplicaMsg::Update(_)));
             let p = self.peer(from);
             p.last_heard = Some(now);
-            if p.to_ack.len() < 1024 {
+            if carries_updates && p.to_ack.len() < 1024 {
                 p.to_ack.push(packet.seq);
             }
         }
@@ -905,6 +912,11 @@ impl<O: GameObject> ReplicaManager<O> {
             };
             if !chunk.is_empty() {
                 msgs.push(ReplicaMsg::Update(chunk));
+            }
+            match msgs.as_slice() {
+                [] => self.stats.keepalive_packets += 1,
+                [ReplicaMsg::Ack(_)] => self.stats.ack_only_packets += 1,
+                _ => {}
             }
             out.push(Packet {
                 seq,

@@ -152,7 +152,7 @@ fn loss_and_partition_are_counted_and_heal() {
     let lost_fraction = stats.lost as f64 / (stats.sent - stats.partitioned) as f64;
     assert!((0.07..0.13).contains(&lost_fraction), "{lost_fraction}");
 
-        // Healed at 5 s: everyone converges again. Under 10% loss the last version of an
+    // Healed at 5 s: everyone converges again. Under 10% loss the last version of an
     // object that stopped changing may need resends (every 600 ms): allow two of them.
     let mut tl = Timeline(BTreeMap::new());
     Timeline::run(&mut sim, Time::from_secs_f64(10.0), &mut tl);
