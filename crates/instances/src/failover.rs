@@ -479,6 +479,11 @@ impl Peer {
     pub fn state(&self) -> &GameState {
         &self.state
     }
+    /// Highest tick this peer committed while server (its replica acknowledged a snapshot
+    /// of that tick while its configuration was effective); 0 before its first commit.
+    pub fn committed_tick(&self) -> u64 {
+        self.committed
+    }
     /// Highest input sequence number confirmed to this player.
     pub fn confirmed_seq(&self) -> u64 {
         self.my_confirmed

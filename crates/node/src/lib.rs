@@ -20,6 +20,8 @@
 //! an in-node locator answers with [`Node::handle_discovery`]. Membership is static.
 #![forbid(unsafe_code)]
 
+pub mod instance;
+pub mod instance_wire;
 mod node;
 pub mod stats;
 
