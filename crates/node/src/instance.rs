@@ -238,7 +238,9 @@ impl InstanceHost {
             return Err(InstanceError::Duplicate(spec.id));
         }
         if self.slots.len() >= MAX_INSTANCES {
-            return Err(InstanceError::Spec(format!("more than {MAX_INSTANCES} instances")));
+            return Err(InstanceError::Spec(format!(
+                "more than {MAX_INSTANCES} instances"
+            )));
         }
         let mut roster: Vec<u32> = spec.members.iter().map(|m| m.0).collect();
         roster.sort_unstable();
@@ -260,7 +262,11 @@ impl InstanceHost {
             roster.clone(),
             spec.server.0,
             spec.replica.map(|r| r.0),
-            spec.ranking.iter().map(|r| r.0).filter(|r| roster.contains(r)).collect(),
+            spec.ranking
+                .iter()
+                .map(|r| r.0)
+                .filter(|r| roster.contains(r))
+                .collect(),
             spec.first_tick,
         );
         let following = (peer.server(), peer.epoch());
@@ -327,9 +333,7 @@ impl InstanceHost {
                 if slot.plays {
                     let seq = slot.peer.inputs_produced() + 1;
                     // Refused when too many inputs wait unconfirmed: the player stalls.
-                    let _ = slot
-                        .peer
-                        .push_input(input_payload(self.seed, id, self.node, seq));
+                    let _ = slot.peer.push_input(input_payload(self.seed, id, self.node, seq));
                 }
                 slot.peer.handle_timeout(now);
             }
@@ -479,6 +483,21 @@ mod tests {
             input_payload(7, 1, NodeId(3), 1),
             input_payload(7, 1, NodeId(4), 1)
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn random_control_payloads_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
+            let mut h = InstanceHost::new(NodeId(2), 1);
+            h.join(spec(1)).unwrap();
+            let frame = Frame { class: MessageClass::Control, payload: &bytes };
+            let before = h.stats().rejected;
+            if h.handle_frame(Time::ZERO, NodeId(0), &frame).is_err() {
+                proptest::prop_assert_eq!(h.stats().rejected, before + 1);
+            } else {
+                proptest::prop_assert_eq!(h.stats().received, 1);
+            }
+        }
     }
 
     fn spec(id: u32) -> InstanceSpec {

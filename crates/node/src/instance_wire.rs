@@ -143,7 +143,11 @@ impl From<&Msg> for WireMsg {
                 epoch,
                 key,
                 tick: state.tick,
-                players: state.players.iter().map(|(&p, pr)| (p, pr.seq, pr.digest)).collect(),
+                players: state
+                    .players
+                    .iter()
+                    .map(|(&p, pr)| (p, pr.seq, pr.digest))
+                    .collect(),
                 members,
                 base,
                 ranking,
@@ -373,7 +377,10 @@ mod tests {
             epoch: 1,
             server: Some(CLUSTER),
         };
-        assert!(matches!(reserved.into_msg(), Err(WireMsgError::ReservedId { .. })));
+        assert!(matches!(
+            reserved.into_msg(),
+            Err(WireMsgError::ReservedId { .. })
+        ));
         let dup = WireMsg::Snapshot {
             epoch: 1,
             key: (1, 0),

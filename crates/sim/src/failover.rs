@@ -35,9 +35,8 @@ use std::time::Duration;
 use serde::Serialize;
 use worldmesh_core::{DetRng, LatencyMatrix, NodeId, Time};
 use worldmesh_game::{GameMap, ModelConfig, ModelObject};
-use worldmesh_node::instance::{
-    FailoverConfig, InstanceEvent, InstanceSpec, Role, expected_progress,
-};
+pub use worldmesh_node::instance::FailoverConfig;
+use worldmesh_node::instance::{InstanceEvent, InstanceSpec, Role, expected_progress};
 use worldmesh_node::{Node, NodeConfig};
 
 use crate::engine::Simulation;
@@ -200,10 +199,11 @@ impl FailoverScenario {
         if self.players == 0 || n > self.latency.len() {
             return Err(FailoverScenarioError::Size(n));
         }
-        if !(0.0..1.0).contains(&self.loss)
-            || !(self.jitter_ms.is_finite() && self.jitter_ms >= 0.0)
-            || self.fault_window.0 >= self.fault_window.1
-        {
+        let valid = (0.0..1.0).contains(&self.loss)
+            && self.jitter_ms.is_finite()
+            && self.jitter_ms >= 0.0
+            && self.fault_window.0 < self.fault_window.1;
+        if !valid {
             return Err(FailoverScenarioError::Parameters);
         }
         let root = DetRng::new(self.seed);
@@ -245,7 +245,8 @@ impl FailoverScenario {
         }
         let mut sim = Simulation::new(nodes, net);
         let window = ms(self.fault_window.1 - self.fault_window.0);
-        let fault_at = Time::ZERO + self.fault_window.0 + Duration::from_secs_f64(rng.range_f64(0.0, window) / 1000.0);
+        let fault_at =
+            Time::ZERO + self.fault_window.0 + Duration::from_secs_f64(rng.range_f64(0.0, window) / 1000.0);
         sim.run_until(fault_at);
         let confirmed = |sim: &Simulation<ModelObject>, live: &dyn Fn(usize) -> bool| -> u64 {
             (first_player..n)
@@ -302,8 +303,10 @@ impl FailoverScenario {
                 }
             }
         }
-        rep.promotions.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        rep.step_downs.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        rep.promotions
+            .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        rep.step_downs
+            .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let since = |t: Time| ms(t - fault_at);
         // The first promotion after the fault and its server.
         let first = sim
@@ -341,13 +344,20 @@ impl FailoverScenario {
                     confirms.push(
                         log.iter()
                             .filter(|r| r.at >= fault_at)
-                            .find(|r| matches!(r.event, InstanceEvent::FirstConfirm { epoch: e } if e >= epoch))
+                            .find(
+                                |r| matches!(r.event, InstanceEvent::FirstConfirm { epoch: e } if e >= epoch),
+                            )
                             .map(|r| r.at),
                     );
                 }
             }
             let all = |v: &[Option<Time>]| -> Option<f64> {
-                v.iter().copied().collect::<Option<Vec<Time>>>()?.into_iter().max().map(since)
+                v.iter()
+                    .copied()
+                    .collect::<Option<Vec<Time>>>()?
+                    .into_iter()
+                    .max()
+                    .map(since)
             };
             rep.redirected_ms = all(&redirected);
             rep.all_confirm_ms = all(&confirms);
@@ -363,7 +373,12 @@ impl FailoverScenario {
                     continue;
                 };
                 let c = p.confirmed_seq();
-                let held = server.state().players.get(&(i as u32)).copied().unwrap_or_default();
+                let held = server
+                    .state()
+                    .players
+                    .get(&(i as u32))
+                    .copied()
+                    .unwrap_or_default();
                 let seed = sim.nodes()[i].instances().seed();
                 let genuine = held == expected_progress(seed, INSTANCE, NodeId(i as u32), held.seq);
                 rep.confirmed_lost += match (genuine, held.seq >= c) {
