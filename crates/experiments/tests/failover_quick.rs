@@ -25,7 +25,7 @@ fn failover_quick_reports_one_server_and_nothing_lost() {
     }
     let t = &o.tables[0];
     let col = |h: &str| t.headers.iter().position(|x| x == h).unwrap();
-    assert_eq!(t.rows.len(), 6);
+    assert_eq!(t.rows.len(), 7);
     for row in &t.rows {
         assert_eq!(row[col("≠ 1 server at end")], "0", "{row:?}");
         assert_eq!(row[col("confirmed lost")], "0", "{row:?}");

@@ -2,13 +2,16 @@
 //! (paper `003` §3.2.1, Algorithms 3 and 4, as run by [`worldmesh_node::instance`]), over the
 //! modelled network with loss, and a fault of the host.
 //!
-//! Node 0 hosts the instance (`AG_x.S`), node 1 is its replicated server (`AG_x.RS`),
-//! nodes `2 .. 2 + spares` are spare servers (members that do not play, first in line to
-//! become the next replica), and the remaining nodes are the players. Every node plays its
-//! role through its own [`worldmesh_node::Node`]; all messages are Control datagrams through
-//! the [`crate::engine`] and [`crate::network`] (delay = RTT/2 of the hosts' PlanetLab rows,
-//! jitter, loss). The hosts are drawn from the latency matrix either as a cluster of nearest
-//! hosts or at random ([`Placement`]); nodes take those rows in random order.
+//! One node hosts the instance (`AG_x.S`), one is its replicated server (`AG_x.RS`),
+//! `spares` nodes are spare servers (members that do not play, first in line to become the
+//! next replica), and the remaining nodes are the players. By default roles follow paper
+//! `003`'s LL selection ([`RoleChoice::LowestLatency`]: the most central node hosts, the
+//! next one is the replica); [`RoleChoice::Random`] gives them at random. Every node plays
+//! its role through its own [`worldmesh_node::Node`]; all messages are Control datagrams
+//! through the [`crate::engine`] and [`crate::network`] (delay = RTT/2 of the hosts'
+//! PlanetLab rows, jitter, loss). The hosts are drawn from the latency matrix either as a
+//! cluster of nearest hosts or at random ([`Placement`]); nodes take those rows in random
+//! order.
 //!
 //! At a random time in [`FailoverScenario::fault_window`] the host either crashes
 //! ([`Fault::Crash`], `Simulation::crash`) or is cut off from everyone
@@ -66,6 +69,18 @@ pub enum Placement {
     Random,
 }
 
+/// How roles are given to the nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum RoleChoice {
+    /// Paper `003` §3.2 LL: nodes ranked by their total latency to the others; the most
+    /// central hosts, the next is the replica, then the spares, then the players (the
+    /// ranking is also the successor order).
+    LowestLatency,
+    /// Node 0 hosts, node 1 is the replica, then spares and players by id (the hosts'
+    /// rows are a random permutation, so roles are random).
+    Random,
+}
+
 /// One failover run.
 #[derive(Clone, Debug)]
 pub struct FailoverScenario {
@@ -77,6 +92,8 @@ pub struct FailoverScenario {
     pub latency: Arc<LatencyMatrix>,
     /// How hosts are drawn.
     pub placement: Placement,
+    /// How the host, replica, spares and players are chosen among the nodes.
+    pub roles: RoleChoice,
     /// Datagram loss probability.
     pub loss: f64,
     /// Extra one-way jitter, uniform in `[0, jitter_ms]`.
@@ -109,6 +126,10 @@ pub enum FailoverScenarioError {
 pub struct FailoverReport {
     /// Seed.
     pub seed: u64,
+    /// The node that hosted the instance (and suffered the fault).
+    pub host: u32,
+    /// The node that was its replicated server.
+    pub replica: u32,
     /// When the fault happened (s).
     pub fault_at_s: f64,
     /// Promotions `(time s, node, epoch)` of the whole run.
@@ -155,6 +176,7 @@ impl FailoverScenario {
             spares: 1,
             latency,
             placement: Placement::Nearest,
+            roles: RoleChoice::LowestLatency,
             loss: 0.05,
             jitter_ms: 2.0,
             fault: Fault::Crash,
@@ -217,9 +239,21 @@ impl FailoverScenario {
         let net = NetworkModel::new(self.latency.select(&hosts), n, &net_cfg, &root);
         let world = Arc::new(GameMap::generate(&ModelConfig::default(), 1, self.seed));
         let ids: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
-        let first_player = 2 + self.spares;
-        let mut ranking: Vec<NodeId> = ids[1..].to_vec();
-        ranking.push(ids[0]);
+        // Role order: host, replica, spares, players.
+        let mut order: Vec<usize> = (0..n).collect();
+        if self.roles == RoleChoice::LowestLatency {
+            let score: Vec<f64> = (0..n)
+                .map(|i| (0..n).map(|j| ms(net.base_delay(ids[i], ids[j]))).sum::<f64>())
+                .collect();
+            order.sort_by(|&a, &b| score[a].total_cmp(&score[b]).then(a.cmp(&b)));
+        }
+        let (host, replica) = (order[0], order[1]);
+        let mut player = vec![false; n];
+        for &i in &order[2 + self.spares..] {
+            player[i] = true;
+        }
+        let mut ranking: Vec<NodeId> = order[1..].iter().map(|&i| ids[i]).collect();
+        ranking.push(ids[host]);
         let tick_us = self.failover.tick.as_micros().max(1) as u64;
         let mut nodes = Vec::with_capacity(n);
         for &id in &ids {
@@ -230,10 +264,10 @@ impl FailoverScenario {
             let spec = InstanceSpec {
                 id: INSTANCE,
                 members: ids.clone(),
-                server: ids[0],
-                replica: Some(ids[1]),
+                server: ids[host],
+                replica: Some(ids[replica]),
                 ranking: ranking.clone(),
-                plays: id.0 as usize >= first_player,
+                plays: player[id.0 as usize],
                 first_tick: phase,
                 failover: self.failover.clone(),
             };
@@ -249,8 +283,8 @@ impl FailoverScenario {
             Time::ZERO + self.fault_window.0 + Duration::from_secs_f64(rng.range_f64(0.0, window) / 1000.0);
         sim.run_until(fault_at);
         let confirmed = |sim: &Simulation<ModelObject>, live: &dyn Fn(usize) -> bool| -> u64 {
-            (first_player..n)
-                .filter(|&i| live(i))
+            (0..n)
+                .filter(|&i| player[i] && live(i))
                 .filter_map(|i| sim.nodes()[i].instances().peer(INSTANCE))
                 .map(|p| p.confirmed_seq())
                 .sum()
@@ -260,20 +294,22 @@ impl FailoverScenario {
         let crashed = matches!(self.fault, Fault::Crash);
         match self.fault {
             Fault::Crash => {
-                sim.crash(ids[0]);
+                sim.crash(ids[host]);
                 sim.run_until(fault_at + self.settle);
             }
             Fault::Partition { heal_after } => {
-                sim.network_mut().partition(&[ids[0]]);
+                sim.network_mut().partition(&[ids[host]]);
                 sim.run_until(fault_at + heal_after);
                 servers_before_heal = servers(&sim);
                 sim.network_mut().heal();
                 sim.run_until(fault_at + heal_after + self.settle);
             }
         }
-        let live = |i: usize| !(crashed && i == 0);
+        let live = |i: usize| !(crashed && i == host);
         let mut rep = FailoverReport {
             seed: self.seed,
+            host: host as u32,
+            replica: replica as u32,
             fault_at_s: fault_at.as_secs_f64(),
             promotions: Vec::new(),
             step_downs: Vec::new(),
@@ -329,7 +365,7 @@ impl FailoverScenario {
                 .map(|r| since(r.at));
             let mut redirected = Vec::new();
             let mut confirms = Vec::new();
-            for i in (1..n).filter(|&i| i != who && live(i)) {
+            for i in (0..n).filter(|&i| i != who && live(i)) {
                 let log = sim.nodes()[i].instances().log();
                 redirected.push(
                     log.iter()
@@ -340,7 +376,7 @@ impl FailoverScenario {
                         })
                         .map(|r| r.at),
                 );
-                if i >= first_player {
+                if player[i] {
                     confirms.push(
                         log.iter()
                             .filter(|r| r.at >= fault_at)
@@ -368,7 +404,7 @@ impl FailoverScenario {
         if let [s] = rep.servers_at_end[..]
             && let Some(server) = sim.nodes()[s as usize].instances().peer(INSTANCE)
         {
-            for i in (first_player..n).filter(|&i| live(i)) {
+            for i in (0..n).filter(|&i| player[i] && live(i)) {
                 let Some(p) = sim.nodes()[i].instances().peer(INSTANCE) else {
                     continue;
                 };
