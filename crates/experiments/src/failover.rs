@@ -122,6 +122,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "servers_at_end",
             "confirmed_lost",
             "confirmed_total",
+            "host_replica_rtt_ms",
+            "replica_max_rtt_ms",
         ],
     );
     let mut json = Vec::new();
@@ -156,6 +158,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                 r.servers_at_end.len().to_string(),
                 r.confirmed_lost.to_string(),
                 r.confirmed_total.to_string(),
+                format!("{:.1}", r.host_replica_rtt_ms),
+                format!("{:.1}", r.replica_max_rtt_ms),
             ]);
             reports.push(r);
         }

@@ -130,6 +130,10 @@ pub struct FailoverReport {
     pub host: u32,
     /// The node that was its replicated server.
     pub replica: u32,
+    /// Base round-trip time between host and replica (ms).
+    pub host_replica_rtt_ms: f64,
+    /// Largest base round-trip time from the replica to another member (ms).
+    pub replica_max_rtt_ms: f64,
     /// When the fault happened (s).
     pub fault_at_s: f64,
     /// Promotions `(time s, node, epoch)` of the whole run.
@@ -140,7 +144,7 @@ pub struct FailoverReport {
     pub promoted_ms: Option<f64>,
     /// Fault → the promoted server's first commit (ms).
     pub takeover_ms: Option<f64>,
-    /// Fault → every live non-server node follows the new server (ms).
+    /// Fault → every node but the host and the new server follows the new server (ms).
     pub redirected_ms: Option<f64>,
     /// Fault → first live player confirmed by the new server (ms).
     pub first_confirm_ms: Option<f64>,
@@ -248,6 +252,9 @@ impl FailoverScenario {
             order.sort_by(|&a, &b| score[a].total_cmp(&score[b]).then(a.cmp(&b)));
         }
         let (host, replica) = (order[0], order[1]);
+        let rtt = |a: usize, b: usize| ms(net.base_delay(ids[a], ids[b]) + net.base_delay(ids[b], ids[a]));
+        let host_replica_rtt_ms = rtt(host, replica);
+        let replica_max_rtt_ms = (0..n).map(|j| rtt(replica, j)).fold(0.0, f64::max);
         let mut player = vec![false; n];
         for &i in &order[2 + self.spares..] {
             player[i] = true;
@@ -310,6 +317,8 @@ impl FailoverScenario {
             seed: self.seed,
             host: host as u32,
             replica: replica as u32,
+            host_replica_rtt_ms,
+            replica_max_rtt_ms,
             fault_at_s: fault_at.as_secs_f64(),
             promotions: Vec::new(),
             step_downs: Vec::new(),
@@ -365,7 +374,7 @@ impl FailoverScenario {
                 .map(|r| since(r.at));
             let mut redirected = Vec::new();
             let mut confirms = Vec::new();
-            for i in (0..n).filter(|&i| i != who && live(i)) {
+            for i in (0..n).filter(|&i| i != who && i != host) {
                 let log = sim.nodes()[i].instances().log();
                 redirected.push(
                     log.iter()
