@@ -96,6 +96,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         &[
             "variant",
             "promoted med",
+            "promoted p99",
             "takeover med",
             "takeover p99",
             "takeover max",
@@ -178,6 +179,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         summary.push([
             label.clone(),
             format!("{:.0}", percentile(&prom, 0.5)),
+            format!("{:.0}", percentile(&prom, 0.99)),
             format!("{:.0}", percentile(&take, 0.5)),
             format!("{:.0}", percentile(&take, 0.99)),
             format!("{max:.0}"),
