@@ -105,6 +105,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "redirected p99",
             "all confirmed p99",
             "no takeover",
+            "promotions after",
+            "spurious before fault",
             "≠ 1 server at end",
             "confirmed lost",
             "confirmed total",
@@ -172,6 +174,14 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         let within = take.iter().filter(|&&t| t <= two_t_ms).count() as f64 / n;
         let prom_within = prom.iter().filter(|&&t| t <= two_t_ms).count() as f64 / n;
         let none = reports.iter().filter(|r| r.takeover_ms.is_none()).count();
+        let spurious: usize = reports
+            .iter()
+            .map(|r| r.promotions.iter().filter(|p| p.0 < r.fault_at_s).count())
+            .sum();
+        let after: usize = reports
+            .iter()
+            .map(|r| r.promotions.iter().filter(|p| p.0 >= r.fault_at_s).count())
+            .sum();
         let multi = reports.iter().filter(|r| r.servers_at_end.len() != 1).count();
         let lost: u64 = reports.iter().map(|r| r.confirmed_lost).sum();
         let total: u64 = reports.iter().map(|r| r.confirmed_total).sum();
@@ -188,6 +198,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             format!("{:.0}", percentile(&redir, 0.99)),
             format!("{:.0}", percentile(&conf, 0.99)),
             none.to_string(),
+            after.to_string(),
+            spurious.to_string(),
             multi.to_string(),
             lost.to_string(),
             total.to_string(),
@@ -200,7 +212,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "takeover_within_2t": within, "promoted_within_2t": prom_within,
             "redirected_ms": {"median": percentile(&redir, 0.5), "p99": percentile(&redir, 0.99)},
             "all_confirmed_ms": {"median": percentile(&conf, 0.5), "p99": percentile(&conf, 0.99)},
-            "no_takeover": none, "not_one_server_at_end": multi,
+            "no_takeover": none, "promotions_after_fault": after, "spurious_promotions_before_fault": spurious, "not_one_server_at_end": multi,
             "confirmed_lost": lost, "confirmed_total": total,
         }));
         if !take.is_empty() {
