@@ -30,7 +30,10 @@
 //!   (itself included, the suspected server excluded) it becomes server, appoints a new
 //!   replica (the best-ranked live member in Algorithm 2's order, carried in the snapshots)
 //!   and serves on. If the server gets no acknowledgement for `k` ticks it appoints another
-//!   replica. Members silent for [`FailoverConfig::member_timeout`] are dropped. The paper's
+//!   replica (a newly appointed replica gets up to `member_timeout` for its first one: it
+//!   arrives a round trip after the first snapshot, which exceeds `kτ` on slow wide-area
+//!   paths — found running the protocol in real nodes over PlanetLab delays, where a far
+//!   replica was otherwise replaced before it could ever answer). Members silent for [`FailoverConfig::member_timeout`] are dropped. The paper's
 //!   "the instance lives while one player can serve" holds for departures one at a time; the
 //!   state lives on `AG_x.S` and `AG_x.RS` only, so losing both within one detection window
 //!   ends the instance ([`Event::InstanceLost`] at the players).
@@ -130,6 +133,12 @@ impl FailoverConfig {
     }
     fn detect(&self) -> Duration {
         self.tick * self.miss_limit
+    }
+    /// Wait for the first acknowledgement of a newly appointed replica: its first ack
+    /// arrives a round trip after the first snapshot, which can exceed `kτ` on wide-area
+    /// paths, so the server waits up to `member_timeout` for it.
+    fn first_ack_wait(&self) -> Duration {
+        self.member_timeout.max(self.detect())
     }
     fn voter_silence(&self) -> Duration {
         self.tick * self.miss_limit.saturating_sub(2)
@@ -362,6 +371,8 @@ pub struct Peer {
     inflight: VecDeque<(u64, BTreeMap<PeerId, u64>)>,
     confirmed: BTreeMap<PeerId, u64>,
     last_ack_at: Time,
+    /// Server: the current replica has acknowledged at least one snapshot.
+    replica_acked: bool,
     last_snapshot_at: Time,
     candidate_epoch: Option<u64>,
     /// Key the candidate claims with.
@@ -433,6 +444,7 @@ impl Peer {
             inflight: VecDeque::new(),
             confirmed: BTreeMap::new(),
             last_ack_at: first_tick,
+            replica_acked: false,
             last_snapshot_at: first_tick,
             candidate_epoch: None,
             claim_key: (1, 0),
@@ -478,6 +490,11 @@ impl Peer {
     /// The game state held (server: live; replica: last snapshot; player: initial).
     pub fn state(&self) -> &GameState {
         &self.state
+    }
+    /// Highest tick this peer committed while server (its replica acknowledged a snapshot
+    /// of that tick while its configuration was effective); 0 before its first commit.
+    pub fn committed_tick(&self) -> u64 {
+        self.committed
     }
     /// Highest input sequence number confirmed to this player.
     pub fn confirmed_seq(&self) -> u64 {
@@ -594,6 +611,7 @@ impl Peer {
                     return;
                 }
                 self.last_ack_at = now;
+                self.replica_acked = true;
                 if !self.change_pending {
                     self.commit(tick);
                 }
@@ -790,6 +808,17 @@ impl Peer {
     /// Who may vote for this candidate: the last effective membership it knows, minus the
     /// suspected server and itself. Deliberately not filtered by what the candidate hears:
     /// a replica on the minority side of a partition must not shrink its electorate.
+    /// Silence of the replica after which the server appoints another: `k` ticks without
+    /// an acknowledgement once acks flow (they come every tick whatever the round trip),
+    /// [`FailoverConfig::member_timeout`] while a new replica has not acknowledged yet.
+    fn ack_timeout(&self) -> Duration {
+        if self.replica_acked {
+            self.cfg.detect()
+        } else {
+            self.cfg.first_ack_wait()
+        }
+    }
+
     fn electorate(&self) -> Vec<PeerId> {
         let suspect = self.server;
         self.base
@@ -863,6 +892,7 @@ impl Peer {
             return;
         }
         self.replica = pick;
+        self.replica_acked = false;
         self.change_config();
         if let Some(r) = pick {
             self.events.push_back(Event::ReplicaAppointed { replica: r });
@@ -977,7 +1007,7 @@ impl Peer {
         }
         self.state.tick += 1;
         // replica health
-        if self.replica.is_none() || now - self.last_ack_at >= self.cfg.detect() {
+        if self.replica.is_none() || now - self.last_ack_at >= self.ack_timeout() {
             self.appoint_replica(now);
         }
         self.check_gate();

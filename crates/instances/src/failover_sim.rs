@@ -506,6 +506,27 @@ mod tests {
     }
 
     #[test]
+    fn replicas_a_long_round_trip_away_are_kept_and_confirm() {
+        // Every round trip (300 ms) exceeds kτ = 250 ms: a server that wanted an ack within
+        // kτ of appointing a replica would replace every replica before its first ack and
+        // never confirm anything.
+        let mut c = base(5, 0.05, 8);
+        for (i, row) in c.one_way_ms.iter_mut().enumerate() {
+            for (j, d) in row.iter_mut().enumerate() {
+                *d = if i == j { 0.0 } else { 150.0 };
+            }
+        }
+        c.crashes = vec![(0, Time::from_millis(3_000))];
+        c.end = Time::from_millis(7_000);
+        let r = run(&c).unwrap();
+        assert!(r.max_confirmed > 50, "inputs get confirmed: {}", r.max_confirmed);
+        assert_eq!(r.promotions.len(), 1, "{:?}", r.promotions);
+        assert_eq!(r.promotions[0].1, 1, "the first replica was kept and takes over");
+        assert_eq!(r.servers_at_end, vec![1]);
+        assert!(r.confirmed_lost.is_empty());
+    }
+
+    #[test]
     fn bad_scenarios_are_errors() {
         let mut c = base(4, 0.05, 1);
         c.one_way_ms[2].pop();

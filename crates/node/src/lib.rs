@@ -18,8 +18,15 @@
 //! object: the baseline architecture of §7). Discovery goes through a locator port: each
 //! frame the node queues [`LocatorOp`]s (publications and subscriptions) and the driver or
 //! an in-node locator answers with [`Node::handle_discovery`]. Membership is static.
+//!
+//! Game instances with failover (paper `003` §3.2.1, Algorithms 3/4) are the node's
+//! [`instance::InstanceHost`]: the instances this node hosts, replicates or plays in, their
+//! messages carried as Control datagrams ([`instance_wire`]), their ticks folded into
+//! [`Node::poll_timeout`].
 #![forbid(unsafe_code)]
 
+pub mod instance;
+pub mod instance_wire;
 mod node;
 pub mod stats;
 

@@ -10,6 +10,7 @@ use worldmesh_replica::{
     GameObject, Mode, ObjectStore, Packet, ReplicaConfig, ReplicaManager, ReplicaMsg, Role,
 };
 
+use crate::instance::InstanceHost;
 use crate::stats::{NodeStats, NodeSummary};
 
 /// Static configuration of a node.
@@ -127,6 +128,7 @@ pub struct Node<O: GameObject> {
     locator_ops: Vec<LocatorOp>,
     codec: Codec,
     stats: NodeStats,
+    instances: InstanceHost,
 }
 
 impl<O: GameObject> Node<O> {
@@ -143,6 +145,7 @@ impl<O: GameObject> Node<O> {
             config.replica.clone(),
             config.peers.clone(),
         );
+        let instances = InstanceHost::new(config.id, config.seed);
         Self {
             config,
             world,
@@ -155,6 +158,7 @@ impl<O: GameObject> Node<O> {
             events: VecDeque::new(),
             locator_ops: Vec::new(),
             codec: Codec::new(),
+            instances,
             stats: NodeStats {
                 origin: now,
                 ..NodeStats::default()
@@ -209,9 +213,24 @@ impl<O: GameObject> Node<O> {
         id
     }
 
-    /// When the node wants [`Node::handle_timeout`] called next.
+    /// The game instances this node takes part in (paper `003` failover), read-only.
+    pub fn instances(&self) -> &InstanceHost {
+        &self.instances
+    }
+
+    /// The game instances, mutably (to join one).
+    pub fn instances_mut(&mut self) -> &mut InstanceHost {
+        &mut self.instances
+    }
+
+    /// When the node wants [`Node::handle_timeout`] called next: the earlier of its next
+    /// frame and its instances' next tick.
     pub fn poll_timeout(&self) -> Option<Time> {
-        Some(self.next_frame)
+        Some(
+            self.instances
+                .poll_timeout()
+                .map_or(self.next_frame, |t| t.min(self.next_frame)),
+        )
     }
 
     /// The next datagram to send, if any.
@@ -231,12 +250,25 @@ impl<O: GameObject> Node<O> {
 
     /// Advances timers: runs a frame when one is due.
     pub fn handle_timeout(&mut self, now: Time) {
-        if now < self.next_frame {
-            return;
+        if now >= self.next_frame {
+            self.run_frame(now);
+            while self.next_frame <= now {
+                self.next_frame += self.config.frame_interval;
+            }
         }
-        self.run_frame(now);
-        while self.next_frame <= now {
-            self.next_frame += self.config.frame_interval;
+        self.instances.handle_timeout(now);
+        self.flush_instances(now);
+    }
+
+    /// Queues the instances' Control datagrams.
+    fn flush_instances(&mut self, now: Time) {
+        while let Some((dst, datagram)) = self.instances.poll_transmit() {
+            self.stats.on_send(now, MessageClass::Control, datagram.len());
+            self.transmits.push_back(Transmit {
+                dst,
+                class: MessageClass::Control,
+                datagram,
+            });
         }
     }
 
@@ -270,6 +302,12 @@ impl<O: GameObject> Node<O> {
         // Each subsystem owns the datagrams of its class.
         match frame.class {
             MessageClass::ObjectUpdate => self.on_replica_datagram(now, from, &frame),
+            MessageClass::Control => {
+                if let Err(e) = self.instances.handle_frame(now, from, &frame) {
+                    self.reject(from, e.to_string());
+                }
+                self.flush_instances(now);
+            }
             other => self.reject(from, format!("no handler here for {other} datagrams")),
         }
     }

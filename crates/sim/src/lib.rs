@@ -21,6 +21,7 @@
 
 pub mod config;
 pub mod engine;
+pub mod failover;
 pub mod metrics;
 pub mod network;
 pub mod oracle;
