@@ -18,11 +18,19 @@
 //! object: the baseline architecture of §7). Discovery goes through a locator port: each
 //! frame the node queues [`LocatorOp`]s (publications and subscriptions) and the driver or
 //! an in-node locator answers with [`Node::handle_discovery`]. Membership is static.
+//!
+//! Primaries can move between nodes: [`Node::migrate`] moves a region of primaries through
+//! the name service and migration protocol of paper `001` §3 ([`migration`]); a node accepts
+//! state for an object only from the node its name service binds the object to.
 #![forbid(unsafe_code)]
 
+pub mod migration;
 mod node;
 pub mod stats;
 
+pub use migration::{
+    MigrationConfig, MigrationEvent, MigrationMsg, MigrationStats, RefuseReason, StartError,
+};
 pub use node::{Event, LocatorOp, Node, NodeConfig, Transmit};
 pub use stats::{NodeStats, NodeSummary, RunSummary};
 pub use worldmesh_replica::{Mode, Packet, ReplicaMsg, UpdateItem};

@@ -438,20 +438,11 @@ impl<O: GameObject> ReplicaManager<O> {
             *s
         };
         let data = bitcode::encode(w);
-        if role == Role::Primary {
-            // Frozen: the migrating snapshot is taken; the write follows it.
-            let item = WriteItem {
-                id: target,
-                seq,
-                data,
-            };
-            self.buffered.entry(target).or_default().push(ForwardedWrite {
-                writer: self.me,
-                item,
-            });
-            return;
+        if role != Role::Primary {
+            // Tentative on a replica. (A frozen primary's snapshot is taken: the write waits
+            // in `pending` and follows the object to its new node.)
+            entry.object.apply_write(w);
         }
-        entry.object.apply_write(w);
         self.pending.insert(
             (target, seq),
             PendingWrite {
@@ -467,6 +458,9 @@ impl<O: GameObject> ReplicaManager<O> {
     /// Sends (or resends) pending write `(target, seq)` to where the primary now is. A
     /// write whose object became a primary here is applied at once.
     fn send_pending(&mut self, now: Time, target: ObjectId, seq: u64) {
+        if self.frozen.contains(&target) {
+            return; // sent once the migration is answered
+        }
         let dst = match self.store.get(target).map(|e| e.role) {
             Some(Role::Replica { primary }) => primary,
             _ => match self.names.resolve(target) {

@@ -102,6 +102,9 @@ pub enum MigrateError {
         /// The binding received.
         binding: Binding,
     },
+    /// The object comes back while this node's own migration of it awaits its answer.
+    #[error("{0} is still frozen here")]
+    StillFrozen(ObjectId),
     /// A transferred state did not decode.
     #[error("state of {0} does not decode")]
     Undecodable(ObjectId),
@@ -235,6 +238,7 @@ impl<O: GameObject> ReplicaManager<O> {
                 for fw in self.buffered.remove(id).unwrap_or_default() {
                     self.receive_write(fw.writer, fw.item);
                 }
+                self.send_pending_to(Time::ZERO, *id);
             }
         }
     }
@@ -262,6 +266,8 @@ impl<O: GameObject> ReplicaManager<O> {
             }
             self.stats.migrated_out += 1;
             moved.push((*id, b));
+            // This node's own writes made while the object was frozen follow it.
+            self.send_pending_to(Time::ZERO, *id);
         }
         moved
     }
@@ -283,6 +289,9 @@ impl<O: GameObject> ReplicaManager<O> {
         for (k, m) in objects.iter().enumerate() {
             if objects[..k].iter().any(|o| o.id == m.id) {
                 return Err(MigrateError::Malformed("object named twice"));
+            }
+            if self.frozen.contains(&m.id) {
+                return Err(MigrateError::StillFrozen(m.id));
             }
             let known = self.names.resolve(m.id).binding(self.me);
             if self.prim.contains_key(&m.id) || m.binding.node != self.me || m.binding.epoch <= known.epoch {
@@ -333,14 +342,7 @@ impl<O: GameObject> ReplicaManager<O> {
             self.names.bind_local(m.id, m.binding.epoch);
             self.stats.migrated_in += 1;
             // This node's own writes to the object now land here.
-            let mine: Vec<(ObjectId, u64)> = self
-                .pending
-                .range((m.id, 0)..=(m.id, u64::MAX))
-                .map(|(k, _)| *k)
-                .collect();
-            for (id, seq) in mine {
-                self.send_pending(now, id, seq);
-            }
+            self.send_pending_to(now, m.id);
         }
         Ok(())
     }
@@ -394,6 +396,12 @@ impl<O: GameObject> ReplicaManager<O> {
                 m.registered_at = Some(now);
             }
         }
+        self.send_pending_to(now, id);
+        MovedOutcome::Accepted
+    }
+
+    /// (Re)sends every pending write of this node to `id`.
+    fn send_pending_to(&mut self, now: Time, id: ObjectId) {
         let mine: Vec<(ObjectId, u64)> = self
             .pending
             .range((id, 0)..=(id, u64::MAX))
@@ -402,7 +410,6 @@ impl<O: GameObject> ReplicaManager<O> {
         for (id, seq) in mine {
             self.send_pending(now, id, seq);
         }
-        MovedOutcome::Accepted
     }
 
     /// Writes to pass on to other nodes, drained (the node sends them as `Forward`).
