@@ -26,11 +26,13 @@
 
 pub mod migration;
 mod node;
+pub mod placement;
 pub mod stats;
 
 pub use migration::{
     MigrationConfig, MigrationEvent, MigrationMsg, MigrationStats, RefuseReason, StartError,
 };
 pub use node::{Event, LocatorOp, Node, NodeConfig, Transmit};
+pub use placement::{LatencyOracle, Placement, PlacementConfig, PlacementDecision, PlacementOutcome};
 pub use stats::{NodeStats, NodeSummary, RunSummary};
 pub use worldmesh_replica::{Mode, Packet, ReplicaMsg, UpdateItem};

@@ -529,3 +529,29 @@ impl<O: GameObject> Node<O> {
         }
     }
 }
+
+/// The placement loop (paper `001` §7.4): the driver calls [`Node::run_placement`] as often
+/// as it likes (e.g. after every frame); the activation policy decides when core selection
+/// actually runs.
+impl<O: GameObject> Node<O> {
+    /// Evaluates the placement of this node's region (its live primaries) against the other
+    /// members with `placement`'s policy and `oracle`'s latencies; on a decision to move,
+    /// starts the migration. Returns what the loop decided.
+    pub fn run_placement(
+        &mut self,
+        now: Time,
+        placement: &mut crate::Placement,
+        oracle: &dyn crate::LatencyOracle,
+    ) -> Result<crate::PlacementOutcome, crate::placement::PlacementError> {
+        let outcome = placement.evaluate(now, &self.replicas, &self.config.peers, oracle)?;
+        if let crate::PlacementOutcome::Migrate(d) = &outcome
+            && let Err(e) = self.migrate(now, &d.region, d.target)
+        {
+            self.push_event(Event::Rejected {
+                from: self.config.id,
+                reason: e.to_string(),
+            });
+        }
+        Ok(outcome)
+    }
+}

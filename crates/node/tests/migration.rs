@@ -9,7 +9,10 @@ use std::time::Duration;
 use proptest::prelude::*;
 use worldmesh_core::wire;
 use worldmesh_core::{Aabb, DetRng, MessageClass, NodeId, ObjectId, Point3, Time};
-use worldmesh_node::{Event, MigrationEvent, MigrationMsg, Mode, Node, NodeConfig, RefuseReason};
+use worldmesh_node::{
+    Event, LatencyOracle, MigrationEvent, MigrationMsg, Mode, Node, NodeConfig, Placement, PlacementConfig,
+    PlacementOutcome, RefuseReason,
+};
 use worldmesh_replica::{Binding, GameObject, MigratedObject, Role, StateError, ThinkContext};
 
 /// Where the test world's objects are: `per_node` objects created on each of `nodes` nodes.
@@ -64,6 +67,9 @@ impl GameObject for Counter {
     }
     fn apply_write(&mut self, w: &(u32, u32)) {
         self.log.push(*w);
+    }
+    fn client_location(&self) -> Option<u32> {
+        Some(self.me)
     }
     fn encode_state(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&bitcode::encode(self));
@@ -499,4 +505,108 @@ proptest! {
         c.nodes[0].handle_datagram(Time::from_millis(5), NodeId(1), &d);
         prop_assert_eq!(c.nodes[0].store().primary_count(), 1);
     }
+}
+
+/// Clients 0 and 1 (node 0's players) are 200 ms from node 0, 100 ms from node 1 and
+/// 20 ms from node 2; node 2 reports 5 primaries.
+struct Oracle;
+
+impl LatencyOracle for Oracle {
+    fn client_rtt_ms(&self, client: u32, node: NodeId) -> Option<f64> {
+        match (client, node.0) {
+            (0 | 1, 0) => Some(200.0),
+            (0 | 1, 1) => Some(100.0),
+            (0 | 1, 2) => Some(20.0),
+            (_, n) if n < 3 => Some(50.0),
+            _ => None,
+        }
+    }
+    fn primaries(&self, node: NodeId) -> Option<usize> {
+        (node.0 == 2).then_some(5)
+    }
+}
+
+#[test]
+fn placement_moves_a_region_to_the_best_host_with_capacity_only_when_activated() {
+    let mut c = Cluster::new(3, 2, Time::MAX, 0.0, 9, None);
+    c.tick();
+    let now = c.now;
+    let cfg = PlacementConfig {
+        capacity: Some(6),
+        ..PlacementConfig::default()
+    };
+    // Node 2 is nearest but full (5 + 2 > 6): node 1 is chosen, 100 ms better.
+    let mut p = Placement::new(cfg.clone());
+    let out = c.nodes[0].run_placement(now, &mut p, &Oracle).unwrap();
+    let PlacementOutcome::Migrate(d) = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(d.target, NodeId(1));
+    assert_eq!((d.current_ms, d.predicted_ms), (200.0, 100.0));
+    assert_eq!(
+        d.region,
+        vec![ObjectId::new(NodeId(0), 0), ObjectId::new(NodeId(0), 1)]
+    );
+    for _ in 0..100 {
+        c.tick();
+    }
+    assert_eq!(c.nodes[0].store().primary_count(), 0);
+    assert_eq!(c.nodes[1].store().primary_count(), 4);
+    assert_eq!(c.completed, 1);
+    // With room on node 2 it would have been chosen; a gain under the threshold stays.
+    let mut c = Cluster::new(3, 2, Time::MAX, 0.0, 9, None);
+    c.tick();
+    let mut roomy = Placement::new(PlacementConfig {
+        capacity: Some(7),
+        ..cfg.clone()
+    });
+    let out = roomy.evaluate(c.now, c.nodes[0].replicas(), &[NodeId(1), NodeId(2)], &Oracle);
+    assert!(
+        matches!(out, Ok(PlacementOutcome::Migrate(ref d)) if d.target == NodeId(2)),
+        "{out:?}"
+    );
+    let mut strict = Placement::new(PlacementConfig {
+        min_gain_ms: 500.0,
+        capacity: Some(7),
+        ..cfg.clone()
+    });
+    let out = strict.evaluate(c.now, c.nodes[0].replicas(), &[NodeId(1), NodeId(2)], &Oracle);
+    assert_eq!(
+        out,
+        Ok(PlacementOutcome::Stay {
+            current_ms: 200.0,
+            best: Some((NodeId(2), 20.0))
+        })
+    );
+    // Stage 1: right after a run, with the same players and under the latency trigger,
+    // core selection does not run again until the interval passes.
+    let mut calm = Placement::new(PlacementConfig {
+        latency_trigger_ms: 1000.0,
+        min_gain_ms: 500.0,
+        ..cfg
+    });
+    let t = c.now;
+    let nodes = [NodeId(1), NodeId(2)];
+    assert!(matches!(
+        calm.evaluate(t, c.nodes[0].replicas(), &nodes, &Oracle),
+        Ok(PlacementOutcome::Stay { .. })
+    ));
+    let later = t + Duration::from_secs(1);
+    assert_eq!(
+        calm.evaluate(later, c.nodes[0].replicas(), &nodes, &Oracle),
+        Ok(PlacementOutcome::NotActivated)
+    );
+    let much_later = t + Duration::from_secs(11);
+    assert!(matches!(
+        calm.evaluate(much_later, c.nodes[0].replicas(), &nodes, &Oracle),
+        Ok(PlacementOutcome::Stay { .. })
+    ));
+    // An oracle without an estimate is a typed error.
+    let out = calm.evaluate(
+        much_later + Duration::from_secs(11),
+        c.nodes[0].replicas(),
+        &[NodeId(7)],
+        &Oracle,
+    );
+    assert!(out.is_err());
 }

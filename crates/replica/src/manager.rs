@@ -285,6 +285,11 @@ impl<O: GameObject> ReplicaManager<O> {
         }
     }
 
+    /// This node.
+    pub fn me(&self) -> NodeId {
+        self.me
+    }
+
     /// The local store.
     pub fn store(&self) -> &ObjectStore<O> {
         &self.store
