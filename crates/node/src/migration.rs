@@ -1,7 +1,10 @@
 //! The migration protocol between nodes (paper `001` §3 "Name service and migration",
 //! §3.2 "Migration"), carried in its own datagrams (`MessageClass::Migration`).
 //!
-//! A **region** — a set of primaries — moves from its old node to a target as a unit:
+//! A **region** — a set of primaries — moves from its old node to a target as a unit. The
+//! paper numbers six steps (Fig. 3: 1 serialize and transmit, 2 deserialize, 3 bind to the
+//! new node's name service, 4 return the new identifier, 5 the old node updates its name
+//! service, 6 remove the object); the issue splits "transmit" out, giving seven:
 //!
 //! | §3.2 step | message / code |
 //! |---|---|
