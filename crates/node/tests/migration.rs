@@ -716,3 +716,36 @@ fn interest_mode_holders_follow_a_migrated_primary() {
     assert!(issued.len() > 5, "object 0 wrote to b: {}", issued.len());
     assert_eq!(applied, issued);
 }
+
+/// Interest mode, nodes holding nothing of the object: after the old host's forwarding
+/// entry expired, the binding every node learned from the `Moved` notice still lets the
+/// next target verify the transfer and every node accept the next notice; all forwarding
+/// entries are released and expire.
+#[test]
+fn later_moves_are_verified_after_forwarding_entries_expired() {
+    let mut c = Cluster::with_mode(4, 1, Time::MAX, 0.0, 8, None, Mode::Interest);
+    let x = ObjectId::new(NodeId(1), 0);
+    c.tick();
+    let now = c.now;
+    c.nodes[1].migrate(now, &[x], NodeId(2)).unwrap();
+    // Longer than the name lease (5 s): node 1's forwarding entry expires.
+    for _ in 0..(7_000 / 5) {
+        c.tick();
+    }
+    assert_eq!(
+        c.nodes[1].replicas().names().forwarding_len(),
+        0,
+        "released and expired"
+    );
+    let now = c.now;
+    c.nodes[2].migrate(now, &[x], NodeId(3)).unwrap();
+    for _ in 0..(7_000 / 5) {
+        c.tick();
+    }
+    assert_eq!(c.completed, 2);
+    for n in &c.nodes {
+        assert_eq!(n.migrator().unacked_notices(), 0, "{:?}", n.id());
+        assert_eq!(n.replicas().names().forwarding_len(), 0, "{:?}", n.id());
+    }
+    assert!(c.nodes[3].store().get(x).is_some_and(|e| e.role == Role::Primary));
+}

@@ -80,8 +80,8 @@ pub struct ReplicaConfig {
     /// A tentative write not acknowledged by its primary within this time is given up
     /// (counted in `writes_expired`): its target was deleted or is unreachable.
     pub write_timeout: Duration,
-    /// How long a forwarding entry outlives the acknowledgement of its last `Moved` notice,
-    /// and how long a learned binding is cached (paper `001` §3.2 leases).
+    /// How long a forwarding entry outlives the acknowledgement of its last `Moved` notice
+    /// (paper `001` §7.1 leases; learned bindings are kept, see [`crate::NameService`]).
     pub name_lease: Duration,
 }
 
@@ -394,11 +394,7 @@ impl<O: GameObject> ReplicaManager<O> {
         }
         report.dropped.extend(self.drop_silent_peers(now));
         self.fetching.retain(|_, (t, _)| now - *t < FETCH_BACKOFF);
-        let store = &self.store;
-        let pending = &self.pending;
-        self.names.expire(now, |id| {
-            store.get(id).is_some() || pending.range((id, 0)..=(id, u64::MAX)).next().is_some()
-        });
+        self.names.expire(now);
         self.queue_updates(now);
         report
     }
@@ -827,6 +823,7 @@ impl<O: GameObject> ReplicaManager<O> {
                             .is_some_and(|e| e.role == Role::Replica { primary: from })
                         {
                             self.remove_replica(id);
+                            self.names.forget(id);
                         }
                     }
                 }

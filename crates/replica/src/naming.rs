@@ -16,7 +16,12 @@
 //!   it and then for a further lease ([`NameService::expire`]); afterwards lookups for the id
 //!   here return "not found";
 //! - **known** bindings: what this node learned from verified `Moved` notices about objects
-//!   held elsewhere (a cache; also lease-bound).
+//!   held elsewhere. These are *not* leased: every node is told of every move, in order, and
+//!   keeps the latest binding (one small entry per migrated object) until the object is
+//!   deleted, because that is what lets it verify the next `Moved` notice or transfer of the
+//!   object once the old hosts' forwarding entries have expired. Lookups therefore start at
+//!   the latest binding, and the chain a lookup follows is at most the moves the asker has
+//!   not heard of yet.
 //!
 //! An object that never migrated needs no entry anywhere: its binding is its creator at
 //! epoch 0 ([`Binding::initial`]). This keeps the common case free of name-service state,
@@ -72,13 +77,13 @@ pub struct NameService {
     me: NodeId,
     local: BTreeMap<ObjectId, u32>,
     forwarding: BTreeMap<ObjectId, Forwarding>,
-    known: BTreeMap<ObjectId, (Binding, Time)>,
+    known: BTreeMap<ObjectId, Binding>,
     lease: Duration,
 }
 
 impl NameService {
-    /// An empty name service for node `me`; forwarding entries and learned bindings live
-    /// for `lease` once they are no longer needed.
+    /// An empty name service for node `me`; forwarding entries live for `lease` once every
+    /// notified node acknowledged the move.
     pub fn new(me: NodeId, lease: Duration) -> Self {
         Self {
             me,
@@ -114,6 +119,8 @@ impl NameService {
     pub fn forward(&mut self, id: ObjectId, to: Binding) {
         self.local.remove(&id);
         self.forwarding.insert(id, Forwarding { to, expires: None });
+        // Kept after the entry expires, like any learned binding.
+        self.known.insert(id, to);
     }
 
     /// Every node told of `id`'s move has acknowledged it: the forwarding entry now expires
@@ -137,7 +144,8 @@ impl NameService {
         if let Some(f) = self.forwarding.get_mut(&id) {
             f.to = b;
         }
-        self.known.insert(id, (b, now));
+        let _ = now;
+        self.known.insert(id, b);
         true
     }
 
@@ -149,7 +157,7 @@ impl NameService {
         if let Some(f) = self.forwarding.get(&id) {
             return Resolution::Forwarded(f.to);
         }
-        if let Some((b, _)) = self.known.get(&id) {
+        if let Some(b) = self.known.get(&id) {
             return Resolution::Remote(*b);
         }
         let b = Binding::initial(id);
@@ -171,15 +179,21 @@ impl NameService {
         self.forwarding.len()
     }
 
-    /// Drops released forwarding entries whose lease ran out and learned bindings older
-    /// than the lease that `keep` does not need (e.g. held replicas). Returns the number of
-    /// forwarding entries dropped.
-    pub fn expire(&mut self, now: Time, keep: impl Fn(ObjectId) -> bool) -> usize {
+    /// Drops released forwarding entries whose lease ran out. Returns how many.
+    pub fn expire(&mut self, now: Time) -> usize {
         let before = self.forwarding.len();
         self.forwarding.retain(|_, f| f.expires.is_none_or(|t| t > now));
-        let lease = self.lease;
-        self.known.retain(|id, (_, at)| keep(*id) || now - *at <= lease);
         before - self.forwarding.len()
+    }
+
+    /// The object was deleted: forget what was learned about it.
+    pub fn forget(&mut self, id: ObjectId) {
+        self.known.remove(&id);
+    }
+
+    /// Number of learned bindings kept.
+    pub fn known_len(&self) -> usize {
+        self.known.len()
     }
 }
 
@@ -266,12 +280,15 @@ mod tests {
         let get = |n: NodeId| [&a, &b, &c].into_iter().find(|s| s.me == n);
         assert_eq!(follow_chain(NodeId(0), id, 8, get), Some((NodeId(2), 1)));
         // Unreleased entries never expire; released ones after the lease.
-        assert_eq!(a.expire(Time::from_millis(10_000), |_| false), 0);
+        assert_eq!(a.expire(Time::from_millis(10_000)), 0);
         a.release(id, Time::from_millis(10_000));
-        assert_eq!(a.expire(Time::from_millis(11_000), |_| false), 0);
-        assert_eq!(a.expire(Time::from_millis(12_001), |_| false), 1);
-        // Everything about the id is gone: it resolves to its creator (A itself), where the
+        assert_eq!(a.expire(Time::from_millis(11_000)), 0);
+        assert_eq!(a.expire(Time::from_millis(12_001)), 1);
+        // The forwarding entry is gone; the learned binding stays (so A can check the next
+        // move), and a deletion forgets it: the id then resolves to its creator, A, whose
         // store holds no primary: "not found".
+        assert_eq!(a.resolve(id), Resolution::Remote(to_c));
+        a.forget(id);
         assert_eq!(a.resolve(id), Resolution::Local(0));
     }
 }

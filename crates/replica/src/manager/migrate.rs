@@ -376,6 +376,8 @@ impl<O: GameObject> ReplicaManager<O> {
             return MovedOutcome::Superseded;
         }
         if from != current.node || from == self.me || binding.node == from {
+            // Not from the host this node knows (possibly a later move whose predecessor's
+            // notice has not arrived yet: that one is resent, then this one).
             self.stats.moved_refused += 1;
             return MovedOutcome::Refused;
         }
