@@ -471,7 +471,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let r = simulate(&m, None, &setup, ctx.seed)?;
     // The same world placed with Vivaldi estimates instead of true latencies (§6.3.2:
     // estimates good enough for core selection?), measured with the true latencies.
-    let vivaldi_s = if ctx.quick { 300.0 } else { 2000.0 };
+    let vivaldi_s = if ctx.quick { 150.0 } else { 2000.0 };
     let probe = ProbeConfig {
         neighbours: 32,
         ..ProbeConfig::default()

@@ -185,6 +185,7 @@ struct Outgoing {
 struct Incoming {
     parts: Vec<Option<Vec<MigratedObject>>>,
     writes: Vec<ForwardedWrite>,
+    bytes: usize,
 }
 
 /// What the migrator reports to the node.
@@ -232,6 +233,11 @@ const MAX_INCOMING: usize = 64;
 const MAX_PARTS: u16 = 4096;
 /// How long a bound region's answer is remembered, to answer resent transfers.
 const REMEMBER_BOUND: Duration = Duration::from_secs(60);
+/// Most bytes of partial regions held at once; parts beyond are dropped (and resent).
+const MAX_INCOMING_BYTES: usize = 16 << 20;
+/// A lookup unanswered this long is forgotten (lookups are not retried; the caller asks
+/// again).
+const LOOKUP_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most lookups in flight.
 const MAX_LOOKUPS: usize = 1024;
 
@@ -246,7 +252,9 @@ pub struct Migrator {
     /// Unacknowledged `Moved` notices per peer: object → (binding, last sent).
     notices: BTreeMap<NodeId, BTreeMap<ObjectId, (Binding, Time)>>,
     next_qid: u64,
-    lookups: BTreeMap<u64, ObjectId>,
+    lookups: BTreeMap<u64, (ObjectId, Time)>,
+    /// Bytes of object state and writes held in `incoming`.
+    incoming_bytes: usize,
     stats: MigrationStats,
 }
 
@@ -263,6 +271,7 @@ impl Migrator {
             notices: BTreeMap::new(),
             next_qid: 1,
             lookups: BTreeMap::new(),
+            incoming_bytes: 0,
             stats: MigrationStats::default(),
         }
     }
@@ -396,6 +405,7 @@ impl Migrator {
             }
         }
         self.bound.retain(|_, (t, _)| now - *t < REMEMBER_BOUND);
+        self.lookups.retain(|_, (_, t)| now - *t < LOOKUP_TIMEOUT);
     }
 
     /// Starts a lookup of `id` (paper `001` §3.2): answered at once if this node knows the
@@ -403,6 +413,7 @@ impl Migrator {
     /// service points at and the answer arrives as a [`MigrationEvent::Lookup`].
     pub fn lookup<O: GameObject>(
         &mut self,
+        now: Time,
         rm: &ReplicaManager<O>,
         id: ObjectId,
         out: &mut Vec<(NodeId, MigrationMsg)>,
@@ -432,7 +443,7 @@ impl Migrator {
         }
         let qid = self.next_qid;
         self.next_qid += 1;
-        self.lookups.insert(qid, id);
+        self.lookups.insert(qid, (id, now));
         out.push((
             next,
             MigrationMsg::Lookup {
@@ -580,7 +591,7 @@ impl Migrator {
                 binding,
                 hops,
             } => {
-                if self.lookups.get(&qid) != Some(&id) {
+                if self.lookups.get(&qid).is_none_or(|(q, _)| *q != id) {
                     self.stats.rejected += 1;
                     return;
                 }
@@ -623,22 +634,35 @@ impl Migrator {
             self.stats.rejected += 1;
             return;
         }
+        let size: usize = objects.iter().map(|o| o.state.len() + 64).sum::<usize>()
+            + writes.iter().map(|w| w.item.data.len() + 32).sum::<usize>();
+        if self.incoming_bytes + size > MAX_INCOMING_BYTES {
+            self.stats.rejected += 1;
+            return;
+        }
         let inc = self.incoming.entry(key).or_insert_with(|| Incoming {
             parts: vec![None; usize::from(parts)],
             writes: Vec::new(),
+            bytes: 0,
         });
         if inc.parts.len() != usize::from(parts) {
             self.stats.rejected += 1;
             return;
         }
+        if inc.parts[usize::from(part)].is_some() {
+            return; // a resent part already held
+        }
         inc.parts[usize::from(part)] = Some(objects);
         inc.writes.extend(writes);
+        inc.bytes += size;
+        self.incoming_bytes += size;
         if inc.parts.iter().any(Option::is_none) {
             return;
         }
         let Some(inc) = self.incoming.remove(&key) else {
             return;
         };
+        self.incoming_bytes -= inc.bytes;
         let all: Vec<MigratedObject> = inc.parts.into_iter().flatten().flatten().collect();
         if let Some(max) = self.cfg.max_primaries
             && rm.store().primary_count() + all.len() > max

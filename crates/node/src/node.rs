@@ -452,7 +452,7 @@ impl<O: GameObject> Node<O> {
     /// the answer arrives as an [`Event::Migration`] ([`MigrationEvent::Lookup`]).
     pub fn lookup(&mut self, now: Time, id: ObjectId) {
         let mut out = Vec::new();
-        if let Some(e) = self.migrator.lookup(&self.replicas, id, &mut out) {
+        if let Some(e) = self.migrator.lookup(now, &self.replicas, id, &mut out) {
             self.push_event(Event::Migration(e));
         }
         self.send_migration(now, out);

@@ -481,6 +481,30 @@ fn migration_messages_from_non_owners_change_nothing() {
         c.nodes[1].handle_datagram(now, NodeId(2), &datagram(&bad));
     }
     assert!(c.nodes[1].migrator().stats().rejected >= 4);
+    // A peer streaming parts of a region that never completes: held parts are bounded
+    // (16 MiB), the rest dropped and counted.
+    let before_rejected = c.nodes[1].migrator().stats().rejected;
+    for part in 0..300u16 {
+        let big = MigrationMsg::Transfer {
+            mig: 50,
+            part,
+            parts: 4000,
+            objects: vec![MigratedObject {
+                id: ObjectId::new(NodeId(2), 1000 + u32::from(part)),
+                binding: Binding {
+                    node: NodeId(1),
+                    epoch: 1,
+                },
+                version: 1,
+                state: vec![7; 60_000],
+                subscribers: vec![],
+                applied: vec![],
+            }],
+            writes: vec![],
+        };
+        c.nodes[1].handle_datagram(now, NodeId(2), &datagram(&big));
+    }
+    assert!(c.nodes[1].migrator().stats().rejected - before_rejected >= 20);
     assert_eq!(c.nodes[1].store().primary_count(), 1);
     // The real owner can migrate it, and the forged transfer did not poison anything.
     c.nodes[0].migrate(now, &[a], NodeId(1)).unwrap();

@@ -200,6 +200,8 @@ impl PeerState {
     }
 }
 
+/// Most writes held for one frozen primary during its migration.
+const MAX_HELD_WRITES: usize = 4096;
 /// Sent-packet records kept per peer for mapping acknowledgements back to versions.
 const SENT_LOG: usize = 256;
 /// A fetch is not repeated for the same object within this time.
@@ -531,10 +533,12 @@ impl<O: GameObject> ReplicaManager<O> {
         };
         if self.prim.contains_key(&item.id) {
             if self.frozen.contains(&item.id) {
-                self.buffered
-                    .entry(item.id)
-                    .or_default()
-                    .push(ForwardedWrite { writer, item });
+                let held = self.buffered.entry(item.id).or_default();
+                // Bounded: beyond this the write is dropped unacknowledged (the writer
+                // resends it to the new host).
+                if held.len() < MAX_HELD_WRITES {
+                    held.push(ForwardedWrite { writer, item });
+                }
                 return;
             }
             let log = self
