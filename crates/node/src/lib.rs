@@ -21,7 +21,9 @@
 //!
 //! Primaries can move between nodes: [`Node::migrate`] moves a region of primaries through
 //! the name service and migration protocol of paper `001` §3 ([`migration`]); a node accepts
-//! state for an object only from the node its name service binds the object to.
+//! state for an object only from the node its name service binds the object to. The
+//! [`placement`] loop (paper `001` §7.4) decides when a node's region should move, by core
+//! selection over its players' latencies to the other nodes.
 #![forbid(unsafe_code)]
 
 pub mod migration;
