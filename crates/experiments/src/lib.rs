@@ -18,6 +18,7 @@ pub mod instances_balance;
 pub mod instances_comm;
 pub mod instances_p2p;
 pub mod instances_qos;
+pub mod migration;
 pub mod sim_speed;
 pub mod vivaldi;
 
@@ -122,6 +123,12 @@ pub fn registry() -> Vec<Experiment> {
             reproduces: "paper 001 §6.2 Fig. 5a, §6.3.2 Fig. 7a/7b and Fig. 8",
             summary: "group diameter vs proxies on a Waxman topology; core choice with estimated latencies (hit ratio, core-node error)",
             run: core_selection::run,
+        },
+        Experiment {
+            name: "migration",
+            reproduces: "paper 001 §3.2, §7.4 and Table 2",
+            summary: "players' mean/max RTT to their region's host before/after placement, time to migrate, bytes moved, name-service invocation cost",
+            run: migration::run,
         },
         Experiment {
             name: "instances-balance",

@@ -23,13 +23,25 @@
 //! [`instance::InstanceHost`]: the instances this node hosts, replicates or plays in, their
 //! messages carried as Control datagrams ([`instance_wire`]), their ticks folded into
 //! [`Node::poll_timeout`].
+//!
+//! Primaries can move between nodes: [`Node::migrate`] moves a region of primaries through
+//! the name service and migration protocol of paper `001` §3 ([`migration`]); a node accepts
+//! state for an object only from the node its name service binds the object to. The
+//! [`placement`] loop (paper `001` §7.4) decides when a node's region should move, by core
+//! selection over its players' latencies to the other nodes.
 #![forbid(unsafe_code)]
 
 pub mod instance;
 pub mod instance_wire;
+pub mod migration;
 mod node;
+pub mod placement;
 pub mod stats;
 
+pub use migration::{
+    MigrationConfig, MigrationEvent, MigrationMsg, MigrationStats, RefuseReason, StartError,
+};
 pub use node::{Event, LocatorOp, Node, NodeConfig, Transmit};
+pub use placement::{LatencyOracle, Placement, PlacementConfig, PlacementDecision, PlacementOutcome};
 pub use stats::{NodeStats, NodeSummary, RunSummary};
 pub use worldmesh_replica::{Mode, Packet, ReplicaMsg, UpdateItem};

@@ -11,6 +11,7 @@ use worldmesh_replica::{
 };
 
 use crate::instance::InstanceHost;
+use crate::migration::{MigrationConfig, MigrationEvent, MigrationMsg, Migrator, StartError};
 use crate::stats::{NodeStats, NodeSummary};
 
 /// Static configuration of a node.
@@ -28,6 +29,8 @@ pub struct NodeConfig {
     pub replica: ReplicaConfig,
     /// Seed of the node's random stream (think functions use it).
     pub seed: u64,
+    /// Migration protocol tuning and this node's primary capacity (paper `001` §3.2, §7.4).
+    pub migration: MigrationConfig,
 }
 
 impl NodeConfig {
@@ -40,6 +43,7 @@ impl NodeConfig {
             mode: Mode::Broadcast,
             replica: ReplicaConfig::default(),
             seed,
+            migration: MigrationConfig::default(),
         }
     }
 
@@ -102,6 +106,8 @@ pub enum Event {
         /// The object.
         id: ObjectId,
     },
+    /// The migration protocol reported something (paper `001` §3.2).
+    Migration(MigrationEvent),
     /// A datagram was refused.
     Rejected {
         /// The sender.
@@ -129,6 +135,7 @@ pub struct Node<O: GameObject> {
     codec: Codec,
     stats: NodeStats,
     instances: InstanceHost,
+    migrator: Migrator,
 }
 
 impl<O: GameObject> Node<O> {
@@ -139,6 +146,7 @@ impl<O: GameObject> Node<O> {
         config.peers.dedup();
         config.peers.retain(|p| *p != config.id);
         let rng = DetRng::new(config.seed).fork(u64::from(config.id.0));
+        let migrator = Migrator::new(config.id, config.migration.clone());
         let replicas = ReplicaManager::new(
             config.id,
             config.mode,
@@ -163,6 +171,7 @@ impl<O: GameObject> Node<O> {
                 origin: now,
                 ..NodeStats::default()
             },
+            migrator,
         }
     }
 
@@ -308,6 +317,7 @@ impl<O: GameObject> Node<O> {
                 }
                 self.flush_instances(now);
             }
+            MessageClass::Migration => self.on_migration_datagram(now, from, &frame),
             other => self.reject(from, format!("no handler here for {other} datagrams")),
         }
     }
@@ -325,6 +335,7 @@ impl<O: GameObject> Node<O> {
             let packets = self.replicas.flush_peer(now, from);
             self.send_packets(now, packets.into_iter().map(|p| (from, p)).collect());
         }
+        self.send_migration_side_effects(now);
     }
 
     fn reject(&mut self, from: NodeId, reason: String) {
@@ -366,6 +377,10 @@ impl<O: GameObject> Node<O> {
                 }
             }
         }
+        let mut out = Vec::new();
+        self.migrator.on_frame(now, &self.replicas, &mut out);
+        self.send_migration(now, out);
+        self.send_migration_side_effects(now);
         let packets = self.replicas.flush(now);
         self.send_packets(now, packets);
     }
@@ -454,5 +469,127 @@ impl<O: GameObject> Node<O> {
         s.rejected_states = self.replicas.stats().refused_updates + self.replicas.stats().undecodable;
         s.replica = self.replicas.stats().clone();
         s
+    }
+}
+
+/// Migration and the name service (paper `001` §3): the node's side of [`Migrator`].
+impl<O: GameObject> Node<O> {
+    /// Migrates the local primaries `ids` (a region, moved as a unit) to `target`
+    /// (paper `001` §3.2 steps 1–2; the rest follows from messages). Returns the migration
+    /// number; completion arrives as [`Event::Migration`].
+    pub fn migrate(&mut self, now: Time, ids: &[ObjectId], target: NodeId) -> Result<u64, StartError> {
+        let mut out = Vec::new();
+        let mig = self
+            .migrator
+            .start(now, &mut self.replicas, &self.config.peers, ids, target, &mut out)?;
+        self.send_migration(now, out);
+        Ok(mig)
+    }
+
+    /// Looks up where `id`'s primary is bound, following forwarding entries across nodes;
+    /// the answer arrives as an [`Event::Migration`] ([`MigrationEvent::Lookup`]).
+    pub fn lookup(&mut self, now: Time, id: ObjectId) {
+        let mut out = Vec::new();
+        if let Some(e) = self.migrator.lookup(now, &self.replicas, id, &mut out) {
+            self.push_event(Event::Migration(e));
+        }
+        self.send_migration(now, out);
+    }
+
+    /// The migration protocol's state and counters.
+    pub fn migrator(&self) -> &Migrator {
+        &self.migrator
+    }
+
+    /// A `MessageClass::Migration` datagram.
+    fn on_migration_datagram(&mut self, now: Time, from: NodeId, frame: &Frame<'_>) {
+        let msg: MigrationMsg = match self.codec.decode(frame) {
+            Ok(m) => m,
+            Err(e) => {
+                self.reject(from, e.to_string());
+                return;
+            }
+        };
+        let mut out = Vec::new();
+        let mut events = Vec::new();
+        self.migrator.handle(
+            now,
+            &mut self.replicas,
+            &self.config.peers,
+            from,
+            msg,
+            &mut out,
+            &mut events,
+        );
+        for e in events {
+            self.push_event(Event::Migration(e));
+        }
+        self.send_migration(now, out);
+        self.send_migration_side_effects(now);
+    }
+
+    /// Writes the replica manager passes on to migrated objects' new hosts, and `Moved`
+    /// hints for interest registrations that reached a forwarding entry.
+    fn send_migration_side_effects(&mut self, now: Time) {
+        let mut out = Vec::new();
+        let mut fwd: std::collections::BTreeMap<NodeId, Vec<_>> = std::collections::BTreeMap::new();
+        for (dst, w) in self.replicas.take_outgoing() {
+            fwd.entry(dst).or_default().push(w);
+        }
+        for (dst, ws) in fwd {
+            if dst != self.config.id {
+                out.push((dst, MigrationMsg::Forward(ws)));
+            }
+        }
+        for (dst, id, b) in self.replicas.take_redirects() {
+            out.push((dst, MigrationMsg::Moved(vec![(id, b)])));
+        }
+        self.send_migration(now, out);
+    }
+
+    /// Encodes and queues migration messages (counted as `MessageClass::Migration`).
+    fn send_migration(&mut self, now: Time, msgs: Vec<(NodeId, MigrationMsg)>) {
+        for (dst, msg) in msgs {
+            match self.codec.encode(MessageClass::Migration, &msg) {
+                Ok(d) => {
+                    self.stats.on_send(now, MessageClass::Migration, d.len());
+                    self.transmits.push_back(Transmit {
+                        dst,
+                        class: MessageClass::Migration,
+                        datagram: d,
+                    });
+                }
+                Err(e) => self.push_event(Event::Rejected {
+                    from: self.config.id,
+                    reason: e.to_string(),
+                }),
+            }
+        }
+    }
+}
+
+/// The placement loop (paper `001` §7.4): the driver calls [`Node::run_placement`] as often
+/// as it likes (e.g. after every frame); the activation policy decides when core selection
+/// actually runs.
+impl<O: GameObject> Node<O> {
+    /// Evaluates the placement of this node's region (its live primaries) against the other
+    /// members with `placement`'s policy and `oracle`'s latencies; on a decision to move,
+    /// starts the migration. Returns what the loop decided.
+    pub fn run_placement(
+        &mut self,
+        now: Time,
+        placement: &mut crate::Placement,
+        oracle: &dyn crate::LatencyOracle,
+    ) -> Result<crate::PlacementOutcome, crate::placement::PlacementError> {
+        let outcome = placement.evaluate(now, &self.replicas, &self.config.peers, oracle)?;
+        if let crate::PlacementOutcome::Migrate(d) = &outcome
+            && let Err(e) = self.migrate(now, &d.region, d.target)
+        {
+            self.push_event(Event::Rejected {
+                from: self.config.id,
+                reason: e.to_string(),
+            });
+        }
+        Ok(outcome)
     }
 }

@@ -14,16 +14,25 @@
 //!   delta updates against acknowledged baselines, tentative writes, proactive replication
 //!   of attached objects — and the broadcast baseline as a mode of it.
 //!
+//! - [`NameService`]: the per-node name service of paper `001` §3 (bindings, forwarding
+//!   entries with leases); with the migration hooks of [`ReplicaManager`] (freeze, transfer,
+//!   bind, forward, delete) it lets a region of primaries move between nodes.
+//!
 //! The store is sans-IO: it never reads a clock or touches the network. The node (crate
 //! `worldmesh-node`) decides what to send; this crate holds state.
 #![forbid(unsafe_code)]
 
 mod manager;
 mod message;
+mod naming;
 mod object;
 mod store;
 
-pub use manager::{FrameReport, Mode, ReplicaConfig, ReplicaManager, ReplicaStats};
-pub use message::{InterestItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
+pub use manager::{
+    FrameReport, MigrateError, MigratedObject, Mode, MovedOutcome, ReplicaConfig, ReplicaManager,
+    ReplicaStats, WriterLog,
+};
+pub use message::{ForwardedWrite, InterestItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
+pub use naming::{Binding, NameService, Resolution, follow_chain};
 pub use object::{GameObject, StateError, ThinkContext};
 pub use store::{Entry, ObjectStore, Role, StoreError};

@@ -36,9 +36,13 @@ use std::time::Duration;
 
 use worldmesh_core::{DetRng, NodeId, ObjectId, Point3, Time};
 
-use crate::message::{InterestItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
+use crate::message::{ForwardedWrite, InterestItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
+use crate::naming::{Binding, NameService, Resolution};
 use crate::store::{ObjectStore, Role};
 use crate::{GameObject, ThinkContext};
+
+mod migrate;
+pub use migrate::{MigrateError, MigratedObject, MovedOutcome, WriterLog};
 
 /// How replicas are chosen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +82,12 @@ pub struct ReplicaConfig {
     /// before they do. A fixed-margin form of the interest prediction of paper `000` §6.2
     /// (the locator adds velocity-based prediction on top).
     pub interest_margin: f32,
+    /// A tentative write not acknowledged by its primary within this time is given up
+    /// (counted in `writes_expired`): its target was deleted or is unreachable.
+    pub write_timeout: Duration,
+    /// How long a forwarding entry outlives the acknowledgement of its last `Moved` notice
+    /// (paper `001` §7.1 leases; learned bindings are kept, see [`crate::NameService`]).
+    pub name_lease: Duration,
 }
 
 impl Default for ReplicaConfig {
@@ -93,6 +103,8 @@ impl Default for ReplicaConfig {
             ack_interval: Duration::from_millis(300),
             max_payload: 1200,
             interest_margin: 0.0,
+            write_timeout: Duration::from_secs(10),
+            name_lease: Duration::from_secs(5),
         }
     }
 }
@@ -130,6 +142,22 @@ pub struct ReplicaStats {
     pub keepalive_packets: u64,
     /// Packets sent that carried only acknowledgements.
     pub ack_only_packets: u64,
+    /// Writes resent because no acknowledgement came within `resend_after`.
+    pub writes_resent: u64,
+    /// Writes received again after they were applied (acknowledged, not applied twice).
+    pub writes_duplicate: u64,
+    /// Writes for migrated objects passed on to their new node (paper `001` §3.2).
+    pub writes_rerouted: u64,
+    /// Writes given up after `write_timeout` without an acknowledgement.
+    pub writes_expired: u64,
+    /// Primaries handed to another node by migration.
+    pub migrated_out: u64,
+    /// Primaries bound here by migration.
+    pub migrated_in: u64,
+    /// `Moved` notices accepted (a replica holder learned a new primary location).
+    pub moved_accepted: u64,
+    /// `Moved` notices or transfers refused: the sender is not the object's current host.
+    pub moved_refused: u64,
 }
 
 struct PrimaryMeta<O> {
@@ -164,20 +192,22 @@ struct PeerState {
     unsubscribe: Vec<ObjectId>,
     writes: Vec<WriteItem>,
     deleted: Vec<ObjectId>,
+    write_acks: Vec<(ObjectId, u64)>,
     /// Send a packet even if empty (liveness).
     keepalive: bool,
     last_ack: Option<Time>,
 }
 
 impl PeerState {
-    /// Something besides acknowledgements to send.
+    /// Something besides update acknowledgements to send.
     fn has_payload(&self) -> bool {
         self.keepalive
             || !(self.updates.is_empty()
                 && self.interest.is_empty()
                 && self.unsubscribe.is_empty()
                 && self.writes.is_empty()
-                && self.deleted.is_empty())
+                && self.deleted.is_empty()
+                && self.write_acks.is_empty())
     }
 
     /// Anything at all to send.
@@ -188,10 +218,13 @@ impl PeerState {
                 && self.unsubscribe.is_empty()
                 && self.writes.is_empty()
                 && self.deleted.is_empty()
+                && self.write_acks.is_empty()
                 && self.to_ack.is_empty())
     }
 }
 
+/// Most writes held for one frozen primary during its migration.
+const MAX_HELD_WRITES: usize = 4096;
 /// Sent-packet records kept per peer for mapping acknowledgements back to versions.
 const SENT_LOG: usize = 256;
 /// A fetch is not repeated for the same object within this time.
@@ -208,9 +241,34 @@ pub struct ReplicaManager<O: GameObject> {
     frame: u64,
     prim: BTreeMap<ObjectId, PrimaryMeta<O>>,
     repl: BTreeMap<ObjectId, ReplicaMeta<O>>,
-    fetching: BTreeMap<ObjectId, Time>,
+    /// Fetches in flight: when, and from which node (the only node, besides the name
+    /// service's binding, whose state for an unheld object is accepted).
+    fetching: BTreeMap<ObjectId, (Time, NodeId)>,
     net: BTreeMap<NodeId, PeerState>,
     stats: ReplicaStats,
+    names: NameService,
+    /// Primaries being migrated away: not thought, writes to them buffered.
+    frozen: BTreeSet<ObjectId>,
+    /// Writes that arrived for frozen primaries, to be forwarded to their new node.
+    buffered: BTreeMap<ObjectId, Vec<ForwardedWrite>>,
+    /// Writes to pass on to another node (drained by the node: `Migration` datagrams).
+    outgoing: Vec<(NodeId, ForwardedWrite)>,
+    /// Interest registrations that reached this node after their object left it: the
+    /// sender gets a `Moved` hint (drained by the node).
+    redirects: Vec<(NodeId, ObjectId, Binding)>,
+    /// Which writes each writer got applied, per local primary.
+    applied: BTreeMap<ObjectId, BTreeMap<NodeId, WriterLog>>,
+    /// This node's next write sequence number per target.
+    write_seq: BTreeMap<ObjectId, u64>,
+    /// This node's writes not yet acknowledged by their primary.
+    pending: BTreeMap<(ObjectId, u64), PendingWrite>,
+}
+
+/// A write of this node awaiting its primary's acknowledgement.
+struct PendingWrite {
+    data: Vec<u8>,
+    created: Time,
+    sent_at: Option<Time>,
 }
 
 /// What a frame did, for the node's events.
@@ -227,6 +285,7 @@ pub struct FrameReport {
 impl<O: GameObject> ReplicaManager<O> {
     /// A manager for node `me` with the given members (`peers` excludes `me`).
     pub fn new(me: NodeId, mode: Mode, cfg: ReplicaConfig, peers: Vec<NodeId>) -> Self {
+        let cfg_lease = cfg.name_lease;
         Self {
             me,
             mode,
@@ -240,7 +299,20 @@ impl<O: GameObject> ReplicaManager<O> {
             fetching: BTreeMap::new(),
             net: BTreeMap::new(),
             stats: ReplicaStats::default(),
+            names: NameService::new(me, cfg_lease),
+            frozen: BTreeSet::new(),
+            buffered: BTreeMap::new(),
+            outgoing: Vec::new(),
+            redirects: Vec::new(),
+            applied: BTreeMap::new(),
+            write_seq: BTreeMap::new(),
+            pending: BTreeMap::new(),
         }
+    }
+
+    /// This node.
+    pub fn me(&self) -> NodeId {
+        self.me
     }
 
     /// The local store.
@@ -309,6 +381,9 @@ impl<O: GameObject> ReplicaManager<O> {
         let mut spawned = Vec::new();
         let mut writes = Vec::new();
         for id in self.store.primary_ids() {
+            if self.frozen.contains(&id) {
+                continue; // being migrated (paper `001` §3.2 step 1): no longer thought here
+            }
             let Some(mut entry) = self.store.take(id) else {
                 continue;
             };
@@ -335,19 +410,23 @@ impl<O: GameObject> ReplicaManager<O> {
             report.spawned.push(self.spawn(now, o));
         }
         for (target, w) in writes {
-            self.apply_local_write(target, &w, true);
+            self.apply_local_write(now, target, &w);
         }
+        self.resend_writes(now);
         self.version_primaries(now);
         if self.mode == Mode::Interest {
             report.dropped.extend(self.maintain_interest(now));
         }
         report.dropped.extend(self.drop_silent_peers(now));
-        self.fetching.retain(|_, t| now - *t < FETCH_BACKOFF);
+        self.fetching.retain(|_, (t, _)| now - *t < FETCH_BACKOFF);
+        self.names.expire(now);
         self.queue_updates(now);
         report
     }
 
     fn delete_primary(&mut self, id: ObjectId) {
+        self.names.unbind(id);
+        self.applied.remove(&id);
         if let Some(meta) = self.prim.remove(&id) {
             let targets: BTreeSet<NodeId> = meta
                 .subscribers
@@ -366,22 +445,152 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     /// Applies a write made on this node: authoritative on a primary, tentative on a
-    /// replica (then forwarded).
-    fn apply_local_write(&mut self, target: ObjectId, w: &O::Write, forward: bool) {
+    /// replica (then sent to the primary, reliably: see [`WriteItem`]). A write to a primary
+    /// being migrated is held and delivered to its new node.
+    fn apply_local_write(&mut self, now: Time, target: ObjectId, w: &O::Write) {
         let Some(entry) = self.store.get_mut(target) else {
             self.stats.writes_dropped += 1;
             return;
         };
-        entry.object.apply_write(w);
-        match entry.role {
-            Role::Primary => self.stats.writes_applied += 1,
-            Role::Replica { primary } if forward => {
-                let data = bitcode::encode(w);
-                self.peer(primary).writes.push(WriteItem { id: target, data });
-                self.stats.writes_forwarded += 1;
-            }
-            Role::Replica { .. } => {}
+        let role = entry.role;
+        if role == Role::Primary && !self.frozen.contains(&target) {
+            entry.object.apply_write(w);
+            self.stats.writes_applied += 1;
+            return;
         }
+        let seq = {
+            let s = self.write_seq.entry(target).or_insert(0);
+            *s += 1;
+            *s
+        };
+        let data = bitcode::encode(w);
+        if role != Role::Primary {
+            // Tentative on a replica. (A frozen primary's snapshot is taken: the write waits
+            // in `pending` and follows the object to its new node.)
+            entry.object.apply_write(w);
+        }
+        self.pending.insert(
+            (target, seq),
+            PendingWrite {
+                data,
+                created: now,
+                sent_at: None,
+            },
+        );
+        self.stats.writes_forwarded += 1;
+        self.send_pending(now, target, seq);
+    }
+
+    /// Sends (or resends) pending write `(target, seq)` to where the primary now is. A
+    /// write whose object became a primary here is applied at once.
+    fn send_pending(&mut self, now: Time, target: ObjectId, seq: u64) {
+        if self.frozen.contains(&target) {
+            return; // sent once the migration is answered
+        }
+        let dst = match self.store.get(target).map(|e| e.role) {
+            Some(Role::Replica { primary }) => primary,
+            _ => match self.names.resolve(target) {
+                Resolution::Local(_) if self.prim.contains_key(&target) => {
+                    if let Some(p) = self.pending.remove(&(target, seq)) {
+                        let me = self.me;
+                        self.receive_write(
+                            me,
+                            WriteItem {
+                                id: target,
+                                seq,
+                                data: p.data,
+                            },
+                        );
+                    }
+                    return;
+                }
+                r => r.binding(self.me).node,
+            },
+        };
+        if dst == self.me {
+            return; // not bound anywhere known; retried until the write times out
+        }
+        let Some(p) = self.pending.get_mut(&(target, seq)) else {
+            return;
+        };
+        p.sent_at = Some(now);
+        let item = WriteItem {
+            id: target,
+            seq,
+            data: p.data.clone(),
+        };
+        self.peer(dst).writes.push(item);
+    }
+
+    /// Resends writes not acknowledged within `resend_after`; gives up after `write_timeout`.
+    fn resend_writes(&mut self, now: Time) {
+        let mut due = Vec::new();
+        let mut expired = Vec::new();
+        for ((id, seq), p) in &self.pending {
+            if now - p.created > self.cfg.write_timeout {
+                expired.push((*id, *seq));
+            } else if p.sent_at.is_none_or(|t| now - t >= self.cfg.resend_after) {
+                due.push((*id, *seq));
+            }
+        }
+        for k in expired {
+            self.pending.remove(&k);
+            self.stats.writes_expired += 1;
+        }
+        for (id, seq) in due {
+            self.stats.writes_resent += 1;
+            self.send_pending(now, id, seq);
+        }
+    }
+
+    /// A write from `writer` (directly or forwarded) for object `item.id`: applied once to a
+    /// live local primary and acknowledged to the writer; held if the primary is being
+    /// migrated; passed on if the object migrated away; else dropped (the writer retries).
+    fn receive_write(&mut self, writer: NodeId, item: WriteItem) {
+        let w: O::Write = match bitcode::decode(&item.data) {
+            Ok(w) => w,
+            Err(_) => {
+                self.stats.undecodable += 1;
+                return;
+            }
+        };
+        if self.prim.contains_key(&item.id) {
+            if self.frozen.contains(&item.id) {
+                let held = self.buffered.entry(item.id).or_default();
+                // Bounded: beyond this the write is dropped unacknowledged (the writer
+                // resends it to the new host).
+                if held.len() < MAX_HELD_WRITES {
+                    held.push(ForwardedWrite { writer, item });
+                }
+                return;
+            }
+            let log = self
+                .applied
+                .entry(item.id)
+                .or_default()
+                .entry(writer)
+                .or_default();
+            match log.record(item.seq) {
+                Some(true) => {
+                    if let Some(e) = self.store.get_mut(item.id) {
+                        e.object.apply_write(&w);
+                    }
+                    self.stats.writes_applied += 1;
+                }
+                Some(false) => self.stats.writes_duplicate += 1,
+                None => return, // log full: not applied, not acknowledged; retried later
+            }
+            if writer != self.me {
+                self.peer(writer).write_acks.push((item.id, item.seq));
+            }
+            return;
+        }
+        if let Some(b) = self.names.forwarding(item.id) {
+            self.stats.writes_rerouted += 1;
+            self.outgoing.push((b.node, ForwardedWrite { writer, item }));
+            return;
+        }
+        self.stats.writes_dropped += 1;
     }
 
     fn version_primaries(&mut self, now: Time) {
@@ -578,7 +787,11 @@ impl<O: GameObject> ReplicaManager<O> {
         if self.mode != Mode::Interest || primary == self.me || self.store.get(id).is_some() {
             return false;
         }
-        if self.fetching.get(&id).is_some_and(|t| now - *t < FETCH_BACKOFF) {
+        if self
+            .fetching
+            .get(&id)
+            .is_some_and(|(t, _)| now - *t < FETCH_BACKOFF)
+        {
             return false;
         }
         let m = self.cfg.interest_margin;
@@ -588,7 +801,7 @@ impl<O: GameObject> ReplicaManager<O> {
         if !wanted {
             return false;
         }
-        self.fetching.insert(id, now);
+        self.fetching.insert(id, (now, primary));
         self.stats.fetches_sent += 1;
         self.peer(primary).interest.push(InterestItem { id, have: 0 });
         true
@@ -631,13 +844,14 @@ impl<O: GameObject> ReplicaManager<O> {
                 ReplicaMsg::Ack(seqs) => self.on_ack(from, &seqs),
                 ReplicaMsg::Write(items) => {
                     for it in items {
-                        let w: Result<O::Write, _> = bitcode::decode(&it.data);
-                        match w {
-                            Ok(w) if self.prim.contains_key(&it.id) => {
-                                self.apply_local_write(it.id, &w, false)
-                            }
-                            Ok(_) => self.stats.writes_dropped += 1,
-                            Err(_) => self.stats.undecodable += 1,
+                        self.receive_write(from, it);
+                    }
+                }
+                ReplicaMsg::WriteAck(acks) => {
+                    for (id, seq) in acks {
+                        // Only the object's current primary may acknowledge its writes.
+                        if self.primary_node(id) == Some(from) {
+                            self.pending.remove(&(id, seq));
                         }
                     }
                 }
@@ -649,6 +863,7 @@ impl<O: GameObject> ReplicaManager<O> {
                             .is_some_and(|e| e.role == Role::Replica { primary: from })
                         {
                             self.remove_replica(id);
+                            self.names.forget(id);
                         }
                     }
                 }
@@ -659,6 +874,9 @@ impl<O: GameObject> ReplicaManager<O> {
 
     fn on_interest(&mut self, now: Time, from: NodeId, it: InterestItem) -> bool {
         let Some(entry) = self.store.get(it.id) else {
+            if let Some(b) = self.names.forwarding(it.id) {
+                self.redirects.push((from, it.id, b));
+            }
             return false;
         };
         let Some(meta) = self.prim.get_mut(&it.id) else {
@@ -711,8 +929,11 @@ impl<O: GameObject> ReplicaManager<O> {
                 return;
             }
             Some((Role::Replica { .. }, v)) => Some(v),
-            // Until migration exists, an object's primary is the node that created it.
-            None if it.id.origin != from => {
+            // An unheld object: accept it only from the node the name service binds it to,
+            // or from the node this node asked for it.
+            None if self.names.resolve(it.id).binding(self.me).node != from
+                && self.fetching.get(&it.id).is_none_or(|(_, n)| *n != from) =>
+            {
                 self.stats.refused_updates += 1;
                 return;
             }
@@ -745,7 +966,7 @@ impl<O: GameObject> ReplicaManager<O> {
                     // dropped while its node was unreachable: ask for a full state.
                     self.stats.missing_baseline += 1;
                     if let std::collections::btree_map::Entry::Vacant(e) = self.fetching.entry(it.id) {
-                        e.insert(now);
+                        e.insert((now, from));
                         self.peer(from).interest.push(InterestItem { id: it.id, have: 0 });
                     }
                     return;
@@ -876,6 +1097,9 @@ impl<O: GameObject> ReplicaManager<O> {
         }
         if !p.deleted.is_empty() {
             head.push(ReplicaMsg::Deleted(std::mem::take(&mut p.deleted)));
+        }
+        if !p.write_acks.is_empty() {
+            head.push(ReplicaMsg::WriteAck(std::mem::take(&mut p.write_acks)));
         }
         let updates = std::mem::take(&mut p.updates);
         // Split updates into packets of at most `max` bytes (estimated conservatively).

@@ -6,7 +6,7 @@
 //! acknowledgement tells it which baseline the receiver holds (the Quake delta scheme the
 //! Colyseus replica manager mirrors, paper `000` §5).
 
-use worldmesh_core::{ObjectId, Time};
+use worldmesh_core::{NodeId, ObjectId, Time};
 
 /// One object's update.
 #[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
@@ -32,12 +32,32 @@ pub struct InterestItem {
 }
 
 /// A tentative write forwarded to the primary.
+///
+/// Writes are delivered exactly once across losses and migrations (paper `001` §3.2: writes
+/// that arrive during a migration are forwarded, never lost and never applied twice): the
+/// writer numbers its writes per target object (`seq`, from 1), keeps each until the primary
+/// acknowledges it ([`ReplicaMsg::WriteAck`]) and resends it to wherever the name service
+/// then places the primary; the primary remembers which `(writer, seq)` it applied
+/// (and hands that record over on migration) and applies each at most once.
 #[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
 pub struct WriteItem {
     /// Target object.
     pub id: ObjectId,
+    /// The writer's sequence number for writes to `id` (from 1).
+    pub seq: u64,
     /// The game's `Write`, bitcode-encoded.
     pub data: Vec<u8>,
+}
+
+/// A write passed on by a node that is not its writer: the old host of a migrated object
+/// forwarding it to the new one (paper `001` §3.2 step 6). Carries the original writer so the
+/// new primary can deduplicate and acknowledge it to the writer directly.
+#[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub struct ForwardedWrite {
+    /// The node that made the write (and awaits the acknowledgement).
+    pub writer: NodeId,
+    /// The write.
+    pub item: WriteItem,
 }
 
 /// A replica-management message.
@@ -55,6 +75,8 @@ pub enum ReplicaMsg {
     Write(Vec<WriteItem>),
     /// The sender deleted these primaries.
     Deleted(Vec<ObjectId>),
+    /// Writes of the destination the sender applied (or had already applied): (object, seq).
+    WriteAck(Vec<(ObjectId, u64)>),
 }
 
 /// What travels in one datagram.

@@ -64,6 +64,14 @@ pub trait GameObject: Clone + Debug + Send + 'static {
         None
     }
 
+    /// Where the player this object stands for connects from: an index into the driver's
+    /// client locations (e.g. a latency-matrix row). `None` (the default) for objects that
+    /// are not players. The placement loop (paper `001` §4, §7.4) runs core selection over
+    /// the latencies of a region's players to candidate hosts.
+    fn client_location(&self) -> Option<u32> {
+        None
+    }
+
     /// Applies a write (tentatively on a replica, authoritatively on the primary).
     fn apply_write(&mut self, write: &Self::Write);
 

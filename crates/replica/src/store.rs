@@ -241,6 +241,18 @@ impl<O: GameObject> ObjectStore<O> {
         }
     }
 
+    /// Points replica `id` at a new primary node (its primary migrated, paper `001` §3.2).
+    /// Returns false if `id` is not a replica here.
+    pub(crate) fn rebind_replica(&mut self, id: ObjectId, primary: NodeId) -> bool {
+        match self.entries.get_mut(&id) {
+            Some(e) if matches!(e.role, Role::Replica { .. }) => {
+                e.role = Role::Replica { primary };
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Removes replicas whose last update is older than `now - ttl`; returns their ids.
     pub fn expire_replicas(&mut self, now: Time, ttl: std::time::Duration) -> Vec<ObjectId> {
         let dead: Vec<ObjectId> = self

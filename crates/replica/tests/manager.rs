@@ -380,10 +380,12 @@ fn writes_to_objects_not_primary_here_are_dropped() {
     // Node 0 receives a forwarded write for an object it does not hold as primary.
     let bogus = worldmesh_replica::WriteItem {
         id: ObjectId::new(NodeId(1), 77),
+        seq: 1,
         data: bitcode::encode(&5u32),
     };
     let junk = worldmesh_replica::WriteItem {
         id: a,
+        seq: 1,
         data: vec![0xff, 0xff, 0xff],
     };
     let p = Packet {

@@ -1,0 +1,475 @@
+//! The replica manager's side of migration (paper `001` §3.2). The node runs the protocol
+//! (messages, retransmission, who migrates what); this module does what each step does to
+//! the local state:
+//!
+//! 1. **serialize** — [`ReplicaManager::freeze`]: the region's primaries stop being thought,
+//!    writes to them are held, and each is snapshotted (state, version, writers' logs);
+//! 2. **transfer** — the node ships the [`MigratedObject`]s;
+//! 3. **deserialize** and 4. **bind** — [`ReplicaManager::bind_migrated`] on the new node:
+//!    the states are decoded and bound as primaries under a new epoch;
+//! 5. **return the new identifier** — the node answers with the [`Binding`];
+//! 6. **update forwarding** and 7. **delete** — [`ReplicaManager::complete_migration`] on the
+//!    old node installs forwarding entries, deletes the primaries (silently: replicas
+//!    elsewhere stay) and passes the held writes on.
+//!
+//! Version numbers continue across the move (the new primary starts at the version the
+//! old one had when frozen, with the identical state), so a replica's version checks stay
+//! valid. Delta baselines are *not* carried over: the new node keeps no history but the
+//! bound version and has no record of what receivers acknowledged, so every holder gets a
+//! full state first (holders ask for it when they accept the `Moved` notice).
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use worldmesh_core::{NodeId, ObjectId, Time};
+
+use super::{PrimaryMeta, ReplicaManager};
+use crate::message::{ForwardedWrite, InterestItem};
+use crate::naming::{Binding, NameService, Resolution};
+use crate::store::Role;
+use crate::{GameObject, Mode};
+
+/// Largest number of out-of-order write sequence numbers remembered per (object, writer).
+const MAX_LOG_GAP: usize = 4096;
+
+/// Which writes of one writer a primary has applied: every seq `<= floor`, plus `above`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, bitcode::Encode, bitcode::Decode)]
+pub struct WriterLog {
+    /// All sequence numbers up to this one were applied.
+    pub floor: u64,
+    /// Sequence numbers above `floor` that were applied (out of order).
+    pub above: BTreeSet<u64>,
+}
+
+impl WriterLog {
+    /// Records `seq`: `Some(true)` if it is new (apply it), `Some(false)` if it was applied
+    /// before, `None` if the log cannot hold it (too far ahead; the writer will resend).
+    pub fn record(&mut self, seq: u64) -> Option<bool> {
+        if seq <= self.floor || self.above.contains(&seq) {
+            return Some(false);
+        }
+        if self.above.len() >= MAX_LOG_GAP {
+            return None;
+        }
+        self.above.insert(seq);
+        while self.above.remove(&(self.floor + 1)) {
+            self.floor += 1;
+        }
+        Some(true)
+    }
+}
+
+/// One primary in transit (paper `001` §3.2 steps 1–2).
+#[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub struct MigratedObject {
+    /// The object (its id never changes).
+    pub id: ObjectId,
+    /// Its binding after the move (the target node, the next epoch).
+    pub binding: Binding,
+    /// The version of `state`; the new primary continues from it.
+    pub version: u64,
+    /// The full state (`GameObject::encode_state`).
+    pub state: Vec<u8>,
+    /// Nodes receiving or subscribed to its updates (they keep getting them).
+    pub subscribers: Vec<NodeId>,
+    /// Which writes were applied, per writer (so none is applied twice after the move).
+    pub applied: Vec<(NodeId, WriterLog)>,
+}
+
+/// Why a migration step was refused. Peers can cause every case; none changes any state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MigrateError {
+    /// The object is not a primary here.
+    #[error("{0} is not a primary on this node")]
+    NotPrimary(ObjectId),
+    /// The object is already being migrated.
+    #[error("{0} is already being migrated")]
+    AlreadyMigrating(ObjectId),
+    /// A transfer names an object whose current host is not the sender.
+    #[error("{from} does not host {id} (its binding here is {known:?})")]
+    NotOwner {
+        /// The object.
+        id: ObjectId,
+        /// The sender.
+        from: NodeId,
+        /// What this node knows.
+        known: Binding,
+    },
+    /// A transfer's binding is not for this node or not newer than the known one.
+    #[error("bad binding {binding:?} for {id}")]
+    BadBinding {
+        /// The object.
+        id: ObjectId,
+        /// The binding received.
+        binding: Binding,
+    },
+    /// The object comes back while this node's own migration of it awaits its answer.
+    #[error("{0} is still frozen here")]
+    StillFrozen(ObjectId),
+    /// A transferred state did not decode.
+    #[error("state of {0} does not decode")]
+    Undecodable(ObjectId),
+    /// A transfer named an object twice, or was empty.
+    #[error("malformed transfer: {0}")]
+    Malformed(&'static str),
+}
+
+/// What a `Moved` notice did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MovedOutcome {
+    /// News, from the object's current host: learned (acknowledge it).
+    Accepted,
+    /// Already known or superseded (acknowledge it).
+    Superseded,
+    /// The sender does not host the object as far as this node knows (do not acknowledge;
+    /// a legitimate notice is resent and accepted once the earlier moves are known).
+    Refused,
+}
+
+impl<O: GameObject> ReplicaManager<O> {
+    /// This node's name service.
+    pub fn names(&self) -> &NameService {
+        &self.names
+    }
+
+    /// Primaries currently frozen for migration.
+    pub fn frozen(&self) -> &BTreeSet<ObjectId> {
+        &self.frozen
+    }
+
+    /// The node this node believes holds the primary of `id` (`None`: this node, or no one).
+    pub fn primary_node(&self, id: ObjectId) -> Option<NodeId> {
+        match self.store.get(id).map(|e| e.role) {
+            Some(Role::Replica { primary }) => Some(primary),
+            Some(Role::Primary) => None,
+            None => {
+                let n = self.names.resolve(id).binding(self.me).node;
+                (n != self.me).then_some(n)
+            }
+        }
+    }
+
+    /// Answers a lookup for `id` (paper `001` §3.2): `Ok(binding)` if the primary is bound
+    /// here, `Err(Some(next))` to follow a forwarding entry, `Err(None)` if not found.
+    pub fn lookup(&self, id: ObjectId) -> Result<Binding, Option<Binding>> {
+        match self.names.resolve(id) {
+            Resolution::Local(epoch) if self.prim.contains_key(&id) => Ok(Binding { node: self.me, epoch }),
+            Resolution::Forwarded(b) => Err(Some(b)),
+            _ => Err(None),
+        }
+    }
+
+    /// Step 1 of §3.2 (serialize): freezes the primaries `ids` (they stop thinking; writes
+    /// to them are held) and snapshots them for `target`. Atomic: on error nothing changes.
+    pub fn freeze(
+        &mut self,
+        now: Time,
+        ids: &[ObjectId],
+        target: NodeId,
+    ) -> Result<Vec<MigratedObject>, MigrateError> {
+        for (k, id) in ids.iter().enumerate() {
+            if !self.prim.contains_key(id) {
+                return Err(MigrateError::NotPrimary(*id));
+            }
+            if self.frozen.contains(id) || ids[..k].contains(id) {
+                return Err(MigrateError::AlreadyMigrating(*id));
+            }
+        }
+        let hist = self.cfg.history.max(1);
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let (Some(meta), Some(entry)) = (self.prim.get_mut(id), self.store.get_mut(*id)) else {
+                continue;
+            };
+            // Writes applied since the last frame changed the object without a new version:
+            // give the snapshot its own version so no two states share one.
+            let mut state = Vec::new();
+            entry.object.encode_state(&mut state);
+            if state != meta.last_encoding {
+                entry.version += 1;
+                entry.state_time = now;
+                meta.last_encoding = state.clone();
+                meta.history.push_back((entry.version, entry.object.clone()));
+                while meta.history.len() > hist {
+                    meta.history.pop_front();
+                }
+            }
+            let subscribers: BTreeSet<NodeId> = meta
+                .subscribers
+                .keys()
+                .chain(meta.receivers.keys())
+                .copied()
+                .filter(|n| *n != target)
+                .collect();
+            let applied = self
+                .applied
+                .get(id)
+                .map(|m| m.iter().map(|(n, l)| (*n, l.clone())).collect())
+                .unwrap_or_default();
+            out.push(MigratedObject {
+                id: *id,
+                binding: Binding {
+                    node: target,
+                    epoch: self.names.local_epoch(*id) + 1,
+                },
+                version: entry.version,
+                state,
+                subscribers: subscribers.into_iter().collect(),
+                applied,
+            });
+            self.frozen.insert(*id);
+        }
+        Ok(out)
+    }
+
+    /// Writes held for the frozen primaries `ids` (to ship with the transfer).
+    pub fn held_writes(&self, ids: &[ObjectId]) -> Vec<ForwardedWrite> {
+        ids.iter()
+            .filter_map(|id| self.buffered.get(id))
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
+    /// The target refused the region: the primaries think again and the writes held for
+    /// them are applied here.
+    pub fn unfreeze(&mut self, ids: &[ObjectId]) {
+        for id in ids {
+            if self.frozen.remove(id) {
+                for fw in self.buffered.remove(id).unwrap_or_default() {
+                    self.receive_write(fw.writer, fw.item);
+                }
+                self.send_pending_to(Time::ZERO, *id);
+            }
+        }
+    }
+
+    /// Steps 6–7 of §3.2 on the old node, once the target returned the bindings: installs
+    /// forwarding entries, deletes the frozen primaries without telling replica holders to
+    /// drop them, and passes the held writes on to the new node. Returns the bindings to
+    /// announce in `Moved` notices. Ids not frozen here are skipped (a duplicate accept).
+    pub fn complete_migration(&mut self, ids: &[ObjectId], target: NodeId) -> Vec<(ObjectId, Binding)> {
+        let mut moved = Vec::new();
+        for id in ids {
+            if !self.frozen.remove(id) {
+                continue;
+            }
+            let b = Binding {
+                node: target,
+                epoch: self.names.local_epoch(*id) + 1,
+            };
+            self.prim.remove(id);
+            self.store.remove(*id);
+            self.applied.remove(id);
+            self.names.forward(*id, b);
+            for fw in self.buffered.remove(id).unwrap_or_default() {
+                self.outgoing.push((target, fw));
+            }
+            self.stats.migrated_out += 1;
+            moved.push((*id, b));
+            // This node's own writes made while the object was frozen follow it.
+            self.send_pending_to(Time::ZERO, *id);
+        }
+        moved
+    }
+
+    /// Steps 3–4 of §3.2 on the new node: checks every object (sent by its current host,
+    /// bound to this node under a newer epoch, decodable), then binds them all as primaries.
+    /// Atomic: on error nothing changes. A replica held here is replaced; writes this node
+    /// had sent to the object are applied here (each once).
+    pub fn bind_migrated(
+        &mut self,
+        now: Time,
+        from: NodeId,
+        objects: &[MigratedObject],
+    ) -> Result<(), MigrateError> {
+        if objects.is_empty() {
+            return Err(MigrateError::Malformed("empty transfer"));
+        }
+        let mut decoded = Vec::with_capacity(objects.len());
+        for (k, m) in objects.iter().enumerate() {
+            if objects[..k].iter().any(|o| o.id == m.id) {
+                return Err(MigrateError::Malformed("object named twice"));
+            }
+            if self.frozen.contains(&m.id) {
+                return Err(MigrateError::StillFrozen(m.id));
+            }
+            let known = self.names.resolve(m.id).binding(self.me);
+            if self.prim.contains_key(&m.id) || m.binding.node != self.me || m.binding.epoch <= known.epoch {
+                return Err(MigrateError::BadBinding {
+                    id: m.id,
+                    binding: m.binding,
+                });
+            }
+            if known.node != from {
+                self.stats.moved_refused += 1;
+                return Err(MigrateError::NotOwner {
+                    id: m.id,
+                    from,
+                    known,
+                });
+            }
+            let o = O::decode_state(&m.state).map_err(|_| MigrateError::Undecodable(m.id))?;
+            decoded.push(o);
+        }
+        for (m, object) in objects.iter().zip(decoded) {
+            if self.store.get(m.id).is_some() {
+                self.store.remove(m.id);
+            }
+            self.repl.remove(&m.id);
+            self.fetching.remove(&m.id);
+            let mut history = VecDeque::new();
+            history.push_back((m.version, object.clone()));
+            let subscribers = match self.mode {
+                Mode::Broadcast => self.peers.iter().map(|p| (*p, Time::MAX)).collect(),
+                Mode::Interest => m
+                    .subscribers
+                    .iter()
+                    .filter(|n| **n != self.me && self.peers.binary_search(n).is_ok())
+                    .map(|n| (*n, now + self.cfg.interest_ttl))
+                    .collect(),
+            };
+            self.prim.insert(
+                m.id,
+                PrimaryMeta {
+                    history,
+                    last_encoding: m.state.clone(),
+                    subscribers,
+                    receivers: BTreeMap::new(),
+                },
+            );
+            let _ = self.store.insert_primary(m.id, object, m.version, now);
+            self.applied.insert(m.id, m.applied.iter().cloned().collect());
+            self.names.bind_local(m.id, m.binding.epoch);
+            self.stats.migrated_in += 1;
+            // This node's own writes to the object now land here.
+            self.send_pending_to(now, m.id);
+        }
+        Ok(())
+    }
+
+    /// Writes passed on by `from` for their writers (old host → new host). Applied once,
+    /// held, or passed on again like direct writes.
+    pub fn receive_forwarded(&mut self, writes: Vec<ForwardedWrite>) {
+        for fw in writes {
+            self.receive_write(fw.writer, fw.item);
+        }
+    }
+
+    /// A `Moved { id, binding }` notice from `from` (paper `001` §3.2: replica holders learn
+    /// the new location). Accepted only from the node this node believes hosts `id`, and
+    /// only if newer; then a held replica follows the new primary (fetching a full state
+    /// from it) and this node's pending writes to `id` are resent there.
+    pub fn on_moved(&mut self, now: Time, from: NodeId, id: ObjectId, binding: Binding) -> MovedOutcome {
+        let current = match self.store.get(id).map(|e| e.role) {
+            Some(Role::Primary) => {
+                let epoch = self.names.local_epoch(id);
+                return if binding.epoch <= epoch {
+                    MovedOutcome::Superseded
+                } else {
+                    self.stats.moved_refused += 1;
+                    MovedOutcome::Refused
+                };
+            }
+            _ => self.names.resolve(id).binding(self.me),
+        };
+        if binding.epoch <= current.epoch {
+            return MovedOutcome::Superseded;
+        }
+        if from != current.node || from == self.me || binding.node == from {
+            // Not from the host this node knows (possibly a later move whose predecessor's
+            // notice has not arrived yet: that one is resent, then this one).
+            self.stats.moved_refused += 1;
+            return MovedOutcome::Refused;
+        }
+        if binding.node == self.me {
+            // Moved here but not bound here: only a transfer binds an object.
+            self.stats.moved_refused += 1;
+            return MovedOutcome::Refused;
+        }
+        self.names.learn(id, binding, now);
+        self.stats.moved_accepted += 1;
+        let held = self.store.rebind_replica(id, binding.node);
+        if held || self.mode == Mode::Broadcast {
+            self.fetching.insert(id, (now, binding.node));
+            self.peer(binding.node)
+                .interest
+                .push(InterestItem { id, have: 0 });
+            if let Some(m) = self.repl.get_mut(&id) {
+                m.registered_at = Some(now);
+            }
+        }
+        self.send_pending_to(now, id);
+        MovedOutcome::Accepted
+    }
+
+    /// (Re)sends every pending write of this node to `id`.
+    fn send_pending_to(&mut self, now: Time, id: ObjectId) {
+        let mine: Vec<(ObjectId, u64)> = self
+            .pending
+            .range((id, 0)..=(id, u64::MAX))
+            .map(|(k, _)| *k)
+            .collect();
+        for (id, seq) in mine {
+            self.send_pending(now, id, seq);
+        }
+    }
+
+    /// Writes to pass on to other nodes, drained (the node sends them as `Forward`).
+    pub fn take_outgoing(&mut self) -> Vec<(NodeId, ForwardedWrite)> {
+        std::mem::take(&mut self.outgoing)
+    }
+
+    /// Interest registrations that found only a forwarding entry here: (sender, id, binding)
+    /// to answer with a `Moved` hint. Drained.
+    pub fn take_redirects(&mut self) -> Vec<(NodeId, ObjectId, Binding)> {
+        std::mem::take(&mut self.redirects)
+    }
+
+    /// A forwarding entry here is no longer needed by anyone told of the move: it expires
+    /// after the lease (paper `001` §3.2).
+    pub fn release_forwarding(&mut self, id: ObjectId, now: Time) {
+        self.names.release(id, now);
+    }
+
+    /// Writes of this node not yet acknowledged by their primaries.
+    pub fn pending_writes(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Sequence numbers of `writer`'s writes applied to the local primary `id`.
+    pub fn applied_log(&self, id: ObjectId, writer: NodeId) -> Option<&WriterLog> {
+        self.applied.get(&id).and_then(|m| m.get(&writer))
+    }
+
+    /// Drops pending writes for `id` if it is known to be gone (used by tests and drivers
+    /// after a deletion). Returns how many.
+    pub fn forget_writes_to(&mut self, id: ObjectId) -> usize {
+        let keys: Vec<(ObjectId, u64)> = self
+            .pending
+            .range((id, 0)..=(id, u64::MAX))
+            .map(|(k, _)| *k)
+            .collect();
+        for k in &keys {
+            self.pending.remove(k);
+        }
+        keys.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writer_log_applies_each_seq_once_in_any_order() {
+        let mut l = WriterLog::default();
+        assert_eq!(l.record(2), Some(true));
+        assert_eq!(l.record(2), Some(false));
+        assert_eq!(l.floor, 0);
+        assert_eq!(l.record(1), Some(true));
+        assert_eq!((l.floor, l.above.len()), (2, 0));
+        assert_eq!(l.record(1), Some(false));
+        assert_eq!(l.record(3), Some(true));
+        assert_eq!(l.floor, 3);
+    }
+}
