@@ -229,6 +229,9 @@ const MAX_HELD_WRITES: usize = 4096;
 const SENT_LOG: usize = 256;
 /// A fetch is not repeated for the same object within this time.
 const FETCH_BACKOFF: Duration = Duration::from_millis(500);
+/// A fetched state is accepted this long after the fetch was sent (longer than any
+/// plausible round trip: a reply slower than the retry back-off is still welcome).
+const FETCH_ACCEPT: Duration = Duration::from_secs(5);
 
 /// The replica manager of one node.
 pub struct ReplicaManager<O: GameObject> {
@@ -418,7 +421,7 @@ impl<O: GameObject> ReplicaManager<O> {
             report.dropped.extend(self.maintain_interest(now));
         }
         report.dropped.extend(self.drop_silent_peers(now));
-        self.fetching.retain(|_, (t, _)| now - *t < FETCH_BACKOFF);
+        self.fetching.retain(|_, (t, _)| now - *t < FETCH_ACCEPT);
         self.names.expire(now);
         self.queue_updates(now);
         report
@@ -965,8 +968,12 @@ impl<O: GameObject> ReplicaManager<O> {
                     // A held replica whose baseline is gone, or (broadcast) an object
                     // dropped while its node was unreachable: ask for a full state.
                     self.stats.missing_baseline += 1;
-                    if let std::collections::btree_map::Entry::Vacant(e) = self.fetching.entry(it.id) {
-                        e.insert((now, from));
+                    if self
+                        .fetching
+                        .get(&it.id)
+                        .is_none_or(|(t, _)| now - *t >= FETCH_BACKOFF)
+                    {
+                        self.fetching.insert(it.id, (now, from));
                         self.peer(from).interest.push(InterestItem { id: it.id, have: 0 });
                     }
                     return;
