@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod core_selection;
+pub mod plan_vis;
 pub mod sim_speed;
 pub mod vivaldi;
 
@@ -91,6 +92,12 @@ pub fn registry() -> Vec<Experiment> {
             summary: "group diameter vs proxies on a Waxman topology; core choice with estimated latencies (hit ratio, core-node error)",
             run: core_selection::run,
         },
+        Experiment {
+            name: "plan-vis",
+            reproduces: "paper 004 §5.1–§5.2 (17,005-cell visibility map, Rel(N))",
+            summary: "visibility-map build time on 1 and 2 threads for the paper's 95×179 grid; Rel(N) vs relationships counted in random placements",
+            run: plan_vis::run,
+        },
     ]
 }
 
@@ -131,6 +138,31 @@ mod tests {
         assert!(csv.starts_with("nodes,players,simulated s,wall s,simulated/wall"));
         // 4 nodes x 8 bots for 5 s: each node sends one datagram per peer per frame.
         assert!(out.tables[0].rows[0][5].parse::<u64>().unwrap() >= 4 * 3 * 49);
+        std::fs::remove_dir_all(ctx.out.root()).unwrap();
+    }
+
+    #[test]
+    fn plan_vis_quick_writes_its_files() {
+        let ctx = quick_ctx("plan-vis");
+        let out = (find("plan-vis").unwrap().run)(&ctx).unwrap();
+        // Three builds: AoI-limited on 1 and 2 threads, unlimited.
+        assert_eq!(out.tables[0].rows.len(), 3);
+        assert_eq!(out.tables[0].rows[0][3], out.tables[0].rows[1][3]);
+        let r = std::fs::read_to_string(ctx.out.path("report.json")).unwrap();
+        let r: serde_json::Value = serde_json::from_str(&r).unwrap();
+        assert_eq!(r["deterministic_across_threads"], true);
+        assert_eq!(r["grid"][0], 30);
+        // Unlimited range sees at least as many pairs as the AoI-limited map.
+        let pairs = |k: usize| r["builds"][k]["visible_pairs"].as_u64().unwrap();
+        assert!(pairs(2) >= pairs(1));
+        for f in [
+            "visibility_build.csv",
+            "rel_check.csv",
+            "density.svg",
+            "visibility.svg",
+        ] {
+            assert!(ctx.out.path(f).exists(), "{f}");
+        }
         std::fs::remove_dir_all(ctx.out.root()).unwrap();
     }
 
