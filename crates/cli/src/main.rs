@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod cmd_cluster;
 mod cmd_experiment;
 mod cmd_node;
+mod cmd_plan;
 mod cmd_simulate;
 mod duration;
 mod progress;
@@ -31,6 +32,9 @@ enum Command {
     Node(cmd_node::NodeArgs),
     /// Run a named experiment that reproduces a paper's figure or table.
     Experiment(cmd_experiment::ExperimentArgs),
+    /// Plan capacity before launch: predict relationships, updates, bandwidth and CPU for a
+    /// map and player counts (density and visibility maps, Rel(N), Pack(b); paper 004).
+    Plan(cmd_plan::PlanArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -50,5 +54,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Cluster(args) => cmd_cluster::run(args),
         Command::Node(args) => cmd_node::run(args),
         Command::Experiment(args) => cmd_experiment::run(args),
+        Command::Plan(args) => cmd_plan::run(args),
     }
 }

@@ -26,14 +26,23 @@ use worldmesh_loadmodel::validate::{count_relationships, relative_error};
 use worldmesh_loadmodel::{AoiRule, DensityMap, Grid, HotspotConfig, Map, MapSpec, PairSums, VisibilityMap};
 use worldmesh_report::{HeatMap, Table};
 
-/// Heat map of a density map; obstacle cells grey, never-visited cells white.
+/// Heat map of a density map (log colour scale); obstacle cells grey, never-visited
+/// cells white.
 pub fn density_heatmap(title: &str, d: &DensityMap, vis: &VisibilityMap) -> HeatMap {
     let values =
         d.p.iter()
             .enumerate()
             .map(|(i, v)| if vis.is_free(i) { *v } else { f64::NAN })
             .collect();
-    HeatMap::new(title, "P(i, N)", (d.grid.nx, d.grid.ny), d.grid.cell_size, values)
+    let mut hm = HeatMap::new(
+        title,
+        "P(i, N), log scale",
+        (d.grid.nx, d.grid.ny),
+        d.grid.cell_size,
+        values,
+    );
+    hm.log = true;
+    hm
 }
 
 /// Heat map of how many other cells each cell sees (§3.1 row sums); obstacle cells grey.
