@@ -12,9 +12,14 @@
 //! 2. with a hotspot density, `Rel(N)` and the relationship count `N(N−1)S` are
 //!    computed for several `N` (timed), and compared with the mean number of
 //!    relationships counted in independent random placements of `N` avatars drawn from
-//!    the density (Monte Carlo), which is what the formula claims to predict. This
-//!    checks the predictor's arithmetic and its independence assumption, not the
-//!    simulator: validation against simulator runs needs the model workload.
+//!    the density (Monte Carlo), which is what the formula claims to predict;
+//! 3. on the same placements, with players assigned to nodes of 8 at random, the
+//!    client-server and worldmesh bandwidths are computed exactly as the cost model
+//!    charges them (`validate::snapshot_load`) and compared with the predictions
+//!    (`validate::compare`).
+//!
+//! Parts 2–3 check the predictors' arithmetic and their independence assumptions, not
+//! the simulator: validation against simulator runs needs the model workload.
 //!
 //! Quick mode uses a 30 × 40 grid.
 
@@ -22,8 +27,12 @@ use crate::{Context, ExperimentError, Outcome};
 use serde::Serialize;
 use std::time::Instant;
 use worldmesh_core::DetRng;
-use worldmesh_loadmodel::validate::{count_relationships, relative_error};
-use worldmesh_loadmodel::{AoiRule, DensityMap, Grid, HotspotConfig, Map, MapSpec, PairSums, VisibilityMap};
+use worldmesh_loadmodel::predict::predict_with;
+use worldmesh_loadmodel::validate::{mean_measured, random_assignment, relative_error, snapshot_load};
+use worldmesh_loadmodel::{
+    AoiRule, ComparisonRow, CostModel, DensityMap, Grid, HotspotConfig, LoadState, Map, MapSpec, Measured,
+    PairSums, VisibilityMap, compare,
+};
 use worldmesh_report::{HeatMap, Table};
 
 /// Heat map of a density map (log colour scale); obstacle cells grey, never-visited
@@ -88,6 +97,7 @@ struct Report {
     builds: Vec<BuildRow>,
     deterministic_across_threads: bool,
     relationships: Vec<RelRow>,
+    loads: Vec<ComparisonRow>,
 }
 
 fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
@@ -182,7 +192,14 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     } else {
         &[10, 20, 50, 100, 200]
     };
-    let trials = if ctx.quick { 40 } else { 200 };
+    // Enough placements for a few hundred thousand players in all, per N.
+    let trials = |n: usize| {
+        if ctx.quick {
+            40
+        } else {
+            (100_000 / n).clamp(200, 5000)
+        }
+    };
     let mut rel_rows = Vec::new();
     let mut rt = Table::new(
         "Rel(N) predicted vs counted in random placements (AoI box 400, hotspot density)",
@@ -197,13 +214,37 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "predict s",
         ],
     );
+    let cost = CostModel::default();
+    let mut load_rows = Vec::new();
+    let mut lt = Table::new(
+        "loads predicted vs computed on the same random placements (paper cost model, 8 players/node, random assignment)",
+        &["N", "quantity", "predicted", "placements", "error"],
+    );
     for &n in ns {
+        let trials = trials(n);
         progress(&format!("Rel({n}) and {trials} placements"));
         let (sums, secs) = timed(|| PairSums::compute(&density, &limited2, aoi));
-        let total: u64 = (0..trials)
-            .map(|_| count_relationships(&density.sample_cells(n, &mut rng), &grid, &limited2, aoi))
-            .sum();
-        let measured = total as f64 / trials as f64;
+        let snapshots: Vec<Measured> = (0..trials)
+            .map(|_| {
+                let cells = density.sample_cells(n, &mut rng);
+                let nodes = random_assignment(n, cost.players_per_node, &mut rng);
+                snapshot_load(&cells, &nodes, &grid, &limited2, aoi, &cost)
+            })
+            .collect();
+        let mean = mean_measured(&snapshots);
+        let measured = mean.relationships.unwrap_or(0.0);
+        let pred = predict_with(&cost, &LoadState::steady(n), &density, &sums);
+        for c in compare(&pred, &mean) {
+            lt.push([
+                n.to_string(),
+                c.metric.to_string(),
+                format!("{:.2}", c.predicted),
+                format!("{:.2}", c.measured),
+                c.rel_error
+                    .map_or("n/a".into(), |e| format!("{:+.1}%", 100.0 * e)),
+            ]);
+            load_rows.push(c);
+        }
         let row = RelRow {
             players: n,
             rel_paper: sums.rel_paper(n),
@@ -228,6 +269,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         rel_rows.push(row);
     }
     ctx.out.write_csv("rel_check.csv", &rt)?;
+    ctx.out.write_csv("load_check.csv", &lt)?;
 
     let mut files = vec![
         ctx.out.path("visibility_build.csv"),
@@ -260,6 +302,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         builds,
         deterministic_across_threads: deterministic,
         relationships: rel_rows,
+        loads: load_rows,
     };
     files.push(ctx.out.write_json("report.json", &report)?);
     let one = report.builds[0].seconds;
@@ -282,7 +325,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             .into(),
     ];
     Ok(Outcome {
-        tables: vec![t, rt],
+        tables: vec![t, rt, lt],
         files,
         notes,
     })

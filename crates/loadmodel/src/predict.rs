@@ -36,16 +36,20 @@
 //!
 //! ## worldmesh (distributed)
 //!
-//! `N` players are spread over `M = ⌈N / P⌉` nodes, `P` players per node, **assigned to
-//! nodes uniformly at random** (independently of position). Each node runs its players'
-//! avatars as primaries and sends each update to every *other* node that holds a
-//! replica, i.e. that has at least one player relating to the object. For an object in
-//! cell `j`, a remote node with `P` players holds a replica with probability
-//! `hⱼ = 1 − (1 − qⱼ)^P`, so the expected number of (object, remote node) interest pairs
-//! is `N Σⱼ P(j) (M−1) hⱼ`. A node batches all updates for one peer in one burst per
-//! tick; the link is active with probability `1 − (1 − H)^P`, `H = Σⱼ P(j) hⱼ`, and is
-//! charged packets like a client. A node's total outbound traffic adds what it sends to
-//! its own `P` clients (exactly the client-server downstream per client).
+//! `N` players are spread over `M = ⌈N / P⌉` nodes — `M − 1` nodes of `P` players and a
+//! last one with the rest — and **assigned to nodes uniformly at random**
+//! (independently of position). Each node runs its players' avatars as primaries and
+//! sends each update to every *other* node that holds a replica, i.e. that has at least
+//! one player relating to the object. For an object in cell `j`, a remote node with `k`
+//! players holds a replica with probability `1 − (1 − qⱼ)^k`; averaged over the
+//! density, `H(k) = Σⱼ P(j) (1 − (1 − qⱼ)^k)`. A node with `s` players therefore sends a
+//! node with `k` players `s · H(k)` updates per tick on average, and the expected number
+//! of (object, remote node) interest pairs is the sum of `s · H(k)` over ordered pairs
+//! of distinct nodes. A node batches all updates for one peer in one burst per tick; the
+//! link is active with probability `1 − (1 − H(k))^s` and is charged packets like a
+//! client. Per-node figures are means over the nodes. A node's total outbound traffic
+//! adds what it sends to its own clients (exactly the client-server downstream per
+//! client).
 
 use crate::aoi::AoiRule;
 use crate::density::{DensityMap, DensitySeries};
@@ -282,23 +286,44 @@ pub fn predict_with(cost: &CostModel, state: &LoadState, d: &DensityMap, sums: &
         0.0
     };
 
-    // worldmesh.
-    let ppn = cost.players_per_node as f64;
-    let nodes = n.div_ceil(cost.players_per_node);
+    // worldmesh: M − 1 full nodes of P players and a last node of R = N − (M−1)P.
+    let ppn = cost.players_per_node;
+    let nodes = n.div_ceil(ppn);
     let m = nodes as f64;
-    let per_node = if nodes > 0 { nf / m } else { 0.0 };
-    let mut h_mean = 0.0;
-    for (p, q) in d.p.iter().zip(&sums.q) {
-        h_mean += p * (1.0 - (1.0 - q).powf(per_node));
+    let last = n - nodes.saturating_sub(1) * ppn;
+    // (players on the node, how many such nodes)
+    let groups: Vec<(f64, f64)> = if nodes == 0 {
+        Vec::new()
+    } else if last == ppn {
+        vec![(ppn as f64, m)]
+    } else {
+        vec![(ppn as f64, m - 1.0), (last as f64, 1.0)]
+    };
+    // H(k): chance that a node with k players holds a replica of one given object.
+    let h = |k: f64| -> f64 {
+        d.p.iter()
+            .zip(&sums.q)
+            .map(|(p, q)| p * (1.0 - (1.0 - q).powf(k)))
+            .sum()
+    };
+    let (mut interest_pairs, mut peer_bytes_total) = (0.0, 0.0);
+    for &(ks, cs) in &groups {
+        for &(km, cm) in &groups {
+            // Ordered pairs of distinct nodes (sender of size ks, receiver of size km).
+            let links = if ks == km { cs * (cm - 1.0) } else { cs * cm };
+            if links <= 0.0 {
+                continue;
+            }
+            let hk = h(km);
+            interest_pairs += links * ks * hk;
+            let active = 1.0 - (1.0 - hk).powf(ks);
+            peer_bytes_total += links * cost.burst_bytes(ks * hk * u, active);
+        }
     }
-    let remote = (m - 1.0).max(0.0);
-    let interest_pairs = nf * remote * h_mean;
-    let link_payload = per_node * h_mean * u;
-    let link_active = 1.0 - (1.0 - h_mean).powf(per_node);
-    let peer_bytes = remote * cost.burst_bytes(link_payload, link_active);
-    let own_clients = per_node.min(ppn) * client_down;
-    let node_updates_per_tick =
-        if nodes > 0 { interest_pairs / m } else { 0.0 } + per_node * others * mean_q(d, sums);
+    let per_node = |total: f64| if nodes > 0 { total / m } else { 0.0 };
+    let peer_bytes = per_node(peer_bytes_total);
+    let own_clients = per_node(nf * client_down);
+    let node_updates_per_tick = per_node(interest_pairs + nf * others * mean_q(d, sums));
     let tick = cost.update_rate_hz;
     Prediction {
         name: state.name.clone(),
@@ -411,6 +436,12 @@ mod tests {
         // One node: no peer traffic.
         let one = planner.predict(&LoadState::steady(2));
         assert_eq!((one.nodes, one.wm_node_peer_out_kbps), (1, 0.0));
+        // Uneven nodes, N = 3: A has 2 players, B has 1. H(1) = ½, H(2) = ¾.
+        // Pairs: A→B 2·½ = 1, B→A 1·¾ = ¾. Bytes: A→B 32 + 40·¾ = 62, B→A 24 + 40·¾ = 54.
+        let three = planner.predict(&LoadState::steady(3));
+        assert_eq!(three.nodes, 2);
+        assert!((three.wm_interest_pairs - 1.75).abs() < 1e-12);
+        assert!((three.wm_node_peer_out_kbps - 58.0 * 0.08).abs() < 1e-9);
     }
 
     #[test]

@@ -14,7 +14,7 @@
 
 use crate::aoi::AoiRule;
 use crate::grid::Grid;
-use crate::predict::Prediction;
+use crate::predict::{CostModel, Prediction};
 use crate::visibility::VisibilityMap;
 
 /// Quantities measured in a run of `players` users; `None` for what was not measured.
@@ -131,6 +131,117 @@ pub fn count_relationships_at(
     count_relationships(&cells, grid, vis, aoi)
 }
 
+/// Loads of one snapshot of placed objects, computed exactly as the cost model charges
+/// them (one burst per destination per tick, `Pack` per burst): the "measured" side for
+/// checking the predictors against placements drawn from a density (Monte Carlo), and a
+/// reference for what the simulator's counters should show.
+///
+/// `cells[a]` is the cell of player `a`, `node_of[a]` its worldmesh node (nodes are
+/// numbered `0..nodes`). Relationships follow [`count_relationships`]; a client's
+/// downstream is `Pack(K·u)` for its `K` related objects; a worldmesh node sends, to
+/// each other node, the updates of its players that some player of that node relates
+/// to, in one burst.
+pub fn snapshot_load(
+    cells: &[usize],
+    node_of: &[usize],
+    grid: &Grid,
+    vis: &VisibilityMap,
+    aoi: AoiRule,
+    cost: &CostModel,
+) -> Measured {
+    let n = cells.len();
+    let nodes = node_of.iter().copied().max().map_or(0, |m| m + 1);
+    let mut related = vec![0u32; n];
+    // replica[b * nodes + m]: node m holds a replica of player b's object.
+    let mut replica = vec![false; n * nodes];
+    for a in 0..n {
+        let (xa, ya) = grid.center(cells[a]);
+        for b in 0..n {
+            if a == b {
+                continue;
+            }
+            let (xb, yb) = grid.center(cells[b]);
+            if vis.visible(cells[a], cells[b]) && aoi.contains(xb - xa, yb - ya) {
+                related[a] += 1;
+                if node_of[a] != node_of[b] {
+                    replica[b * nodes + node_of[a]] = true;
+                }
+            }
+        }
+    }
+    let u = cost.update_bytes;
+    let down: Vec<f64> = related
+        .iter()
+        .map(|k| cost.packet.pack(f64::from(*k) * u))
+        .collect();
+    let relationships: f64 = related.iter().map(|k| f64::from(*k)).sum();
+    // Per (sender node, receiver node): number of updates per tick.
+    let mut link = vec![0u32; nodes * nodes];
+    for b in 0..n {
+        for m in 0..nodes {
+            if replica[b * nodes + m] {
+                link[node_of[b] * nodes + m] += 1;
+            }
+        }
+    }
+    let mut node_peer = vec![0.0; nodes];
+    let mut node_total = vec![0.0; nodes];
+    for s in 0..nodes {
+        node_peer[s] = (0..nodes)
+            .map(|m| cost.packet.pack(f64::from(link[s * nodes + m]) * u))
+            .sum();
+        node_total[s] = node_peer[s];
+    }
+    for a in 0..n {
+        node_total[node_of[a]] += down[a];
+    }
+    let kbps = |bytes_per_tick: f64| bytes_per_tick * cost.update_rate_hz * 8.0 / 1000.0;
+    let mean = |v: &[f64]| {
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    };
+    Measured {
+        players: n,
+        relationships: Some(relationships),
+        updates_per_s: Some(relationships * cost.update_rate_hz),
+        cs_client_down_kbps: Some(kbps(mean(&down))),
+        cs_server_out_kbps: Some(kbps(down.iter().sum())),
+        wm_node_peer_out_kbps: Some(kbps(mean(&node_peer))),
+        wm_node_out_kbps: Some(kbps(mean(&node_total))),
+    }
+}
+
+/// Assigns `n` players to `⌈n / per_node⌉` nodes, `per_node` each (the last node takes
+/// the rest), in a uniformly random order — the assignment the worldmesh predictor
+/// assumes.
+pub fn random_assignment(n: usize, per_node: usize, rng: &mut worldmesh_core::DetRng) -> Vec<usize> {
+    let per_node = per_node.max(1);
+    let mut order: Vec<usize> = (0..n).map(|a| a / per_node).collect();
+    rng.shuffle(&mut order);
+    order
+}
+
+/// Field-wise mean of several measurements of the same state (each field averaged over
+/// the measurements that have it).
+pub fn mean_measured(ms: &[Measured]) -> Measured {
+    let avg = |f: fn(&Measured) -> Option<f64>| -> Option<f64> {
+        let v: Vec<f64> = ms.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    Measured {
+        players: ms.first().map_or(0, |m| m.players),
+        relationships: avg(|m| m.relationships),
+        updates_per_s: avg(|m| m.updates_per_s),
+        cs_client_down_kbps: avg(|m| m.cs_client_down_kbps),
+        cs_server_out_kbps: avg(|m| m.cs_server_out_kbps),
+        wm_node_peer_out_kbps: avg(|m| m.wm_node_peer_out_kbps),
+        wm_node_out_kbps: avg(|m| m.wm_node_out_kbps),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,6 +288,42 @@ mod tests {
         assert!((rows[2].rel_error.unwrap() - 0.25).abs() < 1e-12);
         assert_eq!(rows[3].rel_error, None);
         assert!(rows[0].within(0.15) && !rows[2].within(0.15) && !rows[3].within(1.0));
+    }
+
+    #[test]
+    fn snapshot_load_by_hand() {
+        // Three cells in a row, 10 apart, radius-10 AoI: players at cells 0, 1, 2 relate
+        // 0↔1 and 1↔2. Nodes: {0, 1} on node 0, {2} on node 1.
+        let map = Map::empty(30.0, 10.0).unwrap();
+        let g = Grid::for_map(&map, 10.0).unwrap();
+        let v = VisibilityMap::build(&map, &g, None, 1).unwrap();
+        let cost = CostModel::default();
+        let m = snapshot_load(&[0, 1, 2], &[0, 0, 1], &g, &v, AoiRule::Radius(10.0), &cost);
+        assert_eq!(m.relationships, Some(4.0));
+        assert_eq!(m.updates_per_s, Some(40.0));
+        // Downstream per tick: Pack(32) = 72, Pack(64) = 104, Pack(32) = 72.
+        let kbps = |b: f64| b * 10.0 * 8.0 / 1000.0;
+        assert!((m.cs_server_out_kbps.unwrap() - kbps(248.0)).abs() < 1e-9);
+        assert!((m.cs_client_down_kbps.unwrap() - kbps(248.0 / 3.0)).abs() < 1e-9);
+        // Node 0 sends player 1's update to node 1 (player 2 relates to it); node 1 sends
+        // player 2's update to node 0: one 72-byte burst each.
+        assert!((m.wm_node_peer_out_kbps.unwrap() - kbps(72.0)).abs() < 1e-9);
+        // Totals: node 0 = 72 + 72 + 104, node 1 = 72 + 72.
+        assert!((m.wm_node_out_kbps.unwrap() - kbps((248.0 + 144.0) / 2.0)).abs() < 1e-9);
+        let mut rng = DetRng::new(1);
+        let a = random_assignment(10, 4, &mut rng);
+        let mut per = [0; 3];
+        a.iter().for_each(|n| per[*n] += 1);
+        assert_eq!(per, [4, 4, 2]);
+        let avg = mean_measured(&[
+            m.clone(),
+            Measured {
+                relationships: Some(8.0),
+                ..m.clone()
+            },
+        ]);
+        assert_eq!(avg.relationships, Some(6.0));
+        assert_eq!(avg.updates_per_s, Some(40.0));
     }
 
     #[test]
