@@ -49,9 +49,10 @@ pub struct PlanArgs {
     /// Object kinds to take from traces (repeatable; default: all kinds).
     #[arg(long, value_name = "KIND")]
     kind: Vec<String>,
-    /// Seconds between position samples taken from traces.
-    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
-    sample_interval: f64,
+    /// Seconds between position samples taken from traces: `SECONDS` for every kind, or
+    /// `KIND=SECONDS` for one object kind (repeatable). Default: 1 s, as in the paper.
+    #[arg(long, value_name = "[KIND=]SECONDS")]
+    sample_interval: Vec<String>,
     /// Updates per second per relationship.
     #[arg(long, default_value_t = 10.0, value_name = "HZ")]
     rate: f64,
@@ -138,12 +139,22 @@ fn parse_density(spec: &str, grid: Grid, free: &[bool], seed: u64) -> anyhow::Re
 }
 
 fn trace_densities(args: &PlanArgs, grid: Grid) -> anyhow::Result<DensitySeries> {
-    let sampling = Sampling {
-        default_interval_s: args.sample_interval,
-        ..Default::default()
-    };
-    if !(args.sample_interval.is_finite() && args.sample_interval >= 0.0) {
-        bail!("--sample-interval {}: must be ≥ 0", args.sample_interval);
+    let mut sampling = Sampling::default();
+    for spec in &args.sample_interval {
+        let (kind, secs) = match spec.split_once('=') {
+            Some((k, v)) => (Some(k), v),
+            None => (None, spec.as_str()),
+        };
+        let v: f64 = match secs.trim().parse() {
+            Ok(v) if f64::is_finite(v) && v >= 0.0 => v,
+            _ => bail!("--sample-interval `{spec}`: expected SECONDS or KIND=SECONDS with SECONDS ≥ 0"),
+        };
+        match kind {
+            Some(k) => {
+                sampling.per_kind.insert(k.to_string(), v);
+            }
+            None => sampling.default_interval_s = v,
+        }
     }
     let kinds: Vec<&str> = args.kind.iter().map(String::as_str).collect();
     let mut maps = Vec::new();

@@ -139,3 +139,66 @@ fn bad_flags_are_refused_clearly() {
         assert!(stderr.contains(want), "{args:?}: {stderr}");
     }
 }
+
+#[test]
+fn plan_builds_densities_from_traces_per_n() {
+    let dir = tmp("trace");
+    // Two traces on a 64 × 32 map (2 × 1 cells of 32): at N = 2 both avatars share
+    // cell 0 (no cross-cell pairs → Rel = 0); at N = 4 they are split between the cells.
+    std::fs::write(
+        dir.join("n2.csv"),
+        "time_s,object_kind,x,y\n0,avatar,5,5\n0,avatar,6,6\n0,missile,40,5\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("n4.csv"),
+        "0,avatar,5,5\n0,avatar,40,5\n0.5,avatar,5,5\n0.5,avatar,40,5\n1,avatar,5,5\n1,avatar,40,5\n",
+    )
+    .unwrap();
+    let o = worldmesh()
+        .args([
+            "plan",
+            "--map",
+            "empty:64x32",
+            "--aoi",
+            "none",
+            "--players",
+            "2,3,4",
+            "--kind",
+            "avatar",
+        ])
+        .arg("--trace")
+        .arg(format!("2={}", dir.join("n2.csv").display()))
+        .arg("--trace")
+        .arg(format!("4={}", dir.join("n4.csv").display()))
+        .args(["--sample-interval", "avatar=0.6", "--out"])
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let csv = std::fs::read_to_string(dir.join("out/plan.csv")).unwrap();
+    let rel: Vec<f64> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(3).unwrap().parse().unwrap())
+        .collect();
+    // N = 2: P = (1, 0) → 0. N = 4: P = (½, ½) → 16 · ½ = 8. N = 3 interpolates the maps
+    // halfway: P = (¾, ¼) → 9 · 2 · 3/16 = 3.375.
+    assert_eq!(rel, vec![0.0, 3.375, 8.0], "{csv}");
+    assert!(dir.join("out/density_n2.svg").exists() && dir.join("out/density_n4.svg").exists());
+    // A bad trace line is named.
+    std::fs::write(dir.join("bad.csv"), "0,avatar,1,2\n0,avatar,1\n").unwrap();
+    let o = worldmesh()
+        .args(["plan", "--map", "empty:64x32", "--trace"])
+        .arg(dir.join("bad.csv"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && stderr.contains("bad.csv:2:"), "{stderr}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -11,6 +11,33 @@
 //! fills a [`Measured`] and calls [`compare`], which returns one [`ComparisonRow`] per
 //! quantity that was measured, with the signed relative error
 //! `(predicted − measured) / measured`.
+//!
+//! [`snapshot_load`] computes the same quantities exactly for one placement of players
+//! (and an assignment of players to nodes) under the cost model's charging rules; the
+//! `plan-vis` experiment averages it over placements drawn from the density to check
+//! the predictors' arithmetic and independence assumptions.
+//!
+//! ## Wiring `worldmesh plan --validate` (issue 8, item 5; needs the model workload)
+//!
+//! 1. Build a [`crate::Map`] from the model game's map with [`crate::Map::with_boxes`]
+//!    (width, height, obstacle boxes) and use the game's AoI as the [`AoiRule`].
+//! 2. For each `N`, run the simulator with `N` bots in a `fed` layout (`P` per node, the
+//!    planner's `players_per_node`), drop a warm-up, and sample all positions once per
+//!    second (§4) — as a [`crate::Trace`] or directly as snapshots.
+//! 3. Predict with the density from those samples (the paper's method) and, separately,
+//!    with the model density, to show both errors.
+//! 4. Measure: relationships = mean over snapshots of [`count_relationships_at`];
+//!    updates/s = object updates delivered per second; `cs_*` from the client-server
+//!    baseline's per-client and server outbound bytes; `wm_*` from per-node outbound
+//!    bytes (object-update class for `peer`, all classes for the total).
+//! 5. Calibrate the cost model to what the simulator puts on the wire: `update_bytes` =
+//!    the measured mean delta-encoded update size, `PacketModel::overhead` = the
+//!    per-datagram header bytes the simulator counts. Then [`compare`] and print the
+//!    table (target: |error| ≤ 15% in steady state).
+//!
+//! Known gaps between model and measurement: the simulator tests AoI on exact
+//! positions (the model on cell centres), players are not independent (bots follow
+//! waypoints and fight), and discovery traffic is not an object update.
 
 use crate::aoi::AoiRule;
 use crate::grid::Grid;
