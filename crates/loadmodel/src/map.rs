@@ -122,6 +122,23 @@ impl Map {
         Ok(m)
     }
 
+    /// A map from obstacle boxes as the model game describes them (only x and y are
+    /// used); every box must have finite bounds with `min ≤ max`.
+    pub fn from_aabbs(width: f64, height: f64, boxes: &[Aabb]) -> Result<Self, LoadModelError> {
+        let b: Vec<(f64, f64, f64, f64)> = boxes
+            .iter()
+            .map(|o| {
+                (
+                    f64::from(o.min.x),
+                    f64::from(o.min.y),
+                    f64::from(o.max.x),
+                    f64::from(o.max.y),
+                )
+            })
+            .collect();
+        Self::with_boxes(width, height, &b)
+    }
+
     /// True if `(x, y)` lies on the map and outside every obstacle (boundaries of an
     /// obstacle count as inside).
     pub fn is_free(&self, x: f64, y: f64) -> bool {
@@ -449,6 +466,8 @@ mod tests {
                 .iter()
                 .all(|o| o.min.x >= 0.0 && o.max.x <= 4000.0 && o.max.y <= 3000.0)
         );
+        let again = Map::from_aabbs(a.width, a.height, &a.obstacles).unwrap();
+        assert_eq!(again, a);
         let other = MapSpec { seed: 8, ..s }.build();
         assert_ne!(a, other);
         assert_eq!(MapSpec::parse("maps/level.toml").unwrap(), None);

@@ -445,6 +445,29 @@ mod tests {
     }
 
     #[test]
+    fn the_papers_case_study_end_to_end() {
+        // §5.2–§5.3: N = 10 and 309.768 updates/s at 10 Hz, i.e. 30.9768 directed
+        // relationships in our reading (the paper's 2 · Rel(10), Rel(10) = 15.4884).
+        // Two cells with P = ½ each and q = S make Σ P q = S; choose S so that
+        // N(N−1) S = 30.9768.
+        let g = Grid::new(10.0, 2, 1).unwrap();
+        let d = density(g, &[1.0, 1.0]);
+        let s = 30.9768 / 90.0;
+        let sums = PairSums { s, q: vec![s, s] };
+        let p = predict_with(&CostModel::default(), &LoadState::steady(10), &d, &sums);
+        assert!((p.updates_per_s - 309.768).abs() < 1e-9);
+        // "100 bytes are sent to each client, with 40 bytes of overhead, at 10 Hz costing
+        // a total of 14 KB/sec": 10 · Pack(32 · 3.09768 = 99.1) · 10 Hz = 13,913 B/s.
+        let bytes_per_s = p.cs_server_out_kbps_paper * 1000.0 / 8.0;
+        assert!((bytes_per_s - 13_912.6).abs() < 0.1, "{bytes_per_s}");
+        assert!((bytes_per_s - 14_000.0).abs() / 14_000.0 < 0.01);
+        // "38,440 processor cycles per second" for 310 updates/s (24 + 100 per update);
+        // 309.768 unrounded gives 38,411.
+        assert!((p.cs_server_cpu_ticks - 309.768 * 124.0).abs() < 1e-6);
+        assert!((p.cs_server_cpu_ticks - 38_440.0).abs() / 38_440.0 < 0.001);
+    }
+
+    #[test]
     fn load_is_non_decreasing_in_n() {
         let map = crate::map::MapSpec::parse("random:640x640:6:3")
             .unwrap()
