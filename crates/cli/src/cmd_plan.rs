@@ -158,6 +158,14 @@ fn trace_densities(args: &PlanArgs, grid: Grid) -> anyhow::Result<DensitySeries>
     }
     let kinds: Vec<&str> = args.kind.iter().map(String::as_str).collect();
     let mut maps = Vec::new();
+    if args.trace.len() > 1
+        && args
+            .trace
+            .iter()
+            .any(|t| !t.split_once('=').is_some_and(|(n, _)| n.parse::<usize>().is_ok()))
+    {
+        bail!("--trace: with several traces, give each as N=FILE (the player count it was recorded at)");
+    }
     for t in &args.trace {
         let (n, file) = match t.split_once('=') {
             Some((n, f)) if n.parse::<usize>().is_ok() => (n.parse::<usize>()?, f),
@@ -226,7 +234,8 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         aoi.max_range().map_or("unlimited".into(), |r| format!("{r:.0}"))
     );
     let started = Instant::now();
-    let vis = VisibilityMap::build(&map, &grid, aoi.max_range(), args.threads)?;
+    let vis = VisibilityMap::build(&map, &grid, aoi.max_range(), args.threads)
+        .context("visibility map (a larger --cell-size makes fewer cells)")?;
     let vis_s = started.elapsed().as_secs_f64();
     let (series, density_name) = if args.trace.is_empty() {
         let d = parse_density(&args.density, grid, &free, args.seed)?;

@@ -44,7 +44,7 @@ use worldmesh_core::{Aabb, DetRng, Point3};
 /// Largest accepted map side, in world units (guards against absurd inputs).
 pub const MAX_MAP_SIDE: f64 = 1.0e7;
 /// Largest accepted number of obstacles.
-pub const MAX_OBSTACLES: usize = 1_000_000;
+pub const MAX_OBSTACLES: usize = 100_000;
 /// Largest accepted number of height-map samples.
 pub const MAX_HEIGHT_SAMPLES: usize = 16_000_000;
 
