@@ -162,7 +162,7 @@ fn trace_densities(args: &PlanArgs, grid: Grid) -> anyhow::Result<DensitySeries>
         && args
             .trace
             .iter()
-            .any(|t| !t.split_once('=').is_some_and(|(n, _)| n.parse::<usize>().is_ok()))
+            .any(|t| t.split_once('=').is_none_or(|(n, _)| n.parse::<usize>().is_err()))
     {
         bail!("--trace: with several traces, give each as N=FILE (the player count it was recorded at)");
     }
