@@ -125,8 +125,10 @@ fn bad_map_file_names_the_line() {
 
 #[test]
 fn bad_flags_are_refused_clearly() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--players", "ten"], "invalid value 'ten'"),
+        (&["--trace", "a.csv", "--trace", "b.csv"], "give each as N=FILE"),
+        (&["--cell-size", "0.5"], "grid cells"),
         (&["--aoi", "circle:3"], "expected none, radius:R"),
         (&["--map", "random:10x10:3"], "expected random:WIDTHxHEIGHT"),
         (&["--transport", "tcp"], "unknown transport"),
