@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 use worldmesh_experiments::plan_vis::{density_heatmap, visibility_heatmap};
 use worldmesh_loadmodel::{
-    AVATAR_CELL_SIZE, AoiRule, CostModel, DensityMap, DensitySeries, Grid, HotspotConfig, LoadPlan, Map,
-    PacketModel, Planner, Prediction, Sampling, Trace, VisibilityMap,
+    AVATAR_CELL_SIZE, AoiRule, CostModel, DensityMap, DensitySeries, Grid, HotspotConfig, LoadPlan,
+    LoadState, Map, PacketModel, Planner, Prediction, Sampling, Trace, VisibilityMap,
 };
-use worldmesh_report::{OutputDir, Table};
+use worldmesh_report::{LinePlot, OutputDir, Scale, Series, Table};
 
 /// Arguments of `worldmesh plan`.
 #[derive(clap::Args, Debug)]
@@ -386,6 +386,48 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     visibility_heatmap("Cells visible within the AoI range", &grid, &vis)
         .write_svg(&out.path("visibility.svg"))?;
     written.push("visibility.svg".into());
+
+    // Bandwidth against N over every evaluated state.
+    let mut by_n: Vec<&Prediction> = predictions.iter().collect();
+    by_n.sort_by_key(|p| p.players);
+    by_n.dedup_by_key(|p| p.players);
+    let curve = |name: &str, f: fn(&Prediction) -> f64| {
+        Series::marked(name, by_n.iter().map(|p| (p.players as f64, f(p))).collect())
+    };
+    let mut plot = LinePlot::new("Predicted outbound bandwidth", "players N", "kbit/s")
+        .with(curve("client-server: server", |p| p.cs_server_out_kbps))
+        .with(curve("worldmesh: per node", |p| p.wm_node_out_kbps))
+        .with(curve("worldmesh: per node to peers", |p| p.wm_node_peer_out_kbps))
+        .with(curve("client-server: per client (down)", |p| {
+            p.cs_client_down_kbps
+        }));
+    plot.y_scale = Scale::Log;
+    out.write_plot("bandwidth.svg", &plot)?;
+    written.push("bandwidth.svg".into());
+
+    // The daily curve, hour by hour (§2.3 transitions).
+    if let Some(daily) = &plan.daily {
+        let hours: Vec<f64> = (0..=48).map(|h| f64::from(h) / 2.0).collect();
+        let at = |h: f64| {
+            let n = daily.players_at(h).round().max(1.0) as usize;
+            planner.predict(&LoadState::steady(n))
+        };
+        let preds: Vec<(f64, Prediction)> = hours.iter().map(|&h| (h, at(h))).collect();
+        let pts = |f: fn(&Prediction) -> f64| preds.iter().map(|(h, p)| (*h, f(p))).collect::<Vec<_>>();
+        let mut plot = LinePlot::new(
+            "Daily load curve: predicted outbound bandwidth",
+            "hour of day",
+            "kbit/s",
+        )
+        .with(Series::line(
+            "client-server: server",
+            pts(|p| p.cs_server_out_kbps),
+        ))
+        .with(Series::line("worldmesh: per node", pts(|p| p.wm_node_out_kbps)));
+        plot.y_scale = Scale::Log;
+        out.write_plot("daily.svg", &plot)?;
+        written.push("daily.svg".into());
+    }
     println!("\nwrote {} in {}", written.join(", "), out.root().display());
     Ok(())
 }

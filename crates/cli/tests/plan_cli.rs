@@ -71,7 +71,7 @@ fn plan_reads_load_states_and_map_files() {
     let load = dir.join("load.toml");
     std::fs::write(
         &load,
-        "[[steady]]\nname = \"night\"\nplayers = 12\n[[peak]]\nplayers = 30\n",
+        "[[steady]]\nname = \"night\"\nplayers = 12\n[daily]\npoints = [[0, 12], [19.5, 24]]\n[[peak]]\nplayers = 30\n",
     )
     .unwrap();
     let o = worldmesh()
@@ -93,6 +93,10 @@ fn plan_reads_load_states_and_map_files() {
         stdout.contains("night") && stdout.contains("peak(30)"),
         "{stdout}"
     );
+    assert!(stdout.contains("daily 19:30"), "{stdout}");
+    for f in ["bandwidth.svg", "daily.svg"] {
+        assert!(dir.join("out").join(f).exists(), "{f}");
+    }
     assert!(
         stdout.contains("quic transport") && stdout.contains("58 bytes/packet"),
         "{stdout}"

@@ -213,6 +213,8 @@ pub struct Planner<'a> {
     vis: &'a VisibilityMap,
     aoi: AoiRule,
     cost: CostModel,
+    /// The pair sums, computed once when the density does not depend on N.
+    fixed: Option<(DensityMap, PairSums)>,
 }
 
 impl<'a> Planner<'a> {
@@ -234,11 +236,17 @@ impl<'a> Planner<'a> {
                 ),
             ));
         }
+        let fixed = (density.maps().len() == 1).then(|| {
+            let d = density.maps()[0].1.clone();
+            let sums = PairSums::compute(&d, vis, aoi);
+            (d, sums)
+        });
         Ok(Self {
             density,
             vis,
             aoi,
             cost,
+            fixed,
         })
     }
 
@@ -256,8 +264,13 @@ impl<'a> Planner<'a> {
 
     /// Predicts one load state.
     pub fn predict(&self, state: &LoadState) -> Prediction {
-        let (d, sums) = self.pair_sums(state.players);
-        predict_with(&self.cost, state, &d, &sums)
+        match &self.fixed {
+            Some((d, sums)) => predict_with(&self.cost, state, d, sums),
+            None => {
+                let (d, sums) = self.pair_sums(state.players);
+                predict_with(&self.cost, state, &d, &sums)
+            }
+        }
     }
 }
 
