@@ -149,7 +149,26 @@ impl Sight {
     /// True if `a` and `b` see each other (module docs). Symmetric.
     pub fn clear(&self, a: (f64, f64), b: (f64, f64)) -> bool {
         let (a, b) = if (a.0, a.1) <= (b.0, b.1) { (a, b) } else { (b, a) };
-        !self.obstacle_between(a, b) && self.terrain_clear(a, b)
+        self.obstacle_between(a, b).is_none() && self.terrain_clear(a, b)
+    }
+
+    /// [`Sight::clear`] that first tries the obstacle in `hint` (the one that blocked
+    /// the previous segment, which often blocks the next one too) and stores the
+    /// obstacle that blocks this segment in it. Same answers as `clear`.
+    pub fn clear_hinted(&self, a: (f64, f64), b: (f64, f64), hint: &mut Option<u32>) -> bool {
+        let (a, b) = if (a.0, a.1) <= (b.0, b.1) { (a, b) } else { (b, a) };
+        if let Some(k) = *hint
+            && segment_hits(a, b, &self.rects[k as usize])
+        {
+            return false;
+        }
+        match self.obstacle_between(a, b) {
+            Some(k) => {
+                *hint = Some(k);
+                false
+            }
+            None => self.terrain_clear(a, b),
+        }
     }
 
     /// The same answer as [`Sight::clear`], testing every obstacle (the reference the
@@ -164,26 +183,25 @@ impl Sight {
         if k <= 0.0 { 0 } else { (k as usize).min(n - 1) }
     }
 
-    /// Walks the buckets the segment crosses and tests their obstacles.
-    fn obstacle_between(&self, a: (f64, f64), b: (f64, f64)) -> bool {
+    /// Walks the buckets the segment crosses and tests their obstacles; returns the
+    /// first obstacle found that meets the segment.
+    fn obstacle_between(&self, a: (f64, f64), b: (f64, f64)) -> Option<u32> {
+        let hit = |o: &u32| segment_hits(a, b, &self.rects[*o as usize]);
         let outside = |p: (f64, f64)| {
             p.0 < 0.0 || p.1 < 0.0 || p.0 > self.bx as f64 * self.bucket || p.1 > self.by as f64 * self.bucket
         };
         if outside(a) || outside(b) {
-            return self.rects.iter().any(|r| segment_hits(a, b, r));
+            return self.exhaustive_hit(a, b);
         }
-        if self
-            .global
-            .iter()
-            .any(|&o| segment_hits(a, b, &self.rects[o as usize]))
-        {
-            return true;
+        if let Some(o) = self.global.iter().find(|o| hit(o)) {
+            return Some(*o);
         }
-        let test = |cx: usize, cy: usize| -> bool {
+        let test = |cx: usize, cy: usize| -> Option<u32> {
             let k = cy * self.bx + cx;
             self.items[self.starts[k]..self.starts[k + 1]]
                 .iter()
-                .any(|&o| segment_hits(a, b, &self.rects[o as usize]))
+                .find(|o| hit(o))
+                .copied()
         };
         let (mut cx, mut cy) = (self.bucket_of(a.0, self.bx), self.bucket_of(a.1, self.by));
         let (ex, ey) = (self.bucket_of(b.0, self.bx), self.bucket_of(b.1, self.by));
@@ -202,11 +220,11 @@ impl Sight {
         let (mut ty, dty) = axis(a.1, dy, cy);
         // Canonical order makes dx ≥ 0; dy may have either sign.
         for _ in 0..(self.bx + self.by + 2) {
-            if test(cx, cy) {
-                return true;
+            if let Some(o) = test(cx, cy) {
+                return Some(o);
             }
             if cx == ex && cy == ey {
-                return false;
+                return None;
             }
             if tx <= ty {
                 if cx == ex {
@@ -226,7 +244,14 @@ impl Sight {
             }
         }
         // Unreachable in exact arithmetic; be safe rather than fast.
-        self.rects.iter().any(|r| segment_hits(a, b, r))
+        self.exhaustive_hit(a, b)
+    }
+
+    fn exhaustive_hit(&self, a: (f64, f64), b: (f64, f64)) -> Option<u32> {
+        self.rects
+            .iter()
+            .position(|r| segment_hits(a, b, r))
+            .map(|k| k as u32)
     }
 
     fn terrain_clear(&self, a: (f64, f64), b: (f64, f64)) -> bool {
@@ -442,8 +467,9 @@ impl RowCtx<'_> {
             return;
         }
         let a = self.grid.center(i);
+        let mut hint = None;
         let mut check = |j: usize| {
-            if self.free[j] && self.sight.clear(a, self.grid.center(j)) {
+            if self.free[j] && self.sight.clear_hinted(a, self.grid.center(j), &mut hint) {
                 let k = j - i - 1;
                 row[k / 64] |= 1 << (k % 64);
             }
@@ -594,6 +620,11 @@ mod tests {
             let s = Sight::new(&map, (100.0, 80.0));
             prop_assert_eq!(s.clear(p, q), s.clear(q, p));
             prop_assert_eq!(s.clear(p, q), s.clear_exhaustive(p, q));
+            // Any hint (right, wrong or none) gives the same answer.
+            for h in [None, Some(0u32), Some(b.len().saturating_sub(1) as u32)] {
+                let mut hint = if b.is_empty() { None } else { h };
+                prop_assert_eq!(s.clear_hinted(p, q, &mut hint), s.clear(p, q));
+            }
         }
     }
 }
