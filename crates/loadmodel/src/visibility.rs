@@ -7,8 +7,11 @@
 //! if the terrain rises above the straight line joining the two eye points (terrain
 //! height plus eye height at each end, §5.1). A cell whose centre is inside an obstacle
 //! sees nothing. To test only nearby boxes, obstacles are bucketed in a uniform grid
-//! and the segment walks the buckets it crosses (a 2-D DDA). The test is evaluated
-//! from the lexicographically smaller endpoint, so it is exactly symmetric.
+//! and the segment walks the buckets it crosses (a 2-D DDA); obstacles too large for
+//! the buckets are tested for every segment. While a row is built, the obstacle that
+//! blocked the previous sight line is tried first (neighbouring targets tend to hide
+//! behind the same wall). The test is evaluated from the lexicographically smaller
+//! endpoint, so it is exactly symmetric.
 //!
 //! *Range*: sight lines are limited to the largest area of interest (§3.1), so only
 //! cells within that distance are tested.
