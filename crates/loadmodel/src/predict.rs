@@ -320,10 +320,10 @@ pub fn predict_with(cost: &CostModel, state: &LoadState, d: &DensityMap, sums: &
             .sum()
     };
     let (mut interest_pairs, mut peer_bytes_total) = (0.0, 0.0);
-    for &(ks, cs) in &groups {
-        for &(km, cm) in &groups {
+    for (gs, &(ks, cs)) in groups.iter().enumerate() {
+        for (gm, &(km, cm)) in groups.iter().enumerate() {
             // Ordered pairs of distinct nodes (sender of size ks, receiver of size km).
-            let links = if ks == km { cs * (cm - 1.0) } else { cs * cm };
+            let links = if gs == gm { cs * (cm - 1.0) } else { cs * cm };
             if links <= 0.0 {
                 continue;
             }
