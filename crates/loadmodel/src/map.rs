@@ -49,8 +49,9 @@ pub const MAX_OBSTACLES: usize = 100_000;
 pub const MAX_HEIGHT_SAMPLES: usize = 16_000_000;
 
 /// A terrain height map: `rows[y][x]` heights sampled on a square lattice of spacing
-/// `cell_size`; the height at a point is that of the nearest sample (clamped to the
-/// lattice).
+/// `cell_size` (sample `(x, y)` at world position `(x · cell_size, y · cell_size)`); the
+/// height between samples is interpolated bilinearly, and clamped to the lattice's edge
+/// outside it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HeightMap {
     /// Lattice spacing (world units).
@@ -67,13 +68,20 @@ pub struct HeightMap {
 }
 
 impl HeightMap {
-    /// Terrain height at `(x, y)` (nearest sample, clamped to the lattice).
+    /// Terrain height at `(x, y)` (bilinear between samples, clamped to the lattice).
     pub fn height_at(&self, x: f64, y: f64) -> f64 {
-        let clamp = |v: f64, n: usize| -> usize {
-            let k = (v / self.cell_size).round();
-            if k <= 0.0 { 0 } else { (k as usize).min(n - 1) }
+        let split = |v: f64, n: usize| -> (usize, usize, f64) {
+            let f = (v / self.cell_size).clamp(0.0, (n - 1) as f64);
+            let f = if f.is_nan() { 0.0 } else { f };
+            let k = f.floor() as usize;
+            (k, (k + 1).min(n - 1), f - k as f64)
         };
-        self.heights[clamp(y, self.ny) * self.nx + clamp(x, self.nx)]
+        let (x0, x1, tx) = split(x, self.nx);
+        let (y0, y1, ty) = split(y, self.ny);
+        let at = |xi: usize, yi: usize| self.heights[yi * self.nx + xi];
+        let low = at(x0, y0) + tx * (at(x1, y0) - at(x0, y0));
+        let high = at(x0, y1) + tx * (at(x1, y1) - at(x0, y1));
+        low + ty * (high - low)
     }
 }
 
@@ -422,6 +430,9 @@ mod tests {
         assert_eq!((hm.nx, hm.ny, hm.eye_height), (2, 2, 2.0));
         assert_eq!(hm.height_at(100.0, 100.0), 3.0);
         assert_eq!(hm.height_at(-50.0, 120.0), 2.0);
+        // Bilinear: halfway between all four samples is their mean.
+        assert_eq!(hm.height_at(50.0, 50.0), 1.5);
+        assert_eq!(hm.height_at(25.0, 0.0), 0.25);
     }
 
     fn err_line(text: &str) -> (usize, String) {
