@@ -18,7 +18,8 @@ use worldmesh_report::{LinePlot, OutputDir, Scale, Series, Table};
 #[derive(clap::Args, Debug)]
 pub struct PlanArgs {
     /// The map: a TOML map file (width, height, [[obstacle]] boxes, optional
-    /// [height_map]), or `random:WxH:OBSTACLES:SEED`, or `empty:WxH`.
+    /// [height_map]; example: data/plan/village.toml), or `random:WxH:OBSTACLES:SEED`, or
+    /// `empty:WxH`.
     #[arg(long, default_value = "random:4000x4000:40:1", value_name = "FILE|SPEC")]
     map: String,
     /// Numbers of logged-in players to evaluate as steady states, comma separated
@@ -26,7 +27,7 @@ pub struct PlanArgs {
     #[arg(long, value_delimiter = ',', value_name = "N[,N...]")]
     players: Vec<usize>,
     /// Load-state file (TOML: [[steady]], [daily] points, [[peak]]); its states are
-    /// evaluated after the --players ones.
+    /// evaluated after the --players ones. Example: data/plan/day.toml.
     #[arg(long, value_name = "FILE")]
     load: Option<PathBuf>,
     /// Side of a grid cell in world units (default: one avatar's 32-unit bounding box).
@@ -43,7 +44,7 @@ pub struct PlanArgs {
     density: String,
     /// Recorded position trace (CSV `time_s,object_kind,x,y`), optionally `N=FILE` for a
     /// trace recorded with N players; repeat for several N (densities are interpolated
-    /// between them). Replaces --density.
+    /// between them). Replaces --density. Example: data/plan/trace-example.csv.
     #[arg(long, value_name = "[N=]FILE")]
     trace: Vec<String>,
     /// Object kinds to take from traces (repeatable; default: all kinds).
