@@ -30,8 +30,8 @@ use worldmesh_core::DetRng;
 use worldmesh_loadmodel::predict::predict_with;
 use worldmesh_loadmodel::validate::{mean_measured, random_assignment, relative_error, snapshot_load};
 use worldmesh_loadmodel::{
-    AoiRule, ComparisonRow, CostModel, DensityMap, Grid, HotspotConfig, LoadState, Map, MapSpec, Measured,
-    PairSums, VisibilityMap, compare,
+    AoiRule, ComparisonRow, CostModel, CpuModel, DensityMap, Grid, HotspotConfig, LoadState, Map, MapSpec,
+    Measured, PacketModel, PairSums, VisibilityMap, compare,
 };
 use worldmesh_report::{HeatMap, Table};
 
@@ -104,6 +104,48 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
     let t = Instant::now();
     let v = f();
     (v, t.elapsed().as_secs_f64())
+}
+
+/// The paper's case-study arithmetic (§5.2–§5.3) recomputed with the library's cost
+/// models from its `Rel(10) = 15.4884`.
+fn paper_arithmetic() -> Table {
+    let packet = PacketModel::PAPER;
+    let cpu = CpuModel::default();
+    let (n, rate, u, rel) = (10.0, 10.0, 32.0, 15.4884);
+    // The paper sends "each side of each pairwise relationship an update".
+    let updates = 2.0 * rel * rate;
+    let per_client = u * updates / rate / n;
+    let total = n * packet.pack(per_client) * rate;
+    let mut t = Table::new(
+        "paper 004 §5.2–§5.3 case study, recomputed (N = 10, 32-byte updates, 10 Hz)",
+        &["quantity", "paper", "recomputed"],
+    );
+    t.push([
+        "updates/s (2 · Rel(10) · 10 Hz)".to_string(),
+        "309.768".into(),
+        format!("{updates:.3}"),
+    ]);
+    t.push([
+        "payload per client per tick, bytes".to_string(),
+        "100".into(),
+        format!("{per_client:.1}"),
+    ]);
+    t.push([
+        "wire bytes per client per tick, Pack(b)".to_string(),
+        "140".into(),
+        format!("{:.1}", packet.pack(per_client)),
+    ]);
+    t.push([
+        "total, bytes/s".to_string(),
+        "14 KB/s".into(),
+        format!("{total:.0}"),
+    ]);
+    t.push([
+        "send CPU, ticks/s (310 updates × (24 + 100))".to_string(),
+        "38,440".into(),
+        format!("{:.0}", cpu.ticks_per_s(updates.round(), 0.0)),
+    ]);
+    t
 }
 
 /// Runs the experiment.
@@ -270,6 +312,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     }
     ctx.out.write_csv("rel_check.csv", &rt)?;
     ctx.out.write_csv("load_check.csv", &lt)?;
+    let paper = paper_arithmetic();
+    ctx.out.write_csv("paper_case_study.csv", &paper)?;
 
     let mut files = vec![
         ctx.out.path("visibility_build.csv"),
@@ -325,7 +369,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             .into(),
     ];
     Ok(Outcome {
-        tables: vec![t, rt, lt],
+        tables: vec![t, rt, lt, paper],
         files,
         notes,
     })
