@@ -208,3 +208,30 @@ fn plan_builds_densities_from_traces_per_n() {
     assert!(!o.status.success() && stderr.contains("bad.csv:2:"), "{stderr}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn plan_is_deterministic_across_thread_counts() {
+    let dir = tmp("det");
+    let run = |threads: &str, out: &str| {
+        let o = worldmesh()
+            .args([
+                "plan",
+                "--map",
+                "random:960x640:8:2",
+                "--players",
+                "5,40",
+                "--threads",
+                threads,
+            ])
+            .arg("--out")
+            .arg(dir.join(out))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(dir.join(out).join("plan.csv")).unwrap()
+    };
+    let (a, b) = (run("1", "a"), run("2", "b"));
+    assert_eq!(a, b);
+    assert_eq!(a.lines().count(), 3);
+    std::fs::remove_dir_all(dir).unwrap();
+}
