@@ -10,7 +10,7 @@ use std::time::Instant;
 use worldmesh_experiments::plan_vis::{density_heatmap, visibility_heatmap};
 use worldmesh_loadmodel::{
     AVATAR_CELL_SIZE, AoiRule, CostModel, DensityMap, DensitySeries, Grid, HotspotConfig, LoadPlan,
-    LoadState, Map, PacketModel, Planner, Prediction, Sampling, Trace, VisibilityMap,
+    LoadState, Map, PacketModel, Planner, Prediction, Sampling, SightRule, Trace, VisibilityMap,
 };
 use worldmesh_report::{LinePlot, OutputDir, Scale, Series, Table};
 
@@ -34,9 +34,15 @@ pub struct PlanArgs {
     #[arg(long, default_value_t = AVATAR_CELL_SIZE, value_name = "UNITS")]
     cell_size: f64,
     /// Area-of-interest rule: `none`, `radius:R`, `box:H` or `box:HXxHY` (half-extents).
-    /// Visibility is limited to its largest range. Default: the model game's 400-unit box.
-    #[arg(long, default_value = "box:400", value_name = "RULE")]
+    /// Visibility is limited to its largest range. Default: the model workload's Quake-like
+    /// box of half-extent 450 units (paper 000 §4.1).
+    #[arg(long, default_value = "box:450", value_name = "RULE")]
     aoi: String,
+    /// What counts as seeing: `los` (line of sight between cell centres, blocked by
+    /// obstacles and terrain; paper 004) or `none` (interest sees through walls and only
+    /// the AoI limits it, like the model workload's AoI boxes).
+    #[arg(long, value_enum, default_value_t = SightArg::Los)]
+    sight: SightArg,
     /// Density model when no trace is given: `uniform` (every free cell alike) or
     /// `hotspots[:K[:S[:SPREAD]]]` (K hotspots with Zipf(S) popularity and Gaussian spread
     /// SPREAD units).
@@ -85,6 +91,15 @@ pub struct PlanArgs {
     validate: bool,
 }
 
+/// Values of `--sight`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum SightArg {
+    /// Line of sight (obstacles and terrain block).
+    Los,
+    /// No sight test: the AoI alone decides.
+    None,
+}
+
 #[derive(Serialize)]
 struct PlanReport<'a> {
     map: &'a str,
@@ -95,6 +110,7 @@ struct PlanReport<'a> {
     cell_size: f64,
     free_cells: usize,
     aoi: String,
+    sight: &'static str,
     visibility_pairs: u64,
     visibility_build_s: f64,
     density: String,
@@ -235,7 +251,11 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         aoi.max_range().map_or("unlimited".into(), |r| format!("{r:.0}"))
     );
     let started = Instant::now();
-    let vis = VisibilityMap::build(&map, &grid, aoi.max_range(), args.threads)
+    let rule = match args.sight {
+        SightArg::Los => SightRule::LineOfSight,
+        SightArg::None => SightRule::RangeOnly,
+    };
+    let vis = VisibilityMap::build_with(&map, &grid, aoi.max_range(), args.threads, rule)
         .context("visibility map (a larger --cell-size makes fewer cells)")?;
     let vis_s = started.elapsed().as_secs_f64();
     let (series, density_name) = if args.trace.is_empty() {
@@ -367,6 +387,11 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
             cell_size: args.cell_size,
             free_cells: n_free,
             aoi: aoi.to_string(),
+            sight: if rule == SightRule::LineOfSight {
+                "los"
+            } else {
+                "none"
+            },
             visibility_pairs: vis.pairs(),
             visibility_build_s: vis_s,
             density: density_name,

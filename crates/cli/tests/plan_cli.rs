@@ -94,6 +94,31 @@ fn plan_reads_load_states_and_map_files() {
         "{stdout}"
     );
     assert!(stdout.contains("daily 19:30"), "{stdout}");
+    // The wall splits the map: with `--sight none` interest crosses it.
+    let pairs = |sight: &str| -> u64 {
+        let o = worldmesh()
+            .args([
+                "plan",
+                "--aoi",
+                "none",
+                "--players",
+                "4",
+                "--sight",
+                sight,
+                "--map",
+            ])
+            .arg(&map)
+            .arg("--out")
+            .arg(dir.join(sight))
+            .output()
+            .unwrap();
+        let s = String::from_utf8_lossy(&o.stdout).to_string();
+        let at = s.find(" visible pairs").unwrap();
+        s[..at].rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    // 20 × 10 cells of 32, the wall covers columns 9 and 10: 2 × 90 free cells.
+    assert_eq!(pairs("los"), 2 * (90 * 89 / 2));
+    assert_eq!(pairs("none"), 180 * 179 / 2);
     for f in ["bandwidth.svg", "daily.svg"] {
         assert!(dir.join("out").join(f).exists(), "{f}");
     }

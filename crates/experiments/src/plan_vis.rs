@@ -6,7 +6,7 @@
 //! `Rel(10)` took "less than three seconds" in a Java tool on a desktop. Here:
 //! 1. a generated map of the same grid shape (95 × 179 cells of 32 units, one avatar's
 //!    box, with random walls and blocks) gets its visibility map built
-//!    - limited to the model game's largest AoI (box of half-extent 400 → 566 units),
+//!    - limited to the model workload's AoI (box of half-extent 450 → 636 units),
 //!      on 1 and on 2 threads (same bits required), and
 //!    - unlimited (every pair, as in the paper), on 1 and on 2 threads;
 //! 2. with a hotspot density, `Rel(N)` and the relationship count `N(N−1)S` are
@@ -161,7 +161,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     }
     .build();
     let grid = Grid::for_map(&map, cell).map_err(input)?;
-    let aoi = AoiRule::Box(400.0, 400.0);
+    // The model workload's Quake-like AoI box (paper 000 §4.1): half-extent 450 units.
+    let aoi = AoiRule::Box(450.0, 450.0);
     let progress = |m: &str| {
         if ctx.progress {
             eprintln!("  plan-vis: {m}");
@@ -246,7 +247,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     };
     let mut rel_rows = Vec::new();
     let mut rt = Table::new(
-        "Rel(N) predicted vs counted in random placements (AoI box 400, hotspot density)",
+        "Rel(N) predicted vs counted in random placements (AoI box 450, hotspot density)",
         &[
             "N",
             "Rel(N) paper N²S",

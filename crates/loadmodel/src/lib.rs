@@ -46,4 +46,4 @@ pub use packet::{CpuModel, PacketModel};
 pub use predict::{CostModel, PairSums, Planner, Prediction};
 pub use trace::{Sampling, Trace};
 pub use validate::{ComparisonRow, Measured, compare};
-pub use visibility::{Sight, VisibilityMap};
+pub use visibility::{Sight, SightRule, VisibilityMap};

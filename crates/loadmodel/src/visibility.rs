@@ -271,6 +271,18 @@ impl Sight {
     }
 }
 
+/// What counts as two cells seeing each other.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SightRule {
+    /// A straight line between the centres misses every obstacle and stays above the
+    /// terrain (paper `004` §4, §5.1).
+    #[default]
+    LineOfSight,
+    /// Every pair of occupiable cells within range: `V` is 1 and only the AoI limits
+    /// interest (Colyseus-style AoI boxes, paper `000` §4.1, which see through walls).
+    RangeOnly,
+}
+
 /// A visibility map: a symmetric boolean relation over the cells of a grid, stored as a
 /// bit half-matrix (module docs).
 #[derive(Clone, Debug, PartialEq)]
@@ -291,6 +303,20 @@ impl VisibilityMap {
         max_range: Option<f64>,
         threads: usize,
     ) -> Result<Self, LoadModelError> {
+        Self::build_with(map, grid, max_range, threads, SightRule::LineOfSight)
+    }
+
+    /// [`VisibilityMap::build`] with a choice of what counts as seeing: line of sight
+    /// (the paper), or only the range ([`SightRule::RangeOnly`]: interest that sees
+    /// through walls, as the model workload's AoI boxes do). Obstacle cells see nothing
+    /// either way.
+    pub fn build_with(
+        map: &Map,
+        grid: &Grid,
+        max_range: Option<f64>,
+        threads: usize,
+        rule: SightRule,
+    ) -> Result<Self, LoadModelError> {
         let n = grid.len();
         if n > MAX_VISIBILITY_CELLS {
             return Err(LoadModelError::TooLarge {
@@ -309,7 +335,10 @@ impl VisibilityMap {
         }
         let free = grid.free_cells(map);
         let extent = (grid.nx as f64 * grid.cell_size, grid.ny as f64 * grid.cell_size);
-        let sight = Sight::new(map, extent);
+        let sight = match rule {
+            SightRule::LineOfSight => Sight::new(map, extent),
+            SightRule::RangeOnly => Sight::new(&Map::empty(map.width, map.height)?, extent),
+        };
         let mut row_start = Vec::with_capacity(n + 1);
         let mut words = 0;
         for i in 0..n {
@@ -523,6 +552,17 @@ mod tests {
         assert!(r.visible(0, 1) && !r.visible(0, 2));
         assert_eq!(r.pairs(), 4);
         assert_eq!(VisibilityMap::build(&open, &g, None, 1).unwrap().pairs(), 10);
+    }
+
+    #[test]
+    fn range_only_sees_through_walls_but_not_from_inside_them() {
+        let map = Map::with_boxes(50.0, 10.0, &[(22.0, -1.0, 28.0, 11.0)]).unwrap();
+        let g = Grid::for_map(&map, 10.0).unwrap();
+        let v = VisibilityMap::build_with(&map, &g, None, 2, SightRule::RangeOnly).unwrap();
+        assert!(v.visible(0, 4) && v.visible(1, 3));
+        assert!(!v.visible(2, 0) && !v.visible(2, 2));
+        // Free cells 0, 1, 3, 4: all 6 pairs.
+        assert_eq!(v.pairs(), 6);
     }
 
     #[test]
