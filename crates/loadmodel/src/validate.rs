@@ -19,8 +19,12 @@
 //!
 //! ## Wiring `worldmesh plan --validate` (issue 8, item 5; needs the model workload)
 //!
-//! 1. Build a [`crate::Map`] from the model game's map with [`crate::Map::with_boxes`]
-//!    (width, height, obstacle boxes) and use the game's AoI as the [`AoiRule`].
+//! 1. Build a [`crate::Map`] from the model game's map with [`crate::Map::from_aabbs`]
+//!    (`GameMap { width, height, obstacles }` on main) and use the game's AoI as the
+//!    [`AoiRule`] (`AoiRule::Box(h, h)` with `ModelConfig::aoi_half_extent`, 450). The
+//!    model game's interest is a box that sees through walls, so build the visibility
+//!    map with [`crate::SightRule::RangeOnly`] (`worldmesh plan --sight none`); line of
+//!    sight only matters for a game whose interest tests it.
 //! 2. For each `N`, run the simulator with `N` bots in a `fed` layout (`P` per node, the
 //!    planner's `players_per_node`), drop a warm-up, and sample all positions once per
 //!    second (§4) — as a [`crate::Trace`] or directly as snapshots.
@@ -28,8 +32,12 @@
 //!    with the model density, to show both errors.
 //! 4. Measure: relationships = mean over snapshots of [`count_relationships_at`];
 //!    updates/s = object updates delivered per second; `cs_*` from the client-server
-//!    baseline's per-client and server outbound bytes; `wm_*` from per-node outbound
-//!    bytes (object-update class for `peer`, all classes for the total).
+//!    baseline (`MetricsReport::client_server_per_client_kbps` and
+//!    `client_server_server_kbps` on main); `wm_*` from per-node outbound bytes
+//!    (object-update class for `peer`, all classes for the total). The simulator's
+//!    `required_per_node` is the measured counterpart of
+//!    `Prediction::wm_interest_pairs / nodes` (plus the node's own objects if it counts
+//!    them).
 //! 5. Calibrate the cost model to what the simulator puts on the wire: `update_bytes` =
 //!    the measured mean delta-encoded update size, `PacketModel::overhead` = the
 //!    per-datagram header bytes the simulator counts. Then [`compare`] and print the
