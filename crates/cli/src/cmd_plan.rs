@@ -243,6 +243,15 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     let grid = Grid::for_map(&map, args.cell_size).context("--cell-size")?;
     let free = grid.free_cells(&map);
     let n_free = free.iter().filter(|f| **f).count();
+    let (series, density_name) = if args.trace.is_empty() {
+        let d = parse_density(&args.density, grid, &free, args.seed)?;
+        (DensitySeries::single(d), args.density.clone())
+    } else {
+        (
+            trace_densities(&args, grid)?,
+            format!("trace {}", args.trace.join(", ")),
+        )
+    };
     eprintln!(
         "building the visibility map: {} cells ({}×{}), range {} …",
         grid.len(),
@@ -258,20 +267,11 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     let vis = VisibilityMap::build_with(&map, &grid, aoi.max_range(), args.threads, rule)
         .context("visibility map (a larger --cell-size makes fewer cells)")?;
     let vis_s = started.elapsed().as_secs_f64();
-    let (series, density_name) = if args.trace.is_empty() {
-        let d = parse_density(&args.density, grid, &free, args.seed)?;
-        (DensitySeries::single(d), args.density.clone())
-    } else {
-        (
-            trace_densities(&args, grid)?,
-            format!("trace {}", args.trace.join(", ")),
-        )
-    };
     let planner = Planner::new(&series, &vis, aoi, cost)?;
     let predictions: Vec<Prediction> = plan.states.iter().map(|s| planner.predict(s)).collect();
 
     println!(
-        "map {}: {} × {} units, {} obstacles; grid {}×{} cells of {} ({} free); AoI {aoi}",
+        "map {}: {} × {} units, {} obstacles; grid {}×{} cells of {} ({} free); AoI {aoi}, sight {}",
         args.map,
         map.width,
         map.height,
@@ -279,7 +279,12 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         grid.nx,
         grid.ny,
         args.cell_size,
-        n_free
+        n_free,
+        if rule == SightRule::LineOfSight {
+            "los"
+        } else {
+            "none"
+        }
     );
     println!(
         "visibility map: {} visible pairs, {:.1} MB, built in {:.2} s on {} thread(s); density: {density_name}",
