@@ -76,7 +76,9 @@ impl DensityMap {
         let total: f64 = weights.iter().sum();
         if total <= 0.0 {
             return Err(LoadModelError::Empty(
-                "density map: every cell has weight 0".into(),
+                "density map: every cell has weight 0 (no free cell? a cell is free when its centre \
+                 lies on the map and outside every obstacle)"
+                    .into(),
             ));
         }
         let p = weights.into_iter().map(|w| w / total).collect();
@@ -128,7 +130,9 @@ impl DensityMap {
         let free_idx: Vec<usize> = (0..grid.len()).filter(|&i| free[i]).collect();
         if free_idx.is_empty() {
             return Err(LoadModelError::Empty(
-                "density map: the map has no free cell".into(),
+                "density map: the map has no free cell (a cell is free when its centre lies on the map \
+                 and outside every obstacle; try a smaller cell size)"
+                    .into(),
             ));
         }
         let mut rng = DetRng::new(cfg.seed).fork(0x4807);
