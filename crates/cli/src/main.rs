@@ -9,6 +9,7 @@ mod cmd_assign;
 mod cmd_cluster;
 mod cmd_experiment;
 mod cmd_node;
+mod cmd_plan;
 mod cmd_simulate;
 mod duration;
 mod progress;
@@ -35,6 +36,9 @@ enum Command {
     /// Assign players to capacity-limited mirrors from a stream of join/leave events
     /// (optimal J-SA/L-SA or the greedy variants; paper 002).
     Assign(cmd_assign::AssignArgs),
+    /// Plan capacity before launch: predict relationships, updates, bandwidth and CPU for a
+    /// map and player counts (density and visibility maps, Rel(N), Pack(b); paper 004).
+    Plan(cmd_plan::PlanArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -55,5 +59,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Node(args) => cmd_node::run(args),
         Command::Experiment(args) => cmd_experiment::run(args),
         Command::Assign(args) => cmd_assign::run(args),
+        Command::Plan(args) => cmd_plan::run(args),
     }
 }

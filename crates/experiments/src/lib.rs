@@ -19,6 +19,7 @@ pub mod instances_comm;
 pub mod instances_p2p;
 pub mod instances_qos;
 pub mod migration;
+pub mod plan_vis;
 pub mod sim_speed;
 pub mod vivaldi;
 
@@ -184,6 +185,12 @@ pub fn registry() -> Vec<Experiment> {
             summary: "running times up to 100 mirrors and 100k players; per-event J-SA/L-SA vs full min-cost-flow re-solve",
             run: cma_speed::run_speed,
         },
+        Experiment {
+            name: "plan-vis",
+            reproduces: "paper 004 §5.1–§5.2 (17,005-cell visibility map, Rel(N))",
+            summary: "visibility-map build time on 1 and 2 threads for the paper's 95×179 grid; Rel(N) vs relationships counted in random placements",
+            run: plan_vis::run,
+        },
     ]
 }
 
@@ -224,6 +231,32 @@ mod tests {
         assert!(csv.starts_with("nodes,players,simulated s,wall s,simulated/wall"));
         // 4 nodes x 8 players for 5 s exchange datagrams.
         assert!(out.tables[0].rows[0][5].parse::<u64>().unwrap() > 0);
+        std::fs::remove_dir_all(ctx.out.root()).unwrap();
+    }
+
+    #[test]
+    fn plan_vis_quick_writes_its_files() {
+        let ctx = quick_ctx("plan-vis");
+        let out = (find("plan-vis").unwrap().run)(&ctx).unwrap();
+        // Four builds: AoI-limited and unlimited, each on 1 and 2 threads.
+        assert_eq!(out.tables[0].rows.len(), 4);
+        assert_eq!(out.tables[0].rows[0][3], out.tables[0].rows[1][3]);
+        assert_eq!(out.tables[0].rows[2][3], out.tables[0].rows[3][3]);
+        let r = std::fs::read_to_string(ctx.out.path("report.json")).unwrap();
+        let r: serde_json::Value = serde_json::from_str(&r).unwrap();
+        assert_eq!(r["deterministic_across_threads"], true);
+        assert_eq!(r["grid"][0], 30);
+        // Unlimited range sees at least as many pairs as the AoI-limited map.
+        let pairs = |k: usize| r["builds"][k]["visible_pairs"].as_u64().unwrap();
+        assert!(pairs(3) >= pairs(1));
+        for f in [
+            "visibility_build.csv",
+            "rel_check.csv",
+            "density.svg",
+            "visibility.svg",
+        ] {
+            assert!(ctx.out.path(f).exists(), "{f}");
+        }
         std::fs::remove_dir_all(ctx.out.root()).unwrap();
     }
 
