@@ -62,7 +62,14 @@ pub struct Harness {
 
 impl Harness {
     /// `total` nodes with ids `0..total`; the first `initial` form the ring at time zero.
-    pub fn new(total: usize, initial: usize, cfg: &LocatorConfig, delay: Delay, loss: f64, seed: u64) -> Self {
+    pub fn new(
+        total: usize,
+        initial: usize,
+        cfg: &LocatorConfig,
+        delay: Delay,
+        loss: f64,
+        seed: u64,
+    ) -> Self {
         let ids: Vec<NodeId> = (0..total as u32).map(NodeId).collect();
         let ring = &ids[..initial.min(total)];
         let nodes = ids
@@ -119,7 +126,14 @@ impl Harness {
                 continue;
             }
             let at = self.now + self.link_delay(i, to);
-            self.push(at, Ev::Msg { from: i, to, data: t.datagram });
+            self.push(
+                at,
+                Ev::Msg {
+                    from: i,
+                    to,
+                    data: t.datagram,
+                },
+            );
         }
         let now = self.now;
         while let Some(d) = self.nodes[i].loc.poll_discovery() {
@@ -141,7 +155,9 @@ impl Harness {
             }
             self.queue.pop();
             self.now = self.now.max(t);
-            let Some(ev) = self.events.remove(&seq) else { continue };
+            let Some(ev) = self.events.remove(&seq) else {
+                continue;
+            };
             match ev {
                 Ev::Msg { from, to, data } => {
                     if !self.nodes[to].alive || !self.nodes[from].alive {
@@ -150,7 +166,9 @@ impl Harness {
                     }
                     self.delivered += 1;
                     let now = self.now;
-                    self.nodes[to].loc.handle_datagram(now, NodeId(from as u32), &data);
+                    self.nodes[to]
+                        .loc
+                        .handle_datagram(now, NodeId(from as u32), &data);
                     self.pump(to);
                 }
                 Ev::Timer(i) => {

@@ -88,7 +88,11 @@ impl MatchIndex {
     /// cover at most `max_cells` cells.
     pub fn new(cell: f32, max_cells: u64) -> Self {
         Self {
-            cell: if cell.is_finite() && cell > 0.0 { cell } else { 256.0 },
+            cell: if cell.is_finite() && cell > 0.0 {
+                cell
+            } else {
+                256.0
+            },
             max_cells: max_cells.max(1),
             subs: DetMap::default(),
             pubs: DetMap::default(),
@@ -106,7 +110,8 @@ impl MatchIndex {
     fn cells_of(&self, b: &Aabb) -> (Cell, Cell, u64) {
         let lo = self.cell_of(b.min.x, b.min.y);
         let hi = self.cell_of(b.max.x, b.max.y);
-        let n = (i64::from(hi.0) - i64::from(lo.0) + 1) as u64 * (i64::from(hi.1) - i64::from(lo.1) + 1) as u64;
+        let n =
+            (i64::from(hi.0) - i64::from(lo.0) + 1) as u64 * (i64::from(hi.1) - i64::from(lo.1) + 1) as u64;
         (lo, hi, n)
     }
 
@@ -229,7 +234,11 @@ impl MatchIndex {
                 .subs
                 .iter()
                 .map(|(k, s)| Reverse((s.expires, Item::Sub(*k))))
-                .chain(self.pubs.iter().map(|(id, p)| Reverse((p.expires, Item::Pub(*id)))))
+                .chain(
+                    self.pubs
+                        .iter()
+                        .map(|(id, p)| Reverse((p.expires, Item::Pub(*id)))),
+                )
                 .collect();
         }
         n
@@ -330,15 +339,32 @@ mod tests {
     use proptest::prelude::*;
 
     fn sk(n: u32, s: u32) -> SubKey {
-        SubKey { node: NodeId(n), seq: s }
+        SubKey {
+            node: NodeId(n),
+            seq: s,
+        }
     }
 
     #[test]
     fn expiry_drops_items_and_refresh_extends_them() {
         let mut ix = MatchIndex::new(100.0, 1000);
         let b = Aabb::from_corners(Point3::new(0.0, 0.0, 0.0), Point3::new(50.0, 50.0, 0.0));
-        ix.insert_sub(sk(1, 1), StoredSub { bbox: b, expires: Time::from_millis(100) }).unwrap();
-        ix.insert_sub(sk(1, 1), StoredSub { bbox: b, expires: Time::from_millis(300) }).unwrap();
+        ix.insert_sub(
+            sk(1, 1),
+            StoredSub {
+                bbox: b,
+                expires: Time::from_millis(100),
+            },
+        )
+        .unwrap();
+        ix.insert_sub(
+            sk(1, 1),
+            StoredSub {
+                bbox: b,
+                expires: Time::from_millis(300),
+            },
+        )
+        .unwrap();
         assert_eq!(ix.expire(Time::from_millis(200)), 0, "the refresh extended it");
         assert_eq!(ix.sub_count(), 1);
         assert_eq!(ix.expire(Time::from_millis(300)), 1);
@@ -352,10 +378,26 @@ mod tests {
     fn refuses_oversize_and_invalid_boxes() {
         let mut ix = MatchIndex::new(100.0, 4);
         let big = Aabb::from_corners(Point3::new(0.0, 0.0, 0.0), Point3::new(250.0, 50.0, 0.0));
-        assert_eq!(ix.insert_sub(sk(1, 1), StoredSub { bbox: big, expires: Time::MAX }), Ok(()), "3 cells");
+        assert_eq!(
+            ix.insert_sub(
+                sk(1, 1),
+                StoredSub {
+                    bbox: big,
+                    expires: Time::MAX
+                }
+            ),
+            Ok(()),
+            "3 cells"
+        );
         let huge = Aabb::from_corners(Point3::new(0.0, 0.0, 0.0), Point3::new(1e30, 1e30, 0.0));
         assert!(matches!(
-            ix.insert_sub(sk(1, 2), StoredSub { bbox: huge, expires: Time::MAX }),
+            ix.insert_sub(
+                sk(1, 2),
+                StoredSub {
+                    bbox: huge,
+                    expires: Time::MAX
+                }
+            ),
             Err(IndexError::Oversize { .. })
         ));
         let nan = Aabb {
@@ -363,7 +405,13 @@ mod tests {
             max: Point3::new(1.0, 1.0, 1.0),
         };
         assert_eq!(
-            ix.insert_sub(sk(1, 3), StoredSub { bbox: nan, expires: Time::MAX }),
+            ix.insert_sub(
+                sk(1, 3),
+                StoredSub {
+                    bbox: nan,
+                    expires: Time::MAX
+                }
+            ),
             Err(IndexError::Invalid)
         );
         assert_eq!(ix.sub_count(), 1);

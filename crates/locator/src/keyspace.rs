@@ -108,7 +108,13 @@ impl Keyer {
         let ch = f64::from(self.world.max.y - self.world.min.y).max(1e-6) / f64::from(self.rows);
         let cx = (f64::from(p.x - self.world.min.x) / cw_).floor();
         let cy = (f64::from(p.y - self.world.min.y) / ch).floor();
-        let clamp = |v: f64, n: u32| if v.is_finite() { v.clamp(0.0, f64::from(n - 1)) as u32 } else { 0 };
+        let clamp = |v: f64, n: u32| {
+            if v.is_finite() {
+                v.clamp(0.0, f64::from(n - 1)) as u32
+            } else {
+                0
+            }
+        };
         (clamp(cx, self.cols), clamp(cy, self.rows))
     }
 

@@ -52,5 +52,7 @@ pub mod workload;
 
 pub use config::LocatorConfig;
 pub use keyspace::Keying;
-pub use locator::{Discovery, Locator, LocatorError, LocatorStats, Op, Rejections, RingState, Transmit, initial_position};
+pub use locator::{
+    Discovery, Locator, LocatorError, LocatorStats, Op, Rejections, RingState, Transmit, initial_position,
+};
 pub use msg::LocatorMsg;

@@ -127,6 +127,8 @@ pub struct LocatorStats {
     pub matches_sent: u64,
     /// Discoveries handed to the node.
     pub discoveries: u64,
+    /// Routed messages kept after bouncing between nodes whose ring views disagreed.
+    pub bounced: u64,
     /// Peers declared failed after missed pings.
     pub failures_detected: u64,
     /// Leave-rejoin moves made by load balancing.
@@ -223,7 +225,9 @@ fn ms(d: Duration) -> u32 {
 /// Position of member `i` of `n` in the initial ring: evenly spaced, the last at `u64::MAX`.
 pub fn initial_position(i: usize, n: usize) -> Key {
     let n = n.max(1) as u128;
-    ((((i as u128) + 1) << 64) / n).saturating_sub(1).min(u128::from(u64::MAX)) as u64
+    ((((i as u128) + 1) << 64) / n)
+        .saturating_sub(1)
+        .min(u128::from(u64::MAX)) as u64
 }
 
 impl Locator {
@@ -248,7 +252,11 @@ impl Locator {
         if !cfg.world.is_valid() {
             return Err(LocatorError::BadWorld);
         }
-        let mut ring: Vec<NodeId> = initial_ring.iter().copied().filter(|n| members.contains(n)).collect();
+        let mut ring: Vec<NodeId> = initial_ring
+            .iter()
+            .copied()
+            .filter(|n| members.contains(n))
+            .collect();
         ring.sort();
         ring.dedup();
         let keyer = Keyer::new(cfg.keying, cfg.world, cfg.dht_regions, cfg.salt);
@@ -460,7 +468,11 @@ impl Locator {
         {
             return Some((*s, true));
         }
-        if let Some((_, _, p)) = self.cache.iter().find(|(lo, hi, p)| p.id != self.me && in_arc(k, *lo, *hi)) {
+        if let Some((_, _, p)) = self
+            .cache
+            .iter()
+            .find(|(lo, hi, p)| p.id != self.me && in_arc(k, *lo, *hi))
+        {
             return Some((*p, true));
         }
         let dk = cw(self.pos, k);
@@ -473,7 +485,9 @@ impl Locator {
             .filter(|(d, _)| *d > 0 && *d < dk)
             .max_by_key(|(d, _)| *d)
             .map(|(_, p)| p);
-        best.or(self.succs.first().copied()).or(self.pred).map(|p| (p, false))
+        best.or(self.succs.first().copied())
+            .or(self.pred)
+            .map(|p| (p, false))
     }
 
     fn learn_route(&mut self, lo: Key, hi: Key, from: NodeId) {
@@ -526,6 +540,13 @@ impl Locator {
             RingState::Active => {}
             RingState::Out { gateway } | RingState::Joining { contact: gateway, .. } => {
                 if gateway != self.me {
+                    if r.hops >= self.cfg.max_hops {
+                        self.stats.rejected.hop_limit += 1;
+                        return;
+                    }
+                    if r.origin != self.me {
+                        r.hops += 1;
+                    }
                     r.last = false;
                     self.send(gateway, &LocatorMsg::Route(r));
                 }
@@ -535,6 +556,16 @@ impl Locator {
         if self.owns(r.key) || (self.pred.is_none() && r.last) {
             self.deliver(now, r);
             return;
+        }
+        if r.last {
+            // The sender thought we own the key; our view disagrees (a neighbour joined,
+            // left or failed). Bounded: after a few bounces keep it here.
+            r.bounces = r.bounces.saturating_add(1);
+            if r.bounces > Routed::MAX_BOUNCES {
+                self.stats.bounced += 1;
+                self.deliver(now, r);
+                return;
+            }
         }
         if r.hops >= self.cfg.max_hops {
             self.stats.rejected.hop_limit += 1;
@@ -591,7 +622,12 @@ impl Locator {
     fn milli_load(&self, now: Time) -> u64 {
         let window = self.cfg.lb_window.as_secs().max(1);
         let sec = now.as_micros() / 1_000_000;
-        let sum: u64 = self.load_buckets.iter().filter(|(s, _)| s + window > sec).map(|(_, c)| c).sum();
+        let sum: u64 = self
+            .load_buckets
+            .iter()
+            .filter(|(s, _)| s + window > sec)
+            .map(|(_, c)| c)
+            .sum();
         let span = now.saturating_since(self.load_since).as_secs().clamp(1, window);
         sum * 1000 / span
     }
@@ -628,7 +664,13 @@ impl Locator {
     fn store_sub(&mut self, now: Time, s: SubItem) {
         let expires = now + Duration::from_millis(u64::from(s.ttl_ms));
         let fresh = self.index.sub(s.key).is_none_or(|e| e.bbox != s.bbox);
-        match self.index.insert_sub(s.key, StoredSub { bbox: s.bbox, expires }) {
+        match self.index.insert_sub(
+            s.key,
+            StoredSub {
+                bbox: s.bbox,
+                expires,
+            },
+        ) {
             Ok(()) => {}
             Err(IndexError::Invalid) => {
                 self.stats.rejected.bad_geometry += 1;
@@ -696,7 +738,8 @@ impl Locator {
                     }
                     seen_pub.insert(id);
                     let due = self.published.get(&id).is_none_or(|(p, t)| {
-                        now.saturating_since(*t) >= self.cfg.pub_interval || p.distance(pos) >= self.cfg.pub_move
+                        now.saturating_since(*t) >= self.cfg.pub_interval
+                            || p.distance(pos) >= self.cfg.pub_move
                     });
                     if due {
                         self.published.insert(id, (pos, now));
@@ -705,6 +748,7 @@ impl Locator {
                             key: self.keyer.point_key(pos),
                             hops: 0,
                             last: false,
+                            bounces: 0,
                             payload: Payload::Pub(PubItem {
                                 object: id,
                                 primary: self.me,
@@ -723,7 +767,11 @@ impl Locator {
                     }
                     seen_sub.insert(owner);
                     self.interest.push(region);
-                    let v = self.velocity.entry(owner).or_default().update(now, region.center());
+                    let v = self
+                        .velocity
+                        .entry(owner)
+                        .or_default()
+                        .update(now, region.center());
                     let needed = enlarge(&region, v, &needed_p);
                     if self.sub_cache.covers(&needed) {
                         self.stats.subs_suppressed += 1;
@@ -766,7 +814,11 @@ impl Locator {
         let keys: Vec<(Key, Key)> = match self.keyer.keying() {
             Keying::RangeDht => vec![self.keyer.x_range(&bbox)],
             Keying::Dht => match self.keyer.regions_of(&bbox, MAX_REGIONS) {
-                Some(rs) => rs.into_iter().map(|r| self.keyer.region_key(r)).map(|k| (k, k)).collect(),
+                Some(rs) => rs
+                    .into_iter()
+                    .map(|r| self.keyer.region_key(r))
+                    .map(|k| (k, k))
+                    .collect(),
                 None => {
                     self.stats.rejected.oversize += 1;
                     return;
@@ -781,6 +833,7 @@ impl Locator {
                 key: lo,
                 hops: 0,
                 last: false,
+                bounces: 0,
                 payload: Payload::Sub(item),
             };
             self.route(now, r);
@@ -802,7 +855,10 @@ impl Locator {
         self.prefetch.retain(|_, (_, _, t)| *t > now);
         self.told.retain(|_, t| now.saturating_since(*t) < retell);
         for (id, (primary, pos, _)) in &self.prefetch {
-            if *primary != self.me && !self.told.contains_key(id) && self.interest.iter().any(|r| r.contains(*pos)) {
+            if *primary != self.me
+                && !self.told.contains_key(id)
+                && self.interest.iter().any(|r| r.contains(*pos))
+            {
                 self.told.insert(*id, now);
                 self.stats.discoveries += 1;
                 self.discoveries.push_back(Discovery {
@@ -814,4 +870,3 @@ impl Locator {
         }
     }
 }
-

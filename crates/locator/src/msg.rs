@@ -75,8 +75,16 @@ pub struct Routed {
     pub hops: u8,
     /// Set by a sender that believes the receiver owns `key`.
     pub last: bool,
+    /// How many times a receiver marked `last` found it did not own `key` (views of the
+    /// ring disagree during churn); after [`Routed::MAX_BOUNCES`] the receiver keeps it.
+    pub bounces: u8,
     /// Contents.
     pub payload: Payload,
+}
+
+impl Routed {
+    /// Bounces after which a disputed message is stored where it is (soft state heals).
+    pub const MAX_BOUNCES: u8 = 2;
 }
 
 /// One matched publication, delivered to a subscriber.

@@ -160,7 +160,11 @@ pub fn aggregate(mut boxes: Vec<Aabb>, factor: f32) -> Vec<Aabb> {
                 let (a, b) = (&boxes[i], &boxes[j]);
                 let union_area = a.area_xy() + b.area_xy() - overlap_area(a, b);
                 let merged = a.union(b).area_xy();
-                let ratio = if union_area > 0.0 { merged / union_area } else { 1.0 };
+                let ratio = if union_area > 0.0 {
+                    merged / union_area
+                } else {
+                    1.0
+                };
                 if ratio <= factor && best.is_none_or(|(_, _, r)| ratio < r) {
                     best = Some((i, j, ratio));
                 }
@@ -199,7 +203,10 @@ mod tests {
         let r = bx(0.0, 0.0, 100.0, 100.0);
         let e = enlarge(&r, Point3::new(100.0, -50.0, 0.0), &params(1.0));
         // margin = 0.1·300 + 20 = 50; x grows 100 forward, y grows 50 backward.
-        assert_eq!(e, Aabb::from_corners(Point3::new(-50.0, -100.0, -50.0), Point3::new(250.0, 150.0, 50.0)));
+        assert_eq!(
+            e,
+            Aabb::from_corners(Point3::new(-50.0, -100.0, -50.0), Point3::new(250.0, 150.0, 50.0))
+        );
     }
 
     #[test]
@@ -212,7 +219,10 @@ mod tests {
         c.prune(Time::from_millis(850), Duration::from_millis(100));
         assert!(c.covers(&bx(10.0, 10.0, 150.0, 150.0)));
         c.prune(Time::from_millis(900), Duration::from_millis(100));
-        assert!(!c.covers(&bx(10.0, 10.0, 150.0, 150.0)), "expired entries are forgotten");
+        assert!(
+            !c.covers(&bx(10.0, 10.0, 150.0, 150.0)),
+            "expired entries are forgotten"
+        );
     }
 
     #[test]

@@ -87,7 +87,11 @@ impl Workload {
             for k in 0..per_node {
                 let start = w.pick(None);
                 let p = w.waypoints[start];
-                let jitter = Point3::new(w.rng.range_f32(-100.0, 100.0), w.rng.range_f32(-100.0, 100.0), 0.0);
+                let jitter = Point3::new(
+                    w.rng.range_f32(-100.0, 100.0),
+                    w.rng.range_f32(-100.0, 100.0),
+                    0.0,
+                );
                 let target = w.pick(Some(start));
                 w.players.push(Player {
                     id: ObjectId::new(NodeId(n as u32), k as u32 + 1),
@@ -138,7 +142,8 @@ impl Workload {
                 self.players[i].target = next;
             } else {
                 let f = step / d;
-                self.players[i].pos = Point3::new(p.pos.x + (t.x - p.pos.x) * f, p.pos.y + (t.y - p.pos.y) * f, 0.0);
+                self.players[i].pos =
+                    Point3::new(p.pos.x + (t.x - p.pos.x) * f, p.pos.y + (t.y - p.pos.y) * f, 0.0);
             }
         }
     }

@@ -17,13 +17,25 @@ fn setup(nodes: usize, total: usize, per_node: usize, keying: Keying, seed: u64)
     wl.speed = 0.0;
     let mut cfg = LocatorConfig::new(keying, wl.world);
     cfg.dht_regions = (total * per_node) as u32;
-    let h = Harness::new(total, nodes, &cfg, Delay::Uniform(Duration::from_millis(20)), 0.0, seed);
+    let h = Harness::new(
+        total,
+        nodes,
+        &cfg,
+        Delay::Uniform(Duration::from_millis(20)),
+        0.0,
+        seed,
+    );
     (h, wl)
 }
 
 /// Ground truth: objects of other live nodes inside any area of interest of `node`.
 fn expected(wl: &Workload, h: &Harness, node: usize) -> BTreeSet<ObjectId> {
-    let mine: Vec<Aabb> = wl.players.iter().filter(|p| p.node.0 as usize == node).map(|p| wl.aoi(p.pos)).collect();
+    let mine: Vec<Aabb> = wl
+        .players
+        .iter()
+        .filter(|p| p.node.0 as usize == node)
+        .map(|p| wl.aoi(p.pos))
+        .collect();
     wl.players
         .iter()
         .filter(|p| p.node.0 as usize != node && h.nodes[p.node.0 as usize].alive)
@@ -33,7 +45,12 @@ fn expected(wl: &Workload, h: &Harness, node: usize) -> BTreeSet<ObjectId> {
 }
 
 fn discovered_since(h: &Harness, node: usize, since: Time) -> BTreeSet<ObjectId> {
-    h.nodes[node].discoveries.iter().filter(|(t, _)| *t >= since).map(|(_, d)| d.object).collect()
+    h.nodes[node]
+        .discoveries
+        .iter()
+        .filter(|(t, _)| *t >= since)
+        .map(|(_, d)| d.object)
+        .collect()
 }
 
 /// Every object inside a live node's interest was discovered in the last `window`, and
@@ -50,7 +67,10 @@ fn assert_exact_recall(h: &Harness, wl: &Workload, window: Duration, what: &str)
         let missing: Vec<_> = want.difference(&got).collect();
         assert!(missing.is_empty(), "{what}: node {n} missed {missing:?}");
         let extra: Vec<_> = got.difference(&want).collect();
-        assert!(extra.is_empty(), "{what}: node {n} was told about {extra:?} outside its interest");
+        assert!(
+            extra.is_empty(),
+            "{what}: node {n} was told about {extra:?} outside its interest"
+        );
         pairs += want.len();
     }
     pairs
@@ -90,7 +110,12 @@ fn recall_under_churn(keying: Keying) {
     for n in [14, 15, 16, 17, 11] {
         assert_eq!(h.nodes[n].loc.state(), RingState::Active, "node {n} joined");
     }
-    assert_eq!(h.nodes[5].loc.state(), RingState::Out { gateway: h.nodes[5].loc.links().1.first().map_or(NodeId(6), |p| p.id) });
+    assert_eq!(
+        h.nodes[5].loc.state(),
+        RingState::Out {
+            gateway: h.nodes[5].loc.links().1.first().map_or(NodeId(6), |p| p.id)
+        }
+    );
     assert_exact_recall(&h, &wl, Duration::from_millis(1500), "after churn");
     // Ranges still tile the ring: the active nodes' arcs sum to the whole key space.
     let total: u128 = h
@@ -183,10 +208,25 @@ fn routing_terminates_under_churn_and_loss() {
 fn fingerprint(seed: u64) -> (Vec<Vec<(Time, ObjectId)>>, Vec<u64>) {
     let mut wl = Workload::new(12, 2, false, seed);
     let cfg = LocatorConfig::new(Keying::Dht, wl.world);
-    let mut h = Harness::new(12, 12, &cfg, Delay::Uniform(Duration::from_millis(30)), 0.02, seed);
+    let mut h = Harness::new(
+        12,
+        12,
+        &cfg,
+        Delay::Uniform(Duration::from_millis(30)),
+        0.02,
+        seed,
+    );
     h.run_workload(&mut wl, Duration::from_secs(3), FRAME);
-    let d = h.nodes.iter().map(|s| s.discoveries.iter().map(|(t, d)| (*t, d.object)).collect()).collect();
-    let b = h.nodes.iter().map(|s| s.loc.stats().traffic.total_sent().bytes).collect();
+    let d = h
+        .nodes
+        .iter()
+        .map(|s| s.discoveries.iter().map(|(t, d)| (*t, d.object)).collect())
+        .collect();
+    let b = h
+        .nodes
+        .iter()
+        .map(|s| s.loc.stats().traffic.total_sent().bytes)
+        .collect();
     (d, b)
 }
 
@@ -218,6 +258,7 @@ fn routed_sub(h: &Harness, origin: u32, bbox: Aabb, ttl_ms: u32, hops: u8, forge
         key: item.lo,
         hops,
         last: false,
+        bounces: 0,
         payload: Payload::Sub(item),
     })
 }
@@ -239,6 +280,7 @@ fn bad_input_is_rejected_with_counters() {
             key: 5,
             hops: 0,
             last: false,
+            bounces: 0,
             payload: Payload::Pub(PubItem {
                 object: ObjectId::new(NodeId(1), 1),
                 primary: NodeId(1),
@@ -271,7 +313,11 @@ fn bad_input_is_rejected_with_counters() {
     assert_eq!(r.bad_geometry, 1);
     assert_eq!(r.malformed, 3);
     assert_eq!(r.not_member, 1);
-    assert_eq!(loc.store().sub_count() + loc.store().pub_count(), 0, "nothing bad was stored");
+    assert_eq!(
+        loc.store().sub_count() + loc.store().pub_count(),
+        0,
+        "nothing bad was stored"
+    );
 }
 
 mod fuzz {

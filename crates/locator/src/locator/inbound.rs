@@ -125,12 +125,26 @@ impl Locator {
             self.stats.rejected.not_member += 1;
             return;
         }
-        if let Some(t) = self.heard.get_mut(&from) {
+        // Liveness comes from pings and pongs only: a node that left may still send us its
+        // own traffic, and must not look like a live ring member.
+        if matches!(msg, LocatorMsg::Ping(_) | LocatorMsg::Pong(_))
+            && let Some(t) = self.heard.get_mut(&from)
+        {
             *t = (*t).max(now);
         }
         match msg {
             LocatorMsg::Route(r) => {
                 if self.routed_ok(&r) {
+                    if self.state != RingState::Active && r.origin != from {
+                        // Someone still routes through us: tell it we are not in the ring.
+                        self.send(
+                            from,
+                            &LocatorMsg::Leave {
+                                pred: None,
+                                succs: Vec::new(),
+                            },
+                        );
+                    }
                     self.route(now, r);
                 }
             }
@@ -175,7 +189,16 @@ impl Locator {
                 }
             }
             LocatorMsg::Ping(h) => {
-                if self.hello_ok(&h) {
+                if self.state != RingState::Active {
+                    // Not in the ring: tell the pinger to forget us.
+                    self.send(
+                        from,
+                        &LocatorMsg::Leave {
+                            pred: None,
+                            succs: Vec::new(),
+                        },
+                    );
+                } else if self.hello_ok(&h) {
                     self.on_ping(now, from, &h);
                     let me = self.hello();
                     self.send(from, &LocatorMsg::Pong(me));
@@ -208,7 +231,9 @@ impl Locator {
                 let joined = self.state == RingState::Active;
                 self.send(from, &LocatorMsg::LoadReport { milli_load, joined });
             }
-            LocatorMsg::LoadReport { milli_load, joined } => self.on_load_report(now, from, milli_load, joined),
+            LocatorMsg::LoadReport { milli_load, joined } => {
+                self.on_load_report(now, from, milli_load, joined)
+            }
         }
     }
 
@@ -236,7 +261,13 @@ impl Locator {
             let expires = now + Duration::from_millis(u64::from(s.ttl_ms));
             if self
                 .index
-                .insert_sub(s.key, crate::index::StoredSub { bbox: s.bbox, expires })
+                .insert_sub(
+                    s.key,
+                    crate::index::StoredSub {
+                        bbox: s.bbox,
+                        expires,
+                    },
+                )
                 .is_ok()
             {
                 self.sub_info.insert(s.key, s);

@@ -69,6 +69,7 @@ impl Locator {
             key,
             hops: 0,
             last: false,
+            bounces: 0,
             payload: Payload::LinkReq,
         };
         self.route(now, r);
@@ -90,8 +91,12 @@ impl Locator {
             RingState::Joining { contact, since } => {
                 if now.saturating_since(since) > self.cfg.fail_timeout {
                     // The contact did not answer: ask another member.
-                    let others: Vec<NodeId> =
-                        self.members.iter().copied().filter(|m| *m != self.me && *m != contact).collect();
+                    let others: Vec<NodeId> = self
+                        .members
+                        .iter()
+                        .copied()
+                        .filter(|m| *m != self.me && *m != contact)
+                        .collect();
                     if let Some(m) = self.rng.choose(&others).copied() {
                         self.join(now, m);
                     }
@@ -108,7 +113,11 @@ impl Locator {
             .into_iter()
             .chain(self.pred)
             .chain(self.longs.iter().copied())
-            .filter(|p| self.heard.get(&p.id).is_none_or(|t| now.saturating_since(*t) > timeout))
+            .filter(|p| {
+                self.heard
+                    .get(&p.id)
+                    .is_none_or(|t| now.saturating_since(*t) > timeout)
+            })
             .collect();
         for p in silent {
             self.declare_failed(now, p);
@@ -290,7 +299,14 @@ impl Locator {
         self.load_since = now;
     }
 
-    pub(super) fn on_join_ack(&mut self, now: Time, from: NodeId, pos: Key, pred: Option<Peer>, succs: Vec<Peer>) {
+    pub(super) fn on_join_ack(
+        &mut self,
+        now: Time,
+        from: NodeId,
+        pos: Key,
+        pred: Option<Peer>,
+        succs: Vec<Peer>,
+    ) {
         if !matches!(self.state, RingState::Joining { contact, .. } if contact == from) {
             self.stats.rejected.unexpected += 1;
             return;
@@ -340,7 +356,10 @@ impl Locator {
                 (Some(_), Keying::Dht) => (inside(s.lo), !inside(s.lo)),
             };
             if moves {
-                subs.push(SubItem { ttl_ms: remaining, ..s });
+                subs.push(SubItem {
+                    ttl_ms: remaining,
+                    ..s
+                });
             }
             if !stays {
                 drop_subs.push(s.key);
@@ -376,8 +395,14 @@ impl Locator {
         for i in 0..n {
             let r = i * BATCH..(i + 1) * BATCH;
             let h = Handoff {
-                subs: subs.get(r.start.min(subs.len())..r.end.min(subs.len())).unwrap_or(&[]).to_vec(),
-                pubs: pubs.get(r.start.min(pubs.len())..r.end.min(pubs.len())).unwrap_or(&[]).to_vec(),
+                subs: subs
+                    .get(r.start.min(subs.len())..r.end.min(subs.len()))
+                    .unwrap_or(&[])
+                    .to_vec(),
+                pubs: pubs
+                    .get(r.start.min(pubs.len())..r.end.min(pubs.len()))
+                    .unwrap_or(&[])
+                    .to_vec(),
             };
             self.send(to, &LocatorMsg::Handoff(h));
         }
@@ -413,15 +438,32 @@ impl Locator {
     }
 
     pub(super) fn on_leave(&mut self, now: Time, from: NodeId, pred: Option<Peer>, succs: Vec<Peer>) {
+        // Do not re-adopt the leaver's old position from stale hellos.
+        let old: Vec<Peer> = self
+            .succs
+            .iter()
+            .chain(self.longs.iter())
+            .chain(self.pred.iter())
+            .copied()
+            .filter(|p| p.id == from)
+            .collect();
+        for p in old {
+            self.dead.insert(p, now + self.cfg.fail_timeout * 2);
+        }
         if self.pred.is_some_and(|p| p.id == from) {
-            self.pred = pred.filter(|p| p.id != self.me);
+            self.pred = pred
+                .or(self.pred_pred)
+                .filter(|p| p.id != self.me && p.id != from);
             self.pred_pred = None;
             if let Some(p) = self.pred {
                 self.adopt(p.id, now);
             }
         }
         if self.succs.first().is_some_and(|s| s.id == from) {
-            let mut list: Vec<Peer> = succs.into_iter().filter(|p| p.id != self.me && p.id != from).collect();
+            let mut list: Vec<Peer> = succs
+                .into_iter()
+                .filter(|p| p.id != self.me && p.id != from)
+                .collect();
             for s in &self.succs {
                 if s.id != from && !list.iter().any(|e| e.id == s.id) {
                     list.push(*s);
@@ -435,6 +477,11 @@ impl Locator {
         } else {
             self.succs.retain(|s| s.id != from);
         }
+        if self.succs.is_empty()
+            && let Some(p) = self.pred
+        {
+            self.succs.push(p);
+        }
         self.longs.retain(|s| s.id != from);
         self.cache.retain(|(_, _, s)| s.id != from);
     }
@@ -445,7 +492,11 @@ impl Locator {
         while self.lb_samples.len() > 8 {
             self.lb_samples.pop_front();
         }
-        if !self.cfg.loadbal || self.state != RingState::Active || now < self.lb_until || self.lb_samples.len() < 4 {
+        if !self.cfg.loadbal
+            || self.state != RingState::Active
+            || now < self.lb_until
+            || self.lb_samples.len() < 4
+        {
             return;
         }
         let mine = self.milli_load(now);
