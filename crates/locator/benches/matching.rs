@@ -57,6 +57,19 @@ fn matching(c: &mut Criterion) {
     let probes: Vec<Point3> = (0..1024).map(|_| point(&mut rng)).collect();
     let boxes: Vec<Aabb> = (0..1024).map(|_| sub_box(&mut rng)).collect();
     let now = Time::from_millis(1);
+    let mut total = 0usize;
+    for p in &probes {
+        ix.subs_containing(*p, now, |_, _| total += 1);
+    }
+    let mut total_pubs = 0usize;
+    for q in &boxes {
+        ix.pubs_inside(q, now, |_, _| total_pubs += 1);
+    }
+    println!(
+        "mean matching subscriptions per publication: {:.1}; publications per new subscription: {:.1}",
+        total as f64 / probes.len() as f64,
+        total_pubs as f64 / boxes.len() as f64
+    );
     let mut g = c.benchmark_group("match_pub_vs_10k_subs");
     let mut i = 0usize;
     g.bench_function("grid_index", |b| {

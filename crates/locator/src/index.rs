@@ -78,8 +78,9 @@ pub struct MatchIndex {
     max_cells: u64,
     subs: DetMap<SubKey, StoredSub>,
     pubs: DetMap<ObjectId, StoredPub>,
-    sub_cells: DetMap<Cell, Vec<SubKey>>,
-    pub_cells: DetMap<Cell, Vec<ObjectId>>,
+    // Cells hold copies of the items so a query scans contiguous memory.
+    sub_cells: DetMap<Cell, Vec<(SubKey, StoredSub)>>,
+    pub_cells: DetMap<Cell, Vec<(ObjectId, StoredPub)>>,
     expiry: BinaryHeap<Reverse<(Time, Item)>>,
 }
 
@@ -150,7 +151,7 @@ impl MatchIndex {
         self.remove_sub(k);
         for x in lo.0..=hi.0 {
             for y in lo.1..=hi.1 {
-                self.sub_cells.entry((x, y)).or_default().push(k);
+                self.sub_cells.entry((x, y)).or_default().push((k, s));
             }
         }
         self.subs.insert(k, s);
@@ -165,7 +166,7 @@ impl MatchIndex {
         }
         self.remove_pub(id);
         let c = self.cell_of(p.pos.x, p.pos.y);
-        self.pub_cells.entry(c).or_default().push(id);
+        self.pub_cells.entry(c).or_default().push((id, p));
         self.pubs.insert(id, p);
         self.expiry.push(Reverse((p.expires, Item::Pub(id))));
         Ok(())
@@ -178,7 +179,7 @@ impl MatchIndex {
         for x in lo.0..=hi.0 {
             for y in lo.1..=hi.1 {
                 if let Some(v) = self.sub_cells.get_mut(&(x, y)) {
-                    if let Some(i) = v.iter().position(|e| *e == k) {
+                    if let Some(i) = v.iter().position(|e| e.0 == k) {
                         v.swap_remove(i);
                     }
                     if v.is_empty() {
@@ -195,7 +196,7 @@ impl MatchIndex {
         let p = self.pubs.remove(&id)?;
         let c = self.cell_of(p.pos.x, p.pos.y);
         if let Some(v) = self.pub_cells.get_mut(&c) {
-            if let Some(i) = v.iter().position(|e| *e == id) {
+            if let Some(i) = v.iter().position(|e| e.0 == id) {
                 v.swap_remove(i);
             }
             if v.is_empty() {
@@ -248,11 +249,8 @@ impl MatchIndex {
     pub fn subs_containing(&self, p: Point3, now: Time, mut f: impl FnMut(SubKey, &StoredSub)) {
         let c = self.cell_of(p.x, p.y);
         if let Some(v) = self.sub_cells.get(&c) {
-            for k in v {
-                if let Some(s) = self.subs.get(k)
-                    && s.expires > now
-                    && s.bbox.contains(p)
-                {
+            for (k, s) in v {
+                if s.expires > now && s.bbox.contains(p) {
                     f(*k, s);
                 }
             }
@@ -268,11 +266,8 @@ impl MatchIndex {
         for x in lo.0..=hi.0 {
             for y in lo.1..=hi.1 {
                 if let Some(v) = self.pub_cells.get(&(x, y)) {
-                    for id in v {
-                        if let Some(p) = self.pubs.get(id)
-                            && p.expires > now
-                            && b.contains(p.pos)
-                        {
+                    for (id, p) in v {
+                        if p.expires > now && b.contains(p.pos) {
                             f(*id, p);
                         }
                     }
