@@ -16,6 +16,10 @@ pub mod instances_balance;
 pub mod instances_comm;
 pub mod instances_p2p;
 pub mod instances_qos;
+pub mod locator_bandwidth;
+pub mod locator_discovery;
+pub mod locator_loadbal;
+pub mod locator_runs;
 pub mod sim_speed;
 pub mod vivaldi;
 
@@ -144,6 +148,24 @@ pub fn registry() -> Vec<Experiment> {
             reproduces: "paper 002 Fig. 8 (extended)",
             summary: "running times up to 100 mirrors and 100k players; per-event J-SA/L-SA vs full min-cost-flow re-solve",
             run: cma_speed::run_speed,
+        },
+        Experiment {
+            name: "locator-bandwidth",
+            reproduces: "paper 000 §6.3 Figure 9",
+            summary: "per-node locator bandwidth (routing, match delivery, maintenance) vs nodes, dht/rangedht on rect/sqr maps",
+            run: locator_bandwidth::run,
+        },
+        Experiment {
+            name: "discovery",
+            reproduces: "paper 000 §6.3 Figure 10",
+            summary: "median discovery latency split into routing to the first rendezvous and matching; hops with and without route caching",
+            run: locator_discovery::run,
+        },
+        Experiment {
+            name: "loadbal",
+            reproduces: "paper 000 §6.3 Table 2",
+            summary: "max/mean per-node matching load and bandwidth: dht vs rangedht vs rangedht with leave-rejoin load balancing",
+            run: locator_loadbal::run,
         },
     ]
 }

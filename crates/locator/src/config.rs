@@ -42,6 +42,9 @@ pub struct LocatorConfig {
     pub long_links: usize,
     /// Route-cache entries.
     pub route_cache: usize,
+    /// A route-cache entry not confirmed (by a match or route hint from its node) for this
+    /// long is ignored, so entries pointing at failed nodes die out.
+    pub route_cache_ttl: Duration,
     /// Overlay ping period (successor, predecessor and long links).
     pub ping_interval: Duration,
     /// A peer silent for this long is declared failed.
@@ -79,14 +82,15 @@ impl LocatorConfig {
             pred_time: Duration::from_secs(1),
             pub_time: Duration::from_millis(100),
             max_speed: 320.0,
-            pub_move: 32.0,
-            pub_interval: Duration::from_millis(500),
-            pub_ttl: Duration::from_millis(1200),
+            pub_move: 96.0,
+            pub_interval: Duration::from_secs(1),
+            pub_ttl: Duration::from_millis(2200),
             aggregate_factor: 1.25,
             retell: Duration::from_secs(1),
             successors: 4,
             long_links: 4,
             route_cache: 64,
+            route_cache_ttl: Duration::from_secs(3),
             ping_interval: Duration::from_secs(1),
             fail_timeout: Duration::from_millis(3500),
             link_refresh: Duration::from_secs(10),
@@ -95,10 +99,10 @@ impl LocatorConfig {
             max_sub_extent: 8192.0,
             index_cell: 256.0,
             loadbal: false,
-            lb_interval: Duration::from_secs(2),
+            lb_interval: Duration::from_secs(1),
             lb_window: Duration::from_secs(30),
-            lb_alpha: 2.0,
-            lb_cooldown: Duration::from_secs(20),
+            lb_alpha: 1.5,
+            lb_cooldown: Duration::from_secs(10),
         }
     }
 

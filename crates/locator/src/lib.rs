@@ -48,6 +48,7 @@ pub mod keyspace;
 mod locator;
 pub mod msg;
 pub mod prediction;
+pub mod scenario;
 pub mod workload;
 
 pub use config::LocatorConfig;

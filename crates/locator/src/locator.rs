@@ -84,6 +84,9 @@ pub struct Rejections {
     pub bad_geometry: u64,
     /// Key or range claims that do not match the item, or items outside the receiver's range.
     pub forged_range: u64,
+    /// Handed-off items outside the receiver's range (a stale view during churn, or a
+    /// forgery; dropped either way, the owner's next refresh re-stores them).
+    pub misplaced: u64,
     /// TTLs of zero or above the limit.
     pub bad_ttl: u64,
     /// Routed messages beyond the hop limit (loops).
@@ -97,12 +100,27 @@ pub struct Rejections {
 }
 
 impl Rejections {
+    /// Adds another set of counters to this one.
+    pub fn add(&mut self, o: &Rejections) {
+        self.malformed += o.malformed;
+        self.not_member += o.not_member;
+        self.bad_geometry += o.bad_geometry;
+        self.forged_range += o.forged_range;
+        self.misplaced += o.misplaced;
+        self.bad_ttl += o.bad_ttl;
+        self.hop_limit += o.hop_limit;
+        self.oversize += o.oversize;
+        self.unexpected += o.unexpected;
+        self.bad_ops += o.bad_ops;
+    }
+
     /// Sum of all counters.
     pub fn total(&self) -> u64 {
         self.malformed
             + self.not_member
             + self.bad_geometry
             + self.forged_range
+            + self.misplaced
             + self.bad_ttl
             + self.hop_limit
             + self.oversize
@@ -185,7 +203,7 @@ pub struct Locator {
     pred_pred: Option<Peer>,
     succs: Vec<Peer>,
     longs: Vec<Peer>,
-    cache: VecDeque<(Key, Key, Peer)>,
+    cache: VecDeque<(Key, Key, Peer, Time)>,
     heard: BTreeMap<NodeId, Time>,
     dead: BTreeMap<Peer, Time>,
     index: MatchIndex,
@@ -468,11 +486,10 @@ impl Locator {
         {
             return Some((*s, true));
         }
-        if let Some((_, _, p)) = self
-            .cache
-            .iter()
-            .find(|(lo, hi, p)| p.id != self.me && in_arc(k, *lo, *hi))
-        {
+        let ttl = self.cfg.route_cache_ttl;
+        if let Some((_, _, p, _)) = self.cache.iter().find(|(lo, hi, p, t)| {
+            p.id != self.me && self.now.saturating_since(*t) <= ttl && in_arc(k, *lo, *hi)
+        }) {
             return Some((*p, true));
         }
         let dk = cw(self.pos, k);
@@ -494,8 +511,9 @@ impl Locator {
         if from == self.me || lo == hi || self.cfg.route_cache == 0 {
             return;
         }
-        self.cache.retain(|(_, _, p)| p.id != from);
-        self.cache.push_front((lo, hi, Peer { id: from, pos: hi }));
+        self.cache.retain(|(_, _, p, _)| p.id != from);
+        self.cache
+            .push_front((lo, hi, Peer { id: from, pos: hi }, self.now));
         self.cache.truncate(self.cfg.route_cache);
     }
 
@@ -840,33 +858,49 @@ impl Locator {
         }
     }
 
+    /// Caches received matches (pre-fetched publications) and tells the node about those
+    /// inside its current unpredicted interest.
     fn on_matches(&mut self, items: Vec<MatchItem>) {
+        let now = self.now;
+        let retell = self.cfg.retell;
         for m in items {
             if m.primary == self.me {
                 continue;
             }
-            let until = self.now + Duration::from_millis(u64::from(m.ttl_ms));
+            let until = now + Duration::from_millis(u64::from(m.ttl_ms));
             self.prefetch.insert(m.object, (m.primary, m.pos, until));
+            let recently = self
+                .told
+                .get(&m.object)
+                .is_some_and(|t| now.saturating_since(*t) < retell);
+            if !recently && self.interest.iter().any(|r| r.contains(m.pos)) {
+                self.tell(now, m.object, m.primary, m.pos);
+            }
         }
+    }
+
+    fn tell(&mut self, now: Time, object: ObjectId, primary: NodeId, pos: Point3) {
+        self.told.insert(object, now);
+        self.stats.discoveries += 1;
+        self.discoveries.push_back(Discovery { object, primary, pos });
     }
 
     fn check_interest(&mut self, now: Time) {
         let retell = self.cfg.retell;
         self.prefetch.retain(|_, (_, _, t)| *t > now);
         self.told.retain(|_, t| now.saturating_since(*t) < retell);
-        for (id, (primary, pos, _)) in &self.prefetch {
-            if *primary != self.me
-                && !self.told.contains_key(id)
-                && self.interest.iter().any(|r| r.contains(*pos))
-            {
-                self.told.insert(*id, now);
-                self.stats.discoveries += 1;
-                self.discoveries.push_back(Discovery {
-                    object: *id,
-                    primary: *primary,
-                    pos: *pos,
-                });
-            }
+        let due: Vec<(ObjectId, NodeId, Point3)> = self
+            .prefetch
+            .iter()
+            .filter(|(id, (primary, pos, _))| {
+                *primary != self.me
+                    && !self.told.contains_key(id)
+                    && self.interest.iter().any(|r| r.contains(*pos))
+            })
+            .map(|(id, (primary, pos, _))| (*id, *primary, *pos))
+            .collect();
+        for (id, primary, pos) in due {
+            self.tell(now, id, primary, pos);
         }
     }
 }

@@ -146,7 +146,8 @@ fn soft_state_expires_after_its_ttl() {
     // Everyone stops publishing and subscribing; nothing is refreshed.
     let cfg = h.nodes[0].loc.config().clone();
     let t0 = h.now;
-    h.run_until(t0 + (cfg.pub_ttl - Duration::from_millis(700)));
+    // The last publication of each player is at most one publication interval old.
+    h.run_until(t0 + (cfg.pub_ttl - cfg.pub_interval - Duration::from_millis(100)));
     assert_eq!(stored(&h), 8, "still alive before the TTL");
     h.run_until(t0 + cfg.pub_ttl.max(cfg.pred_time) + Duration::from_millis(200));
     assert_eq!(stored(&h), 0, "publications expired");

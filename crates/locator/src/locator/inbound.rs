@@ -179,7 +179,6 @@ impl Locator {
                     }
                 }
                 self.on_matches(ok);
-                self.check_interest(now);
             }
             LocatorMsg::RouteHint { lo, hi } => {
                 if lo == hi {
@@ -255,7 +254,7 @@ impl Locator {
                 Keying::Dht => in_arc(s.lo, lo, hi),
             };
             if !mine {
-                self.stats.rejected.forged_range += 1;
+                self.stats.rejected.misplaced += 1;
                 continue;
             }
             let expires = now + Duration::from_millis(u64::from(s.ttl_ms));
@@ -278,7 +277,7 @@ impl Locator {
                 continue;
             }
             if !in_arc(self.keyer.point_key(p.pos), lo, hi) {
-                self.stats.rejected.forged_range += 1;
+                self.stats.rejected.misplaced += 1;
                 continue;
             }
             let expires = now + Duration::from_millis(u64::from(p.ttl_ms));

@@ -139,7 +139,7 @@ impl Locator {
         self.dead.insert(p, now + self.cfg.fail_timeout * 2);
         self.succs.retain(|s| s.id != p.id);
         self.longs.retain(|s| s.id != p.id);
-        self.cache.retain(|(_, _, s)| s.id != p.id);
+        self.cache.retain(|(_, _, s, _)| s.id != p.id);
         if self.pred.is_some_and(|q| q.id == p.id) {
             self.pred = self.pred_pred.filter(|q| q.id != self.me && q.id != p.id);
             self.pred_pred = None;
@@ -241,13 +241,22 @@ impl Locator {
     }
 
     fn item_keys_in(&self, lo: Key, hi: Key) -> Vec<Key> {
+        // Publications generate the matching load: split at their median key; fall back
+        // to subscriptions' left ends.
         let mut keys: Vec<Key> = self
             .index
             .pubs()
             .map(|(_, p)| self.keyer.point_key(p.pos))
-            .chain(self.sub_info.values().map(|s| s.lo))
             .filter(|k| strictly_between(*k, lo, hi))
             .collect();
+        if keys.len() < 2 {
+            keys = self
+                .sub_info
+                .values()
+                .map(|s| s.lo)
+                .filter(|k| strictly_between(*k, lo, hi))
+                .collect();
+        }
         keys.sort_by_key(|k| cw(lo, *k));
         keys
     }
@@ -483,7 +492,7 @@ impl Locator {
             self.succs.push(p);
         }
         self.longs.retain(|s| s.id != from);
-        self.cache.retain(|(_, _, s)| s.id != from);
+        self.cache.retain(|(_, _, s, _)| s.id != from);
     }
 
     pub(super) fn on_load_report(&mut self, now: Time, from: NodeId, milli: u64, joined: bool) {
