@@ -338,3 +338,60 @@ mod fuzz {
         }
     }
 }
+
+/// With moving players, every object that stays inside a node's *unpredicted* interest for
+/// a second is discovered within that second: the predicted, cached, aggregated
+/// subscriptions never lose an object the unpredicted one would catch.
+fn moving_objects_inside_interest_are_discovered(keying: Keying) {
+    use std::collections::BTreeMap;
+    let mut wl = Workload::new(12, 2, true, 21);
+    let mut cfg = LocatorConfig::new(keying, wl.world);
+    cfg.dht_regions = 24;
+    let mut h = Harness::new(12, 12, &cfg, Delay::Uniform(Duration::from_millis(25)), 0.0, 21);
+    h.run_workload(&mut wl, Duration::from_secs(2), FRAME);
+    let mut entered: BTreeMap<(usize, ObjectId), Time> = BTreeMap::new();
+    let mut checked = 0;
+    for _ in 0..60 {
+        let t = h.now + FRAME;
+        h.run_until(t);
+        wl.step(FRAME.as_secs_f32());
+        for i in 0..12 {
+            let ops = wl.ops(NodeId(i as u32));
+            h.apply_ops(i, ops);
+        }
+        let now = h.now;
+        let mut inside = BTreeSet::new();
+        for n in 0..12 {
+            for o in expected(&wl, &h, n) {
+                inside.insert((n, o));
+                let since = *entered.entry((n, o)).or_insert(now);
+                if now.saturating_since(since) >= Duration::from_secs(1) {
+                    let seen = h.nodes[n]
+                        .discoveries
+                        .iter()
+                        .any(|(t, d)| d.object == o && *t >= since);
+                    assert!(
+                        seen,
+                        "node {n} never discovered {o:?}, inside its interest since {since:?}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        entered.retain(|k, _| inside.contains(k));
+    }
+    assert!(
+        checked > 50,
+        "enough long-lived overlaps were checked ({checked})"
+    );
+}
+
+#[test]
+fn prediction_never_misses_moving_objects_rangedht() {
+    moving_objects_inside_interest_are_discovered(Keying::RangeDht);
+}
+
+#[test]
+fn prediction_never_misses_moving_objects_dht() {
+    moving_objects_inside_interest_are_discovered(Keying::Dht);
+}
