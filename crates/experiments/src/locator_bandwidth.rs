@@ -62,7 +62,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                     delay(&m, n, ctx.seed),
                     ctx.seed,
                 );
-                let r = run_scenario(&s);
+                let r = run_scenario(&s).map_err(|e| ExperimentError::Input(e.to_string()))?;
                 let (ro, ma, mt) = (
                     mean(&r, |x| x.routing),
                     mean(&r, |x| x.matching),

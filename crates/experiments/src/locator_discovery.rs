@@ -62,9 +62,9 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                     delay(&m, n, ctx.seed),
                     ctx.seed,
                 );
-                let r = run_scenario(&s);
+                let r = run_scenario(&s).map_err(|e| ExperimentError::Input(e.to_string()))?;
                 s.route_cache = false;
-                let nc = run_scenario(&s);
+                let nc = run_scenario(&s).map_err(|e| ExperimentError::Input(e.to_string()))?;
                 let mut rt: Vec<f64> = r.latency_ms.iter().map(|x| x.0).collect();
                 let mut mt: Vec<f64> = r.latency_ms.iter().map(|x| x.1).collect();
                 let (mr, mm) = (median(&mut rt), median(&mut mt));

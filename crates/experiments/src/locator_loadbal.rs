@@ -68,7 +68,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             delay(&m, nodes, ctx.seed),
             ctx.seed,
         );
-        let r = run_scenario(&s);
+        let r = run_scenario(&s).map_err(|e| ExperimentError::Input(e.to_string()))?;
         let load = imbalance(&r, |x| x.load);
         let mbw = imbalance(&r, |x| x.matching);
         let tbw = imbalance(&r, |x| x.total());

@@ -9,7 +9,7 @@ use std::time::Duration;
 use worldmesh_core::{DetRng, LatencyMatrix, NodeId, Time};
 
 use crate::config::LocatorConfig;
-use crate::locator::{Discovery, Locator, Op};
+use crate::locator::{Discovery, Locator, LocatorError, Op};
 use crate::workload::Workload;
 
 /// Link delays.
@@ -62,6 +62,8 @@ pub struct Harness {
 
 impl Harness {
     /// `total` nodes with ids `0..total`; the first `initial` form the ring at time zero.
+    /// Fails if the configuration is unusable (e.g. invalid world bounds), or if a
+    /// latency-matrix delay does not name a row for every node.
     pub fn new(
         total: usize,
         initial: usize,
@@ -69,19 +71,25 @@ impl Harness {
         delay: Delay,
         loss: f64,
         seed: u64,
-    ) -> Self {
+    ) -> Result<Self, LocatorError> {
+        if let Delay::Matrix { matrix, hosts } = &delay
+            && (hosts.len() < total || hosts.iter().any(|h| *h >= matrix.len()))
+        {
+            return Err(LocatorError::BadHarness(
+                "latency matrix rows do not cover every node".into(),
+            ));
+        }
         let ids: Vec<NodeId> = (0..total as u32).map(NodeId).collect();
         let ring = &ids[..initial.min(total)];
-        let nodes = ids
-            .iter()
-            .map(|id| Slot {
-                loc: Locator::new(*id, cfg.clone(), &ids, ring, seed, Time::ZERO)
-                    .unwrap_or_else(|e| panic!("harness config: {e}")),
+        let mut nodes = Vec::with_capacity(total);
+        for id in &ids {
+            nodes.push(Slot {
+                loc: Locator::new(*id, cfg.clone(), &ids, ring, seed, Time::ZERO)?,
                 alive: true,
                 discoveries: Vec::new(),
                 timer: None,
-            })
-            .collect();
+            });
+        }
         let mut h = Self {
             now: Time::ZERO,
             nodes,
@@ -97,7 +105,7 @@ impl Harness {
         for i in 0..total {
             h.pump(i);
         }
-        h
+        Ok(h)
     }
 
     fn push(&mut self, t: Time, ev: Ev) {

@@ -188,6 +188,9 @@ pub enum LocatorError {
     /// The map bounds are invalid.
     #[error("invalid world bounds")]
     BadWorld,
+    /// A harness setup that cannot run.
+    #[error("harness: {0}")]
+    BadHarness(String),
 }
 
 /// One node's object locator.

@@ -112,11 +112,11 @@ pub fn config_for(spec: &ScenarioSpec, world: worldmesh_core::Aabb) -> LocatorCo
 }
 
 /// Runs one scenario.
-pub fn run(spec: &ScenarioSpec) -> ScenarioResult {
+pub fn run(spec: &ScenarioSpec) -> Result<ScenarioResult, crate::LocatorError> {
     let frame = Duration::from_millis(100);
     let mut wl = Workload::new(spec.nodes, spec.per_node, spec.rect, spec.seed);
     let cfg = config_for(spec, wl.world);
-    let mut h = Harness::new(spec.nodes, spec.nodes, &cfg, spec.delay.clone(), 0.0, spec.seed);
+    let mut h = Harness::new(spec.nodes, spec.nodes, &cfg, spec.delay.clone(), 0.0, spec.seed)?;
     h.run_workload(&mut wl, spec.warmup, frame);
     let snap = |h: &Harness| -> Vec<[u64; 4]> {
         h.nodes
@@ -165,12 +165,12 @@ pub fn run(spec: &ScenarioSpec) -> ScenarioResult {
         lb_moves += st.lb_moves;
         rejected.add(&st.rejected);
     }
-    ScenarioResult {
+    Ok(ScenarioResult {
         nodes,
         hops,
         latency_ms,
         lb_moves,
         rejected,
         delivered: h.delivered,
-    }
+    })
 }

@@ -24,7 +24,8 @@ fn setup(nodes: usize, total: usize, per_node: usize, keying: Keying, seed: u64)
         Delay::Uniform(Duration::from_millis(20)),
         0.0,
         seed,
-    );
+    )
+    .expect("valid setup");
     (h, wl)
 }
 
@@ -185,7 +186,8 @@ fn a_failed_rendezvous_loses_items_only_until_refresh() {
 fn routing_terminates_under_churn_and_loss() {
     let mut wl = Workload::new(24, 1, true, 9);
     let cfg = LocatorConfig::new(Keying::RangeDht, wl.world);
-    let mut h = Harness::new(24, 20, &cfg, Delay::Uniform(Duration::from_millis(15)), 0.05, 9);
+    let mut h =
+        Harness::new(24, 20, &cfg, Delay::Uniform(Duration::from_millis(15)), 0.05, 9).expect("valid setup");
     h.run_workload(&mut wl, Duration::from_secs(2), FRAME);
     h.crash(3);
     h.leave(7);
@@ -216,7 +218,8 @@ fn fingerprint(seed: u64) -> (Vec<Vec<(Time, ObjectId)>>, Vec<u64>) {
         Delay::Uniform(Duration::from_millis(30)),
         0.02,
         seed,
-    );
+    )
+    .expect("valid setup");
     h.run_workload(&mut wl, Duration::from_secs(3), FRAME);
     let d = h
         .nodes
@@ -347,7 +350,8 @@ fn moving_objects_inside_interest_are_discovered(keying: Keying) {
     let mut wl = Workload::new(12, 2, true, 21);
     let mut cfg = LocatorConfig::new(keying, wl.world);
     cfg.dht_regions = 24;
-    let mut h = Harness::new(12, 12, &cfg, Delay::Uniform(Duration::from_millis(25)), 0.0, 21);
+    let mut h =
+        Harness::new(12, 12, &cfg, Delay::Uniform(Duration::from_millis(25)), 0.0, 21).expect("valid setup");
     h.run_workload(&mut wl, Duration::from_secs(2), FRAME);
     let mut entered: BTreeMap<(usize, ObjectId), Time> = BTreeMap::new();
     let mut checked = 0;
