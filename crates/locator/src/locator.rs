@@ -614,7 +614,7 @@ impl Locator {
             Payload::Sub(mut s) => {
                 self.stats.hops[usize::from(r.hops.min(63))] += 1;
                 s.reached = now;
-                self.store_sub(now, s);
+                self.store_sub(now, s, true);
             }
             Payload::LinkReq => {
                 if r.origin != self.me {
@@ -682,7 +682,7 @@ impl Locator {
         }
     }
 
-    fn store_sub(&mut self, now: Time, s: SubItem) {
+    fn store_sub(&mut self, now: Time, s: SubItem, relay: bool) {
         let expires = now + Duration::from_millis(u64::from(s.ttl_ms));
         let fresh = self.index.sub(s.key).is_none_or(|e| e.bbox != s.bbox);
         match self.index.insert_sub(
@@ -725,13 +725,32 @@ impl Locator {
                 self.pending.entry(s.key.node).or_default().extend(found);
             }
         }
-        // rangedht: spread over the successors covering the rest of [lo, hi].
-        if self.keyer.keying() == Keying::RangeDht
-            && cw(s.lo, s.hi) > cw(s.lo, self.pos)
-            && let Some(succ) = self.succs.first().copied()
-            && cw(s.lo, succ.pos) > cw(s.lo, self.pos)
-        {
-            self.send(succ.id, &LocatorMsg::Spread(s));
+        if relay && self.keyer.keying() == Keying::RangeDht {
+            self.spread(s);
+        }
+    }
+
+    /// `rangedht`: spreads a subscription over the successors covering the rest of its key
+    /// range `[lo, hi]`. All known successors inside the range get it at once; the farthest
+    /// one relays it further if the range goes on (Mercury spreads along successors; the
+    /// fan-out over the successor list cuts the sequential delay by the list length).
+    fn spread(&mut self, s: SubItem) {
+        let span = cw(s.lo, s.hi);
+        let mut prev = self.pos;
+        let mut targets: Vec<Peer> = Vec::new();
+        for p in &self.succs {
+            // p owns (prev, p.pos]: it intersects the range if prev is before hi, and the
+            // walk must move clockwise (no wrap back over the range start).
+            if cw(s.lo, prev) >= span || cw(s.lo, p.pos) <= cw(s.lo, prev) || p.id == self.me {
+                break;
+            }
+            targets.push(*p);
+            prev = p.pos;
+        }
+        let n = targets.len();
+        for (i, p) in targets.into_iter().enumerate() {
+            let relay = i + 1 == n && cw(s.lo, p.pos) < span;
+            self.send(p.id, &LocatorMsg::Spread { sub: s, relay });
         }
     }
 

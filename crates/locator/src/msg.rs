@@ -125,8 +125,13 @@ pub struct Handoff {
 pub enum LocatorMsg {
     /// A greedily routed message (publication, subscription, link request).
     Route(Routed),
-    /// A `rangedht` subscription spreading to the successor across its key range.
-    Spread(SubItem),
+    /// A `rangedht` subscription spreading over the successors across its key range.
+    Spread {
+        /// The subscription.
+        sub: SubItem,
+        /// Whether the receiver continues the spreading beyond its own successors.
+        relay: bool,
+    },
     /// Matches for the receiver's subscriptions, with the sender's range (a route hint).
     Matches {
         /// Sender's range start (exclusive).
@@ -191,7 +196,7 @@ impl LocatorMsg {
                 Payload::LinkReq => MessageClass::OverlayMaintenance,
                 _ => MessageClass::LocatorRouting,
             },
-            LocatorMsg::Spread(_) | LocatorMsg::Handoff(_) => MessageClass::LocatorRouting,
+            LocatorMsg::Spread { .. } | LocatorMsg::Handoff(_) => MessageClass::LocatorRouting,
             LocatorMsg::Matches { .. } => MessageClass::MatchDelivery,
             _ => MessageClass::OverlayMaintenance,
         }

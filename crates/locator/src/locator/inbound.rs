@@ -148,7 +148,7 @@ impl Locator {
                     self.route(now, r);
                 }
             }
-            LocatorMsg::Spread(s) => {
+            LocatorMsg::Spread { sub: s, relay } => {
                 if self.keyer.keying() != Keying::RangeDht {
                     self.stats.rejected.unexpected += 1;
                 } else if self.sub_ok(&s) {
@@ -156,7 +156,7 @@ impl Locator {
                         self.stats.rejected.unexpected += 1;
                         return;
                     }
-                    self.store_sub(now, s);
+                    self.store_sub(now, s, relay);
                     self.flush_matches();
                 }
             }
