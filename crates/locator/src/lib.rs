@@ -22,13 +22,16 @@
 //!   estimates density by sampling; with uniform initial spacing the local estimate
 //!   suffices). A route cache (§6.1: "each node caches recently used routes") learns
 //!   `(range, node)` from every match delivery and from route hints sent by a rendezvous
-//!   reached in two or more hops. Hops are recorded per routed item.
+//!   reached in two or more hops; entries not confirmed within `route_cache_ttl` are
+//!   ignored, so routes to failed nodes die out. Hops are recorded per routed item.
 //! - **Soft-state pub/sub** (§3 "Soft state storage"): publications and subscriptions are
 //!   stored with TTLs at their rendezvous ([`index::MatchIndex`], a uniform grid, not a
 //!   scan); a new subscription matches stored publications at once, a new publication
 //!   stored subscriptions. In `rangedht`, subscriptions go to the owner of their leftmost
 //!   key and spread along successors over their key range (§3: "delivering it to the node
-//!   responsible for leftmost value… forwards the query to other nodes in the range").
+//!   responsible for leftmost value… forwards the query to other nodes in the range");
+//!   each spreading node sends it to all its successors inside the range at once and the
+//!   farthest one relays it on (our shortcut for the sequential walk).
 //! - **Prediction and aggregation** (§6.2, [`prediction`]): the enlargement formula, the
 //!   subscription cache and the aggregation filter; received matches are cached for their
 //!   TTL and checked locally against the current *unpredicted* interest before they
@@ -39,6 +42,21 @@
 //!   leave-join balancing).
 //! - **Harness** ([`harness`]): a deterministic multi-node driver with per-link delay,
 //!   loss, crash, join and leave, and a synthetic moving-player workload ([`workload`]).
+//!
+//! ## Port and driving (sans-IO)
+//!
+//! `Locator::new(me, cfg, members, initial_ring, seed, now)`; each frame
+//! `apply_ops(now, ops)` with *all* of the node's [`Op`]s of that frame (publications not
+//! repeated are dropped, interest is replaced); `handle_datagram(now, from, bytes)` for
+//! frames of class `LocatorRouting`, `MatchDelivery` and `OverlayMaintenance`;
+//! `handle_timeout(now)` at `poll_timeout()`; drain `poll_transmit()` and
+//! `poll_discovery()` after each call.
+//!
+//! ## Not (yet) here
+//!
+//! Space-filling-curve linearisation of the `rangedht` key (only `x` is implemented);
+//! predictive *range* publications (publications are points); multi-hub Mercury (one
+//! attribute hub only); proximity routing.
 #![forbid(unsafe_code)]
 
 pub mod config;
