@@ -18,6 +18,10 @@ pub mod instances_balance;
 pub mod instances_comm;
 pub mod instances_p2p;
 pub mod instances_qos;
+pub mod locator_bandwidth;
+pub mod locator_discovery;
+pub mod locator_loadbal;
+pub mod locator_runs;
 pub mod migration;
 pub mod plan_vis;
 pub mod sim_speed;
@@ -190,6 +194,24 @@ pub fn registry() -> Vec<Experiment> {
             reproduces: "paper 004 §5.1–§5.2 (17,005-cell visibility map, Rel(N))",
             summary: "visibility-map build time on 1 and 2 threads for the paper's 95×179 grid; Rel(N) vs relationships counted in random placements",
             run: plan_vis::run,
+        },
+        Experiment {
+            name: "locator-bandwidth",
+            reproduces: "paper 000 §6.3 Figure 9",
+            summary: "per-node locator bandwidth (routing, match delivery, maintenance) vs nodes, dht/rangedht on rect/sqr maps",
+            run: locator_bandwidth::run,
+        },
+        Experiment {
+            name: "discovery",
+            reproduces: "paper 000 §6.3 Figure 10",
+            summary: "median discovery latency split into routing to the first rendezvous and matching; hops with and without route caching",
+            run: locator_discovery::run,
+        },
+        Experiment {
+            name: "loadbal",
+            reproduces: "paper 000 §6.3 Table 2",
+            summary: "max/mean per-node matching load and bandwidth: dht vs rangedht vs rangedht with leave-rejoin load balancing",
+            run: locator_loadbal::run,
         },
     ]
 }

@@ -1,0 +1,131 @@
+//! Locator configuration (issue 4 item 6: PredTime, PubTime, TTLs, keying, load balancing).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use worldmesh_core::{Aabb, Point3};
+
+use crate::keyspace::Keying;
+use crate::prediction::PredictionParams;
+
+/// Everything a [`crate::Locator`] needs to know. Defaults follow the paper where it gives
+/// values (PredTime ≈ 1 s, 30-s load window) and Quake-like units elsewhere.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LocatorConfig {
+    /// `rangedht` (key = x) or `dht` (hashed regions), paper §6.1.
+    pub keying: Keying,
+    /// Map bounds: the `rangedht` key range and the `dht` region grid cover this box.
+    pub world: Aabb,
+    /// `dht` regions (paper: as many as players).
+    pub dht_regions: u32,
+    /// Salt of the region hash (same on every node).
+    pub salt: u64,
+    /// Interest prediction horizon (paper PredTime), also the subscription TTL.
+    pub pred_time: Duration,
+    /// Publication discovery + delivery allowance (paper PubTime).
+    pub pub_time: Duration,
+    /// Top speed of objects, units/s (PubTime × speed margin).
+    pub max_speed: f32,
+    /// A primary is republished after moving this far (bounds PubTTL × velocity).
+    pub pub_move: f32,
+    /// A primary is republished at least this often.
+    pub pub_interval: Duration,
+    /// TTL of publications at the rendezvous.
+    pub pub_ttl: Duration,
+    /// Aggregation filter factor (≥ 1; below 1 disables aggregation).
+    pub aggregate_factor: f32,
+    /// A discovery of the same object is repeated at most this often.
+    pub retell: Duration,
+    /// Successor-list length.
+    pub successors: usize,
+    /// Small-world long links per node (Symphony's k).
+    pub long_links: usize,
+    /// Route-cache entries.
+    pub route_cache: usize,
+    /// A route-cache entry not confirmed (by a match or route hint from its node) for this
+    /// long is ignored, so entries pointing at failed nodes die out.
+    pub route_cache_ttl: Duration,
+    /// Overlay ping period (successor, predecessor and long links).
+    pub ping_interval: Duration,
+    /// A peer silent for this long is declared failed.
+    pub fail_timeout: Duration,
+    /// One long link is re-drawn this often.
+    pub link_refresh: Duration,
+    /// Routed messages travelling more hops are dropped as loops.
+    pub max_hops: u8,
+    /// Largest TTL a peer may ask for.
+    pub max_ttl: Duration,
+    /// Largest subscription side, units (larger ones are refused as oversize).
+    pub max_sub_extent: f32,
+    /// Grid cell of the matching index, units.
+    pub index_cell: f32,
+    /// Leave-rejoin load balancing on/off (paper §6.3 Table 2).
+    pub loadbal: bool,
+    /// Load sampling period.
+    pub lb_interval: Duration,
+    /// Load moving-average window (paper: 30 s).
+    pub lb_window: Duration,
+    /// A node is light below mean/α and a node heavy above α·mean.
+    pub lb_alpha: f32,
+    /// Quiet time after a move before a node may move again.
+    pub lb_cooldown: Duration,
+}
+
+impl LocatorConfig {
+    /// Defaults for a map with bounds `world`.
+    pub fn new(keying: Keying, world: Aabb) -> Self {
+        Self {
+            keying,
+            world,
+            dht_regions: 64,
+            salt: 0x5eed_10ca_7012,
+            pred_time: Duration::from_secs(1),
+            pub_time: Duration::from_millis(100),
+            max_speed: 320.0,
+            pub_move: 96.0,
+            pub_interval: Duration::from_secs(1),
+            pub_ttl: Duration::from_millis(2200),
+            aggregate_factor: 1.25,
+            retell: Duration::from_secs(1),
+            successors: 4,
+            long_links: 4,
+            route_cache: 64,
+            route_cache_ttl: Duration::from_secs(3),
+            ping_interval: Duration::from_secs(1),
+            fail_timeout: Duration::from_millis(3500),
+            link_refresh: Duration::from_secs(10),
+            max_hops: 48,
+            max_ttl: Duration::from_secs(30),
+            max_sub_extent: 8192.0,
+            index_cell: 256.0,
+            loadbal: false,
+            lb_interval: Duration::from_secs(1),
+            lb_window: Duration::from_secs(30),
+            lb_alpha: 1.5,
+            lb_cooldown: Duration::from_secs(10),
+        }
+    }
+
+    /// The map of the model game for `nodes` nodes: `rect` is 2400 high and 2400·n/16
+    /// wide, `sqr` is 2400·√(n/16) on both sides (paper §4.1: area grows with players).
+    pub fn model_world(nodes: usize, rect: bool) -> Aabb {
+        let n = nodes.max(1) as f32;
+        let (w, h) = if rect {
+            (2400.0 * n / 16.0, 2400.0)
+        } else {
+            let s = 2400.0 * (n / 16.0).sqrt();
+            (s, s)
+        };
+        Aabb::from_corners(Point3::new(0.0, 0.0, -100.0), Point3::new(w, h, 100.0))
+    }
+
+    /// The prediction parameters with horizon `pred_time` (0 gives the "needed" box).
+    pub fn prediction(&self, pred_time: Duration) -> PredictionParams {
+        PredictionParams {
+            pred_time: pred_time.as_secs_f32(),
+            pub_time: self.pub_time.as_secs_f32(),
+            max_speed: self.max_speed,
+            pub_margin: self.pub_move,
+        }
+    }
+}

@@ -1,0 +1,464 @@
+//! The matching index at a rendezvous point (paper `000` §3 "Soft state storage").
+//!
+//! A rendezvous stores both subscriptions (boxes) and publications (points) as soft state,
+//! each with an expiry time. A new subscription is matched against the stored
+//! publications, and a new publication against the stored subscriptions. [`MatchIndex`]
+//! does both through a uniform grid over `x`–`y` (boxes are registered in every cell they
+//! overlap, points in their cell), so a match costs the items of a few cells rather than a
+//! scan of the store. [`LinearStore`] is the scan, kept as the reference for tests and the
+//! benchmark (`benches/matching.rs`).
+
+use std::cmp::Reverse;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BinaryHeap, HashMap};
+use std::hash::BuildHasherDefault;
+
+use worldmesh_core::{Aabb, NodeId, ObjectId, Point3, Time};
+
+/// A hash map with a fixed hasher, so iteration order is the same on every run.
+pub(crate) type DetMap<K, V> = HashMap<K, V, BuildHasherDefault<DefaultHasher>>;
+
+/// The identity of a stored subscription: the subscriber's node and its sequence number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, bitcode::Encode, bitcode::Decode)]
+pub struct SubKey {
+    /// The subscribing node (where matches are delivered).
+    pub node: NodeId,
+    /// Per-node sequence number.
+    pub seq: u32,
+}
+
+/// A stored subscription.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StoredSub {
+    /// The subscribed box.
+    pub bbox: Aabb,
+    /// When it expires.
+    pub expires: Time,
+}
+
+/// A stored publication.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StoredPub {
+    /// The node holding the primary.
+    pub primary: NodeId,
+    /// Published position.
+    pub pos: Point3,
+    /// When it expires.
+    pub expires: Time,
+}
+
+/// Why the index refused an item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum IndexError {
+    /// The box or point has non-finite or inverted coordinates.
+    #[error("invalid geometry")]
+    Invalid,
+    /// The box covers more grid cells than the index accepts.
+    #[error("subscription covers {cells} cells, limit {limit}")]
+    Oversize {
+        /// Cells the box would cover.
+        cells: u64,
+        /// The limit.
+        limit: u64,
+    },
+}
+
+type Cell = (i32, i32);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Item {
+    Sub(SubKey),
+    Pub(ObjectId),
+}
+
+/// Grid-indexed soft-state store of subscriptions and publications.
+#[derive(Clone, Debug)]
+pub struct MatchIndex {
+    cell: f32,
+    max_cells: u64,
+    subs: DetMap<SubKey, StoredSub>,
+    pubs: DetMap<ObjectId, StoredPub>,
+    // Cells hold copies of the items so a query scans contiguous memory.
+    sub_cells: DetMap<Cell, Vec<(SubKey, StoredSub)>>,
+    pub_cells: DetMap<Cell, Vec<(ObjectId, StoredPub)>>,
+    expiry: BinaryHeap<Reverse<(Time, Item)>>,
+}
+
+impl MatchIndex {
+    /// An empty index with grid cells of side `cell` units, accepting subscriptions that
+    /// cover at most `max_cells` cells.
+    pub fn new(cell: f32, max_cells: u64) -> Self {
+        Self {
+            cell: if cell.is_finite() && cell > 0.0 {
+                cell
+            } else {
+                256.0
+            },
+            max_cells: max_cells.max(1),
+            subs: DetMap::default(),
+            pubs: DetMap::default(),
+            sub_cells: DetMap::default(),
+            pub_cells: DetMap::default(),
+            expiry: BinaryHeap::new(),
+        }
+    }
+
+    fn cell_of(&self, x: f32, y: f32) -> Cell {
+        let c = |v: f32| (v / self.cell).floor().clamp(i32::MIN as f32, i32::MAX as f32) as i32;
+        (c(x), c(y))
+    }
+
+    fn cells_of(&self, b: &Aabb) -> (Cell, Cell, u64) {
+        let lo = self.cell_of(b.min.x, b.min.y);
+        let hi = self.cell_of(b.max.x, b.max.y);
+        let n =
+            (i64::from(hi.0) - i64::from(lo.0) + 1) as u64 * (i64::from(hi.1) - i64::from(lo.1) + 1) as u64;
+        (lo, hi, n)
+    }
+
+    /// Number of stored subscriptions.
+    pub fn sub_count(&self) -> usize {
+        self.subs.len()
+    }
+
+    /// Number of stored publications.
+    pub fn pub_count(&self) -> usize {
+        self.pubs.len()
+    }
+
+    /// The stored subscription `k`, if any.
+    pub fn sub(&self, k: SubKey) -> Option<&StoredSub> {
+        self.subs.get(&k)
+    }
+
+    /// The stored publication of `id`, if any.
+    pub fn publication(&self, id: ObjectId) -> Option<&StoredPub> {
+        self.pubs.get(&id)
+    }
+
+    /// Inserts or refreshes a subscription.
+    pub fn insert_sub(&mut self, k: SubKey, s: StoredSub) -> Result<(), IndexError> {
+        if !s.bbox.is_valid() {
+            return Err(IndexError::Invalid);
+        }
+        let (lo, hi, n) = self.cells_of(&s.bbox);
+        if n > self.max_cells {
+            return Err(IndexError::Oversize {
+                cells: n,
+                limit: self.max_cells,
+            });
+        }
+        self.remove_sub(k);
+        for x in lo.0..=hi.0 {
+            for y in lo.1..=hi.1 {
+                self.sub_cells.entry((x, y)).or_default().push((k, s));
+            }
+        }
+        self.subs.insert(k, s);
+        self.expiry.push(Reverse((s.expires, Item::Sub(k))));
+        Ok(())
+    }
+
+    /// Inserts or refreshes a publication.
+    pub fn insert_pub(&mut self, id: ObjectId, p: StoredPub) -> Result<(), IndexError> {
+        if !p.pos.is_finite() {
+            return Err(IndexError::Invalid);
+        }
+        self.remove_pub(id);
+        let c = self.cell_of(p.pos.x, p.pos.y);
+        self.pub_cells.entry(c).or_default().push((id, p));
+        self.pubs.insert(id, p);
+        self.expiry.push(Reverse((p.expires, Item::Pub(id))));
+        Ok(())
+    }
+
+    /// Removes a subscription; returns it if it was stored.
+    pub fn remove_sub(&mut self, k: SubKey) -> Option<StoredSub> {
+        let s = self.subs.remove(&k)?;
+        let (lo, hi, _) = self.cells_of(&s.bbox);
+        for x in lo.0..=hi.0 {
+            for y in lo.1..=hi.1 {
+                if let Some(v) = self.sub_cells.get_mut(&(x, y)) {
+                    if let Some(i) = v.iter().position(|e| e.0 == k) {
+                        v.swap_remove(i);
+                    }
+                    if v.is_empty() {
+                        self.sub_cells.remove(&(x, y));
+                    }
+                }
+            }
+        }
+        Some(s)
+    }
+
+    /// Removes a publication; returns it if it was stored.
+    pub fn remove_pub(&mut self, id: ObjectId) -> Option<StoredPub> {
+        let p = self.pubs.remove(&id)?;
+        let c = self.cell_of(p.pos.x, p.pos.y);
+        if let Some(v) = self.pub_cells.get_mut(&c) {
+            if let Some(i) = v.iter().position(|e| e.0 == id) {
+                v.swap_remove(i);
+            }
+            if v.is_empty() {
+                self.pub_cells.remove(&c);
+            }
+        }
+        Some(p)
+    }
+
+    /// Drops every item whose expiry is at or before `now`; returns how many.
+    pub fn expire(&mut self, now: Time) -> usize {
+        let mut n = 0;
+        while let Some(Reverse((t, item))) = self.expiry.peek().copied() {
+            if t > now {
+                break;
+            }
+            self.expiry.pop();
+            match item {
+                Item::Sub(k) => {
+                    if self.subs.get(&k).is_some_and(|s| s.expires == t) {
+                        self.remove_sub(k);
+                        n += 1;
+                    }
+                }
+                Item::Pub(id) => {
+                    if self.pubs.get(&id).is_some_and(|p| p.expires == t) {
+                        self.remove_pub(id);
+                        n += 1;
+                    }
+                }
+            }
+        }
+        // Refreshes leave stale heap entries; rebuild when they dominate.
+        if self.expiry.len() > 4 * (self.subs.len() + self.pubs.len()) + 64 {
+            self.expiry = self
+                .subs
+                .iter()
+                .map(|(k, s)| Reverse((s.expires, Item::Sub(*k))))
+                .chain(
+                    self.pubs
+                        .iter()
+                        .map(|(id, p)| Reverse((p.expires, Item::Pub(*id)))),
+                )
+                .collect();
+        }
+        n
+    }
+
+    /// Calls `f` for every unexpired stored subscription containing `p`.
+    pub fn subs_containing(&self, p: Point3, now: Time, mut f: impl FnMut(SubKey, &StoredSub)) {
+        let c = self.cell_of(p.x, p.y);
+        if let Some(v) = self.sub_cells.get(&c) {
+            for (k, s) in v {
+                if s.expires > now && s.bbox.contains(p) {
+                    f(*k, s);
+                }
+            }
+        }
+    }
+
+    /// Calls `f` for every unexpired stored publication inside `b`.
+    pub fn pubs_inside(&self, b: &Aabb, now: Time, mut f: impl FnMut(ObjectId, &StoredPub)) {
+        let (lo, hi, n) = self.cells_of(b);
+        if n > self.max_cells {
+            return;
+        }
+        for x in lo.0..=hi.0 {
+            for y in lo.1..=hi.1 {
+                if let Some(v) = self.pub_cells.get(&(x, y)) {
+                    for (id, p) in v {
+                        if p.expires > now && b.contains(p.pos) {
+                            f(*id, p);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every stored subscription (any order).
+    pub fn subs(&self) -> impl Iterator<Item = (SubKey, &StoredSub)> {
+        self.subs.iter().map(|(k, s)| (*k, s))
+    }
+
+    /// Every stored publication (any order).
+    pub fn pubs(&self) -> impl Iterator<Item = (ObjectId, &StoredPub)> {
+        self.pubs.iter().map(|(k, p)| (*k, p))
+    }
+}
+
+/// The linear-scan store: same answers as [`MatchIndex`], by scanning everything.
+#[derive(Clone, Debug, Default)]
+pub struct LinearStore {
+    /// Stored subscriptions.
+    pub subs: Vec<(SubKey, StoredSub)>,
+    /// Stored publications.
+    pub pubs: Vec<(ObjectId, StoredPub)>,
+}
+
+impl LinearStore {
+    /// Inserts or refreshes a subscription.
+    pub fn insert_sub(&mut self, k: SubKey, s: StoredSub) {
+        self.subs.retain(|(e, _)| *e != k);
+        self.subs.push((k, s));
+    }
+
+    /// Inserts or refreshes a publication.
+    pub fn insert_pub(&mut self, id: ObjectId, p: StoredPub) {
+        self.pubs.retain(|(e, _)| *e != id);
+        self.pubs.push((id, p));
+    }
+
+    /// Calls `f` for every unexpired subscription containing `p`.
+    pub fn subs_containing(&self, p: Point3, now: Time, mut f: impl FnMut(SubKey, &StoredSub)) {
+        for (k, s) in &self.subs {
+            if s.expires > now && s.bbox.contains(p) {
+                f(*k, s);
+            }
+        }
+    }
+
+    /// Calls `f` for every unexpired publication inside `b`.
+    pub fn pubs_inside(&self, b: &Aabb, now: Time, mut f: impl FnMut(ObjectId, &StoredPub)) {
+        for (id, p) in &self.pubs {
+            if p.expires > now && b.contains(p.pos) {
+                f(*id, p);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sk(n: u32, s: u32) -> SubKey {
+        SubKey {
+            node: NodeId(n),
+            seq: s,
+        }
+    }
+
+    #[test]
+    fn expiry_drops_items_and_refresh_extends_them() {
+        let mut ix = MatchIndex::new(100.0, 1000);
+        let b = Aabb::from_corners(Point3::new(0.0, 0.0, 0.0), Point3::new(50.0, 50.0, 0.0));
+        ix.insert_sub(
+            sk(1, 1),
+            StoredSub {
+                bbox: b,
+                expires: Time::from_millis(100),
+            },
+        )
+        .unwrap();
+        ix.insert_sub(
+            sk(1, 1),
+            StoredSub {
+                bbox: b,
+                expires: Time::from_millis(300),
+            },
+        )
+        .unwrap();
+        assert_eq!(ix.expire(Time::from_millis(200)), 0, "the refresh extended it");
+        assert_eq!(ix.sub_count(), 1);
+        assert_eq!(ix.expire(Time::from_millis(300)), 1);
+        assert_eq!(ix.sub_count(), 0);
+        let mut hits = 0;
+        ix.subs_containing(Point3::new(1.0, 1.0, 0.0), Time::ZERO, |_, _| hits += 1);
+        assert_eq!(hits, 0);
+    }
+
+    #[test]
+    fn refuses_oversize_and_invalid_boxes() {
+        let mut ix = MatchIndex::new(100.0, 4);
+        let big = Aabb::from_corners(Point3::new(0.0, 0.0, 0.0), Point3::new(250.0, 50.0, 0.0));
+        assert_eq!(
+            ix.insert_sub(
+                sk(1, 1),
+                StoredSub {
+                    bbox: big,
+                    expires: Time::MAX
+                }
+            ),
+            Ok(()),
+            "3 cells"
+        );
+        let huge = Aabb::from_corners(Point3::new(0.0, 0.0, 0.0), Point3::new(1e30, 1e30, 0.0));
+        assert!(matches!(
+            ix.insert_sub(
+                sk(1, 2),
+                StoredSub {
+                    bbox: huge,
+                    expires: Time::MAX
+                }
+            ),
+            Err(IndexError::Oversize { .. })
+        ));
+        let nan = Aabb {
+            min: Point3::new(f32::NAN, 0.0, 0.0),
+            max: Point3::new(1.0, 1.0, 1.0),
+        };
+        assert_eq!(
+            ix.insert_sub(
+                sk(1, 3),
+                StoredSub {
+                    bbox: nan,
+                    expires: Time::MAX
+                }
+            ),
+            Err(IndexError::Invalid)
+        );
+        assert_eq!(ix.sub_count(), 1);
+    }
+
+    fn arb_box() -> impl Strategy<Value = Aabb> {
+        (-500.0f32..1500.0, -500.0f32..1500.0, 0.0f32..600.0, 0.0f32..600.0).prop_map(|(x, y, w, h)| {
+            Aabb::from_corners(Point3::new(x, y, -10.0), Point3::new(x + w, y + h, 10.0))
+        })
+    }
+
+    fn arb_pt() -> impl Strategy<Value = Point3> {
+        (-600.0f32..2200.0, -600.0f32..2200.0).prop_map(|(x, y)| Point3::new(x, y, 0.0))
+    }
+
+    proptest! {
+        #[test]
+        fn index_answers_equal_the_linear_scan(
+            subs in proptest::collection::vec((0u32..20, arb_box(), 0u64..5), 0..40),
+            pubs in proptest::collection::vec((0u32..30, arb_pt(), 0u64..5), 0..60),
+            probes in proptest::collection::vec((arb_pt(), arb_box()), 1..10),
+            now in 0u64..5,
+        ) {
+            let mut ix = MatchIndex::new(128.0, 10_000);
+            let mut lin = LinearStore::default();
+            for (i, b, e) in subs {
+                let s = StoredSub { bbox: b, expires: Time::from_secs_f64(e as f64) };
+                ix.insert_sub(sk(i, 0), s).unwrap();
+                lin.insert_sub(sk(i, 0), s);
+            }
+            for (i, p, e) in pubs {
+                let id = ObjectId::new(NodeId(1), i);
+                let sp = StoredPub { primary: NodeId(1), pos: p, expires: Time::from_secs_f64(e as f64) };
+                ix.insert_pub(id, sp).unwrap();
+                lin.insert_pub(id, sp);
+            }
+            let now = Time::from_secs_f64(now as f64);
+            ix.expire(now);
+            for (p, b) in probes {
+                let (mut a, mut r) = (Vec::new(), Vec::new());
+                ix.subs_containing(p, now, |k, _| a.push(k));
+                lin.subs_containing(p, now, |k, _| r.push(k));
+                a.sort();
+                r.sort();
+                prop_assert_eq!(a, r);
+                let (mut a, mut r) = (Vec::new(), Vec::new());
+                ix.pubs_inside(&b, now, |k, _| a.push(k));
+                lin.pubs_inside(&b, now, |k, _| r.push(k));
+                a.sort();
+                r.sort();
+                prop_assert_eq!(a, r);
+            }
+        }
+    }
+}

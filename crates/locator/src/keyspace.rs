@@ -1,0 +1,194 @@
+//! The key space of the overlay ring and the two keyings of game space (paper `000` §3
+//! "Object location", §6.1).
+//!
+//! Keys are `u64` on a ring. A node at position `p` whose predecessor sits at `q` owns the
+//! half-open arc `(q, p]` (the successor convention of Chord and Mercury's contiguous
+//! ranges). Two keyings map game space to keys:
+//!
+//! - [`Keying::RangeDht`]: the key is the naming attribute `x`, mapped monotonically onto
+//!   the ring, so a subscription's x-interval is one contiguous key range (Mercury's
+//!   attribute hub for `x`);
+//! - [`Keying::Dht`]: the map is cut into a grid of regions; each region is hashed to a
+//!   pseudo-random key, and a subscription becomes one lookup per region it overlaps.
+
+use serde::{Deserialize, Serialize};
+use worldmesh_core::{Aabb, Point3};
+
+/// A position on the ring.
+pub type Key = u64;
+
+/// Clockwise distance from `a` to `b` on the ring.
+pub fn cw(a: Key, b: Key) -> u64 {
+    b.wrapping_sub(a)
+}
+
+/// True if `k` lies in the arc `(lo, hi]` walking clockwise; `lo == hi` is the whole ring.
+pub fn in_arc(k: Key, lo: Key, hi: Key) -> bool {
+    lo == hi || (cw(lo, k) != 0 && cw(lo, k) <= cw(lo, hi))
+}
+
+/// SplitMix64 finaliser: a fixed, well-mixed hash used to scatter `dht` regions.
+pub fn mix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Which keying of game space the overlay uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Keying {
+    /// Range-queriable DHT keyed by `x` (paper §6.1 `rangedht`).
+    RangeDht,
+    /// Hashed DHT over map regions (paper §6.1 `dht`).
+    Dht,
+}
+
+/// A region of the `dht` grid.
+pub type Region = (u32, u32);
+
+/// The mapping from game space to ring keys for one world.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Keyer {
+    keying: Keying,
+    world: Aabb,
+    cols: u32,
+    rows: u32,
+    salt: u64,
+}
+
+impl Keyer {
+    /// A keyer for `world` (the map bounds). For `dht`, the map is cut into about
+    /// `regions` square-ish cells (paper §6.1: as many regions as players).
+    pub fn new(keying: Keying, world: Aabb, regions: u32, salt: u64) -> Self {
+        let w = f64::from((world.max.x - world.min.x).max(1.0));
+        let h = f64::from((world.max.y - world.min.y).max(1.0));
+        let n = f64::from(regions.max(1));
+        let side = (w * h / n).sqrt().max(1e-3);
+        let cols = ((w / side).round() as u32).clamp(1, 1 << 16);
+        let rows = ((h / side).round() as u32).clamp(1, 1 << 16);
+        Self {
+            keying,
+            world,
+            cols,
+            rows,
+            salt,
+        }
+    }
+
+    /// The keying.
+    pub fn keying(&self) -> Keying {
+        self.keying
+    }
+
+    /// The map bounds.
+    pub fn world(&self) -> Aabb {
+        self.world
+    }
+
+    /// Columns and rows of the `dht` grid.
+    pub fn grid(&self) -> (u32, u32) {
+        (self.cols, self.rows)
+    }
+
+    /// `rangedht` key of an x coordinate: linear in x, clamped to the map (so keys never
+    /// wrap and a range `[lo, hi]` maps to the arc from `key(lo)` to `key(hi)`).
+    pub fn x_key(&self, x: f32) -> Key {
+        let span = f64::from(self.world.max.x - self.world.min.x).max(1e-6);
+        let t = (f64::from(x - self.world.min.x) / span).clamp(0.0, 1.0);
+        if !t.is_finite() {
+            return 0;
+        }
+        (t * (u64::MAX as f64)) as u64
+    }
+
+    /// The `dht` region containing `p` (clamped to the map).
+    pub fn region_of(&self, p: Point3) -> Region {
+        let cw_ = f64::from(self.world.max.x - self.world.min.x).max(1e-6) / f64::from(self.cols);
+        let ch = f64::from(self.world.max.y - self.world.min.y).max(1e-6) / f64::from(self.rows);
+        let cx = (f64::from(p.x - self.world.min.x) / cw_).floor();
+        let cy = (f64::from(p.y - self.world.min.y) / ch).floor();
+        let clamp = |v: f64, n: u32| {
+            if v.is_finite() {
+                v.clamp(0.0, f64::from(n - 1)) as u32
+            } else {
+                0
+            }
+        };
+        (clamp(cx, self.cols), clamp(cy, self.rows))
+    }
+
+    /// The key a region hashes to.
+    pub fn region_key(&self, r: Region) -> Key {
+        mix64(self.salt ^ ((u64::from(r.0) << 32) | u64::from(r.1)))
+    }
+
+    /// The key a point publication is routed to.
+    pub fn point_key(&self, p: Point3) -> Key {
+        match self.keying {
+            Keying::RangeDht => self.x_key(p.x),
+            Keying::Dht => self.region_key(self.region_of(p)),
+        }
+    }
+
+    /// The `rangedht` key interval `[key(min.x), key(max.x)]` of a box.
+    pub fn x_range(&self, b: &Aabb) -> (Key, Key) {
+        (self.x_key(b.min.x), self.x_key(b.max.x))
+    }
+
+    /// The `dht` regions a box overlaps, row by row; `None` if more than `limit`.
+    pub fn regions_of(&self, b: &Aabb, limit: usize) -> Option<Vec<Region>> {
+        let lo = self.region_of(b.min);
+        let hi = self.region_of(b.max);
+        let count = (u64::from(hi.0 - lo.0) + 1) * (u64::from(hi.1 - lo.1) + 1);
+        if count > limit as u64 {
+            return None;
+        }
+        let mut out = Vec::with_capacity(count as usize);
+        for y in lo.1..=hi.1 {
+            for x in lo.0..=hi.0 {
+                out.push((x, y));
+            }
+        }
+        Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn world() -> Aabb {
+        Aabb::from_corners(Point3::new(0.0, 0.0, 0.0), Point3::new(4800.0, 2400.0, 100.0))
+    }
+
+    #[test]
+    fn arcs_wrap_and_include_their_end_only() {
+        assert!(in_arc(5, 1, 5));
+        assert!(!in_arc(1, 1, 5));
+        assert!(in_arc(2, u64::MAX - 3, 10), "wraps through zero");
+        assert!(!in_arc(11, u64::MAX - 3, 10));
+        assert!(in_arc(42, 7, 7), "equal ends are the whole ring");
+    }
+
+    #[test]
+    fn x_keys_are_monotone_and_clamped() {
+        let k = Keyer::new(Keying::RangeDht, world(), 16, 1);
+        assert_eq!(k.x_key(-50.0), 0);
+        assert_eq!(k.x_key(4800.0), u64::MAX);
+        assert_eq!(k.x_key(9999.0), u64::MAX);
+        assert!(k.x_key(100.0) < k.x_key(101.0));
+        assert_eq!(k.x_key(f32::NAN), 0);
+    }
+
+    #[test]
+    fn dht_grid_has_about_the_requested_regions() {
+        let k = Keyer::new(Keying::Dht, world(), 32, 1);
+        assert_eq!(k.grid(), (8, 4));
+        assert_eq!(k.region_of(Point3::new(599.0, 601.0, 0.0)), (0, 1));
+        assert_eq!(k.region_of(Point3::new(1e9, -5.0, 0.0)), (7, 0));
+        let b = Aabb::from_corners(Point3::new(500.0, 500.0, 0.0), Point3::new(700.0, 700.0, 0.0));
+        assert_eq!(k.regions_of(&b, 10), Some(vec![(0, 0), (1, 0), (0, 1), (1, 1)]));
+        assert_eq!(k.regions_of(&b, 3), None);
+    }
+}

@@ -1,0 +1,928 @@
+//! The sans-IO locator state machine: one per node (paper `000` §3, §6.1–6.3).
+//!
+//! Inputs: the node's per-frame operations ([`Locator::apply_ops`]), datagrams from peers
+//! ([`Locator::handle_datagram`]) and timeouts ([`Locator::handle_timeout`]), each with
+//! `now`. Outputs: datagrams ([`Locator::poll_transmit`]), discoveries
+//! ([`Locator::poll_discovery`]) and the next wake-up ([`Locator::poll_timeout`]). It
+//! never reads a clock or touches a socket.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+use worldmesh_core::wire;
+use worldmesh_core::{Aabb, DetRng, MessageClass, NodeId, ObjectId, Point3, Time, TrafficCounters};
+
+use crate::config::LocatorConfig;
+use crate::index::{DetMap, IndexError, MatchIndex, StoredPub, StoredSub, SubKey};
+use crate::keyspace::{Key, Keyer, Keying, cw, in_arc};
+use crate::msg::{LocatorMsg, MatchItem, Payload, Peer, PubItem, Routed, SubItem};
+use crate::prediction::{SubscriptionCache, VelocityEstimate, aggregate, enlarge};
+
+mod inbound;
+mod ring;
+
+/// Most matches or handed-off items per datagram.
+const BATCH: usize = 256;
+/// Most peers in a hello.
+const MAX_HELLO_PEERS: usize = 16;
+/// Most `dht` regions one subscription may overlap.
+const MAX_REGIONS: usize = 4096;
+/// Discovery-latency samples kept.
+const MAX_SAMPLES: usize = 200_000;
+
+/// One operation of the node's locator port, mirroring `worldmesh_node::LocatorOp`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Op {
+    /// Publish a primary's naming attributes.
+    Publish {
+        /// The object.
+        id: ObjectId,
+        /// Its position.
+        pos: Point3,
+        /// Its type tag.
+        kind: u8,
+    },
+    /// Subscribe with a primary's (unpredicted) area of interest.
+    Subscribe {
+        /// The subscribing object.
+        owner: ObjectId,
+        /// Its area of interest.
+        region: Aabb,
+    },
+}
+
+/// A match for this node, to hand to `Node::handle_discovery(now, object, primary, pos)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Discovery {
+    /// The object found.
+    pub object: ObjectId,
+    /// The node holding its primary.
+    pub primary: NodeId,
+    /// Its published position.
+    pub pos: Point3,
+}
+
+/// A datagram to send.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Transmit {
+    /// Destination.
+    pub dst: NodeId,
+    /// Traffic class (also in the frame header).
+    pub class: MessageClass,
+    /// The whole datagram.
+    pub datagram: Vec<u8>,
+}
+
+/// Refused input, by reason (never a panic).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rejections {
+    /// Undecodable datagrams or class/payload mismatch.
+    pub malformed: u64,
+    /// Datagrams from nodes outside the member list.
+    pub not_member: u64,
+    /// Non-finite or inverted boxes and points.
+    pub bad_geometry: u64,
+    /// Key or range claims that do not match the item, or items outside the receiver's range.
+    pub forged_range: u64,
+    /// Handed-off items outside the receiver's range (a stale view during churn, or a
+    /// forgery; dropped either way, the owner's next refresh re-stores them).
+    pub misplaced: u64,
+    /// TTLs of zero or above the limit.
+    pub bad_ttl: u64,
+    /// Routed messages beyond the hop limit (loops).
+    pub hop_limit: u64,
+    /// Subscriptions larger than the limit, or oversize lists.
+    pub oversize: u64,
+    /// Messages that make no sense in the current state.
+    pub unexpected: u64,
+    /// Operations from the local node with invalid geometry.
+    pub bad_ops: u64,
+}
+
+impl Rejections {
+    /// Adds another set of counters to this one.
+    pub fn add(&mut self, o: &Rejections) {
+        self.malformed += o.malformed;
+        self.not_member += o.not_member;
+        self.bad_geometry += o.bad_geometry;
+        self.forged_range += o.forged_range;
+        self.misplaced += o.misplaced;
+        self.bad_ttl += o.bad_ttl;
+        self.hop_limit += o.hop_limit;
+        self.oversize += o.oversize;
+        self.unexpected += o.unexpected;
+        self.bad_ops += o.bad_ops;
+    }
+
+    /// Sum of all counters.
+    pub fn total(&self) -> u64 {
+        self.malformed
+            + self.not_member
+            + self.bad_geometry
+            + self.forged_range
+            + self.misplaced
+            + self.bad_ttl
+            + self.hop_limit
+            + self.oversize
+            + self.unexpected
+            + self.bad_ops
+    }
+}
+
+/// Counters of one locator.
+#[derive(Clone, Debug, Default)]
+pub struct LocatorStats {
+    /// Bytes and datagrams by class, sent and received.
+    pub traffic: TrafficCounters,
+    /// Refused input.
+    pub rejected: Rejections,
+    /// Routed publications and subscriptions by hops to their first rendezvous (last bucket
+    /// is "63 or more").
+    pub hops: Vec<u64>,
+    /// Publications and subscriptions stored here as a rendezvous (the matching load).
+    pub items_stored: u64,
+    /// Matches sent to subscribers.
+    pub matches_sent: u64,
+    /// Discoveries handed to the node.
+    pub discoveries: u64,
+    /// Routed messages kept after bouncing between nodes whose ring views disagreed.
+    pub bounced: u64,
+    /// Peers declared failed after missed pings.
+    pub failures_detected: u64,
+    /// Leave-rejoin moves made by load balancing.
+    pub lb_moves: u64,
+    /// Subscriptions sent, and those suppressed by the subscription cache.
+    pub subs_sent: u64,
+    /// See `subs_sent`.
+    pub subs_suppressed: u64,
+    /// Discovery latency samples, µs: (routing to the first rendezvous, matching after it),
+    /// one per subscription arrival that produced matches (paper Figure 10).
+    pub discovery_latency: Vec<(u64, u64)>,
+}
+
+/// Where the node is with respect to the ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingState {
+    /// Member of the ring, owning `(pred, pos]`.
+    Active,
+    /// Asked `contact` to split its range with us.
+    Joining {
+        /// The node asked.
+        contact: NodeId,
+        /// When.
+        since: Time,
+    },
+    /// Not in the ring; routed traffic goes through `gateway`.
+    Out {
+        /// A ring member to route through.
+        gateway: NodeId,
+    },
+}
+
+/// Why a locator could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LocatorError {
+    /// The member list is empty or does not contain this node.
+    #[error("node {0} is not in the member list")]
+    NotAMember(NodeId),
+    /// The map bounds are invalid.
+    #[error("invalid world bounds")]
+    BadWorld,
+    /// A harness setup that cannot run.
+    #[error("harness: {0}")]
+    BadHarness(String),
+}
+
+/// One node's object locator.
+pub struct Locator {
+    me: NodeId,
+    cfg: LocatorConfig,
+    keyer: Keyer,
+    members: Vec<NodeId>,
+    rng: DetRng,
+    state: RingState,
+    pos: Key,
+    pred: Option<Peer>,
+    pred_pred: Option<Peer>,
+    succs: Vec<Peer>,
+    longs: Vec<Peer>,
+    cache: VecDeque<(Key, Key, Peer, Time)>,
+    heard: BTreeMap<NodeId, Time>,
+    dead: BTreeMap<Peer, Time>,
+    index: MatchIndex,
+    sub_info: DetMap<SubKey, SubItem>,
+    pub_kind: DetMap<ObjectId, u8>,
+    // Subscriber side.
+    next_seq: u32,
+    velocity: BTreeMap<ObjectId, VelocityEstimate>,
+    sub_cache: SubscriptionCache,
+    interest: Vec<Aabb>,
+    prefetch: BTreeMap<ObjectId, (NodeId, Point3, Time)>,
+    told: BTreeMap<ObjectId, Time>,
+    // Publisher side.
+    published: BTreeMap<ObjectId, (Point3, Time)>,
+    // Outputs.
+    transmits: VecDeque<Transmit>,
+    discoveries: VecDeque<Discovery>,
+    pending: BTreeMap<NodeId, Vec<MatchItem>>,
+    // Timers.
+    next_ping: Time,
+    next_link: Time,
+    next_lb: Time,
+    next_sweep: Time,
+    // Load.
+    load_buckets: VecDeque<(u64, u64)>,
+    load_since: Time,
+    lb_samples: VecDeque<(NodeId, u64, bool)>,
+    lb_until: Time,
+    stats: LocatorStats,
+    now: Time,
+}
+
+fn ms(d: Duration) -> u32 {
+    d.as_millis().min(u128::from(u32::MAX)) as u32
+}
+
+/// Position of member `i` of `n` in the initial ring: evenly spaced, the last at `u64::MAX`.
+pub fn initial_position(i: usize, n: usize) -> Key {
+    let n = n.max(1) as u128;
+    ((((i as u128) + 1) << 64) / n)
+        .saturating_sub(1)
+        .min(u128::from(u64::MAX)) as u64
+}
+
+impl Locator {
+    /// A locator for node `me`. `members` are all nodes that may ever take part (from
+    /// config); `initial_ring` those that form the ring at `now`, placed evenly in id
+    /// order (so every node computes the same ring without messages). If `me` is not in
+    /// `initial_ring`, the locator starts outside and must [`Locator::join`].
+    pub fn new(
+        me: NodeId,
+        cfg: LocatorConfig,
+        members: &[NodeId],
+        initial_ring: &[NodeId],
+        seed: u64,
+        now: Time,
+    ) -> Result<Self, LocatorError> {
+        let mut members = members.to_vec();
+        members.sort();
+        members.dedup();
+        if members.binary_search(&me).is_err() {
+            return Err(LocatorError::NotAMember(me));
+        }
+        if !cfg.world.is_valid() {
+            return Err(LocatorError::BadWorld);
+        }
+        let mut ring: Vec<NodeId> = initial_ring
+            .iter()
+            .copied()
+            .filter(|n| members.contains(n))
+            .collect();
+        ring.sort();
+        ring.dedup();
+        let keyer = Keyer::new(cfg.keying, cfg.world, cfg.dht_regions, cfg.salt);
+        let cell = cfg.index_cell;
+        let max_cells = {
+            let side = (cfg.max_sub_extent / cell).ceil() as u64 + 1;
+            side * side
+        };
+        let mut rng = DetRng::new(seed).fork(u64::from(me.0));
+        let jitter = |rng: &mut DetRng, d: Duration| now + d.mul_f64(rng.next_f64());
+        let next_ping = jitter(&mut rng, cfg.ping_interval);
+        let next_link = jitter(&mut rng, cfg.link_refresh);
+        let next_lb = jitter(&mut rng, cfg.lb_interval);
+        let mut l = Self {
+            me,
+            keyer,
+            members,
+            rng,
+            state: RingState::Out { gateway: me },
+            pos: 0,
+            pred: None,
+            pred_pred: None,
+            succs: Vec::new(),
+            longs: Vec::new(),
+            cache: VecDeque::new(),
+            heard: BTreeMap::new(),
+            dead: BTreeMap::new(),
+            index: MatchIndex::new(cell, max_cells),
+            sub_info: DetMap::default(),
+            pub_kind: DetMap::default(),
+            next_seq: 0,
+            velocity: BTreeMap::new(),
+            sub_cache: SubscriptionCache::default(),
+            interest: Vec::new(),
+            prefetch: BTreeMap::new(),
+            told: BTreeMap::new(),
+            published: BTreeMap::new(),
+            transmits: VecDeque::new(),
+            discoveries: VecDeque::new(),
+            pending: BTreeMap::new(),
+            next_ping,
+            next_link,
+            next_lb,
+            next_sweep: now,
+            load_buckets: VecDeque::new(),
+            load_since: now,
+            lb_samples: VecDeque::new(),
+            lb_until: now + cfg.lb_cooldown,
+            stats: LocatorStats {
+                hops: vec![0; 64],
+                ..LocatorStats::default()
+            },
+            cfg,
+            now,
+        };
+        if let Ok(i) = ring.binary_search(&me) {
+            let n = ring.len();
+            let peer = |j: usize| Peer {
+                id: ring[j % n],
+                pos: initial_position(j % n, n),
+            };
+            l.state = RingState::Active;
+            l.pos = initial_position(i, n);
+            if n > 1 {
+                l.pred = Some(peer(i + n - 1));
+                l.pred_pred = (n > 2).then(|| peer(i + n - 2));
+                l.succs = (1..n.min(l.cfg.successors + 1)).map(|k| peer(i + k)).collect();
+                // Long links drawn from the known initial ring (what link requests would find).
+                for _ in 0..l.cfg.long_links {
+                    let target = l.long_link_target(n as f64);
+                    let j = (0..n).find(|&j| initial_position(j, n) >= target).unwrap_or(0);
+                    let p = peer(j);
+                    if p.id != me && !l.longs.contains(&p) {
+                        l.longs.push(p);
+                    }
+                }
+            }
+            let ids: Vec<NodeId> = l.neighbours();
+            for id in ids {
+                l.heard.insert(id, now);
+            }
+        } else if let Some(first) = ring.first() {
+            l.state = RingState::Out { gateway: *first };
+        }
+        Ok(l)
+    }
+
+    /// This node.
+    pub fn id(&self) -> NodeId {
+        self.me
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LocatorConfig {
+        &self.cfg
+    }
+
+    /// The keyer (game space → ring keys).
+    pub fn keyer(&self) -> &Keyer {
+        &self.keyer
+    }
+
+    /// Ring state.
+    pub fn state(&self) -> RingState {
+        self.state
+    }
+
+    /// The arc `(lo, hi]` this node owns, if in the ring.
+    pub fn range(&self) -> Option<(Key, Key)> {
+        (self.state == RingState::Active).then(|| (self.pred.map_or(self.pos, |p| p.pos), self.pos))
+    }
+
+    /// Successors, predecessor and long links.
+    pub fn links(&self) -> (Option<Peer>, &[Peer], &[Peer]) {
+        (self.pred, &self.succs, &self.longs)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &LocatorStats {
+        &self.stats
+    }
+
+    /// The rendezvous store.
+    pub fn store(&self) -> &MatchIndex {
+        &self.index
+    }
+
+    /// Current load: items stored per second over the moving window.
+    pub fn load(&self, now: Time) -> f64 {
+        self.milli_load(now) as f64 / 1000.0
+    }
+
+    /// The next time [`Locator::handle_timeout`] must be called.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        let mut t = self.next_sweep.min(self.next_ping).min(self.next_link);
+        if self.cfg.loadbal {
+            t = t.min(self.next_lb);
+        }
+        Some(t)
+    }
+
+    /// The next datagram to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// The next discovery for the node.
+    pub fn poll_discovery(&mut self) -> Option<Discovery> {
+        self.discoveries.pop_front()
+    }
+
+    // ---------------------------------------------------------------- ring helpers
+
+    fn neighbours(&self) -> Vec<NodeId> {
+        let mut v: Vec<NodeId> = self.succs.first().map(|p| p.id).into_iter().collect();
+        v.extend(self.pred.map(|p| p.id));
+        v.extend(self.longs.iter().map(|p| p.id));
+        v.sort();
+        v.dedup();
+        v.retain(|id| *id != self.me);
+        v
+    }
+
+    /// Symphony: a clockwise distance drawn from the harmonic density `1/(x ln n)` on
+    /// `[1/n, 1]` of the ring, i.e. `n^(u-1)` for uniform `u`.
+    fn long_link_target(&mut self, n_est: f64) -> Key {
+        let n = n_est.max(2.0);
+        let frac = n.powf(self.rng.next_f64() - 1.0);
+        self.pos.wrapping_add((frac * u64::MAX as f64) as u64)
+    }
+
+    /// Node-count estimate from the arc spanned by the predecessor and the successors.
+    fn n_estimate(&self) -> f64 {
+        let (Some(p), Some(last)) = (self.pred, self.succs.last()) else {
+            return 1.0;
+        };
+        let span = cw(p.pos, last.pos) as f64;
+        if span <= 0.0 {
+            return 1.0;
+        }
+        (self.succs.len() + 1) as f64 * (u64::MAX as f64) / span
+    }
+
+    fn owns(&self, k: Key) -> bool {
+        match self.pred {
+            Some(p) => in_arc(k, p.pos, self.pos),
+            None => self.succs.is_empty(),
+        }
+    }
+
+    fn is_dead(&self, p: &Peer, now: Time) -> bool {
+        self.dead.get(p).is_some_and(|t| *t > now)
+    }
+
+    fn adopt(&mut self, id: NodeId, now: Time) {
+        let e = self.heard.entry(id).or_insert(now);
+        *e = (*e).max(now);
+    }
+
+    /// Next hop towards `k`: (peer, whether the peer should own `k`).
+    fn next_hop(&self, k: Key) -> Option<(Peer, bool)> {
+        if let (Some(p), Some(pp)) = (self.pred, self.pred_pred)
+            && in_arc(k, pp.pos, p.pos)
+        {
+            return Some((p, true));
+        }
+        if let Some(s) = self.succs.first()
+            && in_arc(k, self.pos, s.pos)
+        {
+            return Some((*s, true));
+        }
+        let ttl = self.cfg.route_cache_ttl;
+        if let Some((_, _, p, _)) = self.cache.iter().find(|(lo, hi, p, t)| {
+            p.id != self.me && self.now.saturating_since(*t) <= ttl && in_arc(k, *lo, *hi)
+        }) {
+            return Some((*p, true));
+        }
+        let dk = cw(self.pos, k);
+        let best = self
+            .succs
+            .iter()
+            .chain(self.longs.iter())
+            .filter(|p| p.id != self.me)
+            .map(|p| (cw(self.pos, p.pos), *p))
+            .filter(|(d, _)| *d > 0 && *d < dk)
+            .max_by_key(|(d, _)| *d)
+            .map(|(_, p)| p);
+        best.or(self.succs.first().copied())
+            .or(self.pred)
+            .map(|p| (p, false))
+    }
+
+    fn learn_route(&mut self, lo: Key, hi: Key, from: NodeId) {
+        if from == self.me || lo == hi || self.cfg.route_cache == 0 {
+            return;
+        }
+        self.cache.retain(|(_, _, p, _)| p.id != from);
+        self.cache
+            .push_front((lo, hi, Peer { id: from, pos: hi }, self.now));
+        self.cache.truncate(self.cfg.route_cache);
+    }
+
+    // ---------------------------------------------------------------- sending
+
+    fn send(&mut self, dst: NodeId, msg: &LocatorMsg) {
+        let class = msg.class();
+        match wire::encode(class, msg) {
+            Ok(datagram) => {
+                self.stats.traffic.on_send(class, datagram.len());
+                self.transmits.push_back(Transmit { dst, class, datagram });
+            }
+            Err(_) => self.stats.rejected.oversize += 1,
+        }
+    }
+
+    fn flush_matches(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        let (lo, hi) = self.range().unwrap_or((self.pos, self.pos));
+        for (dst, items) in pending {
+            self.stats.matches_sent += items.len() as u64;
+            if dst == self.me {
+                self.on_matches(items);
+                continue;
+            }
+            for chunk in items.chunks(BATCH) {
+                self.send(
+                    dst,
+                    &LocatorMsg::Matches {
+                        lo,
+                        hi,
+                        items: chunk.to_vec(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// Routes `r` one step from here (or delivers it here).
+    fn route(&mut self, now: Time, mut r: Routed) {
+        match self.state {
+            RingState::Active => {}
+            RingState::Out { gateway } | RingState::Joining { contact: gateway, .. } => {
+                if gateway != self.me {
+                    if r.hops >= self.cfg.max_hops {
+                        self.stats.rejected.hop_limit += 1;
+                        return;
+                    }
+                    if r.origin != self.me {
+                        r.hops += 1;
+                    }
+                    r.last = false;
+                    self.send(gateway, &LocatorMsg::Route(r));
+                }
+                return;
+            }
+        }
+        if self.owns(r.key) || (self.pred.is_none() && r.last) {
+            self.deliver(now, r);
+            return;
+        }
+        if r.last {
+            // The sender thought we own the key; our view disagrees (a neighbour joined,
+            // left or failed). Bounded: after a few bounces keep it here.
+            r.bounces = r.bounces.saturating_add(1);
+            if r.bounces > Routed::MAX_BOUNCES {
+                self.stats.bounced += 1;
+                self.deliver(now, r);
+                return;
+            }
+        }
+        if r.hops >= self.cfg.max_hops {
+            self.stats.rejected.hop_limit += 1;
+            return;
+        }
+        let Some((peer, last)) = self.next_hop(r.key) else {
+            self.deliver(now, r);
+            return;
+        };
+        r.hops += 1;
+        r.last = last;
+        self.send(peer.id, &LocatorMsg::Route(r));
+    }
+
+    fn deliver(&mut self, now: Time, r: Routed) {
+        if r.origin != self.me && r.hops >= 2 && !matches!(r.payload, Payload::LinkReq) {
+            let (lo, hi) = self.range().unwrap_or((self.pos, self.pos));
+            self.send(r.origin, &LocatorMsg::RouteHint { lo, hi });
+        }
+        match r.payload {
+            Payload::Pub(p) => {
+                self.stats.hops[usize::from(r.hops.min(63))] += 1;
+                self.store_pub(now, p);
+            }
+            Payload::Sub(mut s) => {
+                self.stats.hops[usize::from(r.hops.min(63))] += 1;
+                s.reached = now;
+                self.store_sub(now, s, true);
+            }
+            Payload::LinkReq => {
+                if r.origin != self.me {
+                    self.send(r.origin, &LocatorMsg::LinkAck { pos: self.pos });
+                }
+            }
+        }
+        self.flush_matches();
+    }
+
+    // ---------------------------------------------------------------- rendezvous
+
+    fn count_load(&mut self, now: Time) {
+        self.stats.items_stored += 1;
+        let sec = now.as_micros() / 1_000_000;
+        match self.load_buckets.back_mut() {
+            Some((s, c)) if *s == sec => *c += 1,
+            _ => self.load_buckets.push_back((sec, 1)),
+        }
+        let window = self.cfg.lb_window.as_secs().max(1);
+        while self.load_buckets.front().is_some_and(|(s, _)| s + window <= sec) {
+            self.load_buckets.pop_front();
+        }
+    }
+
+    fn milli_load(&self, now: Time) -> u64 {
+        let window = self.cfg.lb_window.as_secs().max(1);
+        let sec = now.as_micros() / 1_000_000;
+        let sum: u64 = self
+            .load_buckets
+            .iter()
+            .filter(|(s, _)| s + window > sec)
+            .map(|(_, c)| c)
+            .sum();
+        let span = now.saturating_since(self.load_since).as_secs().clamp(1, window);
+        sum * 1000 / span
+    }
+
+    fn store_pub(&mut self, now: Time, p: PubItem) {
+        let expires = now + Duration::from_millis(u64::from(p.ttl_ms));
+        let sp = StoredPub {
+            primary: p.primary,
+            pos: p.pos,
+            expires,
+        };
+        if self.index.insert_pub(p.object, sp).is_err() {
+            self.stats.rejected.bad_geometry += 1;
+            return;
+        }
+        self.pub_kind.insert(p.object, p.kind);
+        self.count_load(now);
+        let mut to: BTreeSet<NodeId> = BTreeSet::new();
+        self.index.subs_containing(p.pos, now, |k, _| {
+            if k.node != p.primary {
+                to.insert(k.node);
+            }
+        });
+        for node in to {
+            self.pending.entry(node).or_default().push(MatchItem {
+                object: p.object,
+                primary: p.primary,
+                pos: p.pos,
+                ttl_ms: p.ttl_ms,
+            });
+        }
+    }
+
+    fn store_sub(&mut self, now: Time, s: SubItem, relay: bool) {
+        let expires = now + Duration::from_millis(u64::from(s.ttl_ms));
+        let fresh = self.index.sub(s.key).is_none_or(|e| e.bbox != s.bbox);
+        match self.index.insert_sub(
+            s.key,
+            StoredSub {
+                bbox: s.bbox,
+                expires,
+            },
+        ) {
+            Ok(()) => {}
+            Err(IndexError::Invalid) => {
+                self.stats.rejected.bad_geometry += 1;
+                return;
+            }
+            Err(IndexError::Oversize { .. }) => {
+                self.stats.rejected.oversize += 1;
+                return;
+            }
+        }
+        self.sub_info.insert(s.key, s);
+        if fresh {
+            self.count_load(now);
+            let mut found = Vec::new();
+            self.index.pubs_inside(&s.bbox, now, |id, p| {
+                if p.primary != s.key.node {
+                    found.push(MatchItem {
+                        object: id,
+                        primary: p.primary,
+                        pos: p.pos,
+                        ttl_ms: ms(p.expires.saturating_since(now)),
+                    });
+                }
+            });
+            if !found.is_empty() && self.stats.discovery_latency.len() < MAX_SAMPLES {
+                let route = s.reached.saturating_since(s.sent).as_micros() as u64;
+                let matching = now.saturating_since(s.reached).as_micros() as u64;
+                self.stats.discovery_latency.push((route, matching));
+            }
+            if !found.is_empty() {
+                self.pending.entry(s.key.node).or_default().extend(found);
+            }
+        }
+        if relay && self.keyer.keying() == Keying::RangeDht {
+            self.spread(s);
+        }
+    }
+
+    /// `rangedht`: spreads a subscription over the successors covering the rest of its key
+    /// range `[lo, hi]`. All known successors inside the range get it at once; the farthest
+    /// one relays it further if the range goes on (Mercury spreads along successors; the
+    /// fan-out over the successor list cuts the sequential delay by the list length).
+    fn spread(&mut self, s: SubItem) {
+        let span = cw(s.lo, s.hi);
+        let mut prev = self.pos;
+        let mut targets: Vec<Peer> = Vec::new();
+        for p in &self.succs {
+            // p owns (prev, p.pos]: it intersects the range if prev is before hi, and the
+            // walk must move clockwise (no wrap back over the range start).
+            if cw(s.lo, prev) >= span || cw(s.lo, p.pos) <= cw(s.lo, prev) || p.id == self.me {
+                break;
+            }
+            targets.push(*p);
+            prev = p.pos;
+        }
+        let n = targets.len();
+        for (i, p) in targets.into_iter().enumerate() {
+            let relay = i + 1 == n && cw(s.lo, p.pos) < span;
+            self.send(p.id, &LocatorMsg::Spread { sub: s, relay });
+        }
+    }
+
+    // ---------------------------------------------------------------- port
+
+    /// Takes the node's locator operations of one frame (every primary's publication and
+    /// interest): publishes moved or due primaries, refreshes subscriptions not covered by
+    /// the subscription cache (predicted, aggregated), and checks cached matches against
+    /// the current interest.
+    pub fn apply_ops(&mut self, now: Time, ops: impl IntoIterator<Item = Op>) {
+        self.now = self.now.max(now);
+        self.interest.clear();
+        let mut seen_pub = BTreeSet::new();
+        let mut seen_sub = BTreeSet::new();
+        let mut to_send = Vec::new();
+        let needed_p = self.cfg.prediction(Duration::ZERO);
+        let pred_p = self.cfg.prediction(self.cfg.pred_time);
+        self.sub_cache.prune(now, self.cfg.pub_time);
+        for op in ops {
+            match op {
+                Op::Publish { id, pos, kind } => {
+                    if !pos.is_finite() {
+                        self.stats.rejected.bad_ops += 1;
+                        continue;
+                    }
+                    seen_pub.insert(id);
+                    let due = self.published.get(&id).is_none_or(|(p, t)| {
+                        now.saturating_since(*t) >= self.cfg.pub_interval
+                            || p.distance(pos) >= self.cfg.pub_move
+                    });
+                    if due {
+                        self.published.insert(id, (pos, now));
+                        let r = Routed {
+                            origin: self.me,
+                            key: self.keyer.point_key(pos),
+                            hops: 0,
+                            last: false,
+                            bounces: 0,
+                            payload: Payload::Pub(PubItem {
+                                object: id,
+                                primary: self.me,
+                                pos,
+                                kind,
+                                ttl_ms: ms(self.cfg.pub_ttl),
+                            }),
+                        };
+                        self.route(now, r);
+                    }
+                }
+                Op::Subscribe { owner, region } => {
+                    if !region.is_valid() {
+                        self.stats.rejected.bad_ops += 1;
+                        continue;
+                    }
+                    seen_sub.insert(owner);
+                    self.interest.push(region);
+                    let v = self
+                        .velocity
+                        .entry(owner)
+                        .or_default()
+                        .update(now, region.center());
+                    let needed = enlarge(&region, v, &needed_p);
+                    if self.sub_cache.covers(&needed) {
+                        self.stats.subs_suppressed += 1;
+                    } else {
+                        to_send.push(enlarge(&region, v, &pred_p));
+                    }
+                }
+            }
+        }
+        self.published.retain(|id, _| seen_pub.contains(id));
+        self.velocity.retain(|id, _| seen_sub.contains(id));
+        for b in aggregate(to_send, self.cfg.aggregate_factor) {
+            self.sub_cache.insert(b, now + self.cfg.pred_time);
+            self.send_subscription(now, b);
+        }
+        self.flush_matches();
+        self.check_interest(now);
+    }
+
+    fn send_subscription(&mut self, now: Time, bbox: Aabb) {
+        let ext = self.cfg.max_sub_extent;
+        if bbox.max.x - bbox.min.x > ext || bbox.max.y - bbox.min.y > ext {
+            self.stats.rejected.oversize += 1;
+            return;
+        }
+        self.next_seq = self.next_seq.wrapping_add(1);
+        self.stats.subs_sent += 1;
+        let mut item = SubItem {
+            key: SubKey {
+                node: self.me,
+                seq: self.next_seq,
+            },
+            bbox,
+            ttl_ms: ms(self.cfg.pred_time),
+            lo: 0,
+            hi: 0,
+            sent: now,
+            reached: now,
+        };
+        let keys: Vec<(Key, Key)> = match self.keyer.keying() {
+            Keying::RangeDht => vec![self.keyer.x_range(&bbox)],
+            Keying::Dht => match self.keyer.regions_of(&bbox, MAX_REGIONS) {
+                Some(rs) => rs
+                    .into_iter()
+                    .map(|r| self.keyer.region_key(r))
+                    .map(|k| (k, k))
+                    .collect(),
+                None => {
+                    self.stats.rejected.oversize += 1;
+                    return;
+                }
+            },
+        };
+        for (lo, hi) in keys {
+            item.lo = lo;
+            item.hi = hi;
+            let r = Routed {
+                origin: self.me,
+                key: lo,
+                hops: 0,
+                last: false,
+                bounces: 0,
+                payload: Payload::Sub(item),
+            };
+            self.route(now, r);
+        }
+    }
+
+    /// Caches received matches (pre-fetched publications) and tells the node about those
+    /// inside its current unpredicted interest.
+    fn on_matches(&mut self, items: Vec<MatchItem>) {
+        let now = self.now;
+        let retell = self.cfg.retell;
+        for m in items {
+            if m.primary == self.me {
+                continue;
+            }
+            let until = now + Duration::from_millis(u64::from(m.ttl_ms));
+            self.prefetch.insert(m.object, (m.primary, m.pos, until));
+            let recently = self
+                .told
+                .get(&m.object)
+                .is_some_and(|t| now.saturating_since(*t) < retell);
+            if !recently && self.interest.iter().any(|r| r.contains(m.pos)) {
+                self.tell(now, m.object, m.primary, m.pos);
+            }
+        }
+    }
+
+    fn tell(&mut self, now: Time, object: ObjectId, primary: NodeId, pos: Point3) {
+        self.told.insert(object, now);
+        self.stats.discoveries += 1;
+        self.discoveries.push_back(Discovery { object, primary, pos });
+    }
+
+    fn check_interest(&mut self, now: Time) {
+        let retell = self.cfg.retell;
+        self.prefetch.retain(|_, (_, _, t)| *t > now);
+        self.told.retain(|_, t| now.saturating_since(*t) < retell);
+        let due: Vec<(ObjectId, NodeId, Point3)> = self
+            .prefetch
+            .iter()
+            .filter(|(id, (primary, pos, _))| {
+                *primary != self.me
+                    && !self.told.contains_key(id)
+                    && self.interest.iter().any(|r| r.contains(*pos))
+            })
+            .map(|(id, (primary, pos, _))| (*id, *primary, *pos))
+            .collect();
+        for (id, primary, pos) in due {
+            self.tell(now, id, primary, pos);
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! Locator wire messages (bitcode, inside `worldmesh_core::wire` frames).
+//!
+//! Decoding is bounded twice: the frame header caps the payload length before bitcode
+//! sees it, and bitcode never allocates beyond the bytes it has. After decoding, every
+//! message is validated by the receiver ([`crate::Locator::handle_message`]) — geometry,
+//! TTLs, hop counts, claimed key ranges, list lengths — and refused with a counter.
+
+use worldmesh_core::{Aabb, MessageClass, NodeId, ObjectId, Point3, Time};
+
+use crate::index::SubKey;
+use crate::keyspace::Key;
+
+/// A ring member as others see it: its id and its position.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, bitcode::Encode, bitcode::Decode)]
+pub struct Peer {
+    /// The node.
+    pub id: NodeId,
+    /// Its ring position (it owns `(pred, pos]`).
+    pub pos: Key,
+}
+
+/// A subscription travelling through the overlay.
+#[derive(Clone, Copy, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub struct SubItem {
+    /// Identity (subscriber node + sequence).
+    pub key: SubKey,
+    /// The (predicted) box.
+    pub bbox: Aabb,
+    /// Time to live at the rendezvous, ms.
+    pub ttl_ms: u32,
+    /// `rangedht`: the key arc `[lo, hi]` it spans; `dht`: the region key twice.
+    pub lo: Key,
+    /// See `lo`.
+    pub hi: Key,
+    /// When the subscriber sent it (for discovery-latency accounting).
+    pub sent: Time,
+    /// When it reached its first rendezvous (set there).
+    pub reached: Time,
+}
+
+/// A publication travelling through the overlay.
+#[derive(Clone, Copy, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub struct PubItem {
+    /// The object.
+    pub object: ObjectId,
+    /// Its primary's node.
+    pub primary: NodeId,
+    /// Its position.
+    pub pos: Point3,
+    /// Type tag.
+    pub kind: u8,
+    /// Time to live, ms.
+    pub ttl_ms: u32,
+}
+
+/// What a routed message carries.
+#[derive(Clone, Copy, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub enum Payload {
+    /// A subscription to store and match.
+    Sub(SubItem),
+    /// A publication to store and match.
+    Pub(PubItem),
+    /// A request for a long link: the owner of `key` answers with [`LocatorMsg::LinkAck`].
+    LinkReq,
+}
+
+/// A message routed greedily towards the owner of `key`.
+#[derive(Clone, Copy, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub struct Routed {
+    /// The node that injected it.
+    pub origin: NodeId,
+    /// Destination key.
+    pub key: Key,
+    /// Overlay hops so far.
+    pub hops: u8,
+    /// Set by a sender that believes the receiver owns `key`.
+    pub last: bool,
+    /// How many times a receiver marked `last` found it did not own `key` (views of the
+    /// ring disagree during churn); after [`Routed::MAX_BOUNCES`] the receiver keeps it.
+    pub bounces: u8,
+    /// Contents.
+    pub payload: Payload,
+}
+
+impl Routed {
+    /// Bounces after which a disputed message is stored where it is (soft state heals).
+    pub const MAX_BOUNCES: u8 = 2;
+}
+
+/// One matched publication, delivered to a subscriber.
+#[derive(Clone, Copy, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub struct MatchItem {
+    /// The object.
+    pub object: ObjectId,
+    /// Its primary's node.
+    pub primary: NodeId,
+    /// Its published position.
+    pub pos: Point3,
+    /// How long the subscriber may cache it, ms.
+    pub ttl_ms: u32,
+}
+
+/// Ring neighbourhood summary carried by pings and pongs.
+#[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub struct Hello {
+    /// Sender's position.
+    pub pos: Key,
+    /// Sender's predecessor.
+    pub pred: Option<Peer>,
+    /// Sender's successors.
+    pub succs: Vec<Peer>,
+}
+
+/// Soft state handed to a new owner on join or leave.
+#[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub struct Handoff {
+    /// Subscriptions with their remaining TTL.
+    pub subs: Vec<SubItem>,
+    /// Publications with their remaining TTL.
+    pub pubs: Vec<PubItem>,
+}
+
+/// Every locator message.
+#[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub enum LocatorMsg {
+    /// A greedily routed message (publication, subscription, link request).
+    Route(Routed),
+    /// A `rangedht` subscription spreading over the successors across its key range.
+    Spread {
+        /// The subscription.
+        sub: SubItem,
+        /// Whether the receiver continues the spreading beyond its own successors.
+        relay: bool,
+    },
+    /// Matches for the receiver's subscriptions, with the sender's range (a route hint).
+    Matches {
+        /// Sender's range start (exclusive).
+        lo: Key,
+        /// Sender's position.
+        hi: Key,
+        /// The matches.
+        items: Vec<MatchItem>,
+    },
+    /// The sender owns `(lo, hi]`: a route-cache entry for the receiver.
+    RouteHint {
+        /// Range start (exclusive).
+        lo: Key,
+        /// Range end.
+        hi: Key,
+    },
+    /// Liveness probe with ring neighbourhood.
+    Ping(Hello),
+    /// Answer to a ping.
+    Pong(Hello),
+    /// Answer to a long-link request.
+    LinkAck {
+        /// The owner's position.
+        pos: Key,
+    },
+    /// Ask the receiver to split its range with the sender.
+    JoinReq,
+    /// The receiver joins at `pos` between `pred` and `succs[0]`.
+    JoinAck {
+        /// Assigned position.
+        pos: Key,
+        /// Predecessor.
+        pred: Option<Peer>,
+        /// Successors (the splitting node first).
+        succs: Vec<Peer>,
+    },
+    /// Graceful leave: the sender's neighbours close the gap.
+    Leave {
+        /// The leaver's predecessor.
+        pred: Option<Peer>,
+        /// The leaver's successors.
+        succs: Vec<Peer>,
+    },
+    /// Stored items moving to their new owner.
+    Handoff(Handoff),
+    /// Load sample request.
+    LoadProbe,
+    /// Load sample answer: items routed to the sender per second (×1000), and its range.
+    LoadReport {
+        /// Load, milli-items per second.
+        milli_load: u64,
+        /// Whether the sender is in the ring.
+        joined: bool,
+    },
+}
+
+impl LocatorMsg {
+    /// The traffic class the message is counted under (BRIEF §2.6).
+    pub fn class(&self) -> MessageClass {
+        match self {
+            LocatorMsg::Route(r) => match r.payload {
+                Payload::LinkReq => MessageClass::OverlayMaintenance,
+                _ => MessageClass::LocatorRouting,
+            },
+            LocatorMsg::Spread { .. } | LocatorMsg::Handoff(_) => MessageClass::LocatorRouting,
+            LocatorMsg::Matches { .. } => MessageClass::MatchDelivery,
+            _ => MessageClass::OverlayMaintenance,
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! Multi-node tests of the locator on the deterministic harness (issue 4 acceptance).
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use worldmesh_core::{Aabb, MessageClass, NodeId, ObjectId, Point3, Time, wire};
+use worldmesh_locator::harness::{Delay, Harness};
+use worldmesh_locator::index::SubKey;
+use worldmesh_locator::msg::{Payload, PubItem, Routed, SubItem};
+use worldmesh_locator::workload::Workload;
+use worldmesh_locator::{Keying, LocatorConfig, LocatorMsg, RingState};
+
+const FRAME: Duration = Duration::from_millis(100);
+
+fn setup(nodes: usize, total: usize, per_node: usize, keying: Keying, seed: u64) -> (Harness, Workload) {
+    let mut wl = Workload::new(total, per_node, true, seed);
+    wl.speed = 0.0;
+    let mut cfg = LocatorConfig::new(keying, wl.world);
+    cfg.dht_regions = (total * per_node) as u32;
+    let h = Harness::new(
+        total,
+        nodes,
+        &cfg,
+        Delay::Uniform(Duration::from_millis(20)),
+        0.0,
+        seed,
+    )
+    .expect("valid setup");
+    (h, wl)
+}
+
+/// Ground truth: objects of other live nodes inside any area of interest of `node`.
+fn expected(wl: &Workload, h: &Harness, node: usize) -> BTreeSet<ObjectId> {
+    let mine: Vec<Aabb> = wl
+        .players
+        .iter()
+        .filter(|p| p.node.0 as usize == node)
+        .map(|p| wl.aoi(p.pos))
+        .collect();
+    wl.players
+        .iter()
+        .filter(|p| p.node.0 as usize != node && h.nodes[p.node.0 as usize].alive)
+        .filter(|p| mine.iter().any(|r| r.contains(p.pos)))
+        .map(|p| p.id)
+        .collect()
+}
+
+fn discovered_since(h: &Harness, node: usize, since: Time) -> BTreeSet<ObjectId> {
+    h.nodes[node]
+        .discoveries
+        .iter()
+        .filter(|(t, _)| *t >= since)
+        .map(|(_, d)| d.object)
+        .collect()
+}
+
+/// Every object inside a live node's interest was discovered in the last `window`, and
+/// nothing outside it was. Returns the number of (node, object) pairs checked.
+fn assert_exact_recall(h: &Harness, wl: &Workload, window: Duration, what: &str) -> usize {
+    let since = Time(h.now.0 - window.as_micros() as u64);
+    let mut pairs = 0;
+    for n in 0..h.nodes.len() {
+        if !h.nodes[n].alive {
+            continue;
+        }
+        let want = expected(wl, h, n);
+        let got = discovered_since(h, n, since);
+        let missing: Vec<_> = want.difference(&got).collect();
+        assert!(missing.is_empty(), "{what}: node {n} missed {missing:?}");
+        let extra: Vec<_> = got.difference(&want).collect();
+        assert!(
+            extra.is_empty(),
+            "{what}: node {n} was told about {extra:?} outside its interest"
+        );
+        pairs += want.len();
+    }
+    pairs
+}
+
+fn recall_static(keying: Keying) {
+    let (mut h, mut wl) = setup(16, 16, 2, keying, 7);
+    h.run_workload(&mut wl, Duration::from_secs(3), FRAME);
+    let pairs = assert_exact_recall(&h, &wl, Duration::from_millis(1500), "static");
+    assert!(pairs > 20, "the workload must produce overlaps to test ({pairs})");
+}
+
+#[test]
+fn recall_is_complete_without_faults_rangedht() {
+    recall_static(Keying::RangeDht);
+}
+
+#[test]
+fn recall_is_complete_without_faults_dht() {
+    recall_static(Keying::Dht);
+}
+
+fn recall_under_churn(keying: Keying) {
+    let (mut h, mut wl) = setup(14, 18, 2, keying, 11);
+    h.run_workload(&mut wl, Duration::from_secs(2), FRAME);
+    // Joins split ranges; a graceful leave; a leave followed by a rejoin elsewhere.
+    h.join(14, 3);
+    h.join(15, 9);
+    h.leave(5);
+    h.run_workload(&mut wl, Duration::from_millis(500), FRAME);
+    h.join(16, 0);
+    h.leave(11);
+    h.run_workload(&mut wl, Duration::from_millis(500), FRAME);
+    h.join(11, 2);
+    h.join(17, 12);
+    h.run_workload(&mut wl, Duration::from_secs(4), FRAME);
+    for n in [14, 15, 16, 17, 11] {
+        assert_eq!(h.nodes[n].loc.state(), RingState::Active, "node {n} joined");
+    }
+    assert_eq!(
+        h.nodes[5].loc.state(),
+        RingState::Out {
+            gateway: h.nodes[5].loc.links().1.first().map_or(NodeId(6), |p| p.id)
+        }
+    );
+    assert_exact_recall(&h, &wl, Duration::from_millis(1500), "after churn");
+    // Ranges still tile the ring: the active nodes' arcs sum to the whole key space.
+    let total: u128 = h
+        .nodes
+        .iter()
+        .filter_map(|s| s.loc.range())
+        .map(|(lo, hi)| u128::from(hi.wrapping_sub(lo)))
+        .sum();
+    assert_eq!(total, 1u128 << 64);
+}
+
+#[test]
+fn recall_survives_join_leave_and_splits_rangedht() {
+    recall_under_churn(Keying::RangeDht);
+}
+
+#[test]
+fn recall_survives_join_leave_and_splits_dht() {
+    recall_under_churn(Keying::Dht);
+}
+
+#[test]
+fn soft_state_expires_after_its_ttl() {
+    let (mut h, mut wl) = setup(8, 8, 1, Keying::RangeDht, 3);
+    h.run_workload(&mut wl, Duration::from_secs(2), FRAME);
+    let stored = |h: &Harness| h.nodes.iter().map(|s| s.loc.store().pub_count()).sum::<usize>();
+    assert_eq!(stored(&h), 8, "every player's publication is stored once");
+    // Everyone stops publishing and subscribing; nothing is refreshed.
+    let cfg = h.nodes[0].loc.config().clone();
+    let t0 = h.now;
+    // The last publication of each player is at most one publication interval old.
+    h.run_until(t0 + (cfg.pub_ttl - cfg.pub_interval - Duration::from_millis(100)));
+    assert_eq!(stored(&h), 8, "still alive before the TTL");
+    h.run_until(t0 + cfg.pub_ttl.max(cfg.pred_time) + Duration::from_millis(200));
+    assert_eq!(stored(&h), 0, "publications expired");
+    let subs: usize = h.nodes.iter().map(|s| s.loc.store().sub_count()).sum();
+    assert_eq!(subs, 0, "subscriptions expired");
+}
+
+#[test]
+fn a_failed_rendezvous_loses_items_only_until_refresh() {
+    let (mut h, mut wl) = setup(12, 12, 2, Keying::RangeDht, 5);
+    h.run_workload(&mut wl, Duration::from_secs(2), FRAME);
+    let victim = 6;
+    let held = h.nodes[victim].loc.store().pub_count();
+    assert!(held > 0, "the victim is a rendezvous for something");
+    h.crash(victim);
+    let cfg = h.nodes[0].loc.config().clone();
+    // Failure detection plus one refresh period of publications and subscriptions.
+    let settle = cfg.fail_timeout + cfg.ping_interval * 2 + cfg.pred_time + cfg.pub_interval;
+    h.run_workload(&mut wl, settle + Duration::from_secs(2), FRAME);
+    let detected: u64 = h.nodes.iter().map(|s| s.loc.stats().failures_detected).sum();
+    assert!(detected >= 1);
+    assert_exact_recall(&h, &wl, Duration::from_millis(1500), "after a crash");
+    let total: u128 = h
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != victim)
+        .filter_map(|(_, s)| s.loc.range())
+        .map(|(lo, hi)| u128::from(hi.wrapping_sub(lo)))
+        .sum();
+    assert_eq!(total, 1u128 << 64, "the dead node's range is re-covered");
+}
+
+#[test]
+fn routing_terminates_under_churn_and_loss() {
+    let mut wl = Workload::new(24, 1, true, 9);
+    let cfg = LocatorConfig::new(Keying::RangeDht, wl.world);
+    let mut h =
+        Harness::new(24, 20, &cfg, Delay::Uniform(Duration::from_millis(15)), 0.05, 9).expect("valid setup");
+    h.run_workload(&mut wl, Duration::from_secs(2), FRAME);
+    h.crash(3);
+    h.leave(7);
+    h.join(20, 1);
+    h.run_workload(&mut wl, Duration::from_secs(1), FRAME);
+    h.crash(12);
+    h.join(21, 15);
+    h.join(7, 18);
+    h.run_workload(&mut wl, Duration::from_secs(3), FRAME);
+    let loops: u64 = h.nodes.iter().map(|s| s.loc.stats().rejected.hop_limit).sum();
+    assert_eq!(loops, 0, "no routed message hit the hop limit");
+    let max_hops = h
+        .nodes
+        .iter()
+        .filter_map(|s| s.loc.stats().hops.iter().rposition(|c| *c > 0))
+        .max()
+        .unwrap_or(0);
+    assert!(max_hops < 20, "longest route {max_hops} hops");
+}
+
+fn fingerprint(seed: u64) -> (Vec<Vec<(Time, ObjectId)>>, Vec<u64>) {
+    let mut wl = Workload::new(12, 2, false, seed);
+    let cfg = LocatorConfig::new(Keying::Dht, wl.world);
+    let mut h = Harness::new(
+        12,
+        12,
+        &cfg,
+        Delay::Uniform(Duration::from_millis(30)),
+        0.02,
+        seed,
+    )
+    .expect("valid setup");
+    h.run_workload(&mut wl, Duration::from_secs(3), FRAME);
+    let d = h
+        .nodes
+        .iter()
+        .map(|s| s.discoveries.iter().map(|(t, d)| (*t, d.object)).collect())
+        .collect();
+    let b = h
+        .nodes
+        .iter()
+        .map(|s| s.loc.stats().traffic.total_sent().bytes)
+        .collect();
+    (d, b)
+}
+
+#[test]
+fn same_seed_same_run() {
+    let a = fingerprint(42);
+    assert_eq!(a, fingerprint(42));
+    assert!(a.0.iter().map(|v| v.len()).sum::<usize>() > 0);
+    assert_ne!(a.1, fingerprint(43).1, "a different seed gives a different run");
+}
+
+fn routed_sub(h: &Harness, origin: u32, bbox: Aabb, ttl_ms: u32, hops: u8, forge: bool) -> LocatorMsg {
+    let k = h.nodes[0].loc.keyer();
+    let (lo, hi) = k.x_range(&bbox);
+    let item = SubItem {
+        key: SubKey {
+            node: NodeId(origin),
+            seq: 99,
+        },
+        bbox,
+        ttl_ms,
+        lo: if forge { lo.wrapping_add(12345) } else { lo },
+        hi,
+        sent: Time::ZERO,
+        reached: Time::ZERO,
+    };
+    LocatorMsg::Route(Routed {
+        origin: NodeId(origin),
+        key: item.lo,
+        hops,
+        last: false,
+        bounces: 0,
+        payload: Payload::Sub(item),
+    })
+}
+
+#[test]
+fn bad_input_is_rejected_with_counters() {
+    let (mut h, _) = setup(4, 4, 1, Keying::RangeDht, 1);
+    let now = Time::from_millis(10);
+    let good = Aabb::around(Point3::new(300.0, 300.0, 0.0), Point3::new(100.0, 100.0, 10.0));
+    let huge = Aabb::around(Point3::new(300.0, 300.0, 0.0), Point3::new(9000.0, 100.0, 10.0));
+    let cases = [
+        routed_sub(&h, 1, good, 1000, 0, true),
+        routed_sub(&h, 1, good, 0, 0, false),
+        routed_sub(&h, 1, good, 3_600_000, 0, false),
+        routed_sub(&h, 1, good, 1000, 200, false),
+        routed_sub(&h, 1, huge, 1000, 0, false),
+        LocatorMsg::Route(Routed {
+            origin: NodeId(1),
+            key: 5,
+            hops: 0,
+            last: false,
+            bounces: 0,
+            payload: Payload::Pub(PubItem {
+                object: ObjectId::new(NodeId(1), 1),
+                primary: NodeId(1),
+                pos: Point3::new(f32::NAN, 0.0, 0.0),
+                kind: 0,
+                ttl_ms: 100,
+            }),
+        }),
+        LocatorMsg::RouteHint { lo: 7, hi: 7 },
+    ];
+    let loc = &mut h.nodes[0].loc;
+    for m in cases {
+        let d = wire::encode(m.class(), &m).expect("encodes");
+        loc.handle_datagram(now, NodeId(1), &d);
+    }
+    // Garbage, a class mismatch, and a non-member.
+    loc.handle_datagram(now, NodeId(1), &[1, 2, 3]);
+    let d = wire::frame(MessageClass::LocatorRouting, &[0xff; 9]).expect("frames");
+    loc.handle_datagram(now, NodeId(1), &d);
+    let ping = LocatorMsg::LoadProbe;
+    let d = wire::encode(MessageClass::LocatorRouting, &ping).expect("encodes");
+    loc.handle_datagram(now, NodeId(1), &d);
+    let d = wire::encode(ping.class(), &ping).expect("encodes");
+    loc.handle_datagram(now, NodeId(77), &d);
+    let r = loc.stats().rejected;
+    assert_eq!(r.forged_range, 2, "forged key range and route hint");
+    assert_eq!(r.bad_ttl, 2, "zero and too-long TTLs");
+    assert_eq!(r.hop_limit, 1);
+    assert_eq!(r.oversize, 1);
+    assert_eq!(r.bad_geometry, 1);
+    assert_eq!(r.malformed, 3);
+    assert_eq!(r.not_member, 1);
+    assert_eq!(
+        loc.store().sub_count() + loc.store().pub_count(),
+        0,
+        "nothing bad was stored"
+    );
+}
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn arbitrary_datagrams_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300), class in 0u8..6) {
+            let (mut h, _) = setup(3, 3, 1, Keying::Dht, 1);
+            let cls = MessageClass::from_u8(class).unwrap_or(MessageClass::Control);
+            let d = wire::frame(cls, &bytes).expect("frames");
+            h.nodes[0].loc.handle_datagram(Time::from_millis(5), NodeId(1), &d);
+            h.nodes[0].loc.handle_datagram(Time::from_millis(5), NodeId(2), &bytes);
+            h.nodes[0].loc.handle_timeout(Time::from_millis(5000));
+        }
+    }
+}
+
+/// With moving players, every object that stays inside a node's *unpredicted* interest for
+/// a second is discovered within that second: the predicted, cached, aggregated
+/// subscriptions never lose an object the unpredicted one would catch.
+fn moving_objects_inside_interest_are_discovered(keying: Keying) {
+    use std::collections::BTreeMap;
+    let mut wl = Workload::new(12, 2, true, 21);
+    let mut cfg = LocatorConfig::new(keying, wl.world);
+    cfg.dht_regions = 24;
+    let mut h =
+        Harness::new(12, 12, &cfg, Delay::Uniform(Duration::from_millis(25)), 0.0, 21).expect("valid setup");
+    h.run_workload(&mut wl, Duration::from_secs(2), FRAME);
+    let mut entered: BTreeMap<(usize, ObjectId), Time> = BTreeMap::new();
+    let mut checked = 0;
+    for _ in 0..60 {
+        let t = h.now + FRAME;
+        h.run_until(t);
+        wl.step(FRAME.as_secs_f32());
+        for i in 0..12 {
+            let ops = wl.ops(NodeId(i as u32));
+            h.apply_ops(i, ops);
+        }
+        let now = h.now;
+        let mut inside = BTreeSet::new();
+        for n in 0..12 {
+            for o in expected(&wl, &h, n) {
+                inside.insert((n, o));
+                let since = *entered.entry((n, o)).or_insert(now);
+                if now.saturating_since(since) >= Duration::from_secs(1) {
+                    let seen = h.nodes[n]
+                        .discoveries
+                        .iter()
+                        .any(|(t, d)| d.object == o && *t >= since);
+                    assert!(
+                        seen,
+                        "node {n} never discovered {o:?}, inside its interest since {since:?}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        entered.retain(|k, _| inside.contains(k));
+    }
+    assert!(
+        checked > 50,
+        "enough long-lived overlaps were checked ({checked})"
+    );
+}
+
+#[test]
+fn prediction_never_misses_moving_objects_rangedht() {
+    moving_objects_inside_interest_are_discovered(Keying::RangeDht);
+}
+
+#[test]
+fn prediction_never_misses_moving_objects_dht() {
+    moving_objects_inside_interest_are_discovered(Keying::Dht);
+}
