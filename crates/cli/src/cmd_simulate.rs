@@ -30,6 +30,16 @@ pub struct SimulateArgs {
     /// Map shape: rect or sqr [default: rect].
     #[arg(long, value_parser = ["rect", "sqr"])]
     map: Option<String>,
+    /// Object locator: oracle (ideal global index), rangedht (Mercury-style range DHT) or
+    /// dht (hashed DHT over map regions) [default: oracle].
+    #[arg(long, value_parser = ["oracle", "rangedht", "dht"])]
+    locator: Option<String>,
+    /// DHT locators: leave-and-rejoin load balancing on or off [default: off].
+    #[arg(long, value_parser = ["on", "off"])]
+    loadbal: Option<String>,
+    /// DHT locators: PredTime in ms, how far ahead subscriptions are predicted [default: 1000].
+    #[arg(long, value_name = "MS")]
+    pred_time: Option<f64>,
     /// Turn off proactive replication of missiles (attach_to).
     #[arg(long)]
     no_proactive: bool,
@@ -94,6 +104,15 @@ impl SimulateArgs {
         if self.no_proactive {
             c.game.proactive = false;
         }
+        if let Some(v) = &self.locator {
+            c.locator.kind = v.clone();
+        }
+        if let Some(v) = &self.loadbal {
+            c.locator.loadbal = v == "on";
+        }
+        if let Some(v) = self.pred_time {
+            c.locator.pred_time_ms = v;
+        }
         if let Some(v) = self.warmup {
             c.warmup_s = v;
         }
@@ -132,8 +151,16 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let wall = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
     let arch = match cfg.architecture {
-        Architecture::Colyseus => "colyseus (oracle locator)",
-        Architecture::Broadcast => "broadcast",
+        Architecture::Colyseus => format!(
+            "colyseus ({} locator{})",
+            cfg.locator.kind,
+            if cfg.locator.loadbal && cfg.locator.kind != "oracle" {
+                ", load balancing"
+            } else {
+                ""
+            }
+        ),
+        Architecture::Broadcast => "broadcast".to_string(),
     };
     let title = format!(
         "worldmesh simulate: {}-{}-{:?}, {} players, {:.0} s ({:.0} s warm-up excluded), {arch}, latency {}, loss {}",

@@ -13,6 +13,7 @@ use worldmesh_replica::{
 use crate::instance::InstanceHost;
 use crate::migration::{MigrationConfig, MigrationEvent, MigrationMsg, Migrator, StartError};
 use crate::stats::{NodeStats, NodeSummary};
+use worldmesh_locator::{Locator, Op as LocatorPortOp};
 
 /// Static configuration of a node.
 #[derive(Clone, Debug)]
@@ -136,6 +137,7 @@ pub struct Node<O: GameObject> {
     stats: NodeStats,
     instances: InstanceHost,
     migrator: Migrator,
+    locator: Option<Locator>,
 }
 
 impl<O: GameObject> Node<O> {
@@ -172,6 +174,7 @@ impl<O: GameObject> Node<O> {
                 ..NodeStats::default()
             },
             migrator,
+            locator: None,
         }
     }
 
@@ -235,11 +238,14 @@ impl<O: GameObject> Node<O> {
     /// When the node wants [`Node::handle_timeout`] called next: the earlier of its next
     /// frame and its instances' next tick.
     pub fn poll_timeout(&self) -> Option<Time> {
-        Some(
-            self.instances
-                .poll_timeout()
-                .map_or(self.next_frame, |t| t.min(self.next_frame)),
-        )
+        let mut t = self
+            .instances
+            .poll_timeout()
+            .map_or(self.next_frame, |t| t.min(self.next_frame));
+        if let Some(l) = self.locator.as_ref().and_then(Locator::poll_timeout) {
+            t = t.min(l);
+        }
+        Some(t)
     }
 
     /// The next datagram to send, if any.
@@ -267,6 +273,45 @@ impl<O: GameObject> Node<O> {
         }
         self.instances.handle_timeout(now);
         self.flush_instances(now);
+        if let Some(loc) = &mut self.locator
+            && loc.poll_timeout().is_some_and(|t| t <= now)
+        {
+            loc.handle_timeout(now);
+            self.pump_locator(now);
+        }
+    }
+
+    /// Attaches the distributed object locator (paper `000` §3, §6): from now on the
+    /// node's publications and subscriptions go to it instead of
+    /// [`Node::take_locator_ops`], and its discoveries are handled here.
+    pub fn attach_locator(&mut self, locator: Locator) {
+        self.locator = Some(locator);
+    }
+
+    /// The attached distributed locator, if any.
+    pub fn locator(&self) -> Option<&Locator> {
+        self.locator.as_ref()
+    }
+
+    /// Sends the locator's datagrams and handles its discoveries.
+    fn pump_locator(&mut self, now: Time) {
+        let mut found = Vec::new();
+        if let Some(loc) = &mut self.locator {
+            while let Some(t) = loc.poll_transmit() {
+                self.stats.on_send(now, t.class, t.datagram.len());
+                self.transmits.push_back(Transmit {
+                    dst: t.dst,
+                    class: t.class,
+                    datagram: t.datagram,
+                });
+            }
+            while let Some(d) = loc.poll_discovery() {
+                found.push(d);
+            }
+        }
+        for d in found {
+            self.handle_discovery(now, d.object, d.primary, d.pos);
+        }
     }
 
     /// Queues the instances' Control datagrams.
@@ -318,6 +363,14 @@ impl<O: GameObject> Node<O> {
                 self.flush_instances(now);
             }
             MessageClass::Migration => self.on_migration_datagram(now, from, &frame),
+            MessageClass::LocatorRouting | MessageClass::MatchDelivery | MessageClass::OverlayMaintenance
+                if self.locator.is_some() =>
+            {
+                if let Some(loc) = &mut self.locator {
+                    loc.handle_datagram(now, from, datagram);
+                }
+                self.pump_locator(now);
+            }
             other => self.reject(from, format!("no handler here for {other} datagrams")),
         }
     }
@@ -375,6 +428,16 @@ impl<O: GameObject> Node<O> {
                     let region = region.expand(self.config.replica.interest_margin);
                     self.locator_ops.push(LocatorOp::Subscribe { owner: id, region });
                 }
+            }
+            if let Some(loc) = &mut self.locator {
+                let ops = std::mem::take(&mut self.locator_ops)
+                    .into_iter()
+                    .map(|op| match op {
+                        LocatorOp::Publish { id, pos, kind } => LocatorPortOp::Publish { id, pos, kind },
+                        LocatorOp::Subscribe { owner, region } => LocatorPortOp::Subscribe { owner, region },
+                    });
+                loc.apply_ops(now, ops);
+                self.pump_locator(now);
             }
         }
         let mut out = Vec::new();

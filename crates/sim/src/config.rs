@@ -73,8 +73,8 @@ pub enum Architecture {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LocatorConfig {
-    /// `oracle`: ideal discovery through a global index (the distributed locators come
-    /// with the locator issue).
+    /// `oracle` (ideal discovery through a global index), `rangedht` (Mercury-style range
+    /// DHT keyed by x) or `dht` (hashed DHT over map regions); paper `000` §6.1.
     pub kind: String,
     /// Delay between a match and its delivery to the subscriber, ms.
     pub delay_ms: f64,
@@ -82,6 +82,11 @@ pub struct LocatorConfig {
     /// interest prediction, paper `000` §6.2). Ours: 160 = half a second of running at
     /// Quake III speed.
     pub interest_margin: f32,
+    /// DHT locators: leave-and-rejoin load balancing (paper `000` Table 2).
+    pub loadbal: bool,
+    /// DHT locators: PredTime, ms: how far ahead subscriptions are enlarged by predicted
+    /// movement, and their TTL (paper `000` §6.2, Figure 8a).
+    pub pred_time_ms: f64,
 }
 
 impl Default for LocatorConfig {
@@ -90,6 +95,8 @@ impl Default for LocatorConfig {
             kind: "oracle".into(),
             delay_ms: 0.0,
             interest_margin: 160.0,
+            loadbal: false,
+            pred_time_ms: 1000.0,
         }
     }
 }
@@ -179,10 +186,16 @@ impl SimConfig {
                 self.warmup_s
             ));
         }
-        if self.locator.kind != "oracle" {
+        if !["oracle", "dht", "rangedht"].contains(&self.locator.kind.as_str()) {
             return bad(format!(
-                "locator.kind `{}` is not available; known: oracle",
+                "locator.kind `{}` is not available; known: oracle, dht, rangedht",
                 self.locator.kind
+            ));
+        }
+        if !(self.locator.pred_time_ms.is_finite() && (0.0..=30_000.0).contains(&self.locator.pred_time_ms)) {
+            return bad(format!(
+                "locator.pred_time_ms must be in [0, 30000], got {}",
+                self.locator.pred_time_ms
             ));
         }
         if !(self.locator.delay_ms.is_finite() && (0.0..=60_000.0).contains(&self.locator.delay_ms)) {
@@ -303,10 +316,13 @@ mod tests {
         let c =
             SimConfig::from_toml_str("bots_per_node = 2\narchitecture = \"broadcast\"\n", "x.toml").unwrap();
         assert_eq!((c.players_per_node, c.architecture), (2, Architecture::Broadcast));
-        let e = SimConfig::from_toml_str("[locator]\nkind = \"dht\"\n", "x.toml")
+        let e = SimConfig::from_toml_str("[locator]\nkind = \"chord\"\n", "x.toml")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("locator.kind `dht` is not available"), "{e}");
+        assert!(e.contains("locator.kind `chord` is not available"), "{e}");
+        assert!(
+            SimConfig::from_toml_str("[locator]\nkind = \"rangedht\"\nloadbal = true\n", "x.toml").is_ok()
+        );
     }
 
     #[test]

@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use worldmesh_core::{DetRng, NodeId, Time};
+use worldmesh_core::{Aabb, DetRng, NodeId, Point3, Time};
 use worldmesh_game::{GameMap, ModelObject, workload};
+use worldmesh_locator::{Keying, Locator, LocatorConfig};
 use worldmesh_node::{Mode, Node, NodeConfig, RunSummary};
 use worldmesh_replica::Role;
 
@@ -37,6 +38,28 @@ pub fn build(cfg: &SimConfig) -> Result<Sim, ConfigError> {
         Architecture::Broadcast => Mode::Broadcast,
     };
     let ids: Vec<NodeId> = (0..cfg.nodes as u32).map(NodeId).collect();
+    // The distributed locator, when chosen: one per node, all in the initial ring.
+    let locator = match (cfg.architecture, cfg.locator.kind.as_str()) {
+        (Architecture::Colyseus, kind @ ("dht" | "rangedht")) => {
+            let keying = if kind == "dht" {
+                Keying::Dht
+            } else {
+                Keying::RangeDht
+            };
+            let bounds = Aabb::from_corners(
+                Point3::new(0.0, 0.0, -1000.0),
+                Point3::new(world.width, world.height, 1000.0),
+            );
+            let mut kc = LocatorConfig::new(keying, bounds);
+            // `dht`: as many regions as players by default (paper `000` §6.3).
+            kc.dht_regions = (cfg.nodes * cfg.players_per_node).clamp(1, 1 << 20) as u32;
+            kc.loadbal = cfg.locator.loadbal;
+            kc.pred_time = Duration::from_secs_f64(cfg.locator.pred_time_ms / 1000.0);
+            kc.max_speed = cfg.game.player_speed;
+            Some(kc)
+        }
+        _ => None,
+    };
     let nodes = ids
         .iter()
         .map(|&id| {
@@ -52,13 +75,18 @@ pub fn build(cfg: &SimConfig) -> Result<Sim, ConfigError> {
             for o in initial.next().unwrap_or_default() {
                 node.spawn(Time::ZERO, o);
             }
-            node
+            if let Some(kc) = &locator {
+                let loc = Locator::new(id, kc.clone(), &ids, &ids, cfg.seed, Time::ZERO)
+                    .map_err(|e| ConfigError::Invalid(format!("locator: {e}")))?;
+                node.attach_locator(loc);
+            }
+            Ok(node)
         })
-        .collect::<Vec<_>>();
+        .collect::<Result<Vec<_>, ConfigError>>()?;
     let frame = cfg.frame_interval();
     let mut sim = Simulation::new(nodes, net)
         .with_collector(Collector::new(Time::from_secs_f64(cfg.effective_warmup())), frame);
-    if cfg.architecture == Architecture::Colyseus {
+    if cfg.architecture == Architecture::Colyseus && locator.is_none() {
         let delay = Duration::from_secs_f64(cfg.locator.delay_ms / 1000.0);
         sim = sim.with_oracle(Oracle::new(frame * 3), frame, delay);
     }

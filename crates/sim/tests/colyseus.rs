@@ -75,3 +75,28 @@ fn broadcast_baseline_on_the_trace_matches_the_broadcast_run_in_size() {
     );
     let _ = Time::ZERO;
 }
+
+#[test]
+fn distributed_locators_discover_and_replicate() {
+    for kind in ["rangedht", "dht"] {
+        let mut c = cfg(8, 2, 12.0);
+        c.locator.kind = kind.into();
+        let r = scenario::run(&c, &mut |_| {}).unwrap();
+        let m = &r.metrics;
+        assert!(m.required_per_node > 0.5, "{kind}: {m:?}");
+        // Discovery goes through the overlay: most required replicas are held after 400 ms.
+        assert!(m.missing[2] < 0.25, "{kind}: {:?}", m.missing);
+        let class = |name: &str| {
+            r.summary
+                .sent_by_class
+                .iter()
+                .find(|(n, _)| n == name)
+                .unwrap()
+                .1
+                .bytes
+        };
+        assert!(
+            class("locator_routing") > 0 && class("match_delivery") > 0 && class("overlay_maintenance") > 0
+        );
+    }
+}
