@@ -5,6 +5,7 @@
 //! - [`id`]: node, object and client identifiers;
 //! - [`time`]: virtual time. Protocol code never reads a clock; drivers pass `now` in
 //!   (BRIEF §2.2), so the simulator and the real runtime drive the same code;
+//! - [`hash`]: a fast hasher for maps keyed by ids the program makes itself;
 //! - [`geom`]: 3-D points, axis-aligned boxes and multi-attribute range predicates, the
 //!   language of naming attributes and areas of interest (Colyseus, paper `000` §3);
 //! - [`latency`]: round-trip-time matrices loaded from whitespace or CSV files with
@@ -16,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 pub mod geom;
+pub mod hash;
 pub mod id;
 pub mod latency;
 pub mod rng;

@@ -22,7 +22,8 @@
 //!   per-object header (id and sequence, as worldmesh's update items) and 34 bytes per
 //!   datagram (IPv4 + UDP + worldmesh frame header) with datagrams of at most 1200 bytes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+use worldmesh_core::hash::FastMap as HashMap;
 
 use serde::{Deserialize, Serialize};
 use worldmesh_core::{NodeId, ObjectId, Time};
@@ -112,9 +113,9 @@ impl<O: GameObject> Collector<O> {
     pub fn new(from: Time) -> Self {
         Self {
             from,
-            entered: HashMap::new(),
-            prev_views: HashMap::new(),
-            prev_state: HashMap::new(),
+            entered: HashMap::default(),
+            prev_views: HashMap::default(),
+            prev_state: HashMap::default(),
             all: Counts::default(),
             missiles: Counts::default(),
             by_kind: Default::default(),
@@ -141,7 +142,7 @@ impl<O: GameObject> Collector<O> {
                 prim.insert(id, (n.id(), &e.object, e.version, e.state_time));
             }
         }
-        let mut grid: HashMap<(i32, i32), Vec<ObjectId>> = HashMap::new();
+        let mut grid: HashMap<(i32, i32), Vec<ObjectId>> = HashMap::default();
         for (id, (_, o, _, _)) in &prim {
             let p = o.position();
             grid.entry((cell(p.x), cell(p.y))).or_default().push(*id);
@@ -172,8 +173,8 @@ impl<O: GameObject> Collector<O> {
                 (*id, b)
             })
             .collect();
-        let mut entered = HashMap::new();
-        let mut views: HashMap<ObjectId, BTreeSet<ObjectId>> = HashMap::new();
+        let mut entered = HashMap::default();
+        let mut views: HashMap<ObjectId, BTreeSet<ObjectId>> = HashMap::default();
         let mut required_now = 0u64;
         for n in nodes {
             let mut req: BTreeSet<ObjectId> = BTreeSet::new();
@@ -239,8 +240,8 @@ impl<O: GameObject> Collector<O> {
             self.required_total += required_now;
             self.objects_total += prim.len() as u64;
             // Per-object update size against the previous sample (0 = unchanged).
-            let mut delta_len: HashMap<ObjectId, u64> = HashMap::new();
-            let mut full_len: HashMap<ObjectId, u64> = HashMap::new();
+            let mut delta_len: HashMap<ObjectId, u64> = HashMap::default();
+            let mut full_len: HashMap<ObjectId, u64> = HashMap::default();
             let mut buf = Vec::new();
             for (id, (_, o, _, _)) in &prim {
                 let enc = &encodings[id];

@@ -6,8 +6,9 @@
 //! the same interface the distributed locator implements, and it is the "ideal discovery"
 //! reference of the experiments. Its traffic is not on any wire and is not counted.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
+use worldmesh_core::hash::FastMap as HashMap;
 
 use worldmesh_core::{Aabb, NodeId, ObjectId, Point3, Time};
 use worldmesh_node::LocatorOp;
