@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use worldmesh_core::wire::{Codec, Frame, MAX_PAYLOAD};
+use worldmesh_core::wire::{self, Codec, Frame, MAX_PAYLOAD};
 use worldmesh_core::{Aabb, DetRng, MessageClass, NodeId, ObjectId, Point3, Time};
 use worldmesh_replica::{
     GameObject, Mode, ObjectStore, Packet, ReplicaConfig, ReplicaManager, ReplicaMsg, Role,
@@ -377,10 +377,10 @@ impl<O: GameObject> Node<O> {
 
     /// Replica management: a [`Packet`] for the replica manager.
     fn on_replica_datagram(&mut self, now: Time, from: NodeId, frame: &Frame<'_>) {
-        let packet: Packet = match self.codec.decode(frame) {
+        let packet = match Packet::decode(frame.payload) {
             Ok(p) => p,
             Err(e) => {
-                self.reject(from, e.to_string());
+                self.reject(from, format!("malformed object_update payload: {e}"));
                 return;
             }
         };
@@ -465,13 +465,20 @@ impl<O: GameObject> Node<O> {
                     .wrapping_add(self.stats.update_packet_count)
                     .is_multiple_of(8)
             {
-                self.stats.update_msg_bytes_sampled += self.codec.encoded_len(m) as u64;
+                // The update message alone: a packet holding only it, less that packet's
+                // 3-byte head (seq 0, time 0, one message).
+                let alone = Packet {
+                    seq: 0,
+                    sent_at: Time::ZERO,
+                    msgs: vec![m.clone()],
+                };
+                self.stats.update_msg_bytes_sampled += alone.encode().len().saturating_sub(3) as u64;
                 self.stats.update_items_sampled += items as u64;
             }
             if items > 0 {
                 self.stats.update_packet_count += 1;
             }
-            match self.codec.encode(MessageClass::ObjectUpdate, &packet) {
+            match wire::frame(MessageClass::ObjectUpdate, &packet.encode()) {
                 Ok(d) => {
                     self.stats.on_send(now, MessageClass::ObjectUpdate, d.len());
                     if items > 0 {

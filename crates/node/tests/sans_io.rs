@@ -149,13 +149,14 @@ fn replicas_of_a_silent_node_are_dropped() {
 }
 
 fn packet(msgs: Vec<ReplicaMsg>) -> Vec<u8> {
-    wire::encode(
+    wire::frame(
         MessageClass::ObjectUpdate,
         &Packet {
             seq: 1,
             sent_at: Time::ZERO,
             msgs,
-        },
+        }
+        .encode(),
     )
     .unwrap()
 }
@@ -270,10 +271,12 @@ fn bad_input_is_counted_and_never_applied() {
     b.handle_timeout(Time::ZERO);
     let out = drain(&mut b);
     let to0 = out.iter().find(|t| t.dst == NodeId(0)).expect("b asks node 0");
-    let p: Packet = wire::Frame::parse(&to0.datagram, wire::MAX_PAYLOAD)
-        .unwrap()
-        .decode()
-        .unwrap();
+    let p = Packet::decode(
+        wire::Frame::parse(&to0.datagram, wire::MAX_PAYLOAD)
+            .unwrap()
+            .payload,
+    )
+    .unwrap();
     assert!(
         p.msgs
             .iter()

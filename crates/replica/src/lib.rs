@@ -22,12 +22,14 @@
 //! `worldmesh-node`) decides what to send; this crate holds state.
 #![forbid(unsafe_code)]
 
+mod codec;
 mod manager;
 mod message;
 mod naming;
 mod object;
 mod store;
 
+pub use codec::PacketError;
 pub use manager::{
     FrameReport, MigrateError, MigratedObject, Mode, MovedOutcome, ReplicaConfig, ReplicaManager,
     ReplicaStats, WriterLog,

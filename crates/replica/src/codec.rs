@@ -1,0 +1,365 @@
+//! A hand-written codec for [`Packet`], the replica manager's hot-path message.
+//!
+//! Every frame a node sends many small packets; bitcode's columnar encoder costs a fixed
+//! setup per call that dominated the simulator's profile (about a quarter of the time at
+//! 64 nodes). This codec writes the same information with LEB128 varints in one pass:
+//!
+//! ```text
+//! packet  = seq:varint sent_at_us:varint count:varint msg*
+//! msg     = tag:u8 count:varint item*          (tag = variant index of ReplicaMsg)
+//! id      = origin:varint seq:varint
+//! Update  = id version:varint back:varint len:varint bytes   (back = version − base, 0 = full)
+//! Interest= id have:varint      Unsubscribe/Deleted = id      Ack = seq:varint
+//! Write   = id seq:varint len:varint bytes                   WriteAck = id seq:varint
+//! ```
+//!
+//! Decoding never trusts the input: every count is checked against the bytes left (each
+//! item needs at least one byte) before anything is allocated, varints longer than 10
+//! bytes or overflowing are refused, and trailing bytes are an error.
+
+use worldmesh_core::{NodeId, ObjectId, Time};
+
+use crate::message::{InterestItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
+
+/// Why a packet did not decode.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PacketError {
+    /// The input ended inside a field.
+    #[error("truncated packet")]
+    Truncated,
+    /// A varint is longer than 10 bytes or overflows its type.
+    #[error("bad varint")]
+    BadVarint,
+    /// A count or length exceeds what the remaining bytes could hold.
+    #[error("count {0} exceeds the packet")]
+    Oversize(u64),
+    /// An unknown message tag.
+    #[error("unknown message tag {0}")]
+    UnknownTag(u8),
+    /// A delta's base is not older than its version.
+    #[error("bad delta base")]
+    BadBase,
+    /// Bytes left after the packet.
+    #[error("{0} trailing bytes")]
+    Trailing(usize),
+}
+
+fn put(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_id(out: &mut Vec<u8>, id: ObjectId) {
+    put(out, u64::from(id.origin.0));
+    put(out, u64::from(id.seq));
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    put(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+impl Packet {
+    /// Appends the encoded packet to `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        put(out, u64::from(self.seq));
+        put(out, self.sent_at.as_micros());
+        put(out, self.msgs.len() as u64);
+        for m in &self.msgs {
+            match m {
+                ReplicaMsg::Update(items) => {
+                    out.push(0);
+                    put(out, items.len() as u64);
+                    for u in items {
+                        put_id(out, u.id);
+                        put(out, u.version);
+                        put(
+                            out,
+                            if u.base == 0 {
+                                0
+                            } else {
+                                u.version.saturating_sub(u.base)
+                            },
+                        );
+                        put_bytes(out, &u.data);
+                    }
+                }
+                ReplicaMsg::Interest(items) => {
+                    out.push(1);
+                    put(out, items.len() as u64);
+                    for i in items {
+                        put_id(out, i.id);
+                        put(out, i.have);
+                    }
+                }
+                ReplicaMsg::Unsubscribe(ids) | ReplicaMsg::Deleted(ids) => {
+                    out.push(if matches!(m, ReplicaMsg::Unsubscribe(_)) {
+                        2
+                    } else {
+                        5
+                    });
+                    put(out, ids.len() as u64);
+                    for id in ids {
+                        put_id(out, *id);
+                    }
+                }
+                ReplicaMsg::Ack(seqs) => {
+                    out.push(3);
+                    put(out, seqs.len() as u64);
+                    for s in seqs {
+                        put(out, u64::from(*s));
+                    }
+                }
+                ReplicaMsg::Write(items) => {
+                    out.push(4);
+                    put(out, items.len() as u64);
+                    for w in items {
+                        put_id(out, w.id);
+                        put(out, w.seq);
+                        put_bytes(out, &w.data);
+                    }
+                }
+                ReplicaMsg::WriteAck(items) => {
+                    out.push(6);
+                    put(out, items.len() as u64);
+                    for (id, seq) in items {
+                        put_id(out, *id);
+                        put(out, *seq);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The encoded packet.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64);
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Decodes a packet produced by [`Packet::encode`].
+    pub fn decode(bytes: &[u8]) -> Result<Packet, PacketError> {
+        let mut r = Reader { b: bytes };
+        let seq = r.u32()?;
+        let sent_at = Time::from_micros(r.varint()?);
+        let n = r.count()?;
+        let mut msgs = Vec::with_capacity(n);
+        for _ in 0..n {
+            let tag = r.byte()?;
+            let k = r.count()?;
+            let msg = match tag {
+                0 => {
+                    let mut v = Vec::with_capacity(k);
+                    for _ in 0..k {
+                        let id = r.id()?;
+                        let version = r.varint()?;
+                        let back = r.varint()?;
+                        let base = if back == 0 {
+                            0
+                        } else {
+                            version
+                                .checked_sub(back)
+                                .filter(|b| *b > 0)
+                                .ok_or(PacketError::BadBase)?
+                        };
+                        let data = r.bytes()?;
+                        v.push(UpdateItem {
+                            id,
+                            version,
+                            base,
+                            data,
+                        });
+                    }
+                    ReplicaMsg::Update(v)
+                }
+                1 => {
+                    let mut v = Vec::with_capacity(k);
+                    for _ in 0..k {
+                        v.push(InterestItem {
+                            id: r.id()?,
+                            have: r.varint()?,
+                        });
+                    }
+                    ReplicaMsg::Interest(v)
+                }
+                2 | 5 => {
+                    let mut v = Vec::with_capacity(k);
+                    for _ in 0..k {
+                        v.push(r.id()?);
+                    }
+                    if tag == 2 {
+                        ReplicaMsg::Unsubscribe(v)
+                    } else {
+                        ReplicaMsg::Deleted(v)
+                    }
+                }
+                3 => {
+                    let mut v = Vec::with_capacity(k);
+                    for _ in 0..k {
+                        v.push(r.u32()?);
+                    }
+                    ReplicaMsg::Ack(v)
+                }
+                4 => {
+                    let mut v = Vec::with_capacity(k);
+                    for _ in 0..k {
+                        v.push(WriteItem {
+                            id: r.id()?,
+                            seq: r.varint()?,
+                            data: r.bytes()?,
+                        });
+                    }
+                    ReplicaMsg::Write(v)
+                }
+                6 => {
+                    let mut v = Vec::with_capacity(k);
+                    for _ in 0..k {
+                        v.push((r.id()?, r.varint()?));
+                    }
+                    ReplicaMsg::WriteAck(v)
+                }
+                t => return Err(PacketError::UnknownTag(t)),
+            };
+            msgs.push(msg);
+        }
+        if !r.b.is_empty() {
+            return Err(PacketError::Trailing(r.b.len()));
+        }
+        Ok(Packet { seq, sent_at, msgs })
+    }
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+}
+
+impl Reader<'_> {
+    fn byte(&mut self) -> Result<u8, PacketError> {
+        let (&x, rest) = self.b.split_first().ok_or(PacketError::Truncated)?;
+        self.b = rest;
+        Ok(x)
+    }
+
+    fn varint(&mut self) -> Result<u64, PacketError> {
+        let mut v: u64 = 0;
+        for i in 0..10 {
+            let x = self.byte()?;
+            let part = u64::from(x & 0x7f);
+            if i == 9 && part > 1 {
+                return Err(PacketError::BadVarint);
+            }
+            v |= part << (7 * i);
+            if x & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(PacketError::BadVarint)
+    }
+
+    fn u32(&mut self) -> Result<u32, PacketError> {
+        u32::try_from(self.varint()?).map_err(|_| PacketError::BadVarint)
+    }
+
+    /// A count of items, each needing at least one byte: bounded by the bytes left.
+    fn count(&mut self) -> Result<usize, PacketError> {
+        let n = self.varint()?;
+        if n > self.b.len() as u64 {
+            return Err(PacketError::Oversize(n));
+        }
+        Ok(n as usize)
+    }
+
+    fn id(&mut self) -> Result<ObjectId, PacketError> {
+        Ok(ObjectId::new(NodeId(self.u32()?), self.u32()?))
+    }
+
+    fn bytes(&mut self) -> Result<Vec<u8>, PacketError> {
+        let n = self.count()?;
+        let (a, rest) = self.b.split_at(n);
+        self.b = rest;
+        Ok(a.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn id() -> impl Strategy<Value = ObjectId> {
+        (any::<u32>(), any::<u32>()).prop_map(|(o, s)| ObjectId::new(NodeId(o), s))
+    }
+
+    fn msg() -> impl Strategy<Value = ReplicaMsg> {
+        let bytes = || proptest::collection::vec(any::<u8>(), 0..40);
+        prop_oneof![
+            proptest::collection::vec(
+                (id(), 1u64..u64::MAX, any::<u64>(), bytes()).prop_map(|(id, version, b, data)| {
+                    let base = if b % 3 == 0 { 0 } else { 1 + b % version };
+                    let base = if base >= version { 0 } else { base };
+                    UpdateItem {
+                        id,
+                        version,
+                        base,
+                        data,
+                    }
+                }),
+                0..5
+            )
+            .prop_map(ReplicaMsg::Update),
+            proptest::collection::vec(
+                (id(), any::<u64>()).prop_map(|(id, have)| InterestItem { id, have }),
+                0..5
+            )
+            .prop_map(ReplicaMsg::Interest),
+            proptest::collection::vec(id(), 0..5).prop_map(ReplicaMsg::Unsubscribe),
+            proptest::collection::vec(any::<u32>(), 0..5).prop_map(ReplicaMsg::Ack),
+            proptest::collection::vec(
+                (id(), any::<u64>(), bytes()).prop_map(|(id, seq, data)| WriteItem { id, seq, data }),
+                0..5
+            )
+            .prop_map(ReplicaMsg::Write),
+            proptest::collection::vec(id(), 0..5).prop_map(ReplicaMsg::Deleted),
+            proptest::collection::vec((id(), any::<u64>()), 0..5).prop_map(ReplicaMsg::WriteAck),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips(seq in any::<u32>(), t in any::<u64>(), msgs in proptest::collection::vec(msg(), 0..6)) {
+            let p = Packet { seq, sent_at: Time::from_micros(t), msgs };
+            prop_assert_eq!(Packet::decode(&p.encode()).unwrap(), p);
+        }
+
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = Packet::decode(&bytes);
+        }
+
+        #[test]
+        fn truncations_are_errors(msgs in proptest::collection::vec(msg(), 1..4), cut in 1usize..64) {
+            let e = Packet { seq: 1, sent_at: Time::ZERO, msgs }.encode();
+            let cut = cut.min(e.len());
+            prop_assert!(Packet::decode(&e[..e.len() - cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn refuses_huge_counts_and_bad_varints() {
+        // seq 1, time 0, 2^40 messages claimed in a 12-byte packet.
+        let mut b = vec![1, 0];
+        put(&mut b, 1 << 40);
+        assert_eq!(Packet::decode(&b), Err(PacketError::Oversize(1 << 40)));
+        assert_eq!(Packet::decode(&[0xff; 12]), Err(PacketError::BadVarint));
+        assert_eq!(Packet::decode(&[1, 0, 1, 9, 0]), Err(PacketError::UnknownTag(9)));
+        assert_eq!(Packet::decode(&[1, 0, 0, 7]), Err(PacketError::Trailing(1)));
+        // A delta whose base is not older than its version.
+        let mut b = vec![1, 0, 1, 0, 1, 0, 0, 5, 6, 0];
+        b.truncate(10);
+        assert_eq!(Packet::decode(&b), Err(PacketError::BadBase));
+    }
+}
