@@ -136,7 +136,17 @@ impl Packet {
 
     /// The encoded packet.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64);
+        // Room for the heads and the payload bytes, so the buffer rarely grows.
+        let data: usize = self
+            .msgs
+            .iter()
+            .map(|m| match m {
+                ReplicaMsg::Update(u) => u.iter().map(|i| i.data.len() + 16).sum(),
+                ReplicaMsg::Write(w) => w.iter().map(|i| i.data.len() + 16).sum(),
+                _ => 64,
+            })
+            .sum();
+        let mut out = Vec::with_capacity(24 + data);
         self.encode_into(&mut out);
         out
     }

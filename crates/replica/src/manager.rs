@@ -34,7 +34,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use worldmesh_core::{DetRng, NodeId, ObjectId, Point3, Time};
+use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time};
 
 use crate::message::{ForwardedWrite, InterestItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
 use crate::naming::{Binding, NameService, Resolution};
@@ -620,26 +620,33 @@ impl<O: GameObject> ReplicaManager<O> {
 
     /// Is some local primary interested in `obj` (its fine-grained check, or `obj` inside
     /// its area of interest grown by the margin), or is it attached to an object held here?
-    fn wanted(&self, obj: &O, primaries: &[&O]) -> bool {
+    /// `primaries` pairs each local primary with its area of interest grown by the margin
+    /// (computed once per frame); the cheap box test runs before the game's own check.
+    fn wanted(&self, obj: &O, primaries: &[(&O, Option<Aabb>)]) -> bool {
         if obj.attached_to().is_some_and(|p| self.store.get(p).is_some()) {
             return true;
         }
-        let m = self.cfg.interest_margin;
-        primaries.iter().any(|p| {
-            p.is_interested(obj)
-                || (m > 0.0 && p.interest().is_some_and(|b| b.expand(m).contains(obj.position())))
-        })
+        let pos = obj.position();
+        primaries
+            .iter()
+            .any(|(p, grown)| grown.is_some_and(|b| b.contains(pos)) || p.is_interested(obj))
     }
 
     fn maintain_interest(&mut self, now: Time) -> Vec<ObjectId> {
         let mut dropped = Vec::new();
         let mut register: Vec<(NodeId, InterestItem)> = Vec::new();
         {
-            let primaries: Vec<&O> = self
+            let m = self.cfg.interest_margin;
+            let primaries: Vec<(&O, Option<Aabb>)> = self
                 .store
                 .iter()
                 .filter(|(_, e)| e.role == Role::Primary)
-                .map(|(_, e)| &e.object)
+                .map(|(_, e)| {
+                    (
+                        &e.object,
+                        e.object.interest().filter(|_| m > 0.0).map(|b| b.expand(m)),
+                    )
+                })
                 .collect();
             let mut wanted_now = Vec::new();
             for (id, e) in self.store.iter() {
@@ -735,11 +742,14 @@ impl<O: GameObject> ReplicaManager<O> {
 
     fn queue_updates(&mut self, now: Time) {
         let ids: Vec<ObjectId> = self.prim.keys().copied().collect();
+        // Reused across objects: the nodes to update (sorted, deduplicated).
+        let mut targets: Vec<NodeId> = Vec::new();
+        let mut out: Vec<(NodeId, UpdateItem)> = Vec::new();
         for id in ids {
             let Some(entry) = self.store.get(id) else { continue };
             let version = entry.version;
             let parent = entry.object.attached_to().filter(|p| self.prim.contains_key(p));
-            let mut targets: BTreeSet<NodeId> = BTreeSet::new();
+            targets.clear();
             if let Some(meta) = self.prim.get_mut(&id) {
                 meta.subscribers.retain(|_, exp| *exp > now);
                 targets.extend(meta.subscribers.keys());
@@ -747,13 +757,14 @@ impl<O: GameObject> ReplicaManager<O> {
             if let Some(p) = parent.and_then(|p| self.prim.get(&p)) {
                 targets.extend(p.subscribers.keys().copied());
                 targets.extend(p.receivers.keys().copied());
+                targets.sort_unstable();
+                targets.dedup();
             }
             let Some(meta) = self.prim.get_mut(&id) else {
                 continue;
             };
-            meta.receivers.retain(|n, _| targets.contains(n));
-            let mut out: Vec<(NodeId, UpdateItem)> = Vec::new();
-            for t in targets {
+            meta.receivers.retain(|n, _| targets.binary_search(n).is_ok());
+            for &t in &targets {
                 let st = meta.receivers.entry(t).or_default();
                 if st.acked >= version {
                     continue;
@@ -766,7 +777,7 @@ impl<O: GameObject> ReplicaManager<O> {
                 st.sent_at = now;
                 out.push((t, item));
             }
-            for (t, item) in out {
+            for (t, item) in out.drain(..) {
                 self.count_update(&item);
                 self.peer(t).updates.push(item);
             }

@@ -184,22 +184,24 @@ impl<O: GameObject> Simulation<O> {
             match self.net.route(self.now, src, t.dst) {
                 Fate::Lost => self.net_stats.lost += 1,
                 Fate::Partitioned => self.net_stats.partitioned += 1,
-                Fate::Deliver(delays) => {
-                    self.net_stats.duplicated += delays.len() as u64 - 1;
-                    let mut datagram = Some(t.datagram);
-                    let last = delays.len() - 1;
-                    for (k, d) in delays.into_iter().enumerate() {
-                        let bytes = if k == last {
-                            datagram.take().unwrap_or_default()
-                        } else {
-                            datagram.clone().unwrap_or_default()
-                        };
+                Fate::Deliver(first, dup) => {
+                    let copy = dup.map(|d| (d, t.datagram.clone()));
+                    self.push(
+                        self.now + first,
+                        Kind::Deliver {
+                            dst: t.dst.0,
+                            src: src.0,
+                            datagram: t.datagram,
+                        },
+                    );
+                    if let Some((d, datagram)) = copy {
+                        self.net_stats.duplicated += 1;
                         self.push(
                             self.now + d,
                             Kind::Deliver {
                                 dst: t.dst.0,
                                 src: src.0,
-                                datagram: bytes,
+                                datagram,
                             },
                         );
                     }

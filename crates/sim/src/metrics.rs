@@ -82,7 +82,7 @@ struct Counts {
 pub struct Collector<O: GameObject> {
     from: Time,
     entered: HashMap<(NodeId, ObjectId), Time>,
-    prev_views: HashMap<ObjectId, BTreeSet<ObjectId>>,
+    prev_views: HashMap<ObjectId, Vec<(ObjectId, NodeId)>>,
     prev_state: HashMap<ObjectId, (O, Vec<u8>)>,
     all: Counts,
     missiles: Counts,
@@ -142,21 +142,24 @@ impl<O: GameObject> Collector<O> {
                 prim.insert(id, (n.id(), &e.object, e.version, e.state_time));
             }
         }
-        let mut grid: HashMap<(i32, i32), Vec<ObjectId>> = HashMap::default();
-        for (id, (_, o, _, _)) in &prim {
+        // Objects by grid cell, with what views need (owner and object) inline.
+        let mut grid: HashMap<(i32, i32), Vec<(ObjectId, NodeId, &O)>> = HashMap::default();
+        for (id, (owner, o, _, _)) in &prim {
             let p = o.position();
-            grid.entry((cell(p.x), cell(p.y))).or_default().push(*id);
+            grid.entry((cell(p.x), cell(p.y)))
+                .or_default()
+                .push((*id, *owner, *o));
         }
-        let view_of = |o: &O| -> BTreeSet<ObjectId> {
-            let mut v = BTreeSet::new();
+        // The objects `o` is interested in, with their owners. Each object sits in exactly
+        // one cell, so the list has no duplicates; cell order makes it deterministic.
+        let view_of = |o: &O| -> Vec<(ObjectId, NodeId)> {
+            let mut v = Vec::new();
             if let Some(b) = o.interest() {
                 for cx in cell(b.min.x)..=cell(b.max.x) {
                     for cy in cell(b.min.y)..=cell(b.max.y) {
-                        for id in grid.get(&(cx, cy)).into_iter().flatten() {
-                            if let Some((_, other, _, _)) = prim.get(id)
-                                && o.is_interested(other)
-                            {
-                                v.insert(*id);
+                        for (id, owner, other) in grid.get(&(cx, cy)).into_iter().flatten() {
+                            if o.is_interested(other) {
+                                v.push((*id, *owner));
                             }
                         }
                     }
@@ -174,19 +177,17 @@ impl<O: GameObject> Collector<O> {
             })
             .collect();
         let mut entered = HashMap::default();
-        let mut views: HashMap<ObjectId, BTreeSet<ObjectId>> = HashMap::default();
+        let mut views: HashMap<ObjectId, Vec<(ObjectId, NodeId)>> = HashMap::default();
         let mut required_now = 0u64;
+        let mut by_owner: HashMap<NodeId, Vec<(ObjectId, &O)>> = HashMap::default();
+        for (id, (owner, o, _, _)) in &prim {
+            by_owner.entry(*owner).or_default().push((*id, *o));
+        }
         for n in nodes {
             let mut req: BTreeSet<ObjectId> = BTreeSet::new();
-            for (id, (owner, o, _, _)) in &prim {
-                if *owner != n.id() {
-                    continue;
-                }
+            for (id, o) in by_owner.get(&n.id()).into_iter().flatten() {
                 let v = view_of(o);
-                req.extend(
-                    v.iter()
-                        .filter(|x| prim.get(x).is_some_and(|(on, ..)| *on != n.id())),
-                );
+                req.extend(v.iter().filter(|(_, on)| *on != n.id()).map(|(x, _)| *x));
                 views.insert(*id, v);
             }
             for oid in req {
@@ -275,8 +276,9 @@ impl<O: GameObject> Collector<O> {
             for (id, v) in &views {
                 let prev = self.prev_views.get(id);
                 let mut payload = delta_len[id] + OBJ_HEADER;
-                for o in v {
-                    let was = prev.is_some_and(|p| p.contains(o)) && self.prev_state.contains_key(o);
+                for (o, owner) in v {
+                    let was =
+                        prev.is_some_and(|p| p.contains(&(*o, *owner))) && self.prev_state.contains_key(o);
                     let d = if was { delta_len[o] } else { full_len[o] };
                     if d > 0 {
                         payload += d + OBJ_HEADER;

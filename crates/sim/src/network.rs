@@ -81,8 +81,8 @@ pub struct NetworkStats {
 /// What the network decided for one datagram.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Fate {
-    /// Delivered after each listed delay (two entries for a duplicate).
-    Deliver(Vec<Duration>),
+    /// Delivered after the first delay, and again after the second for a duplicate.
+    Deliver(Duration, Option<Duration>),
     /// Lost.
     Lost,
     /// Dropped by a partition.
@@ -205,13 +205,12 @@ impl NetworkModel {
             return Fate::Lost;
         }
         let base = self.base_delay(a, b);
-        let mut jit = || Duration::from_secs_f64(self.rng.next_f64() * self.jitter.as_secs_f64());
-        let mut delays = vec![base + jit()];
-        if self.rng.chance(self.duplicate) {
-            let extra = base + Duration::from_secs_f64(self.rng.next_f64() * self.jitter.as_secs_f64());
-            delays.push(extra);
-        }
-        Fate::Deliver(delays)
+        let first = base + Duration::from_secs_f64(self.rng.next_f64() * self.jitter.as_secs_f64());
+        let second = self
+            .rng
+            .chance(self.duplicate)
+            .then(|| base + Duration::from_secs_f64(self.rng.next_f64() * self.jitter.as_secs_f64()));
+        Fate::Deliver(first, second)
     }
 }
 
@@ -239,7 +238,7 @@ mod tests {
         assert_eq!(d, m.one_way(rows[0], rows[1]));
         assert_eq!(
             net.route(Time::ZERO, NodeId(0), NodeId(1)),
-            Fate::Deliver(vec![d])
+            Fate::Deliver(d, None)
         );
     }
 
@@ -275,12 +274,10 @@ mod tests {
         for _ in 0..n {
             match net.route(Time::ZERO, NodeId(0), NodeId(1)) {
                 Fate::Lost => lost += 1,
-                Fate::Deliver(d) => {
-                    assert!(
-                        d.iter()
-                            .all(|x| *x >= Duration::from_millis(10) && *x <= Duration::from_millis(12))
-                    );
-                    dup += usize::from(d.len() == 2);
+                Fate::Deliver(a, b) => {
+                    let ok = |x: Duration| x >= Duration::from_millis(10) && x <= Duration::from_millis(12);
+                    assert!(ok(a) && b.is_none_or(ok));
+                    dup += usize::from(b.is_some());
                 }
                 Fate::Partitioned => panic!("no partition at t=0"),
             }

@@ -6,7 +6,7 @@
 //! the same interface the distributed locator implements, and it is the "ideal discovery"
 //! reference of the experiments. Its traffic is not on any wire and is not counted.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 use worldmesh_core::hash::FastMap as HashMap;
 
@@ -40,12 +40,14 @@ pub struct Discovery {
 #[derive(Default)]
 pub struct Oracle {
     pubs: HashMap<ObjectId, (NodeId, Point3, Time)>,
-    pub_grid: HashMap<(i32, i32), BTreeSet<ObjectId>>,
+    pub_grid: HashMap<(i32, i32), Vec<ObjectId>>,
     subs: BTreeMap<NodeId, Vec<Aabb>>,
-    sub_grid: HashMap<(i32, i32), BTreeSet<(NodeId, usize)>>,
+    sub_grid: HashMap<(i32, i32), Vec<(NodeId, usize)>>,
     told: HashMap<(NodeId, ObjectId), Time>,
     ttl: Duration,
     out: Vec<Discovery>,
+    /// Reused buffer of grid cells (no allocation per ingest).
+    scratch: Vec<(i32, i32)>,
 }
 
 fn cell(v: f32) -> i32 {
@@ -85,15 +87,17 @@ impl Oracle {
                 LocatorOp::Publish { id, pos, .. } => {
                     if let Some((_, old, _)) = self.pubs.get(&id) {
                         let c = (cell(old.x), cell(old.y));
-                        if let Some(set) = self.pub_grid.get_mut(&c) {
-                            set.remove(&id);
+                        if let Some(v) = self.pub_grid.get_mut(&c)
+                            && let Some(i) = v.iter().position(|x| *x == id)
+                        {
+                            v.swap_remove(i);
                         }
                     }
                     self.pubs.insert(id, (node, pos, now));
                     self.pub_grid
                         .entry((cell(pos.x), cell(pos.y)))
                         .or_default()
-                        .insert(id);
+                        .push(id);
                     published.push((id, pos));
                 }
                 LocatorOp::Subscribe { region, .. } => subs.push(region),
@@ -101,17 +105,21 @@ impl Oracle {
         }
         // Replace this node's subscriptions in the grid.
         if let Some(old) = self.subs.remove(&node) {
-            for (k, r) in old.iter().enumerate() {
-                for c in cells(r) {
-                    if let Some(set) = self.sub_grid.get_mut(&c) {
-                        set.remove(&(node, k));
-                    }
+            let mut touched = std::mem::take(&mut self.scratch);
+            touched.clear();
+            touched.extend(old.iter().flat_map(cells));
+            touched.sort_unstable();
+            touched.dedup();
+            for c in &touched {
+                if let Some(v) = self.sub_grid.get_mut(c) {
+                    v.retain(|(n, _)| *n != node);
                 }
             }
+            self.scratch = touched;
         }
         for (k, r) in subs.iter().enumerate() {
             for c in cells(r) {
-                self.sub_grid.entry(c).or_default().insert((node, k));
+                self.sub_grid.entry(c).or_default().push((node, k));
             }
         }
         // New publications against stored subscriptions of other nodes.
@@ -173,8 +181,10 @@ impl Oracle {
             .collect();
         for (id, p) in expired {
             self.pubs.remove(&id);
-            if let Some(set) = self.pub_grid.get_mut(&(cell(p.x), cell(p.y))) {
-                set.remove(&id);
+            if let Some(v) = self.pub_grid.get_mut(&(cell(p.x), cell(p.y)))
+                && let Some(i) = v.iter().position(|x| *x == id)
+            {
+                v.swap_remove(i);
             }
         }
         self.told.retain(|_, t| now - *t < RETELL);
