@@ -78,6 +78,9 @@ struct Counts {
     missing: [u64; 3],
 }
 
+/// An object in a grid cell: its id, its primary's node, and the object.
+type Located<'a, O> = (ObjectId, NodeId, &'a O);
+
 /// Samples the world and accumulates [`MetricsReport`].
 pub struct Collector<O: GameObject> {
     from: Time,
@@ -143,7 +146,7 @@ impl<O: GameObject> Collector<O> {
             }
         }
         // Objects by grid cell, with what views need (owner and object) inline.
-        let mut grid: HashMap<(i32, i32), Vec<(ObjectId, NodeId, &O)>> = HashMap::default();
+                let mut grid: HashMap<(i32, i32), Vec<Located<'_, O>>> = HashMap::default();
         for (id, (owner, o, _, _)) in &prim {
             let p = o.position();
             grid.entry((cell(p.x), cell(p.y)))
