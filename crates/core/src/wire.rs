@@ -7,7 +7,8 @@
 //! offset 2  1 byte   protocol version (PROTOCOL_VERSION)
 //! offset 3  1 byte   message class (core::traffic::MessageClass)
 //! offset 4  2 bytes  payload length, little endian
-//! offset 6  payload  bitcode-encoded message (bitcode pinned to =0.6.9)
+//! offset 6  payload  the message: bitcode (pinned to =0.6.9) for most classes; object
+//!                    updates use the replica crate's own varint codec (its hot path)
 //! ```
 //!
 //! The header carries worldmesh's own protocol version because bitcode's format is not

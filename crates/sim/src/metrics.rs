@@ -146,7 +146,7 @@ impl<O: GameObject> Collector<O> {
             }
         }
         // Objects by grid cell, with what views need (owner and object) inline.
-                let mut grid: HashMap<(i32, i32), Vec<Located<'_, O>>> = HashMap::default();
+        let mut grid: HashMap<(i32, i32), Vec<Located<'_, O>>> = HashMap::default();
         for (id, (owner, o, _, _)) in &prim {
             let p = o.position();
             grid.entry((cell(p.x), cell(p.y)))
