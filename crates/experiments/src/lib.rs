@@ -60,6 +60,22 @@ pub struct Context {
     pub progress: bool,
 }
 
+impl Context {
+    /// A quick-mode context writing into a fresh folder under the system's temporary
+    /// directory named after `name` and the process (for tests and quick looks).
+    pub fn quick_in_temp(name: &str, seed: u64) -> Result<Self, ExperimentError> {
+        let dir = std::env::temp_dir().join(format!("wm-exp-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        Ok(Self {
+            out: OutputDir::create(dir)?,
+            seed,
+            quick: true,
+            latency_file: None,
+            progress: false,
+        })
+    }
+}
+
 /// What an experiment returns.
 #[derive(Clone, Debug, Default)]
 pub struct Outcome {
@@ -234,14 +250,7 @@ mod tests {
     use super::*;
 
     fn quick_ctx(name: &str) -> Context {
-        let dir = std::env::temp_dir().join(format!("wm-exp-{}-{name}", std::process::id()));
-        Context {
-            out: OutputDir::create(dir).unwrap(),
-            seed: 1,
-            quick: true,
-            latency_file: None,
-            progress: false,
-        }
+        Context::quick_in_temp(name, 1).unwrap()
     }
 
     #[test]

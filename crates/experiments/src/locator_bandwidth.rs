@@ -131,18 +131,11 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use worldmesh_report::OutputDir;
 
     #[test]
     fn quick_run_writes_sane_results() {
-        let dir = std::env::temp_dir().join(format!("wm-exp-locbw-{}", std::process::id()));
-        let ctx = Context {
-            out: OutputDir::create(&dir).unwrap(),
-            seed: 3,
-            quick: true,
-            latency_file: None,
-            progress: false,
-        };
+        let ctx = Context::quick_in_temp("wm-exp-locbw", 3).unwrap();
+        let dir = ctx.out.root().to_path_buf();
         let out = run(&ctx).unwrap();
         assert!(out.files.iter().all(|f| f.exists()));
         assert_eq!(out.tables[0].rows.len(), 8);

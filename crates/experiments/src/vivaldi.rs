@@ -448,18 +448,11 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use worldmesh_report::OutputDir;
 
     #[test]
     fn quick_run_writes_sane_results() {
-        let dir = std::env::temp_dir().join(format!("wm-exp-vivaldi-{}", std::process::id()));
-        let ctx = Context {
-            out: OutputDir::create(&dir).unwrap(),
-            seed: 5,
-            quick: true,
-            latency_file: None,
-            progress: false,
-        };
+        let ctx = Context::quick_in_temp("wm-exp-vivaldi", 5).unwrap();
+        let dir = ctx.out.root().to_path_buf();
         let out = run(&ctx).unwrap();
         assert!(out.files.iter().all(|f| f.exists()));
         let summary = std::fs::read_to_string(dir.join("summary.csv")).unwrap();

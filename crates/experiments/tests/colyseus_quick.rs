@@ -1,17 +1,9 @@
 //! Quick runs of the Colyseus experiments: files written, figures with the right shape.
 
 use worldmesh_experiments::{Context, find};
-use worldmesh_report::OutputDir;
 
 fn ctx(name: &str) -> Context {
-    let dir = std::env::temp_dir().join(format!("wm-coly-{}-{name}", std::process::id()));
-    Context {
-        out: OutputDir::create(dir).unwrap(),
-        seed: 1,
-        quick: true,
-        latency_file: None,
-        progress: false,
-    }
+    Context::quick_in_temp(name, 1).unwrap()
 }
 
 #[test]

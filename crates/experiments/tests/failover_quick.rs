@@ -2,18 +2,11 @@
 //! under 5 % loss; every trial ends with one server and no confirmed input lost.
 
 use worldmesh_experiments::{Context, find};
-use worldmesh_report::OutputDir;
 
 #[test]
 fn failover_quick_reports_one_server_and_nothing_lost() {
-    let dir = std::env::temp_dir().join(format!("worldmesh-test-failover-{}", std::process::id()));
-    let ctx = Context {
-        out: OutputDir::create(&dir).unwrap(),
-        seed: 3,
-        quick: true,
-        latency_file: None,
-        progress: false,
-    };
+    let ctx = Context::quick_in_temp("worldmesh-test-failover", 3).unwrap();
+    let dir = ctx.out.root().to_path_buf();
     let o = (find("failover").unwrap().run)(&ctx).unwrap();
     for f in [
         "failover_summary.csv",

@@ -3,17 +3,11 @@
 #![allow(clippy::unwrap_used)]
 
 use worldmesh_experiments::{Context, Outcome, find};
-use worldmesh_report::{OutputDir, Table};
+use worldmesh_report::Table;
 
 fn run(name: &str) -> (Outcome, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("worldmesh-test-{name}-{}", std::process::id()));
-    let ctx = Context {
-        out: OutputDir::create(&dir).unwrap(),
-        seed: 7,
-        quick: true,
-        latency_file: None,
-        progress: false,
-    };
+    let ctx = Context::quick_in_temp(&format!("instances-{name}"), 7).unwrap();
+    let dir = ctx.out.root().to_path_buf();
     let e = find(name).unwrap();
     ((e.run)(&ctx).unwrap(), dir)
 }

@@ -2,18 +2,10 @@
 //! region's host, and the files are written.
 
 use worldmesh_experiments::{Context, find};
-use worldmesh_report::OutputDir;
 
 #[test]
 fn migration_quick_reduces_mean_latency() {
-    let dir = std::env::temp_dir().join(format!("wm-migration-{}", std::process::id()));
-    let c = Context {
-        out: OutputDir::create(dir).unwrap(),
-        seed: 1,
-        quick: true,
-        latency_file: None,
-        progress: false,
-    };
+    let c = Context::quick_in_temp("wm-migration", 1).unwrap();
     let out = (find("migration").unwrap().run)(&c).unwrap();
     let t = &out.tables[0];
     let ms = |r: usize, col: usize| t.rows[r][col].parse::<f64>().unwrap();
