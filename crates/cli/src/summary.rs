@@ -27,11 +27,11 @@ pub fn headline(title: &str, run: &RunSummary, extra: &[(&str, String)]) -> Tabl
         f(run.objects_per_node, 1),
     ]);
     t.push([
-        "replica staleness at end, mean ms".into(),
+        "age of last update at end (replicas updated in the last 1 s), mean ms".into(),
         f(run.staleness_mean_ms, 1),
     ]);
     t.push([
-        "replica staleness at end, max ms".into(),
+        "age of last update at end (replicas updated in the last 1 s), max ms".into(),
         f(run.staleness_max_ms, 1),
     ]);
     t.push([
