@@ -428,6 +428,39 @@ fn micros(t: f64) -> u64 {
 }
 
 impl<'a> World<'a> {
+    /// An empty world for scenario `c`: no players, instances or events yet.
+    fn new(c: &'a ScenarioConfig) -> Self {
+        let n = c.cluster.servers;
+        World {
+            c,
+            rng: DetRng::new(c.seed),
+            srv: Lists::new(n + 1),
+            mg: Lists::new(1),
+            pos: Vec::new(),
+            inst_of: Vec::new(),
+            insts: Vec::new(),
+            hot: Vec::new(),
+            heap: BinaryHeap::new(),
+            seq: 0,
+            res: ScenarioResult {
+                initial_loads: vec![],
+                before_first_round: vec![],
+                after_first_round: vec![],
+                final_loads: vec![],
+                samples: vec![],
+                rounds: vec![],
+                distributed_from: vec![0; n],
+                final_p2p_by_origin: vec![0; n],
+                p2p_instances: 0,
+                returned: 0,
+                split_player_seconds: 0.0,
+                p2p_instance_seconds: 0.0,
+                events: 0,
+            },
+            last_sample_t: 0.0,
+        }
+    }
+
     fn p2p(&self) -> u16 {
         self.c.cluster.servers as u16
     }
@@ -782,35 +815,7 @@ fn populate(w: &mut World<'_>) {
 /// Runs one scenario (after [`ScenarioConfig::validate`]).
 pub fn run(c: &ScenarioConfig) -> Result<ScenarioResult, ScenarioError> {
     c.validate()?;
-    let n = c.cluster.servers;
-    let mut w = World {
-        c,
-        rng: DetRng::new(c.seed),
-        srv: Lists::new(n + 1),
-        mg: Lists::new(1),
-        pos: Vec::new(),
-        inst_of: Vec::new(),
-        insts: Vec::new(),
-        hot: Vec::new(),
-        heap: BinaryHeap::new(),
-        seq: 0,
-        res: ScenarioResult {
-            initial_loads: vec![],
-            before_first_round: vec![],
-            after_first_round: vec![],
-            final_loads: vec![],
-            samples: vec![],
-            rounds: vec![],
-            distributed_from: vec![0; n],
-            final_p2p_by_origin: vec![0; n],
-            p2p_instances: 0,
-            returned: 0,
-            split_player_seconds: 0.0,
-            p2p_instance_seconds: 0.0,
-            events: 0,
-        },
-        last_sample_t: 0.0,
-    };
+    let mut w = World::new(c);
     w.hot = (0..c.hotspots).map(|_| w.uniform_point()).collect();
     populate(&mut w);
     w.res.initial_loads = w.loads();
@@ -859,34 +864,7 @@ pub fn one_shot_round(c: &ScenarioConfig, extra: u32) -> Result<(u64, u64, u64),
         // players on each server.
         let n = cc.cluster.servers;
         let max = cc.cluster.max_s_load;
-        let mut w = World {
-            c: &cc,
-            rng: DetRng::new(cc.seed),
-            srv: Lists::new(n + 1),
-            mg: Lists::new(1),
-            pos: Vec::new(),
-            inst_of: Vec::new(),
-            insts: Vec::new(),
-            hot: Vec::new(),
-            heap: BinaryHeap::new(),
-            seq: 0,
-            res: ScenarioResult {
-                initial_loads: vec![],
-                before_first_round: vec![],
-                after_first_round: vec![],
-                final_loads: vec![],
-                samples: vec![],
-                rounds: vec![],
-                distributed_from: vec![0; n],
-                final_p2p_by_origin: vec![0; n],
-                p2p_instances: 0,
-                returned: 0,
-                split_player_seconds: 0.0,
-                p2p_instance_seconds: 0.0,
-                events: 0,
-            },
-            last_sample_t: 0.0,
-        };
+        let mut w = World::new(&cc);
         for s in 0..n {
             let target = if s == 0 { max + extra } else { max * 8 / 10 } as usize;
             // a point inside region s
