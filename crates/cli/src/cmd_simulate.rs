@@ -40,6 +40,10 @@ pub struct SimulateArgs {
     /// DHT locators: PredTime in ms, how far ahead subscriptions are predicted [default: 1000].
     #[arg(long, value_name = "MS")]
     pred_time: Option<f64>,
+    /// Interest prediction lead in ms, any locator: areas of interest swept along their
+    /// object's velocity over this time (0 = margin only) [default: 500].
+    #[arg(long, value_name = "MS")]
+    interest_lead: Option<f64>,
     /// Turn off proactive replication of missiles (attach_to).
     #[arg(long)]
     no_proactive: bool,
@@ -112,6 +116,9 @@ impl SimulateArgs {
         }
         if let Some(v) = self.pred_time {
             c.locator.pred_time_ms = v;
+        }
+        if let Some(v) = self.interest_lead {
+            c.locator.interest_lead_ms = v;
         }
         if let Some(v) = self.warmup {
             c.warmup_s = v;

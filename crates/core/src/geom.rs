@@ -165,6 +165,20 @@ impl Aabb {
         Aabb::around(c, h)
     }
 
+    /// The box swept along the displacement `d`: the smallest box containing this box and
+    /// this box moved by `d`. An area of interest swept by velocity × lead time is the
+    /// predicted interest of paper `000` §6.2. A non-finite `d` leaves the box as it is.
+    pub fn swept(&self, d: Point3) -> Aabb {
+        if !d.is_finite() {
+            return *self;
+        }
+        let moved = Aabb {
+            min: Point3::new(self.min.x + d.x, self.min.y + d.y, self.min.z + d.z),
+            max: Point3::new(self.max.x + d.x, self.max.y + d.y, self.max.z + d.z),
+        };
+        self.union(&moved)
+    }
+
     /// Centre point.
     pub fn center(&self) -> Point3 {
         Point3::new(
@@ -269,6 +283,21 @@ impl RangePredicate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn swept_box_covers_both_ends_and_only_the_sweep() {
+        let b = Aabb::around(Point3::new(0.0, 0.0, 0.0), Point3::new(1.0, 1.0, 1.0));
+        let s = b.swept(Point3::new(5.0, -2.0, 0.0));
+        // Both the start and the end box are inside.
+        assert!(s.contains(Point3::new(-1.0, 1.0, 0.0)));
+        assert!(s.contains(Point3::new(6.0, -3.0, 0.0)));
+        // Nothing beyond the sweep in its direction, nor behind the start.
+        assert!(!s.contains(Point3::new(6.5, 0.0, 0.0)));
+        assert!(!s.contains(Point3::new(-1.5, 0.0, 0.0)));
+        assert!(!s.contains(Point3::new(0.0, 1.5, 0.0)));
+        assert!(!s.contains(Point3::new(0.0, -3.5, 0.0)));
+        assert_eq!(b.swept(Point3::new(f32::NAN, 0.0, 0.0)), b);
+    }
 
     #[test]
     fn box_contains_and_intersects() {

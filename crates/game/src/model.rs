@@ -323,6 +323,15 @@ impl GameObject for ModelObject {
         }
     }
 
+    fn velocity(&self) -> Option<Point3> {
+        match self {
+            // A dead player waits where it will respawn: it does not move.
+            ModelObject::Player(p) if p.health > 0 => Some(Point3::new(p.vel.0, p.vel.1, 0.0)),
+            ModelObject::Missile(m) => Some(Point3::new(m.vel.0, m.vel.1, 0.0)),
+            _ => None,
+        }
+    }
+
     fn kind(&self) -> u8 {
         match self {
             ModelObject::Player(_) => PLAYER,

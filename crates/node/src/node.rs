@@ -424,8 +424,11 @@ impl<O: GameObject> Node<O> {
                     pos: e.object.position(),
                     kind: e.object.kind(),
                 });
-                if let Some(region) = e.object.interest() {
-                    let region = region.expand(self.config.replica.interest_margin);
+                if let Some(region) = self
+                    .replicas
+                    .predicted_interest(&e.object)
+                    .or_else(|| e.object.interest())
+                {
                     self.locator_ops.push(LocatorOp::Subscribe { owner: id, region });
                 }
             }

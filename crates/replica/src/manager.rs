@@ -82,6 +82,12 @@ pub struct ReplicaConfig {
     /// before they do. A fixed-margin form of the interest prediction of paper `000` §6.2
     /// (the locator adds velocity-based prediction on top).
     pub interest_margin: f32,
+    /// Interest prediction (paper `000` §6.2, "PredTime"): every area of interest grown by
+    /// the margin is swept along its object's [`GameObject::velocity`] over this lead time,
+    /// and a candidate object counts as wanted if it is inside that swept box now or will
+    /// be after moving along its own velocity for the same time. Zero turns prediction off
+    /// (the margin alone).
+    pub interest_lead: Duration,
     /// A tentative write not acknowledged by its primary within this time is given up
     /// (counted in `writes_expired`): its target was deleted or is unreachable.
     pub write_timeout: Duration,
@@ -103,6 +109,7 @@ impl Default for ReplicaConfig {
             ack_interval: Duration::from_millis(300),
             max_payload: 1200,
             interest_margin: 0.0,
+            interest_lead: Duration::ZERO,
             write_timeout: Duration::from_secs(10),
             name_lease: Duration::from_secs(5),
         }
@@ -627,26 +634,51 @@ impl<O: GameObject> ReplicaManager<O> {
             return true;
         }
         let pos = obj.position();
-        primaries
-            .iter()
-            .any(|(p, grown)| grown.is_some_and(|b| b.contains(pos)) || p.is_interested(obj))
+        let ahead = self
+            .lead_displacement(obj)
+            .map(|d| Point3::new(pos.x + d.x, pos.y + d.y, pos.z + d.z));
+        primaries.iter().any(|(p, grown)| {
+            grown.is_some_and(|b| b.contains(pos) || ahead.is_some_and(|a| b.contains(a)))
+                || p.is_interested(obj)
+        })
+    }
+
+    /// How far `o` moves along its velocity over the prediction lead time, if prediction
+    /// is on and the object moves.
+    fn lead_displacement(&self, o: &O) -> Option<Point3> {
+        let lead = self.cfg.interest_lead.as_secs_f32();
+        if lead <= 0.0 {
+            return None;
+        }
+        o.velocity()
+            .filter(|v| v.is_finite())
+            .map(|v| Point3::new(v.x * lead, v.y * lead, v.z * lead))
+    }
+
+    /// The area of interest this node discovers and keeps replicas for on behalf of the
+    /// local object `o`: its [`GameObject::interest`] grown by the margin and swept along
+    /// its velocity over the lead time (paper `000` §6.2). `None` if `o` has no interest, or
+    /// if neither margin nor prediction is configured (then only the game's own check
+    /// applies).
+    pub fn predicted_interest(&self, o: &O) -> Option<Aabb> {
+        let m = self.cfg.interest_margin;
+        let d = self.lead_displacement(o);
+        if m <= 0.0 && d.is_none() {
+            return None;
+        }
+        let grown = o.interest()?.expand(m.max(0.0));
+        Some(d.map_or(grown, |d| grown.swept(d)))
     }
 
     fn maintain_interest(&mut self, now: Time) -> Vec<ObjectId> {
         let mut dropped = Vec::new();
         let mut register: Vec<(NodeId, InterestItem)> = Vec::new();
         {
-            let m = self.cfg.interest_margin;
             let primaries: Vec<(&O, Option<Aabb>)> = self
                 .store
                 .iter()
                 .filter(|(_, e)| e.role == Role::Primary)
-                .map(|(_, e)| {
-                    (
-                        &e.object,
-                        e.object.interest().filter(|_| m > 0.0).map(|b| b.expand(m)),
-                    )
-                })
+                .map(|(_, e)| (&e.object, self.predicted_interest(&e.object)))
                 .collect();
             let mut wanted_now = Vec::new();
             for (id, e) in self.store.iter() {
@@ -808,9 +840,11 @@ impl<O: GameObject> ReplicaManager<O> {
         {
             return false;
         }
-        let m = self.cfg.interest_margin;
         let wanted = self.store.iter().any(|(_, e)| {
-            e.role == Role::Primary && e.object.interest().is_some_and(|b| b.expand(m).contains(pos))
+            e.role == Role::Primary
+                && (self.predicted_interest(&e.object))
+                    .or_else(|| e.object.interest())
+                    .is_some_and(|b| b.contains(pos))
         });
         if !wanted {
             return false;

@@ -43,6 +43,14 @@ pub trait GameObject: Clone + Debug + Send + 'static {
     /// Where the object is: its position naming attribute (published for discovery).
     fn position(&self) -> Point3;
 
+    /// The object's velocity in units per second, if it moves. The replica manager uses it
+    /// to predict interest (paper `000` §6.2: subscriptions enlarged by predicted movement)
+    /// so replicas are fetched before their objects enter an area of interest. The default
+    /// (`None`) means "do not predict".
+    fn velocity(&self) -> Option<Point3> {
+        None
+    }
+
     /// A small type tag published with the position (players, missiles, items, …).
     fn kind(&self) -> u8 {
         0

@@ -59,6 +59,10 @@ impl GameObject for Probe {
     fn position(&self) -> Point3 {
         Point3::new(self.x, 0.0, 0.0)
     }
+    // For prediction, `speed` is read as units per second.
+    fn velocity(&self) -> Option<Point3> {
+        (self.speed != 0.0).then(|| Point3::new(self.speed, 0.0, 0.0))
+    }
     fn interest(&self) -> Option<Aabb> {
         (self.aoi > 0.0).then(|| Aabb::around(self.position(), Point3::new(self.aoi, self.aoi, self.aoi)))
     }
@@ -451,4 +455,35 @@ proptest! {
         next.encode_delta(&base, &mut d);
         prop_assert_eq!(Probe::apply_delta(&base, &d).unwrap(), next);
     }
+}
+
+/// Interest prediction (paper `000` §6.2): with a lead time, a moving primary's interest is
+/// swept ahead along its velocity, so an object ahead of it is fetched before it enters the
+/// area of interest; nothing behind it is, and without a lead only the interest counts.
+#[test]
+fn predicted_interest_fetches_ahead_of_motion_only() {
+    let manager = |lead_ms: u64| {
+        let cfg = ReplicaConfig {
+            interest_lead: Duration::from_millis(lead_ms),
+            ..ReplicaConfig::default()
+        };
+        let mut m: ReplicaManager<Probe> =
+            ReplicaManager::new(NodeId(0), Mode::Interest, cfg, vec![NodeId(1)]);
+        let mut walker = Probe::at(0.0);
+        walker.speed = 100.0; // sees x in [-50, 50] now, [50, 150] in a second
+        m.spawn(Time::ZERO, walker);
+        m
+    };
+    let far = |n: u32| ObjectId {
+        origin: NodeId(1),
+        seq: n,
+    };
+    let t = Time::from_millis(100);
+    let mut predicting = manager(1000);
+    assert!(predicting.on_discovered(t, far(1), NodeId(1), Point3::new(120.0, 0.0, 0.0)));
+    assert!(!predicting.on_discovered(t, far(2), NodeId(1), Point3::new(-120.0, 0.0, 0.0)));
+    assert!(!predicting.on_discovered(t, far(3), NodeId(1), Point3::new(160.0, 0.0, 0.0)));
+    let mut plain = manager(0);
+    assert!(!plain.on_discovered(t, far(1), NodeId(1), Point3::new(120.0, 0.0, 0.0)));
+    assert!(plain.on_discovered(t, far(4), NodeId(1), Point3::new(40.0, 0.0, 0.0)));
 }

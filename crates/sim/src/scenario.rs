@@ -67,6 +67,8 @@ pub fn build(cfg: &SimConfig) -> Result<Sim, ConfigError> {
             let mut nc = NodeConfig::new(id, peers, cfg.seed).with_mode(mode);
             nc.frame_interval = cfg.frame_interval();
             nc.replica.interest_margin = cfg.locator.interest_margin;
+            nc.replica.interest_lead =
+                Duration::from_secs_f64(cfg.locator.interest_lead_ms.max(0.0) / 1000.0);
             // Frames of different nodes are not aligned: start each at a random phase.
             let phase = root
                 .fork(u64::from(id.0) + 1)
