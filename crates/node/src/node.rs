@@ -426,7 +426,7 @@ impl<O: GameObject> Node<O> {
                 });
                 if let Some(region) = self
                     .replicas
-                    .predicted_interest(&e.object)
+                    .predicted_interest(id)
                     .or_else(|| e.object.interest())
                 {
                     self.locator_ops.push(LocatorOp::Subscribe { owner: id, region });

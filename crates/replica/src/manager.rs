@@ -172,6 +172,46 @@ struct PrimaryMeta<O> {
     last_encoding: Vec<u8>,
     subscribers: BTreeMap<NodeId, Time>,
     receivers: BTreeMap<NodeId, RecvState>,
+    motion: Motion,
+}
+
+/// A primary's velocity estimated from its positions at successive frames: the default of
+/// paper `000` §6.2 ("moving average of an object's velocity"), used for interest
+/// prediction when the game does not state a [`GameObject::velocity`].
+#[derive(Clone, Copy, Default)]
+struct Motion {
+    last: Option<(Point3, Time)>,
+    velocity: Option<Point3>,
+}
+
+impl Motion {
+    /// Weight of the newest frame's velocity in the moving average.
+    const ALPHA: f32 = 0.5;
+
+    /// Takes the position at `now`. A move longer than `jump` in one step (a respawn or a
+    /// teleport, not motion) restarts the estimate.
+    fn observe(&mut self, pos: Point3, now: Time, jump: f32) {
+        if let Some((p0, t0)) = self.last {
+            let dt = (now - t0).as_secs_f32();
+            if dt > 0.0 {
+                let d = Point3::new(pos.x - p0.x, pos.y - p0.y, pos.z - p0.z);
+                if d.is_finite() && p0.distance(pos) <= jump {
+                    let v = Point3::new(d.x / dt, d.y / dt, d.z / dt);
+                    let a = Self::ALPHA;
+                    self.velocity = Some(self.velocity.map_or(v, |o| {
+                        Point3::new(
+                            a * v.x + (1.0 - a) * o.x,
+                            a * v.y + (1.0 - a) * o.y,
+                            a * v.z + (1.0 - a) * o.z,
+                        )
+                    }));
+                } else {
+                    self.velocity = None;
+                }
+            }
+        }
+        self.last = Some((pos, now));
+    }
 }
 
 #[derive(Clone, Copy, Default)]
@@ -376,6 +416,7 @@ impl<O: GameObject> ReplicaManager<O> {
                 last_encoding: enc,
                 subscribers,
                 receivers: BTreeMap::new(),
+                motion: Motion::default(),
             },
         );
         // Ids are fresh by construction, so this cannot collide.
@@ -610,6 +651,12 @@ impl<O: GameObject> ReplicaManager<O> {
             let Some(entry) = self.store.get_mut(*id) else {
                 continue;
             };
+            if let Some(b) = entry.object.interest()
+                && entry.object.velocity().is_none()
+            {
+                let jump = ((b.max.x - b.min.x).min(b.max.y - b.min.y) / 2.0).max(0.0);
+                meta.motion.observe(entry.object.position(), now, jump);
+            }
             buf.clear();
             entry.object.encode_state(&mut buf);
             if buf != meta.last_encoding {
@@ -635,7 +682,7 @@ impl<O: GameObject> ReplicaManager<O> {
         }
         let pos = obj.position();
         let ahead = self
-            .lead_displacement(obj)
+            .lead_displacement(None, obj)
             .map(|d| Point3::new(pos.x + d.x, pos.y + d.y, pos.z + d.z));
         primaries.iter().any(|(p, grown)| {
             grown.is_some_and(|b| b.contains(pos) || ahead.is_some_and(|a| b.contains(a)))
@@ -644,25 +691,32 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     /// How far `o` moves along its velocity over the prediction lead time, if prediction
-    /// is on and the object moves.
-    fn lead_displacement(&self, o: &O) -> Option<Point3> {
+    /// is on and the object moves. The velocity is the game's own
+    /// ([`GameObject::velocity`]) or, for a local primary `id` that has an area of interest,
+    /// the moving average of its observed motion (paper `000` §6.2's default).
+    fn lead_displacement(&self, id: Option<ObjectId>, o: &O) -> Option<Point3> {
         let lead = self.cfg.interest_lead.as_secs_f32();
         if lead <= 0.0 {
             return None;
         }
         o.velocity()
+            .or_else(|| {
+                id.and_then(|id| self.prim.get(&id))
+                    .and_then(|m| m.motion.velocity)
+            })
             .filter(|v| v.is_finite())
             .map(|v| Point3::new(v.x * lead, v.y * lead, v.z * lead))
     }
 
     /// The area of interest this node discovers and keeps replicas for on behalf of the
-    /// local object `o`: its [`GameObject::interest`] grown by the margin and swept along
-    /// its velocity over the lead time (paper `000` §6.2). `None` if `o` has no interest, or
-    /// if neither margin nor prediction is configured (then only the game's own check
-    /// applies).
-    pub fn predicted_interest(&self, o: &O) -> Option<Aabb> {
+    /// local primary `id`: its [`GameObject::interest`] grown by the margin and swept along
+    /// its velocity over the lead time (paper `000` §6.2). `None` if `id` is not held here
+    /// or has no interest, or if neither margin nor prediction is configured (then only the
+    /// game's own check applies).
+    pub fn predicted_interest(&self, id: ObjectId) -> Option<Aabb> {
+        let o = &self.store.get(id)?.object;
         let m = self.cfg.interest_margin;
-        let d = self.lead_displacement(o);
+        let d = self.lead_displacement(Some(id), o);
         if m <= 0.0 && d.is_none() {
             return None;
         }
@@ -678,7 +732,7 @@ impl<O: GameObject> ReplicaManager<O> {
                 .store
                 .iter()
                 .filter(|(_, e)| e.role == Role::Primary)
-                .map(|(_, e)| (&e.object, self.predicted_interest(&e.object)))
+                .map(|(id, e)| (&e.object, self.predicted_interest(id)))
                 .collect();
             let mut wanted_now = Vec::new();
             for (id, e) in self.store.iter() {
@@ -840,9 +894,9 @@ impl<O: GameObject> ReplicaManager<O> {
         {
             return false;
         }
-        let wanted = self.store.iter().any(|(_, e)| {
+        let wanted = self.store.iter().any(|(pid, e)| {
             e.role == Role::Primary
-                && (self.predicted_interest(&e.object))
+                && (self.predicted_interest(pid))
                     .or_else(|| e.object.interest())
                     .is_some_and(|b| b.contains(pos))
         });

@@ -22,6 +22,8 @@ struct Probe {
     frame: u32,
     /// Writes this object makes each frame: (target, value).
     writes: Vec<(ObjectId, u32)>,
+    /// Whether [`GameObject::velocity`] states the speed (else the manager estimates it).
+    says_velocity: bool,
 }
 
 impl Probe {
@@ -35,6 +37,7 @@ impl Probe {
             fire_at_frame: 0,
             frame: 0,
             writes: vec![],
+            says_velocity: true,
         }
     }
 }
@@ -61,7 +64,7 @@ impl GameObject for Probe {
     }
     // For prediction, `speed` is read as units per second.
     fn velocity(&self) -> Option<Point3> {
-        (self.speed != 0.0).then(|| Point3::new(self.speed, 0.0, 0.0))
+        (self.says_velocity && self.speed != 0.0).then(|| Point3::new(self.speed, 0.0, 0.0))
     }
     fn interest(&self) -> Option<Aabb> {
         (self.aoi > 0.0).then(|| Aabb::around(self.position(), Point3::new(self.aoi, self.aoi, self.aoi)))
@@ -486,4 +489,38 @@ fn predicted_interest_fetches_ahead_of_motion_only() {
     let mut plain = manager(0);
     assert!(!plain.on_discovered(t, far(1), NodeId(1), Point3::new(120.0, 0.0, 0.0)));
     assert!(plain.on_discovered(t, far(4), NodeId(1), Point3::new(40.0, 0.0, 0.0)));
+}
+
+/// Without a stated velocity, prediction uses the moving average of the primary's observed
+/// motion (paper `000` §6.2's default): 10 units per 100-ms frame is 100 units/s, so with a
+/// 1-s lead the interest [0, 100] of a walker at x = 50 is swept to [0, 200].
+#[test]
+fn predicted_interest_falls_back_to_the_observed_motion() {
+    let cfg = ReplicaConfig {
+        interest_lead: Duration::from_secs(1),
+        ..ReplicaConfig::default()
+    };
+    let mut m: ReplicaManager<Probe> = ReplicaManager::new(NodeId(0), Mode::Interest, cfg, vec![NodeId(1)]);
+    let mut walker = Probe::at(0.0);
+    walker.speed = 10.0;
+    walker.says_velocity = false;
+    let id = m.spawn(Time::ZERO, walker);
+    let mut rng = DetRng::new(1);
+    for f in 1..=5 {
+        m.frame(
+            Time::from_millis(f * 100),
+            Duration::from_millis(100),
+            &mut rng,
+            &(),
+        );
+    }
+    let b = m
+        .predicted_interest(id)
+        .expect("a moving walker has a predicted interest");
+    assert!(b.contains(Point3::new(195.0, 0.0, 0.0)));
+    assert!(!b.contains(Point3::new(205.0, 0.0, 0.0)));
+    assert!(
+        !b.contains(Point3::new(-5.0, 0.0, 0.0)),
+        "nothing behind the walker"
+    );
 }

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use worldmesh_core::{NodeId, ObjectId, Time};
 
-use super::{PrimaryMeta, ReplicaManager};
+use super::{Motion, PrimaryMeta, ReplicaManager};
 use crate::message::{ForwardedWrite, InterestItem};
 use crate::naming::{Binding, NameService, Resolution};
 use crate::store::Role;
@@ -335,6 +335,7 @@ impl<O: GameObject> ReplicaManager<O> {
                     last_encoding: m.state.clone(),
                     subscribers,
                     receivers: BTreeMap::new(),
+                    motion: Motion::default(),
                 },
             );
             let _ = self.store.insert_primary(m.id, object, m.version, now);
