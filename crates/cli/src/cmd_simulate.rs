@@ -41,7 +41,8 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "MS")]
     pred_time: Option<f64>,
     /// Interest prediction lead in ms, any locator: areas of interest swept along their
-    /// object's velocity over this time (0 = margin only) [default: 500].
+    /// object's velocity, and positions published, this far ahead (0 = margin only)
+    /// [default: 300].
     #[arg(long, value_name = "MS")]
     interest_lead: Option<f64>,
     /// Turn off proactive replication of missiles (attach_to).

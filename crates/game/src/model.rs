@@ -16,6 +16,7 @@
 //! and only the changed fields (a moving player typically 9 bytes). State that only the
 //! primary needs (its path, its fight target, timers) is not replicated.
 
+use std::time::Duration;
 use worldmesh_core::{Aabb, NodeId, ObjectId, Point3};
 use worldmesh_replica::{GameObject, StateError, ThinkContext};
 
@@ -329,6 +330,22 @@ impl GameObject for ModelObject {
             ModelObject::Player(p) if p.health > 0 => Some(Point3::new(p.vel.0, p.vel.1, 0.0)),
             ModelObject::Missile(m) => Some(Point3::new(m.vel.0, m.vel.1, 0.0)),
             _ => None,
+        }
+    }
+
+    fn position_ahead(&self, lead: Duration) -> Point3 {
+        match self {
+            // A dead player about to respawn will be at its spawn point (known only to the
+            // primary: the spawn point is not replicated).
+            ModelObject::Player(p) if p.health == 0 => match p.respawn {
+                Some((at, left)) if left <= lead.as_secs_f32() => at,
+                _ => p.pos,
+            },
+            _ => {
+                let (p, t) = (self.position(), lead.as_secs_f32());
+                self.velocity()
+                    .map_or(p, |v| Point3::new(p.x + v.x * t, p.y + v.y * t, p.z + v.z * t))
+            }
         }
     }
 

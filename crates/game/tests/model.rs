@@ -158,3 +158,64 @@ fn same_seed_same_world() {
     let pb: Vec<_> = b.iter().map(|(id, e)| (id, e.object.clone())).collect();
     assert_eq!(pa, pb);
 }
+
+/// Predictive publication of a killed player (paper `000` §6.2): while it waits to respawn
+/// it stays where it died, but once the respawn is within the lead time it announces its
+/// spawn point, and after the respawn it is there. A living player's prediction follows its
+/// velocity.
+#[test]
+fn a_dead_player_announces_its_spawn_point_within_the_lead() {
+    let cfg = ModelConfig::default();
+    let map = GameMap::generate(&cfg, 16, 3);
+    let mut store = ObjectStore::new();
+    let id = ObjectId::new(NodeId(0), 0);
+    let mut p = Player::new(Point3::new(100.0, 100.0, 0.0), 450.0);
+    p.vel = (200.0, -100.0);
+    let moving = ModelObject::Player(p.clone());
+    let ahead = moving.position_ahead(Duration::from_millis(500));
+    assert_eq!(ahead, Point3::new(200.0, 50.0, 0.0));
+    p.health = 0;
+    let died_at = p.pos;
+    store
+        .insert_primary(id, ModelObject::Player(p), 1, Time::ZERO)
+        .unwrap();
+    let mut rng = DetRng::new(3);
+    let lead = Duration::from_millis(500);
+    let mut announced = None;
+    let mut respawned = None;
+    for f in 0..40u64 {
+        let mut e = store.take(id).unwrap();
+        let (mut spawned, mut writes) = (Vec::new(), Vec::new());
+        let mut ctx = ThinkContext::new(
+            Time::from_millis(100 * f),
+            Duration::from_millis(100),
+            NodeId(0),
+            id,
+            &mut rng,
+            &map,
+            &store,
+            &mut spawned,
+            &mut writes,
+        );
+        e.object.think(&mut ctx);
+        let ModelObject::Player(q) = &e.object else {
+            unreachable!()
+        };
+        if q.health == 0 {
+            let a = e.object.position_ahead(lead);
+            if a != died_at {
+                announced.get_or_insert((f, a));
+            }
+        } else if respawned.is_none() {
+            respawned = Some((f, q.pos));
+        }
+        store.restore(id, e);
+    }
+    let (fa, spawn) = announced.expect("the spawn point is announced before the respawn");
+    let (fr, at) = respawned.expect("the player respawns (1.7 s)");
+    assert_eq!(spawn, at, "announced where it respawned");
+    assert!(
+        fr > fa && fr - fa <= 6,
+        "announced within the lead: frames {fa} → {fr}"
+    );
+}

@@ -79,6 +79,10 @@ pub enum LocatorOp {
         pos: Point3,
         /// Its type tag.
         kind: u8,
+        /// Where it expects to be after the interest lead time, when that is elsewhere: a
+        /// predictive publication (paper `000` §6.2), matched like the position so nodes
+        /// it is about to reach discover it early.
+        ahead: Option<Point3>,
     },
     /// Subscribe with a primary's area of interest.
     Subscribe {
@@ -423,6 +427,7 @@ impl<O: GameObject> Node<O> {
                     id,
                     pos: e.object.position(),
                     kind: e.object.kind(),
+                    ahead: self.replicas.position_ahead(id),
                 });
                 if let Some(region) = self
                     .replicas
@@ -436,7 +441,7 @@ impl<O: GameObject> Node<O> {
                 let ops = std::mem::take(&mut self.locator_ops)
                     .into_iter()
                     .map(|op| match op {
-                        LocatorOp::Publish { id, pos, kind } => LocatorPortOp::Publish { id, pos, kind },
+                        LocatorOp::Publish { id, pos, kind, .. } => LocatorPortOp::Publish { id, pos, kind },
                         LocatorOp::Subscribe { owner, region } => LocatorPortOp::Subscribe { owner, region },
                     });
                 loc.apply_ops(now, ops);

@@ -681,9 +681,10 @@ impl<O: GameObject> ReplicaManager<O> {
             return true;
         }
         let pos = obj.position();
-        let ahead = self
-            .lead_displacement(None, obj)
-            .map(|d| Point3::new(pos.x + d.x, pos.y + d.y, pos.z + d.z));
+        let lead = self.cfg.interest_lead;
+        let ahead = (!lead.is_zero())
+            .then(|| obj.position_ahead(lead))
+            .filter(|a| *a != pos && a.is_finite());
         primaries.iter().any(|(p, grown)| {
             grown.is_some_and(|b| b.contains(pos) || ahead.is_some_and(|a| b.contains(a)))
                 || p.is_interested(obj)
@@ -706,6 +707,26 @@ impl<O: GameObject> ReplicaManager<O> {
             })
             .filter(|v| v.is_finite())
             .map(|v| Point3::new(v.x * lead, v.y * lead, v.z * lead))
+    }
+
+    /// Where the local primary `id` expects to be after the interest lead time, when
+    /// prediction is on and that is elsewhere: the game's [`GameObject::position_ahead`],
+    /// or the moving average of its observed motion if the game states neither a jump
+    /// nor a velocity. The node publishes it beside the position (paper `000` §6.2).
+    pub fn position_ahead(&self, id: ObjectId) -> Option<Point3> {
+        let lead = self.cfg.interest_lead;
+        if lead.is_zero() {
+            return None;
+        }
+        let o = &self.store.get(id)?.object;
+        let pos = o.position();
+        let mut ahead = o.position_ahead(lead);
+        if ahead == pos
+            && let Some(d) = self.lead_displacement(Some(id), o)
+        {
+            ahead = Point3::new(pos.x + d.x, pos.y + d.y, pos.z + d.z);
+        }
+        (ahead != pos && ahead.is_finite()).then_some(ahead)
     }
 
     /// The area of interest this node discovers and keeps replicas for on behalf of the

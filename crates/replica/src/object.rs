@@ -51,6 +51,21 @@ pub trait GameObject: Clone + Debug + Send + 'static {
         None
     }
 
+    /// Where the object expects to be `lead` from now. Published beside the position so
+    /// that nodes whose interest it is about to enter discover it early (predictive
+    /// publications, paper `000` §6.2 "PubTime"), and used to keep replicas of objects
+    /// about to enter an interest. The default moves the position along
+    /// [`Self::velocity`]; a game overrides it for jumps it knows of (a respawn point, a
+    /// teleporter's exit).
+    fn position_ahead(&self, lead: Duration) -> Point3 {
+        let p = self.position();
+        let t = lead.as_secs_f32();
+        match self.velocity() {
+            Some(v) if v.is_finite() => Point3::new(p.x + v.x * t, p.y + v.y * t, p.z + v.z * t),
+            _ => p,
+        }
+    }
+
     /// A small type tag published with the position (players, missiles, items, …).
     fn kind(&self) -> u8 {
         0

@@ -39,7 +39,8 @@ pub struct Discovery {
 /// items near it, not a scan.
 #[derive(Default)]
 pub struct Oracle {
-    pubs: HashMap<ObjectId, (NodeId, Point3, Time)>,
+    /// Publications: owner, position, predicted position (if elsewhere), refreshed at.
+    pubs: HashMap<ObjectId, Published>,
     pub_grid: HashMap<(i32, i32), Vec<ObjectId>>,
     subs: BTreeMap<NodeId, Vec<Aabb>>,
     sub_grid: HashMap<(i32, i32), Vec<(NodeId, usize)>>,
@@ -48,6 +49,35 @@ pub struct Oracle {
     out: Vec<Discovery>,
     /// Reused buffer of grid cells (no allocation per ingest).
     scratch: Vec<(i32, i32)>,
+}
+
+/// A stored publication.
+#[derive(Clone, Copy)]
+struct Published {
+    owner: NodeId,
+    pos: Point3,
+    /// Where the object expects to be soon, when that is elsewhere (a predictive
+    /// publication, paper `000` §6.2): subscriptions containing it match too.
+    ahead: Option<Point3>,
+    at: Time,
+}
+
+impl Published {
+    /// The grid cells the publication is indexed under (one or two).
+    fn cells(&self) -> impl Iterator<Item = (i32, i32)> {
+        let a = (cell(self.pos.x), cell(self.pos.y));
+        let b = self.ahead.map(|p| (cell(p.x), cell(p.y))).filter(|b| *b != a);
+        std::iter::once(a).chain(b)
+    }
+
+    /// The point of this publication inside `r`, if any (its position first).
+    fn inside(&self, r: &Aabb) -> Option<Point3> {
+        if r.contains(self.pos) {
+            Some(self.pos)
+        } else {
+            self.ahead.filter(|a| r.contains(*a))
+        }
+    }
 }
 
 fn cell(v: f32) -> i32 {
@@ -84,21 +114,27 @@ impl Oracle {
         let mut published = Vec::new();
         for op in ops {
             match op {
-                LocatorOp::Publish { id, pos, .. } => {
-                    if let Some((_, old, _)) = self.pubs.get(&id) {
-                        let c = (cell(old.x), cell(old.y));
-                        if let Some(v) = self.pub_grid.get_mut(&c)
-                            && let Some(i) = v.iter().position(|x| *x == id)
-                        {
-                            v.swap_remove(i);
+                LocatorOp::Publish { id, pos, ahead, .. } => {
+                    if let Some(old) = self.pubs.get(&id).copied() {
+                        for c in old.cells() {
+                            if let Some(v) = self.pub_grid.get_mut(&c)
+                                && let Some(i) = v.iter().position(|x| *x == id)
+                            {
+                                v.swap_remove(i);
+                            }
                         }
                     }
-                    self.pubs.insert(id, (node, pos, now));
-                    self.pub_grid
-                        .entry((cell(pos.x), cell(pos.y)))
-                        .or_default()
-                        .push(id);
-                    published.push((id, pos));
+                    let p = Published {
+                        owner: node,
+                        pos,
+                        ahead: ahead.filter(|a| a.is_finite() && *a != pos),
+                        at: now,
+                    };
+                    self.pubs.insert(id, p);
+                    for c in p.cells() {
+                        self.pub_grid.entry(c).or_default().push(id);
+                    }
+                    published.push((id, p));
                 }
                 LocatorOp::Subscribe { region, .. } => subs.push(region),
             }
@@ -123,16 +159,18 @@ impl Oracle {
             }
         }
         // New publications against stored subscriptions of other nodes.
-        for (id, pos) in published {
-            let hits: Vec<NodeId> = self
-                .sub_grid
-                .get(&(cell(pos.x), cell(pos.y)))
-                .into_iter()
-                .flatten()
-                .filter(|(n, k)| *n != node && self.subs.get(n).is_some_and(|v| v[*k].contains(pos)))
-                .map(|(n, _)| *n)
-                .collect();
-            for n in hits {
+        for (id, p) in published {
+            let mut hits: Vec<(NodeId, Point3)> = Vec::new();
+            for c in p.cells() {
+                for (n, k) in self.sub_grid.get(&c).into_iter().flatten() {
+                    if *n != node
+                        && let Some(at) = self.subs.get(n).and_then(|v| p.inside(&v[*k]))
+                    {
+                        hits.push((*n, at));
+                    }
+                }
+            }
+            for (n, pos) in hits {
                 self.tell(
                     now,
                     Discovery {
@@ -149,16 +187,16 @@ impl Oracle {
         for r in &subs {
             for c in cells(r) {
                 for id in self.pub_grid.get(&c).into_iter().flatten() {
-                    if let Some((owner, pos, at)) = self.pubs.get(id)
-                        && *owner != node
-                        && now - *at <= self.ttl
-                        && r.contains(*pos)
+                    if let Some(p) = self.pubs.get(id)
+                        && p.owner != node
+                        && now - p.at <= self.ttl
+                        && let Some(pos) = p.inside(r)
                     {
                         found.push(Discovery {
                             subscriber: node,
                             object: *id,
-                            primary: *owner,
-                            pos: *pos,
+                            primary: p.owner,
+                            pos,
                         });
                     }
                 }
@@ -173,18 +211,20 @@ impl Oracle {
     /// Expires soft state and returns the discoveries made since the last call.
     pub fn tick(&mut self, now: Time) -> Vec<Discovery> {
         let ttl = self.ttl;
-        let expired: Vec<(ObjectId, Point3)> = self
+        let expired: Vec<(ObjectId, Published)> = self
             .pubs
             .iter()
-            .filter(|(_, (_, _, t))| now - *t > ttl)
-            .map(|(id, (_, p, _))| (*id, *p))
+            .filter(|(_, p)| now - p.at > ttl)
+            .map(|(id, p)| (*id, *p))
             .collect();
         for (id, p) in expired {
             self.pubs.remove(&id);
-            if let Some(v) = self.pub_grid.get_mut(&(cell(p.x), cell(p.y)))
-                && let Some(i) = v.iter().position(|x| *x == id)
-            {
-                v.swap_remove(i);
+            for c in p.cells() {
+                if let Some(v) = self.pub_grid.get_mut(&c)
+                    && let Some(i) = v.iter().position(|x| *x == id)
+                {
+                    v.swap_remove(i);
+                }
             }
         }
         self.told.retain(|_, t| now - *t < RETELL);
@@ -214,6 +254,7 @@ mod tests {
                 id: a,
                 pos: Point3::new(110.0, 90.0, 0.0),
                 kind: 0,
+                ahead: None,
             }],
         );
         o.ingest(
@@ -224,6 +265,7 @@ mod tests {
                     id: b,
                     pos: Point3::new(2000.0, 0.0, 0.0),
                     kind: 0,
+                    ahead: None,
                 },
                 LocatorOp::Subscribe { owner: b, region },
             ],
@@ -249,5 +291,51 @@ mod tests {
             vec![LocatorOp::Subscribe { owner: b, region }],
         );
         assert!(o.tick(Time::from_millis(1200)).is_empty());
+    }
+
+    /// A predictive publication (paper `000` §6.2) matches a subscription that contains
+    /// its predicted point but not its position, is delivered with the point that
+    /// matched, and is forgotten (both grid cells) when it expires.
+    #[test]
+    fn predicted_points_match_and_expire_with_their_publication() {
+        let mut o = Oracle::new(Duration::from_millis(300));
+        let a = ObjectId::new(NodeId(0), 1);
+        let b = ObjectId::new(NodeId(1), 1);
+        let region = Aabb::around(Point3::new(5000.0, 0.0, 0.0), Point3::new(100.0, 100.0, 100.0));
+        o.ingest(
+            Time::ZERO,
+            NodeId(1),
+            vec![LocatorOp::Subscribe { owner: b, region }],
+        );
+        let publish = |o: &mut Oracle, t: Time, ahead: Option<Point3>| {
+            o.ingest(
+                t,
+                NodeId(0),
+                vec![LocatorOp::Publish {
+                    id: a,
+                    pos: Point3::new(0.0, 0.0, 0.0),
+                    kind: 0,
+                    ahead,
+                }],
+            );
+        };
+        publish(&mut o, Time::ZERO, None);
+        assert!(o.tick(Time::ZERO).is_empty(), "the position alone is far away");
+        let spawn = Point3::new(5050.0, 20.0, 0.0);
+        publish(&mut o, Time::from_millis(100), Some(spawn));
+        let d = o.tick(Time::from_millis(100));
+        assert_eq!(d.len(), 1);
+        assert_eq!((d[0].subscriber, d[0].object, d[0].pos), (NodeId(1), a, spawn));
+        // A new subscription elsewhere finds nothing once the publication has expired,
+        // and nothing is left indexed under either cell.
+        let c = ObjectId::new(NodeId(2), 1);
+        o.tick(Time::from_millis(2000));
+        o.ingest(
+            Time::from_millis(2000),
+            NodeId(2),
+            vec![LocatorOp::Subscribe { owner: c, region }],
+        );
+        assert!(o.tick(Time::from_millis(2000)).is_empty());
+        assert!(o.pub_grid.values().all(Vec::is_empty));
     }
 }
