@@ -45,6 +45,10 @@
 //!   interest ends, and is sent its updates meanwhile. With interest pairs ending at
 //!   `τ_c` per pair per second (Little's law), replica pairs and update items grow by
 //!   the factor `1 + τ_c · linger`.
+//! - **Fetches.** Replicas of existing objects begin at `β_c` per pair per second
+//!   ([`ObjectClass::pair_birth_hz`]; by default `τ_c`: as many begin as end). With
+//!   [`MixedCost::fetch_datagrams`] each costs a request datagram to the primary's node
+//!   and an answer datagram with one item back, outside the frame bursts.
 //!
 //! What it leaves out (and a measurement will show): full states sent when an object
 //! enters a view (a new relationship costs a full state instead of a delta), the delay
@@ -78,6 +82,10 @@ pub struct ObjectClass {
     /// object lives, per pair per second (the inverse of a pair's mean lifetime; pairs
     /// that end because the object is deleted do not count). 0: ignore.
     pub pair_turnover_hz: f64,
+    /// worldmesh: interest pairs that begin (each a replica to fetch), per pair per
+    /// second; `None`: as many as end ([`ObjectClass::pair_turnover_hz`], the steady
+    /// state of a class whose objects are neither created nor deleted).
+    pub pair_birth_hz: Option<f64>,
 }
 
 /// Costs of a mixed workload.
@@ -98,6 +106,12 @@ pub struct MixedCost {
     /// worldmesh: how long a node keeps (and is sent updates for) a replica after its
     /// players' interest in it ends, seconds.
     pub replica_linger_s: f64,
+    /// worldmesh: a new replica is fetched between frames — the holder sends a request
+    /// datagram (`peer_packet.overhead` bytes) and the primary's node answers at once
+    /// with the object's state in a datagram of its own (one `peer_item_bytes` item).
+    /// New replicas per second: `τ_c` × interest pairs (steady state: as many begin as
+    /// end). `false`: new replicas ride on the frame's datagrams.
+    pub fetch_datagrams: bool,
 }
 
 impl MixedCost {
@@ -150,8 +164,15 @@ pub struct MixedPrediction {
     pub wm_replica_pairs: f64,
     /// worldmesh: mean per-node update items sent to other nodes per second.
     pub wm_node_items_per_s: f64,
-    /// worldmesh: mean per-node outbound to other nodes, kbit/s.
+    /// worldmesh: mean per-node datagrams carrying updates to other nodes per second.
+    pub wm_node_datagrams_per_s: f64,
+    /// worldmesh: mean per-node outbound to other nodes, kbit/s: datagrams carrying
+    /// updates (frame bursts and fetch answers).
     pub wm_node_peer_out_kbps: f64,
+    /// worldmesh: [`MixedPrediction::wm_node_peer_out_kbps`] plus fetch requests: the
+    /// replica protocol's traffic between nodes, except acknowledgement-only datagrams
+    /// and keep-alives (not modelled), kbit/s.
+    pub wm_node_replication_out_kbps: f64,
 }
 
 /// `q(i) = Σ_j P(j) V(i,j) A(i,j)` over all cells `j`, `i`'s own cell included.
@@ -211,6 +232,7 @@ pub fn predict_mixed(
             && c.update_bytes >= 0.0
             && c.pair_turnover_hz.is_finite()
             && c.pair_turnover_hz >= 0.0
+            && c.pair_birth_hz.is_none_or(|b| b.is_finite() && b >= 0.0)
             && c.count.is_none_or(|k| k.is_finite() && k >= 0.0);
         if !ok {
             return Err(LoadModelError::spec(
@@ -307,14 +329,14 @@ pub fn predict_mixed(
             .map(|(p, r)| p * (1.0 - (1.0 - r.min(1.0)).powf(k)))
             .sum()
     };
-    let (mut pairs, mut items, mut bytes) = (0.0, 0.0, 0.0);
+    let (mut pairs, mut items, mut bytes, mut datagrams, mut requests) = (0.0, 0.0, 0.0, 0.0, 0.0);
     for (gs, &(ks, cs)) in groups.iter().enumerate() {
         for (gm, &(km, cm)) in groups.iter().enumerate() {
             let links = if gs == gm { cs * (cm - 1.0) } else { cs * cm };
             if links <= 0.0 {
                 continue;
             }
-            let (mut link_pairs, mut link_items, mut idle) = (0.0, 0.0, 1.0);
+            let (mut link_pairs, mut link_items, mut idle, mut births) = (0.0, 0.0, 1.0, 0.0);
             for (c, sd) in classes.iter().zip(&sends) {
                 let owned = if c.count.is_none() {
                     ks
@@ -326,19 +348,30 @@ pub fn predict_mixed(
                 let hc = hold(&c.density, km);
                 let hs = hold(sd, km);
                 link_pairs += owned * hc * linger;
+                births += owned * hc * c.pair_birth_hz.unwrap_or(c.pair_turnover_hz) / cost.tick_hz;
                 link_items += owned * hs * c.send_share * linger;
                 idle *= (1.0 - (hs * linger).min(1.0) * c.send_share).powf(owned);
             }
             let active = 1.0 - idle;
             let b = link_items * cost.peer_item_bytes;
-            let wire = if active > 0.0 && b > 0.0 {
-                b + cost.peer_packet.overhead * active * cost.peer_packet.packets(b / active)
+            let packets = if active > 0.0 && b > 0.0 {
+                active * cost.peer_packet.packets(b / active)
             } else {
                 0.0
             };
+            let mut wire = b + cost.peer_packet.overhead * packets;
+            let (mut link_items, mut packets) = (link_items, packets);
+            if cost.fetch_datagrams {
+                // Per tick: `births` answers of one item each, and as many requests.
+                link_items += births;
+                packets += births;
+                wire += births * (cost.peer_packet.overhead + cost.peer_item_bytes);
+                requests += links * births * cost.peer_packet.overhead;
+            }
             pairs += links * link_pairs;
             items += links * link_items;
             bytes += links * wire;
+            datagrams += links * packets;
         }
     }
     let per_node = |x: f64| if nodes > 0 { x / m } else { 0.0 };
@@ -351,7 +384,9 @@ pub fn predict_mixed(
         nodes,
         wm_replica_pairs: pairs,
         wm_node_items_per_s: per_node(items) * cost.tick_hz,
+        wm_node_datagrams_per_s: per_node(datagrams) * cost.tick_hz,
         wm_node_peer_out_kbps: kbps(per_node(bytes)),
+        wm_node_replication_out_kbps: kbps(per_node(bytes + requests)),
     })
 }
 
@@ -377,6 +412,7 @@ mod tests {
             send_density: None,
             update_bytes: bytes,
             pair_turnover_hz: 0.0,
+            pair_birth_hz: None,
         }
     }
 
@@ -389,6 +425,7 @@ mod tests {
             peer_item_bytes: 20.0,
             players_per_node: 2,
             replica_linger_s: 0.0,
+            fetch_datagrams: false,
         }
     }
 
@@ -422,6 +459,7 @@ mod tests {
         let wire = b + 40.0 * 0.875;
         assert!((p.wm_node_peer_out_kbps - wire * 0.08).abs() < 1e-9);
         assert!((p.wm_node_items_per_s - 13.75).abs() < 1e-12);
+        assert!((p.wm_node_datagrams_per_s - 8.75).abs() < 1e-12);
     }
 
     #[test]
@@ -461,6 +499,23 @@ mod tests {
         assert!(p.wm_node_items_per_s > base.wm_node_items_per_s);
         // Client-side figures do not change.
         assert_eq!(p.cs_server_out_kbps, base.cs_server_out_kbps);
+        // Fetches: births per link per tick = 2 players · H · τ / 10; each adds one item,
+        // one datagram of 40 + 20 bytes, and a 40-byte request the other way.
+        let fetching = MixedCost {
+            fetch_datagrams: true,
+            ..lingering
+        };
+        let f = predict_mixed(4, std::slice::from_ref(&players), &v, aoi, aoi, &fetching).unwrap();
+        let births_per_s = base.wm_replica_pairs / 2.0 * 0.5; // per node: pairs per node × τ
+        assert!((f.wm_node_items_per_s - p.wm_node_items_per_s - births_per_s).abs() < 1e-9);
+        assert!((f.wm_node_datagrams_per_s - p.wm_node_datagrams_per_s - births_per_s).abs() < 1e-9);
+        let kbps = |bytes_per_s: f64| bytes_per_s * 8.0 / 1000.0;
+        assert!((f.wm_node_peer_out_kbps - p.wm_node_peer_out_kbps - kbps(births_per_s * 60.0)).abs() < 1e-9);
+        assert!(
+            (f.wm_node_replication_out_kbps - f.wm_node_peer_out_kbps - kbps(births_per_s * 40.0)).abs()
+                < 1e-9
+        );
+        assert_eq!(p.wm_node_replication_out_kbps, p.wm_node_peer_out_kbps);
     }
 
     #[test]
