@@ -18,14 +18,25 @@
 //! - **Calibration** from the object stream, every frame: per class the mean number of
 //!   live objects, the share of frames in which an object changes (the client-server
 //!   baseline skips unchanged objects), and the mean size of an update (delta-encoded, a
-//!   full state for a new object, plus the baseline's 8-byte item header); the bytes a
-//!   client gets about itself each frame; and, between nodes, the mean update-item size
-//!   and per-datagram overhead the nodes' own counters show.
+//!   full state for a new object, plus the baseline's 8-byte item header), and where
+//!   objects are when they change (send densities); the bytes a client gets about itself
+//!   each frame; for worldmesh, how often (node, object) interest pairs — the object
+//!   inside the node's players' AoI expanded by the discovery margin — end and begin
+//!   (lingering replicas and fetches); and, between nodes, the mean update-item size and
+//!   per-datagram overhead the nodes' own counters show.
 //! - **Measured**: updates/s delivered to clients (recounted with the baseline's rule:
 //!   an object in view that changed, or entered the view), the client-server baseline's
 //!   per-client and server bandwidth ([`MetricsReport`]), replicas held, and per-node
 //!   update traffic between nodes (datagrams carrying updates, and the whole
-//!   object-update class with acknowledgements and keep-alives).
+//!   object-update class with fetch requests, acknowledgements and keep-alives).
+//!
+//! What was found on the way (see the issue-8 report): the simulator's client-server
+//! baseline counted items and missiles as clients and sent each player its own state
+//! twice (fixed in `worldmesh_sim::metrics`); a player's send share depends on where it
+//! is (waiting players at popular waypoints send nothing), hence send densities; nodes
+//! keep replicas a second after interest ends and fetch every new replica in datagrams
+//! of their own — new missiles included, since the locator reports them before the
+//! push to the shooter's replica holders arrives.
 //!
 //! The prediction ([`predict_mixed`]) is made twice: with the densities measured in the
 //! run, and with **model densities** built before any run from the game's description
@@ -115,6 +126,8 @@ pub struct ClassStats {
     pub interest_pairs: f64,
     /// worldmesh: interest pairs ending while the object lives, per pair per second.
     pub pair_turnover_hz: f64,
+    /// worldmesh: interest pairs beginning (new objects included), per pair per second.
+    pub pair_birth_hz: f64,
 }
 
 /// What one run measured.
@@ -149,6 +162,14 @@ pub struct RunMeasurement {
     pub wm_replicas: f64,
     /// Per node: update items sent to other nodes per second.
     pub wm_node_items_per_s: f64,
+    /// Per node: datagrams carrying updates to other nodes per second.
+    pub wm_node_datagrams_per_s: f64,
+    /// Per node: object-update-class datagrams carrying no update (acknowledgements,
+    /// keep-alives, interest refreshes sent alone) per second.
+    pub wm_node_other_datagrams_per_s: f64,
+    /// Per node per second, from the replica managers' counters: fetches sent,
+    /// replicas created, keep-alive and acknowledgement-only datagrams, full states sent.
+    pub wm_node_protocol_per_s: [f64; 5],
     /// Per node: kbit/s of datagrams that carried updates.
     pub wm_node_update_kbps: f64,
     /// Per node: kbit/s of the whole object-update class.
@@ -373,6 +394,7 @@ pub struct FrameSampler<'a> {
     prev_pairs: BTreeSet<(NodeId, ObjectId)>,
     pair_frames: [u64; 3],
     pair_ends: [u64; 3],
+    pair_births: [u64; 3],
     prev: BTreeMap<ObjectId, (ModelObject, Vec<u8>)>,
     prev_views: BTreeMap<ObjectId, BTreeSet<ObjectId>>,
     frames: u64,
@@ -410,6 +432,7 @@ impl<'a> FrameSampler<'a> {
             prev_pairs: BTreeSet::new(),
             pair_frames: [0; 3],
             pair_ends: [0; 3],
+            pair_births: [0; 3],
             prev: BTreeMap::new(),
             prev_views: BTreeMap::new(),
             frames: 0,
@@ -491,10 +514,17 @@ impl<'a> FrameSampler<'a> {
             }
             // Pairs that ended while their object lives (deleted objects' pairs end by
             // deletion, which no linger follows).
-            for (node, id) in self.prev_pairs.difference(&pairs) {
-                let _ = node;
+            for (_, id) in self.prev_pairs.difference(&pairs) {
                 if let Some(c) = kind_of.get(id).and_then(|k| class_index(*k)) {
                     self.pair_ends[c] += 1;
+                }
+            }
+            // Pairs that begin, new objects included: the locator reports a new missile
+            // to the nodes whose regions hold it before the push to its shooter's replica
+            // holders arrives, so those fetch it too.
+            for (_, id) in pairs.difference(&self.prev_pairs) {
+                if let Some(c) = kind_of.get(id).and_then(|k| class_index(*k)) {
+                    self.pair_births[c] += 1;
                 }
             }
             for s in objects {
@@ -603,6 +633,11 @@ impl<'a> FrameSampler<'a> {
                 } else {
                     self.pair_ends[c] as f64 / (self.pair_frames[c] as f64 * self.frame_s)
                 },
+                pair_birth_hz: if self.pair_frames[c] == 0 {
+                    0.0
+                } else {
+                    self.pair_births[c] as f64 / (self.pair_frames[c] as f64 * self.frame_s)
+                },
             })
             .collect()
     }
@@ -636,7 +671,13 @@ struct NodeCounters {
     sampled_bytes: u64,
     sampled_items: u64,
     class_bytes: u64,
+    class_packets: u64,
     all_bytes: u64,
+    fetches: u64,
+    created: u64,
+    keepalives: u64,
+    ack_only: u64,
+    full_states: u64,
 }
 
 fn counters(sim: &scenario::Sim) -> NodeCounters {
@@ -649,7 +690,14 @@ fn counters(sim: &scenario::Sim) -> NodeCounters {
         c.sampled_bytes += s.update_msg_bytes_sampled;
         c.sampled_items += s.update_items_sampled;
         c.class_bytes += s.traffic.sent[MessageClass::ObjectUpdate as usize].bytes;
+        c.class_packets += s.traffic.sent[MessageClass::ObjectUpdate as usize].packets;
         c.all_bytes += s.traffic.sent.iter().map(|x| x.bytes).sum::<u64>();
+        let r = n.replicas().stats();
+        c.fetches += r.fetches_sent;
+        c.created += r.replicas_created;
+        c.keepalives += r.keepalive_packets;
+        c.ack_only += r.ack_only_packets;
+        c.full_states += r.full_states_sent;
     }
     c
 }
@@ -790,6 +838,18 @@ pub fn validate_one(
             / (sampler.frames.max(1) as f64 * frame_s),
         wm_replicas: replica_sum as f64 / replica_snaps.max(1) as f64,
         wm_node_items_per_s: d_items / secs / nodes,
+        wm_node_datagrams_per_s: d_packets / secs / nodes,
+        wm_node_protocol_per_s: [
+            (end.fetches - start.fetches) as f64 / secs / nodes,
+            (end.created - start.created) as f64 / secs / nodes,
+            (end.keepalives - start.keepalives) as f64 / secs / nodes,
+            (end.ack_only - start.ack_only) as f64 / secs / nodes,
+            (end.full_states - start.full_states) as f64 / secs / nodes,
+        ],
+        wm_node_other_datagrams_per_s: ((end.class_packets - start.class_packets) as f64 - d_packets)
+            .max(0.0)
+            / secs
+            / nodes,
         wm_node_update_kbps: kbps_node(start.update_bytes, end.update_bytes),
         wm_node_class_kbps: kbps_node(start.class_bytes, end.class_bytes),
         wm_node_all_kbps: kbps_node(start.all_bytes, end.all_bytes),
@@ -824,6 +884,7 @@ pub fn validate_one(
         send_density: send,
         update_bytes: classes[c].update_bytes,
         pair_turnover_hz: classes[c].pair_turnover_hz,
+        pair_birth_hz: Some(classes[c].pair_birth_hz),
     };
     let cost = MixedCost {
         tick_hz: 1.0 / frame_s,
@@ -841,6 +902,7 @@ pub fn validate_one(
         peer_item_bytes,
         players_per_node: ppn,
         replica_linger_s: worldmesh_replica::ReplicaConfig::default().linger.as_secs_f64(),
+        fetch_datagrams: true,
     };
     let run_classes = [
         class_of(0, &player_run, send_run(0)?),
@@ -938,6 +1000,12 @@ pub fn validate_one(
             pm.wm_node_items_per_s,
         ),
         row(
+            "wm node update datagrams/s",
+            m.wm_node_datagrams_per_s,
+            pr.wm_node_datagrams_per_s,
+            pm.wm_node_datagrams_per_s,
+        ),
+        row(
             "wm node update kbps",
             m.wm_node_update_kbps,
             pr.wm_node_peer_out_kbps,
@@ -946,8 +1014,8 @@ pub fn validate_one(
         row(
             "wm node object-update class kbps",
             m.wm_node_class_kbps,
-            pr.wm_node_peer_out_kbps,
-            pm.wm_node_peer_out_kbps,
+            pr.wm_node_replication_out_kbps,
+            pm.wm_node_replication_out_kbps,
         ),
     ];
     Ok(RunResult {
@@ -1331,6 +1399,8 @@ mod tests {
         s.frame(&moved, true, false);
         let stats = s.class_stats();
         assert_eq!(s.pair_ends, [1, 0, 0]);
+        // Births: one, node 0's pair with the newcomer.
+        assert_eq!(s.pair_births, [1, 0, 0]);
         // Pair frames: 3 + 3 + 4 + 3 + 3 = 16 over 5 frames of 0.1 s.
         assert!((stats[0].pair_turnover_hz - 1.0 / (16.0 * 0.1)).abs() < 1e-12);
         assert!((stats[0].interest_pairs - 16.0 / 5.0).abs() < 1e-12);
@@ -1386,7 +1456,7 @@ mod tests {
         // counts (directed pairs come in twos) over 3 snapshots.
         assert!(((m.player_relationships * 3.0).round() as u64).is_multiple_of(2));
         assert!(m.wm_node_update_kbps > 0.0 && m.peer_item_bytes > 0.0);
-        assert_eq!(r.rows.len(), 12);
+        assert_eq!(r.rows.len(), 13);
         assert!(validate_one(&cfg, 12, &mut |_| {}).is_err());
     }
 }
