@@ -24,7 +24,8 @@ pub struct PlanArgs {
     #[arg(long, default_value = "random:4000x4000:40:1", value_name = "FILE|SPEC")]
     map: String,
     /// Numbers of logged-in players to evaluate as steady states, comma separated
-    /// [default: 10,50,100,200 when no --load file is given].
+    /// [default: 10,50,100,200 when no --load file is given; 16,32,64,128 with
+    /// --validate].
     #[arg(long, value_delimiter = ',', value_name = "N[,N...]")]
     players: Vec<usize>,
     /// Load-state file (TOML: [[steady]], [daily] points, [[peak]]); its states are
