@@ -7,6 +7,7 @@ use anyhow::{Context as _, bail};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Instant;
+use worldmesh_experiments::plan_validate::{ValidateConfig, run_validation};
 use worldmesh_experiments::plan_vis::{density_heatmap, visibility_heatmap};
 use worldmesh_loadmodel::{
     AVATAR_CELL_SIZE, AoiRule, CostModel, DensityMap, DensitySeries, Grid, HotspotConfig, LoadPlan,
@@ -23,7 +24,8 @@ pub struct PlanArgs {
     #[arg(long, default_value = "random:4000x4000:40:1", value_name = "FILE|SPEC")]
     map: String,
     /// Numbers of logged-in players to evaluate as steady states, comma separated
-    /// [default: 10,50,100,200 when no --load file is given].
+    /// [default: 10,50,100,200 when no --load file is given; 16,32,64,128 with
+    /// --validate].
     #[arg(long, value_delimiter = ',', value_name = "N[,N...]")]
     players: Vec<usize>,
     /// Load-state file (TOML: [[steady]], [daily] points, [[peak]]); its states are
@@ -85,10 +87,27 @@ pub struct PlanArgs {
     /// Output folder for plan.csv, plan.json and the heat maps.
     #[arg(long, default_value = "out/plan", value_name = "DIR")]
     out: PathBuf,
-    /// Also run the simulator on the same map and N and print measured values with the
-    /// relative error. Not yet available: needs the model workload (issue 3).
-    #[arg(long)]
+    /// Instead of planning a given map: run the model workload (paper 000 §4.1) in the
+    /// simulator for each --players N (a multiple of --players-per-node; default
+    /// 16,32,64,128) on its own map, and print predicted vs measured relationships,
+    /// updates/s, client-server and worldmesh bandwidth with relative errors. The map,
+    /// AoI (box 450), sight (none), densities and costs come from the model workload and
+    /// the run, so the flags that set them are refused.
+    #[arg(
+        long,
+        conflicts_with_all = [
+            "map", "load", "aoi", "sight", "density", "trace", "kind", "sample_interval",
+            "rate", "update_bytes", "transport", "mtu",
+        ]
+    )]
     validate: bool,
+    /// With --validate: simulated seconds per run.
+    #[arg(long, default_value_t = 60.0, requires = "validate", value_name = "SECONDS")]
+    duration: f64,
+    /// With --validate: seconds excluded at the start of each run (at most a quarter of
+    /// the run).
+    #[arg(long, default_value_t = 10.0, requires = "validate", value_name = "SECONDS")]
+    warmup: f64,
 }
 
 /// Values of `--sight`.
@@ -205,10 +224,7 @@ fn trace_densities(args: &PlanArgs, grid: Grid) -> anyhow::Result<DensitySeries>
 /// Runs the command.
 pub fn run(args: PlanArgs) -> anyhow::Result<()> {
     if args.validate {
-        bail!(
-            "--validate is not yet available: it needs the model workload (issue 3) to run the \
-             simulator on the same map; the predictions alone are available without it"
-        );
+        return run_validate(&args);
     }
     let map = Map::from_spec_or_file(&args.map)?;
     let aoi = AoiRule::parse(&args.aoi).context("--aoi")?;
@@ -460,5 +476,63 @@ pub fn run(args: PlanArgs) -> anyhow::Result<()> {
         written.push("daily.svg".into());
     }
     println!("\nwrote {} in {}", written.join(", "), out.root().display());
+    Ok(())
+}
+
+/// `--validate`: the model workload in the simulator, predicted vs measured.
+fn run_validate(args: &PlanArgs) -> anyhow::Result<()> {
+    let players = if args.players.is_empty() {
+        vec![16, 32, 64, 128]
+    } else {
+        args.players.clone()
+    };
+    if args.players_per_node == 0 {
+        bail!("--players-per-node must be at least 1");
+    }
+    if let Some(n) = players
+        .iter()
+        .find(|n| **n == 0 || !n.is_multiple_of(args.players_per_node))
+    {
+        bail!(
+            "--players {n}: with --validate every N must be a positive multiple of --players-per-node ({})",
+            args.players_per_node
+        );
+    }
+    if !(args.duration.is_finite() && args.duration > 0.0 && args.duration <= 86_400.0) {
+        bail!("--duration {}: must be in (0, 86400] seconds", args.duration);
+    }
+    if !(args.warmup.is_finite() && args.warmup >= 0.0) {
+        bail!(
+            "--warmup {}: must be a non-negative number of seconds",
+            args.warmup
+        );
+    }
+    if !(args.cell_size.is_finite() && args.cell_size > 0.0) {
+        bail!("--cell-size {}: must be positive", args.cell_size);
+    }
+    if args.threads == 0 || args.threads > 256 {
+        bail!("--threads {}: must be in 1..=256", args.threads);
+    }
+    let cfg = ValidateConfig {
+        players,
+        players_per_node: args.players_per_node,
+        duration_s: args.duration,
+        warmup_s: args.warmup,
+        seed: args.seed,
+        cell_size: args.cell_size,
+        threads: args.threads,
+        ..ValidateConfig::default()
+    };
+    let out = OutputDir::create(&args.out)?;
+    let v = run_validation(&cfg, &out, true)?;
+    let (tables, files) = (v.tables, v.files);
+    for t in &tables {
+        println!("{t}");
+    }
+    let names: Vec<String> = files
+        .iter()
+        .filter_map(|f| f.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    println!("wrote {} in {}", names.join(", "), out.root().display());
     Ok(())
 }

@@ -154,14 +154,19 @@ fn bad_map_file_names_the_line() {
 
 #[test]
 fn bad_flags_are_refused_clearly() {
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["--players", "ten"], "invalid value 'ten'"),
         (&["--trace", "a.csv", "--trace", "b.csv"], "give each as N=FILE"),
         (&["--cell-size", "0.5"], "grid cells"),
         (&["--aoi", "circle:3"], "expected none, radius:R"),
         (&["--map", "random:10x10:3"], "expected random:WIDTHxHEIGHT"),
         (&["--transport", "tcp"], "unknown transport"),
-        (&["--validate"], "needs the model workload (issue 3)"),
+        (
+            &["--validate", "--players", "12"],
+            "positive multiple of --players-per-node",
+        ),
+        (&["--validate", "--map", "empty:64x64"], "cannot be used with"),
+        (&["--duration", "5"], "--validate"),
     ];
     for (args, want) in cases {
         let o = worldmesh().arg("plan").args(args).output().unwrap();
@@ -259,4 +264,53 @@ fn plan_is_deterministic_across_thread_counts() {
     assert_eq!(a, b);
     assert_eq!(a.lines().count(), 3);
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn validate_runs_the_simulator_and_prints_errors() {
+    let out = tmp("validate");
+    let o = worldmesh()
+        .args([
+            "plan",
+            "--validate",
+            "--players",
+            "16",
+            "--duration",
+            "3",
+            "--warmup",
+            "0.5",
+            "--cell-size",
+            "64",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("predicted vs measured"), "{stdout}");
+    for metric in [
+        "player relationships",
+        "cs server out kbps",
+        "wm node update kbps",
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.contains(metric))
+            .unwrap_or_else(|| panic!("{metric}: {stdout}"));
+        assert!(line.contains('%'), "{line}");
+    }
+    for f in [
+        "validate.csv",
+        "validate.json",
+        "calibration.csv",
+        "bandwidth.svg",
+    ] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+    std::fs::remove_dir_all(out).unwrap();
 }

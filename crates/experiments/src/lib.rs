@@ -23,6 +23,7 @@ pub mod locator_discovery;
 pub mod locator_loadbal;
 pub mod locator_runs;
 pub mod migration;
+pub mod plan_validate;
 pub mod plan_vis;
 pub mod sim_speed;
 pub mod vivaldi;
@@ -210,6 +211,12 @@ pub fn registry() -> Vec<Experiment> {
             reproduces: "paper 004 §5.1–§5.2 (17,005-cell visibility map, Rel(N))",
             summary: "visibility-map build time on 1 and 2 threads for the paper's 95×179 grid; Rel(N) vs relationships counted in random placements",
             run: plan_vis::run,
+        },
+        Experiment {
+            name: "plan-validate",
+            reproduces: "paper 004 §2.2, §4–§5 (predictions held against load tests)",
+            summary: "model workload in the simulator at N = 16..128: relationships, updates/s, client-server and worldmesh bandwidth, predicted (run and model densities) vs measured",
+            run: plan_validate::run,
         },
         Experiment {
             name: "locator-bandwidth",

@@ -19,7 +19,8 @@
 //!    (`validate::compare`).
 //!
 //! Parts 2–3 check the predictors' arithmetic and their independence assumptions, not
-//! the simulator: validation against simulator runs needs the model workload.
+//! the simulator: validation against simulator runs is the `plan-validate` experiment
+//! ([`crate::plan_validate`]).
 //!
 //! Quick mode uses a 30 × 40 grid.
 

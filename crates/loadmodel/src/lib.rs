@@ -18,6 +18,8 @@
 //! - [`aoi`]: area-of-interest rules `A(i, j)`;
 //! - [`packet`]: `Pack(b)` and the CPU cost of sending (§5.3), with UDP and QUIC presets;
 //! - [`load_state`]: steady states, daily curves and peaks (§2.3);
+//! - [`mixed`]: the same predictions for a workload of several object classes
+//!   (players, missiles, items) with their own densities and update behaviour;
 //! - [`predict`]: `Rel(N)`, updates, bandwidth and CPU for client-server and for
 //!   worldmesh (§5.2, §5.3);
 //! - [`validate`]: predicted-vs-measured tables and relationship counting, the hook for
@@ -30,6 +32,7 @@ mod error;
 pub mod grid;
 pub mod load_state;
 pub mod map;
+pub mod mixed;
 pub mod packet;
 pub mod predict;
 pub mod trace;
@@ -42,6 +45,7 @@ pub use error::LoadModelError;
 pub use grid::{AVATAR_CELL_SIZE, Grid};
 pub use load_state::{LoadKind, LoadPlan, LoadState};
 pub use map::{Map, MapSpec};
+pub use mixed::{ClassLoad, MixedCost, MixedPrediction, ObjectClass, predict_mixed};
 pub use packet::{CpuModel, PacketModel};
 pub use predict::{CostModel, PairSums, Planner, Prediction};
 pub use trace::{Sampling, Trace};

@@ -17,35 +17,24 @@
 //! `plan-vis` experiment averages it over placements drawn from the density to check
 //! the predictors' arithmetic and independence assumptions.
 //!
-//! ## Wiring `worldmesh plan --validate` (issue 8, item 5; needs the model workload)
+//! ## Against the simulator (`worldmesh plan --validate`, experiment `plan-validate`)
 //!
-//! 1. Build a [`crate::Map`] from the model game's map with [`crate::Map::from_aabbs`]
-//!    (`GameMap { width, height, obstacles }` on main) and use the game's AoI as the
-//!    [`AoiRule`] (`AoiRule::Box(h, h)` with `ModelConfig::aoi_half_extent`, 450). The
-//!    model game's interest is a box that sees through walls, so build the visibility
-//!    map with [`crate::SightRule::RangeOnly`] (`worldmesh plan --sight none`); line of
-//!    sight only matters for a game whose interest tests it.
-//! 2. For each `N`, run the simulator with `N` bots in a `fed` layout (`P` per node, the
-//!    planner's `players_per_node`), drop a warm-up, and sample all positions once per
-//!    second (§4) — as a [`crate::Trace`] or directly as snapshots.
-//! 3. Predict with the density from those samples (the paper's method) and, separately,
-//!    with the model density, to show both errors.
-//! 4. Measure: relationships = mean over snapshots of [`count_relationships_at`];
-//!    updates/s = object updates delivered per second; `cs_*` from the client-server
-//!    baseline (`MetricsReport::client_server_per_client_kbps` and
-//!    `client_server_server_kbps` on main); `wm_*` from per-node outbound bytes
-//!    (object-update class for `peer`, all classes for the total). The simulator's
-//!    `required_per_node` is the measured counterpart of
-//!    `Prediction::wm_interest_pairs / nodes` (plus the node's own objects if it counts
-//!    them).
-//! 5. Calibrate the cost model to what the simulator puts on the wire: `update_bytes` =
-//!    the measured mean delta-encoded update size, `PacketModel::overhead` = the
-//!    per-datagram header bytes the simulator counts. Then [`compare`] and print the
-//!    table (target: |error| ≤ 15% in steady state).
+//! The wiring lives outside this pure library, in
+//! `worldmesh_experiments::plan_validate` (the CLI calls it): it builds a [`crate::Map`]
+//! from the model game's map with [`crate::Map::from_aabbs`], uses the game's AoI box
+//! (`AoiRule::Box(450, 450)`) with [`crate::SightRule::RangeOnly`] (the game's interest
+//! sees through walls), runs the simulator for each `N` in a `fed` layout, samples
+//! positions after the warm-up (players and items once per second, missiles every
+//! frame), counts relationships with [`count_relationships_at`] and
+//! [`count_cross_relationships_at`], calibrates update sizes, send shares and packet
+//! overheads from the object stream and the nodes' counters, and predicts with
+//! [`crate::mixed::predict_mixed`] (players, missiles and items as object classes) using
+//! the run's densities and, separately, model densities.
 //!
 //! Known gaps between model and measurement: the simulator tests AoI on exact
 //! positions (the model on cell centres), players are not independent (bots follow
-//! waypoints and fight), and discovery traffic is not an object update.
+//! waypoints and fight; missiles fly between fighting players), and discovery traffic
+//! and control datagrams are not object updates.
 
 use crate::aoi::AoiRule;
 use crate::grid::Grid;
@@ -164,6 +153,43 @@ pub fn count_relationships_at(
         .filter_map(|&(x, y)| grid.cell_of(x, y))
         .collect();
     count_relationships(&cells, grid, vis, aoi)
+}
+
+/// Directed relationships between two groups in one snapshot: pairs `(a, b)` of an
+/// observer cell `a` and a target cell `b` with `V(a, b) · A(a, b) = 1` (paper `004`
+/// §5.2 applied to another object type: a player observing missiles or items). The
+/// groups are distinct objects, so same-cell pairs count.
+pub fn count_cross_relationships(
+    observers: &[usize],
+    targets: &[usize],
+    grid: &Grid,
+    vis: &VisibilityMap,
+    aoi: AoiRule,
+) -> u64 {
+    let mut n = 0;
+    for &i in observers {
+        let (xi, yi) = grid.center(i);
+        for &j in targets {
+            let (xj, yj) = grid.center(j);
+            if vis.visible(i, j) && aoi.contains(xj - xi, yj - yi) {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// [`count_cross_relationships`] for positions; positions off the grid are ignored.
+pub fn count_cross_relationships_at(
+    observers: &[(f64, f64)],
+    targets: &[(f64, f64)],
+    grid: &Grid,
+    vis: &VisibilityMap,
+    aoi: AoiRule,
+) -> u64 {
+    let cells =
+        |v: &[(f64, f64)]| -> Vec<usize> { v.iter().filter_map(|&(x, y)| grid.cell_of(x, y)).collect() };
+    count_cross_relationships(&cells(observers), &cells(targets), grid, vis, aoi)
 }
 
 /// Loads of one snapshot of placed objects, computed exactly as the cost model charges
@@ -359,6 +385,34 @@ mod tests {
         ]);
         assert_eq!(avg.relationships, Some(6.0));
         assert_eq!(avg.updates_per_s, Some(40.0));
+    }
+
+    #[test]
+    fn cross_counts_by_hand() {
+        // Cells 0..4 in a row, 10 apart; a wall over cell 2; AoI radius 20.
+        let map = Map::with_boxes(50.0, 10.0, &[(22.0, 0.0, 28.0, 10.0)]).unwrap();
+        let g = Grid::for_map(&map, 10.0).unwrap();
+        let v = VisibilityMap::build(&map, &g, None, 1).unwrap();
+        let aoi = AoiRule::Radius(20.0);
+        // Observers in cells 0 and 1; targets in 0 (same cell), 1, 3 (behind the wall
+        // from 1, and 30 from 0), 4.
+        // 0 sees targets in 0 and 1; 1 sees 0 and 1 (3 is blocked): 4 pairs.
+        assert_eq!(count_cross_relationships(&[0, 1], &[0, 1, 3, 4], &g, &v, aoi), 4);
+        // Without the wall, 1 also sees 3 (20 away).
+        let open = VisibilityMap::build(&Map::empty(50.0, 10.0).unwrap(), &g, None, 1).unwrap();
+        assert_eq!(
+            count_cross_relationships(&[0, 1], &[0, 1, 3, 4], &g, &open, aoi),
+            5
+        );
+        // Positions: (5, 5) is cell 0, (15, 5) cell 1, (35, 5) cell 3; off-map ignored.
+        let n = count_cross_relationships_at(
+            &[(5.0, 5.0), (15.0, 5.0), (-1.0, 5.0)],
+            &[(4.0, 4.0), (16.0, 6.0), (35.0, 5.0), (45.0, 5.0), (99.0, 5.0)],
+            &g,
+            &v,
+            aoi,
+        );
+        assert_eq!(n, 4);
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //!   otherwise the time since the primary sent the version the replica holds.
 //! - **Baselines on the same trace** (§7, Figure 12): what a *client-server* server and a
 //!   *broadcast* node would send for exactly these object states. Client-server: one server
-//!   sends each player a packet per frame with its own state and, for every object in the
+//!   sends each player (each object with an area of interest; missiles and items are not
+//!   clients) a packet per frame with its own state and, for every other object in the
 //!   player's area of interest, a delta against the previous frame if the object was in view
 //!   then, else the full state. Broadcast: every node sends the deltas of its changed
 //!   primaries to every other node. Both use the game's own delta encoding, an 8-byte
@@ -191,7 +192,11 @@ impl<O: GameObject> Collector<O> {
             for (id, o) in by_owner.get(&n.id()).into_iter().flatten() {
                 let v = view_of(o);
                 req.extend(v.iter().filter(|(_, on)| *on != n.id()).map(|(x, _)| *x));
-                views.insert(*id, v);
+                // Clients are the objects with an area of interest (players); missiles and
+                // items are not clients.
+                if o.interest().is_some() {
+                    views.insert(*id, v);
+                }
             }
             for oid in req {
                 let since = self.entered.get(&(n.id(), oid)).copied().unwrap_or(now);
@@ -279,7 +284,8 @@ impl<O: GameObject> Collector<O> {
             for (id, v) in &views {
                 let prev = self.prev_views.get(id);
                 let mut payload = delta_len[id] + OBJ_HEADER;
-                for (o, owner) in v {
+                // Its own state went in above: the other objects in view follow.
+                for (o, owner) in v.iter().filter(|(o, _)| o != id) {
                     let was =
                         prev.is_some_and(|p| p.contains(&(*o, *owner))) && self.prev_state.contains_key(o);
                     let d = if was { delta_len[o] } else { full_len[o] };

@@ -100,3 +100,18 @@ fn distributed_locators_discover_and_replicate() {
         );
     }
 }
+
+#[test]
+fn client_server_baseline_serves_players_only() {
+    // 2 nodes × 4 players with items and (once fights start) missiles: only the 8
+    // players are clients, so the server's traffic is 8 clients' worth.
+    let c = cfg(2, 4, 8.0);
+    let r = scenario::run(&c, &mut |_| {}).unwrap();
+    let m = &r.metrics;
+    assert!(m.objects > 8.5, "items are in the world too: {}", m.objects);
+    let clients = m.client_server_server_kbps / m.client_server_per_client_kbps;
+    assert!((clients - 8.0).abs() < 1e-9, "{clients} clients");
+    // A client's packet per frame carries at least its own 8-byte header and the 34
+    // bytes of the datagram: 42 bytes × 10 frames/s = 3.36 kbit/s.
+    assert!(m.client_server_per_client_kbps >= 3.36, "{m:?}");
+}
