@@ -98,6 +98,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "promoted med",
             "promoted p99",
             "takeover med",
+            "takeover p90",
             "takeover p99",
             "takeover max",
             "takeover ≤ 2T",
@@ -106,6 +107,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "all confirmed p99",
             "no takeover",
             "promotions after",
+            "claims before fault",
             "spurious before fault",
             "≠ 1 server at end",
             "confirmed lost",
@@ -130,6 +132,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         ],
     );
     let mut json = Vec::new();
+    let mut fault_free_s = 0.0;
     let mut plot = LinePlot::new(
         "Takeover time after a host fault, real nodes, 5 % loss",
         "ms from the fault to the new server's first commit",
@@ -178,6 +181,11 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             .iter()
             .map(|r| r.promotions.iter().filter(|p| p.0 < r.fault_at_s).count())
             .sum();
+        let claims: usize = reports
+            .iter()
+            .map(|r| r.candidacies.iter().filter(|c| c.0 < r.fault_at_s).count())
+            .sum();
+        fault_free_s += reports.iter().map(|r| r.fault_at_s).sum::<f64>();
         let after: usize = reports
             .iter()
             .map(|r| r.promotions.iter().filter(|p| p.0 >= r.fault_at_s).count())
@@ -191,6 +199,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             format!("{:.0}", percentile(&prom, 0.5)),
             format!("{:.0}", percentile(&prom, 0.99)),
             format!("{:.0}", percentile(&take, 0.5)),
+            format!("{:.0}", percentile(&take, 0.9)),
             format!("{:.0}", percentile(&take, 0.99)),
             format!("{max:.0}"),
             format!("{:.1} %", 100.0 * within),
@@ -199,6 +208,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             format!("{:.0}", percentile(&conf, 0.99)),
             none.to_string(),
             after.to_string(),
+            claims.to_string(),
             spurious.to_string(),
             multi.to_string(),
             lost.to_string(),
@@ -208,7 +218,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "variant": label, "trials": trials, "players": v.players,
             "placement": v.placement, "fault": v.fault, "roles": v.roles,
             "promoted_ms": {"median": percentile(&prom, 0.5), "p99": percentile(&prom, 0.99)},
-            "takeover_ms": {"median": percentile(&take, 0.5), "p99": percentile(&take, 0.99), "max": max},
+            "takeover_ms": {"median": percentile(&take, 0.5), "p90": percentile(&take, 0.9), "p99": percentile(&take, 0.99), "max": max},
+            "claims_before_fault": claims,
             "takeover_within_2t": within, "promoted_within_2t": prom_within,
             "redirected_ms": {"median": percentile(&redir, 0.5), "p99": percentile(&redir, 0.99)},
             "all_confirmed_ms": {"median": percentile(&conf, 0.5), "p99": percentile(&conf, 0.99)},
@@ -233,9 +244,81 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "variants": json,
         }),
     )?);
+    // False suspicions: long runs without a fault (the fault is scheduled after the
+    // measured span), under the same 5 % loss.
+    let (runs, span_s) = if ctx.quick { (1, 20u64) } else { (6, 600u64) };
+    let mut quiet = Table::new(
+        format!(
+            "failover: fault-free runs under 5 % loss, {runs} runs × {span_s} s per row (false suspicions of a live server)"
+        ),
+        &[
+            "variant",
+            "instance-hours",
+            "candidacies (false suspicions)",
+            "promotions (spurious elections)",
+            "per hour",
+        ],
+    );
+    let mut quiet_json = Vec::new();
+    for (qi, (placement, roles)) in [
+        (Placement::Nearest, RoleChoice::LowestLatency),
+        (Placement::Random, RoleChoice::LowestLatency),
+        (Placement::Random, RoleChoice::Random),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let v = Variant {
+            placement,
+            fault: Fault::Crash,
+            players: 4,
+            roles,
+        };
+        let (mut cands, mut proms, mut secs) = (0usize, 0usize, 0.0f64);
+        for t in 0..runs {
+            let seed = ctx
+                .seed
+                .wrapping_mul(7_000_003)
+                .wrapping_add((qi as u64) << 32 | t as u64);
+            let mut s = FailoverScenario::new(Arc::clone(&matrix), v.players, seed);
+            s.placement = placement;
+            s.roles = roles;
+            s.failover = fcfg.clone();
+            s.fault_window = (
+                Duration::from_secs(span_s),
+                Duration::from_secs(span_s) + Duration::from_millis(1),
+            );
+            s.settle = Duration::from_millis(100);
+            let r = s.run().map_err(|e| ExperimentError::Run(e.to_string()))?;
+            cands += r.candidacies.iter().filter(|c| c.0 < r.fault_at_s).count();
+            proms += r.promotions.iter().filter(|p| p.0 < r.fault_at_s).count();
+            secs += r.fault_at_s;
+        }
+        let label = v.label().replace("crash, ", "no fault, ");
+        quiet.push([
+            label.clone(),
+            format!("{:.2}", secs / 3600.0),
+            cands.to_string(),
+            proms.to_string(),
+            format!("{:.2}", cands as f64 / (secs / 3600.0)),
+        ]);
+        quiet_json.push(serde_json::json!({
+            "variant": label, "runs": runs, "seconds": secs, "candidacies": cands, "promotions": proms,
+        }));
+    }
+    out.files
+        .push(ctx.out.write_csv("failover_fault_free.csv", &quiet)?);
+    out.files.push(ctx.out.write_json(
+        "fault_free.json",
+        &serde_json::json!({"loss": 0.05, "suspect_after_ticks": fcfg.suspect_after, "variants": quiet_json}),
+    )?);
     out.notes.push(format!(
-        "Takeover = fault → the promoted replica's first commit (its new replica stored the tick and a majority knows its configuration), measured on real nodes exchanging Control datagrams in the simulator; target ≤ 2T = {two_t_ms:.0} ms. LL roles: the most central node hosts and the next one is the replica (paper 003 §3.2); random roles: no latency-aware choice."
+        "Takeover = fault → the promoted replica's first commit (its new replica stored the tick and a majority knows its configuration), measured on real nodes exchanging Control datagrams in the simulator; target ≤ 2T = {two_t_ms:.0} ms. LL roles: the most central node hosts and the next one is the replica (paper 003 §3.2); random roles: no latency-aware choice. Detection after {} silent ticks ({:.0} ms). Claims before the fault over {:.2} instance-hours of the trials above, plus the fault-free table.",
+        fcfg.suspect_after,
+        fcfg.suspect_timeout().as_secs_f64() * 1000.0,
+        fault_free_s / 3600.0
     ));
     out.tables.push(summary);
+    out.tables.push(quiet);
     Ok(out)
 }

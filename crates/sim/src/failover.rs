@@ -140,6 +140,9 @@ pub struct FailoverReport {
     pub promotions: Vec<(f64, u32, u64)>,
     /// Step-downs `(time s, node, epoch)`.
     pub step_downs: Vec<(f64, u32, u64)>,
+    /// Candidacies `(time s, node, epoch)`: a replica suspected its server (before the
+    /// fault, every one is a false suspicion).
+    pub candidacies: Vec<(f64, u32, u64)>,
     /// Fault → first promotion (ms).
     pub promoted_ms: Option<f64>,
     /// Fault → the promoted server's first commit (ms).
@@ -322,6 +325,7 @@ impl FailoverScenario {
             fault_at_s: fault_at.as_secs_f64(),
             promotions: Vec::new(),
             step_downs: Vec::new(),
+            candidacies: Vec::new(),
             promoted_ms: None,
             takeover_ms: None,
             redirected_ms: None,
@@ -343,6 +347,9 @@ impl FailoverScenario {
                     }
                     InstanceEvent::SteppedDown { epoch } => {
                         rep.step_downs.push((r.at.as_secs_f64(), i as u32, epoch));
+                    }
+                    InstanceEvent::Candidate { epoch } => {
+                        rep.candidacies.push((r.at.as_secs_f64(), i as u32, epoch));
                     }
                     _ => {}
                 }
