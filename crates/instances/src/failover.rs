@@ -89,11 +89,17 @@
 //! ticks (150 ms = 0.6 T). One heartbeat per `T` cannot give a takeover within `2T` under
 //! loss: a single lost heartbeat already makes a `2T` gap. The replica therefore watches
 //! the per-tick messages of the server, *both* the snapshot and the update it sends every
-//! tick, so with loss `p = 0.05` it suspects a live server only when both are lost for 3
-//! ticks in a row, `(p²)³ ≈ 1.6·10⁻⁸` per tick (about once per 900 hours at 20 Hz); even
-//! then no election happens unless a majority of the players have also missed the last 2
-//! updates (their vote needs `2τ` of silence), and a refused candidate follows the server
-//! again at its next message. After a crash the time to the new server's first commit is
+//! tick. The deadline `3τ` after the last arrival falls on the arrival of the third next
+//! tick (up to jitter), so with loss `p = 0.05` the replica suspects a live server when both
+//! messages of two ticks in a row are lost and the third is late: `≈ (p²)²/2 ≈ 3·10⁻⁶` per
+//! tick, about 0.2 per hour at 20 Hz (measured by `failover`: none in 4 instance-hours;
+//! with a `2τ` timeout one lost tick suffices and we measured 32–55 false suspicions and
+//! 4–14 needless elections per hour, so `2τ` is too short). A false suspicion changes
+//! nothing unless a player has also missed the server's last 2 updates (a vote needs `2τ`
+//! of silence): a refused candidate follows the server again at its next message, while a
+//! player that granted the claim refuses the old epoch from then on, so the server steps
+//! down and the replica takes over (a needless failover, not a lost input). After a crash
+//! the time to the new server's first commit is
 //! `d(S→RS) + 3τ` (detection) `+ RTT(RS ↔ a majority)` (votes) `+ RTT(RS ↔ new RS)` (the
 //! first acknowledgement). The detection timeout is derived from that budget: with the
 //! round trips measured between random PlanetLab hosts (100–250 ms), `T` of detection (the
