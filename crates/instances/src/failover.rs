@@ -633,14 +633,17 @@ impl Peer {
         };
         for m in self.electorate() {
             if !self.votes.contains(&m) {
-                self.send(
-                    m,
-                    Msg::Claim {
-                        epoch,
-                        key: self.claim_key,
-                        state_tick: self.state.tick,
-                    },
-                );
+                let claim = Msg::Claim {
+                    epoch,
+                    key: self.claim_key,
+                    state_tick: self.state.tick,
+                };
+                // Sent twice: the election is on the takeover's critical path, and each
+                // copy is answered (a lost vote is granted again), so under loss `p` the
+                // exchange fails with `≈ 2p²` instead of `≈ 2p`, each failure costing a
+                // tick; elections are rare, the extra datagrams negligible.
+                self.send(m, claim.clone());
+                self.send(m, claim);
             }
         }
         self.try_win(now);
@@ -1000,6 +1003,16 @@ impl Peer {
         debug_assert_eq!((self.epoch, self.version), key);
         self.check_gate();
         self.server_tick(now);
+        // The first snapshot decides when the promotion's first commit comes: a second
+        // copy, as for the claims.
+        let first = self
+            .out
+            .iter()
+            .find(|t| Some(t.to) == self.replica && matches!(t.msg, Msg::Snapshot { .. }))
+            .cloned();
+        if let Some(t) = first {
+            self.out.push_back(t);
+        }
     }
 
     /// The best-ranked live member that is neither this server nor its current replica.
@@ -1415,7 +1428,7 @@ mod tests {
             .filter(|t| matches!(t.msg, Msg::Claim { epoch: 2, .. }))
             .map(|t| t.to)
             .collect();
-        assert_eq!(claims, vec![2, 3, 4]);
+        assert_eq!(claims, vec![2, 2, 3, 3, 4, 4], "each voter gets two copies");
         // two of three voters grant: a majority of {1, 2, 3, 4} with the candidate
         let t = due + Duration::from_millis(30);
         r.handle_message(
