@@ -471,6 +471,44 @@ mod tests {
             }
         }
 
+        /// Replaying the plan move by move: a receiver crosses into the near-stress band
+        /// only when no eligible server could take the instance and stay below the line
+        /// or was already in the band with room; below the line, the least loaded wins.
+        #[test]
+        fn algorithm1_enters_the_stress_band_only_when_forced(
+            n in 2usize..8,
+            main in proptest::collection::vec(0u32..180, 8),
+            raw in proptest::collection::vec((0usize..8, prop::sample::select(vec![5u32, 10, 20, 25, 40])), 0..40),
+        ) {
+            let c = cfg(n, 200);
+            let (max, stress) = (c.max_s_load, c.stress_load());
+            let insts: Vec<HostedInstance> = raw.iter().enumerate()
+                .map(|(k, &(s, size))| HostedInstance { key: k as u64, size, server: s % n }).collect();
+            let main = &main[..n];
+            let plan = hybrid_balance(&c, main, &insts, false);
+            let mut load = loads(&c, main, &insts);
+            let overloaded: Vec<bool> = load.iter().map(|&l| l > max).collect();
+            for m in &plan.moves {
+                let Destination::Server(j) = m.to else { continue };
+                let eligible: Vec<usize> = (0..n)
+                    .filter(|&k| !overloaded[k] && load[k] + m.size <= max)
+                    .collect();
+                prop_assert!(eligible.contains(&j));
+                let below: Vec<usize> = eligible.iter().copied().filter(|&k| load[k] + m.size < stress).collect();
+                let band: Vec<usize> = eligible.iter().copied().filter(|&k| load[k] >= stress).collect();
+                if load[j] + m.size < stress {
+                    prop_assert!(below.iter().all(|&k| load[k] >= load[j]), "not the least loaded below the line");
+                } else if load[j] < stress {
+                    prop_assert!(below.is_empty() && band.is_empty(), "crossed while {below:?} / {band:?} could take it");
+                } else {
+                    prop_assert!(below.is_empty(), "used the band while {below:?} stayed below");
+                }
+                load[m.from] -= m.size;
+                load[j] += m.size;
+            }
+            prop_assert_eq!(&load, &plan.loads_after);
+        }
+
         /// When the cluster has room (total load leaves a 40-player slack on every server),
         /// Algorithm 1 leaves no server above max and sends nothing to the P2P area.
         #[test]
