@@ -361,7 +361,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let two_t = fcfg.heartbeat * 2;
     let mut tk = Table::new(
         format!(
-            "Takeover (crash → promotion, state-machine harness) after a server crash, 5 % loss, T = {} ms, tick {} ms, detection after {} silent ticks, k = {}",
+            "Takeover after a server crash (crash → promotion, state-machine harness), 5 % loss, T = {} ms, tick {} ms, detection after {} silent ticks, k = {}",
             fcfg.heartbeat.as_millis(),
             fcfg.tick.as_millis(),
             fcfg.suspect_after,
