@@ -98,14 +98,18 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "promoted med",
             "promoted p99",
             "takeover med",
+            "takeover p90",
             "takeover p99",
             "takeover max",
             "takeover ≤ 2T",
+            "floor + detection ≤ 2T",
+            "floor ≤ 2T",
             "promoted ≤ 2T",
             "redirected p99",
             "all confirmed p99",
             "no takeover",
             "promotions after",
+            "claims before fault",
             "spurious before fault",
             "≠ 1 server at end",
             "confirmed lost",
@@ -127,9 +131,11 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "confirmed_total",
             "host_replica_rtt_ms",
             "replica_max_rtt_ms",
+            "floor_ms",
         ],
     );
     let mut json = Vec::new();
+    let mut fault_free_s = 0.0;
     let mut plot = LinePlot::new(
         "Takeover time after a host fault, real nodes, 5 % loss",
         "ms from the fault to the new server's first commit",
@@ -163,6 +169,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                 r.confirmed_total.to_string(),
                 format!("{:.1}", r.host_replica_rtt_ms),
                 format!("{:.1}", r.replica_max_rtt_ms),
+                format!("{:.1}", r.floor_ms),
             ]);
             reports.push(r);
         }
@@ -173,11 +180,22 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         let n = trials as f64;
         let within = take.iter().filter(|&&t| t <= two_t_ms).count() as f64 / n;
         let prom_within = prom.iter().filter(|&&t| t <= two_t_ms).count() as f64 / n;
+        let floor_within =
+            |detect: f64| reports.iter().filter(|r| r.floor_ms + detect <= two_t_ms).count() as f64 / n;
+        let detect_ms = fcfg.suspect_timeout().as_secs_f64() * 1000.0;
+        // the best tick phase: the host's last message left one tick before the fault
+        let tick_ms = fcfg.tick.as_secs_f64() * 1000.0;
+        let (floor_detect, floor_only) = (floor_within(detect_ms - tick_ms), floor_within(0.0));
         let none = reports.iter().filter(|r| r.takeover_ms.is_none()).count();
         let spurious: usize = reports
             .iter()
             .map(|r| r.promotions.iter().filter(|p| p.0 < r.fault_at_s).count())
             .sum();
+        let claims: usize = reports
+            .iter()
+            .map(|r| r.candidacies.iter().filter(|c| c.0 < r.fault_at_s).count())
+            .sum();
+        fault_free_s += reports.iter().map(|r| r.fault_at_s).sum::<f64>();
         let after: usize = reports
             .iter()
             .map(|r| r.promotions.iter().filter(|p| p.0 >= r.fault_at_s).count())
@@ -191,14 +209,18 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             format!("{:.0}", percentile(&prom, 0.5)),
             format!("{:.0}", percentile(&prom, 0.99)),
             format!("{:.0}", percentile(&take, 0.5)),
+            format!("{:.0}", percentile(&take, 0.9)),
             format!("{:.0}", percentile(&take, 0.99)),
             format!("{max:.0}"),
             format!("{:.1} %", 100.0 * within),
+            format!("{:.1} %", 100.0 * floor_detect),
+            format!("{:.1} %", 100.0 * floor_only),
             format!("{:.1} %", 100.0 * prom_within),
             format!("{:.0}", percentile(&redir, 0.99)),
             format!("{:.0}", percentile(&conf, 0.99)),
             none.to_string(),
             after.to_string(),
+            claims.to_string(),
             spurious.to_string(),
             multi.to_string(),
             lost.to_string(),
@@ -208,8 +230,10 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "variant": label, "trials": trials, "players": v.players,
             "placement": v.placement, "fault": v.fault, "roles": v.roles,
             "promoted_ms": {"median": percentile(&prom, 0.5), "p99": percentile(&prom, 0.99)},
-            "takeover_ms": {"median": percentile(&take, 0.5), "p99": percentile(&take, 0.99), "max": max},
+            "takeover_ms": {"median": percentile(&take, 0.5), "p90": percentile(&take, 0.9), "p99": percentile(&take, 0.99), "max": max},
+            "claims_before_fault": claims,
             "takeover_within_2t": within, "promoted_within_2t": prom_within,
+            "floor_plus_detection_within_2t": floor_detect, "floor_within_2t": floor_only,
             "redirected_ms": {"median": percentile(&redir, 0.5), "p99": percentile(&redir, 0.99)},
             "all_confirmed_ms": {"median": percentile(&conf, 0.5), "p99": percentile(&conf, 0.99)},
             "no_takeover": none, "promotions_after_fault": after, "spurious_promotions_before_fault": spurious, "not_one_server_at_end": multi,
@@ -233,9 +257,81 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "variants": json,
         }),
     )?);
+    // False suspicions: long runs without a fault (the fault is scheduled after the
+    // measured span), under the same 5 % loss.
+    let (runs, span_s) = if ctx.quick { (1, 20u64) } else { (6, 600u64) };
+    let mut quiet = Table::new(
+        format!(
+            "failover: fault-free runs under 5 % loss, {runs} runs × {span_s} s per row (false suspicions of a live server)"
+        ),
+        &[
+            "variant",
+            "instance-hours",
+            "candidacies (false suspicions)",
+            "promotions (spurious elections)",
+            "per hour",
+        ],
+    );
+    let mut quiet_json = Vec::new();
+    for (qi, (placement, roles)) in [
+        (Placement::Nearest, RoleChoice::LowestLatency),
+        (Placement::Random, RoleChoice::LowestLatency),
+        (Placement::Random, RoleChoice::Random),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let v = Variant {
+            placement,
+            fault: Fault::Crash,
+            players: 4,
+            roles,
+        };
+        let (mut cands, mut proms, mut secs) = (0usize, 0usize, 0.0f64);
+        for t in 0..runs {
+            let seed = ctx
+                .seed
+                .wrapping_mul(7_000_003)
+                .wrapping_add((qi as u64) << 32 | t as u64);
+            let mut s = FailoverScenario::new(Arc::clone(&matrix), v.players, seed);
+            s.placement = placement;
+            s.roles = roles;
+            s.failover = fcfg.clone();
+            s.fault_window = (
+                Duration::from_secs(span_s),
+                Duration::from_secs(span_s) + Duration::from_millis(1),
+            );
+            s.settle = Duration::from_millis(100);
+            let r = s.run().map_err(|e| ExperimentError::Run(e.to_string()))?;
+            cands += r.candidacies.iter().filter(|c| c.0 < r.fault_at_s).count();
+            proms += r.promotions.iter().filter(|p| p.0 < r.fault_at_s).count();
+            secs += r.fault_at_s;
+        }
+        let label = v.label().replace("crash, ", "no fault, ");
+        quiet.push([
+            label.clone(),
+            format!("{:.2}", secs / 3600.0),
+            cands.to_string(),
+            proms.to_string(),
+            format!("{:.2}", cands as f64 / (secs / 3600.0)),
+        ]);
+        quiet_json.push(serde_json::json!({
+            "variant": label, "runs": runs, "seconds": secs, "candidacies": cands, "promotions": proms,
+        }));
+    }
+    out.files
+        .push(ctx.out.write_csv("failover_fault_free.csv", &quiet)?);
+    out.files.push(ctx.out.write_json(
+        "fault_free.json",
+        &serde_json::json!({"loss": 0.05, "suspect_after_ticks": fcfg.suspect_after, "variants": quiet_json}),
+    )?);
     out.notes.push(format!(
-        "Takeover = fault → the promoted replica's first commit (its new replica stored the tick and a majority knows its configuration), measured on real nodes exchanging Control datagrams in the simulator; target ≤ 2T = {two_t_ms:.0} ms. LL roles: the most central node hosts and the next one is the replica (paper 003 §3.2); random roles: no latency-aware choice."
+        "Takeover = fault → the promoted replica's first commit (its new replica stored the tick and a majority knows its configuration), measured on real nodes exchanging Control datagrams in the simulator; target ≤ 2T = {two_t_ms:.0} ms. LL roles: the most central node hosts and the next one is the replica (paper 003 §3.2); random roles: no latency-aware choice. Detection after {} silent ticks ({:.0} ms). Claims before the fault over {:.2} instance-hours of the trials above, plus the fault-free table. Floor = the placement's network floor under any majority-elected takeover (host → replica one way + vote round trip to the nearest majority + round trip to the next replica, base delays, no loss); 'floor + detection ≤ 2T' is the share of trials any protocol with this detection timeout could bring within 2T (detection counted from the host's last message, at best one tick before the fault), 'floor ≤ 2T' the share even with instant detection.",
+        fcfg.suspect_after,
+        fcfg.suspect_timeout().as_secs_f64() * 1000.0,
+        fault_free_s / 3600.0
     ));
     out.tables.push(summary);
+    out.tables.push(quiet);
     Ok(out)
 }

@@ -361,9 +361,10 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let two_t = fcfg.heartbeat * 2;
     let mut tk = Table::new(
         format!(
-            "Takeover after a server crash, 5 % loss, T = {} ms, tick {} ms, k = {}",
+            "Takeover after a server crash (crash → promotion, state-machine harness), 5 % loss, T = {} ms, tick {} ms, detection after {} silent ticks, k = {}",
             fcfg.heartbeat.as_millis(),
             fcfg.tick.as_millis(),
+            fcfg.suspect_after,
             fcfg.miss_limit
         ),
         &[
@@ -541,7 +542,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         &serde_json::json!({
             "table4": t4_json, "table5": t5_json, "takeover": tk_json,
             "spurious_promotions": {"count": spurious, "runs": quiet_runs, "seconds_each": quiet_secs},
-            "failover_config": {"tick_ms": fcfg.tick.as_millis() as u64, "heartbeat_ms": fcfg.heartbeat.as_millis() as u64, "miss_limit": fcfg.miss_limit},
+            "failover_config": {"tick_ms": fcfg.tick.as_millis() as u64, "heartbeat_ms": fcfg.heartbeat.as_millis() as u64, "miss_limit": fcfg.miss_limit, "suspect_after": fcfg.suspect_after},
         }),
     )?);
     out.notes.push(

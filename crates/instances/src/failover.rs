@@ -24,12 +24,16 @@
 //!   no other member confirms at once). A confirmed input is therefore in the replica's
 //!   state, and a takeover loses at most the unconfirmed tail since the last acknowledged
 //!   tick; players keep unconfirmed inputs and resend them to whoever serves.
-//! - **Algorithm 4 (restructuring).** If the replica receives no snapshot for `k` ticks
-//!   ([`FailoverConfig::miss_limit`]) it runs for server of the next *epoch* (term) and
-//!   asks the members for votes ([`Msg::Claim`]). With a strict majority of its electorate
-//!   (itself included, the suspected server excluded) it becomes server, appoints a new
-//!   replica (the best-ranked live member in Algorithm 2's order, carried in the snapshots)
-//!   and serves on. If the server gets no acknowledgement for `k` ticks it appoints another
+//! - **Algorithm 4 (restructuring).** If the replica hears nothing from the server — no
+//!   snapshot and no update — for [`FailoverConfig::suspect_after`] ticks (the detection
+//!   timeout, checked at that instant rather than at the replica's next tick) it runs for
+//!   server of the next *epoch* (term) and asks the members for votes ([`Msg::Claim`]).
+//!   With a strict majority of its electorate (itself included, the suspected server
+//!   excluded) it becomes server, appoints a new replica (the best-ranked live member in
+//!   Algorithm 2's order, carried in the snapshots) and serves on at once: the votes made
+//!   its new configuration effective (see below), so the new replica's first
+//!   acknowledgement commits. If the server gets no acknowledgement for `k` ticks
+//!   ([`FailoverConfig::miss_limit`]) it appoints another
 //!   replica (a newly appointed replica gets up to `member_timeout` for its first one: it
 //!   arrives a round trip after the first snapshot, which exceeds `kτ` on slow wide-area
 //!   paths — found running the protocol in real nodes over PlanetLab delays, where a far
@@ -65,27 +69,57 @@
 //! can never be elected. The price: the instance needs a majority of its last effective
 //! membership alive to change configuration.
 //!
-//! # Choice of `k` and `T`, and the takeover bound
+//! **The vote is the echo of the promotion.** A promotion is a configuration change too
+//! (new epoch, old server out, new replica in), and waiting for the players to echo its key
+//! cost a round trip after the election (measured: promotion → first commit 200 ms median
+//! on random PlanetLab hosts). The key a winner takes is fixed by its claim,
+//! [`promotion_key`]`(epoch, claim key)`, so a member granting a claim also *promises* it:
+//! from then on it refuses any other candidate whose claim key is older than the promised
+//! one (the candidate itself may re-run). The winner counts its voters as knowing the new
+//! key, and they are a strict majority of the same base (the last effective membership
+//! minus the deposed server), so the promotion is effective on winning with the same
+//! intersection argument. A promise only ever refuses more, so it cannot make an election
+//! unsafe; it can block an election only while the promised candidate is itself the
+//! replica holding the newest state (if it is gone too, both servers are gone, which ends
+//! the instance anyway).
 //!
-//! Defaults: `T = 250 ms`, `τ = T/5 = 50 ms` (20 Hz), `k = 5`. One heartbeat per `T`
-//! cannot give a takeover within `2T` under loss: a single lost heartbeat already makes a
-//! `2T` gap, so a detector that fast would fire on 5 % of the periods. The replica therefore
-//! watches the per-tick snapshots (5 per `T`). With loss `p = 0.05` the replica suspects a
-//! live server only after `k` consecutive losses, `p^k ≈ 3·10⁻⁷` per tick (about once per
-//! 45 hours at 20 Hz), and even then no election happens unless a majority of the players
-//! have also missed `k − 2` consecutive updates at the same moment; a refused candidate
-//! simply follows the server again at its next snapshot. After a crash, detection takes
-//! `kτ = T` after the last snapshot received, then one vote round trip inside the instance
-//! (retried every tick if lost): takeover `≈ T + d(S→RS) + RTT(RS↔voters)`, within `2T`
-//! while those delays stay below `T` (250 ms), which LL selection (a central server and
-//! replica) favours. `instances-qos` measures the distribution under 5 % loss on PlanetLab
-//! delays.
+//! # Choice of the timeouts, and the takeover bound
+//!
+//! Defaults: `T = 250 ms`, `τ = T/5 = 50 ms` (20 Hz), `k = 5`, detection after 3 silent
+//! ticks (150 ms = 0.6 T). One heartbeat per `T` cannot give a takeover within `2T` under
+//! loss: a single lost heartbeat already makes a `2T` gap. The replica therefore watches
+//! the per-tick messages of the server, *both* the snapshot and the update it sends every
+//! tick. The deadline `3τ` after the last arrival falls on the arrival of the third next
+//! tick (up to jitter), so with loss `p = 0.05` the replica suspects a live server when both
+//! messages of two ticks in a row are lost and the third is late: `≈ (p²)²/2 ≈ 3·10⁻⁶` per
+//! tick, about 0.2 per hour at 20 Hz (measured by `failover`: none in 4 instance-hours;
+//! with a `2τ` timeout one lost tick suffices and we measured 32–55 false suspicions and
+//! 4–14 needless elections per hour, so `2τ` is too short). A false suspicion changes
+//! nothing unless a player has also missed the server's last 2 updates (a vote needs `2τ`
+//! of silence): a refused candidate follows the server again at its next message, while a
+//! player that granted the claim refuses the old epoch from then on, so the server steps
+//! down and the replica takes over (a needless failover, not a lost input). After a crash
+//! the time to the new server's first commit is
+//! `d(S→RS) + 3τ` (detection) `+ RTT(RS ↔ a majority)` (votes) `+ RTT(RS ↔ new RS)` (the
+//! first acknowledgement). The detection timeout is derived from that budget: with the
+//! round trips measured between random PlanetLab hosts (100–250 ms), `T` of detection (the
+//! old `kτ`) left less than `T` for three wide-area delays and 83 % of takeovers missed
+//! `2T`; `0.6 T` leaves about `1.4 T`. Before the replica's first snapshot it waits
+//! `member_timeout` instead (the first snapshot itself is a wide-area delay away).
+//! `failover` and `instances-qos` measure the distribution under 5 % loss.
 
 use crate::select::best_candidate;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 use worldmesh_core::Time;
+
+/// The configuration key a candidate for `epoch` whose claim key is `claim` takes when it
+/// wins: the new epoch, one version past its claim key (the promotion is one change: old
+/// server out, new replica in). Voters derive it from the claim, so it needs no field.
+pub fn promotion_key(epoch: u64, claim: ConfigKey) -> ConfigKey {
+    (epoch, claim.1 + 1)
+}
 
 /// A member of an auxiliary game (a player's machine).
 pub type PeerId = u32;
@@ -101,9 +135,13 @@ pub struct FailoverConfig {
     /// Heartbeat period `T` of Algorithm 3 (player → replica beats, status to the cluster).
     /// Must be a multiple of `tick`.
     pub heartbeat: Duration,
-    /// `k`: ticks without a snapshot before the replica runs for server, and without an
-    /// acknowledgement before the server replaces its replica.
+    /// `k`: ticks without an acknowledgement before the server replaces its replica (and
+    /// `3k` ticks without any server before a player gives the instance up).
     pub miss_limit: u32,
+    /// Ticks without a snapshot before the replica suspects the server and runs for it
+    /// (the detection timeout, `suspect_after · τ`; see the module docs for the choice).
+    #[serde(default = "default_suspect_after")]
+    pub suspect_after: u32,
     /// Silence after which a member is considered gone (dropped by the server, not counted
     /// in an electorate).
     pub member_timeout: Duration,
@@ -120,6 +158,7 @@ impl Default for FailoverConfig {
             tick: Duration::from_millis(50),
             heartbeat: Duration::from_millis(250),
             miss_limit: 5,
+            suspect_after: default_suspect_after(),
             member_timeout: Duration::from_millis(1_000),
             max_batch: 32,
             max_pending: 256,
@@ -127,7 +166,15 @@ impl Default for FailoverConfig {
     }
 }
 
+fn default_suspect_after() -> u32 {
+    3
+}
+
 impl FailoverConfig {
+    /// The replica's detection timeout: `suspect_after · τ` (at least one tick).
+    pub fn suspect_timeout(&self) -> Duration {
+        self.tick * self.suspect_after.max(1)
+    }
     fn ticks_per_beat(&self) -> u64 {
         (self.heartbeat.as_micros() / self.tick.as_micros().max(1)).max(1) as u64
     }
@@ -140,8 +187,11 @@ impl FailoverConfig {
     fn first_ack_wait(&self) -> Duration {
         self.member_timeout.max(self.detect())
     }
+    /// A member votes only if it has not heard the server for this long: one tick less
+    /// than the detection timeout (after a crash, the claim reaches a member at least the
+    /// detection timeout after the server's last update to it, up to the tick phase).
     fn voter_silence(&self) -> Duration {
-        self.tick * self.miss_limit.saturating_sub(2)
+        self.tick * self.suspect_after.max(2).saturating_sub(1)
     }
 }
 
@@ -334,6 +384,12 @@ pub enum Event {
     },
     /// A player has heard from no server for `3k` ticks: the instance is gone for it.
     InstanceLost,
+    /// This replica suspected its server and runs for server of `epoch` (a false
+    /// suspicion if the server was alive).
+    Candidate {
+        /// The epoch claimed.
+        epoch: u64,
+    },
 }
 
 /// One member of an auxiliary game running Algorithms 3 and 4.
@@ -373,7 +429,10 @@ pub struct Peer {
     last_ack_at: Time,
     /// Server: the current replica has acknowledged at least one snapshot.
     replica_acked: bool,
-    last_snapshot_at: Time,
+    /// Replica: last snapshot or update from the server (what its detection watches).
+    last_server_at: Time,
+    /// A snapshot has arrived at least once (see [`Peer::detection_deadline`]).
+    snapshot_seen: bool,
     candidate_epoch: Option<u64>,
     /// Key the candidate claims with.
     claim_key: ConfigKey,
@@ -384,6 +443,10 @@ pub struct Peer {
     voted_for: Option<PeerId>,
     /// Highest epoch this peer ran for itself (its self-vote dies with its candidacy).
     ran_epoch: u64,
+    /// The last vote granted: the configuration key its candidate takes on promotion and
+    /// the candidate. Granting it is this member's echo of that key (see
+    /// [`Peer::try_win`]), so other candidates need a claim key at least as new.
+    promised: Option<(ConfigKey, PeerId)>,
     last_update_at: Time,
     next_seq: u64,
     pending: VecDeque<(u64, u64)>,
@@ -445,13 +508,15 @@ impl Peer {
             confirmed: BTreeMap::new(),
             last_ack_at: first_tick,
             replica_acked: false,
-            last_snapshot_at: first_tick,
+            last_server_at: first_tick,
+            snapshot_seen: false,
             candidate_epoch: None,
             claim_key: (1, 0),
             votes: BTreeSet::new(),
             voted_epoch: 1,
             voted_for: None,
             ran_epoch: 0,
+            promised: None,
             last_update_at: first_tick,
             next_seq: 1,
             pending: VecDeque::new(),
@@ -531,9 +596,57 @@ impl Peer {
         self.events.pop_front()
     }
 
-    /// When to call [`Peer::handle_timeout`] next.
+    /// When to call [`Peer::handle_timeout`] next: the next tick, or earlier the moment a
+    /// replica's detection timeout expires (detection does not wait for a tick boundary).
     pub fn poll_timeout(&self) -> Option<Time> {
-        Some(self.next_tick)
+        Some(
+            self.detection_deadline()
+                .map_or(self.next_tick, |d| d.min(self.next_tick)),
+        )
+    }
+
+    /// Whether [`Peer::handle_timeout`] at `now` runs a game tick (drivers produce the
+    /// player's input for the tick only then).
+    pub fn tick_due(&self, now: Time) -> bool {
+        now >= self.next_tick
+    }
+
+    /// Replica not yet running: when it suspects the server (detection timeout after the
+    /// last snapshot). Before the first snapshot ever arrives the replica waits as long as
+    /// a server waits for a new replica's first acknowledgement: the first snapshot comes
+    /// one way-delay after the start, which on wide-area paths exceeds the detection timeout
+    /// (found measuring: with a 150 ms timeout far replicas ran for server at start-up).
+    fn detection_deadline(&self) -> Option<Time> {
+        let wait = if self.snapshot_seen {
+            self.cfg.suspect_timeout()
+        } else {
+            self.cfg.first_ack_wait()
+        };
+        (self.role == Role::Replica && self.candidate_epoch.is_none()).then(|| self.last_server_at + wait)
+    }
+
+    /// Claims (again) the current candidacy from every member of the electorate that has
+    /// not voted yet, and takes office if the votes suffice.
+    fn send_claims(&mut self, now: Time) {
+        let Some(epoch) = self.candidate_epoch else {
+            return;
+        };
+        for m in self.electorate() {
+            if !self.votes.contains(&m) {
+                let claim = Msg::Claim {
+                    epoch,
+                    key: self.claim_key,
+                    state_tick: self.state.tick,
+                };
+                // Sent twice: the election is on the takeover's critical path, and each
+                // copy is answered (a lost vote is granted again), so under loss `p` the
+                // exchange fails with `≈ 2p²` instead of `≈ 2p`, each failure costing a
+                // tick; elections are rare, the extra datagrams negligible.
+                self.send(m, claim.clone());
+                self.send(m, claim);
+            }
+        }
+        self.try_win(now);
     }
 
     fn send(&mut self, to: PeerId, msg: Msg) {
@@ -588,7 +701,8 @@ impl Peer {
                 self.role = Role::Replica;
                 self.adopt(now, epoch, from);
                 self.replica = Some(self.id);
-                self.last_snapshot_at = now;
+                self.last_server_at = now;
+                self.snapshot_seen = true;
                 self.known = self.known.max(key);
                 self.claim_key = key;
                 if state.tick >= self.state.tick {
@@ -648,6 +762,12 @@ impl Peer {
                 if self.role == Role::Replica && replica != Some(self.id) {
                     self.role = Role::Player; // replaced
                 }
+                if self.role == Role::Replica {
+                    // The update is the server's heartbeat too: the replica suspects the
+                    // server only when both its snapshots and its updates stop, so a false
+                    // suspicion needs both lost for `suspect_after` ticks in a row.
+                    self.last_server_at = now;
+                }
                 self.known_committed = self.known_committed.max(committed);
                 self.my_confirmed = self.my_confirmed.max(confirmed);
                 while self.pending.front().is_some_and(|&(s, _)| s <= self.my_confirmed) {
@@ -676,6 +796,9 @@ impl Peer {
                 }
                 let k = self.known_of.entry(from).or_insert((0, 0));
                 *k = (*k).max(known);
+                // a pending change becomes effective as soon as the echo arrives (not at
+                // the next tick): the next acknowledgement commits
+                self.check_gate();
                 let applied = self.state.players.get(&from).map_or(0, |p| p.seq);
                 let q = self.queued.entry(from).or_default();
                 for (seq, payload) in inputs.into_iter().take(self.cfg.max_batch) {
@@ -692,15 +815,18 @@ impl Peer {
             } => {
                 let silent = now - self.last_update_at >= self.cfg.voter_silence();
                 let again = epoch == self.voted_epoch && self.voted_for == Some(from);
+                let promise_kept = self.promised.is_none_or(|(k, c)| c == from || key >= k);
                 let grant = self.role != Role::Server
                     && (epoch > self.floor_epoch() || again)
                     && self.candidate_epoch.is_none_or(|c| epoch > c)
                     && silent
                     && key >= self.known
+                    && promise_kept
                     && state_tick >= self.known_committed;
                 if grant {
                     self.voted_epoch = epoch;
                     self.voted_for = Some(from);
+                    self.promised = Some((promotion_key(epoch, key), from));
                     self.candidate_epoch = None; // a newer candidate: give up our own run
                     self.votes.clear();
                 }
@@ -838,8 +964,8 @@ impl Peer {
             return;
         }
         let old = self.server.filter(|&s| s != self.id);
+        let voters: Vec<PeerId> = std::mem::take(&mut self.votes).into_iter().collect();
         self.candidate_epoch = None;
-        self.votes.clear();
         self.role = Role::Server;
         self.epoch = epoch;
         self.raise_floor(epoch);
@@ -850,8 +976,16 @@ impl Peer {
         self.gate_exclude = old;
         self.version = self.claim_key.1;
         self.known_of.clear();
-        // Inputs we hold become confirmed once our own new configuration is effective and
-        // our new replica stores them (players keep their old confirmations).
+        // Each granted vote promised to refuse candidates older than the key we take now:
+        // it is that voter's echo of the new configuration, so a majority of the last
+        // effective membership knows it and the promotion is effective at once (no extra
+        // round trip before the first commit).
+        let key = promotion_key(epoch, self.claim_key);
+        for v in voters {
+            self.known_of.insert(v, key);
+        }
+        // Inputs we hold become confirmed once our new replica stores them (players keep
+        // their old confirmations).
         self.confirmed.clear();
         self.replica = None;
         self.last_ack_at = now;
@@ -859,14 +993,30 @@ impl Peer {
             self.last_heard.entry(m).or_insert(now);
         }
         self.events.push_back(Event::Promoted { epoch });
+        // One change: new epoch, old server out, new replica in.
+        self.replica = self.choose_replica(now);
+        self.replica_acked = false;
+        if let Some(r) = self.replica {
+            self.events.push_back(Event::ReplicaAppointed { replica: r });
+        }
         self.change_config();
-        self.appoint_replica(now);
+        debug_assert_eq!((self.epoch, self.version), key);
+        self.check_gate();
         self.server_tick(now);
+        // The first snapshot decides when the promotion's first commit comes: a second
+        // copy, as for the claims.
+        let first = self
+            .out
+            .iter()
+            .find(|t| Some(t.to) == self.replica && matches!(t.msg, Msg::Snapshot { .. }))
+            .cloned();
+        if let Some(t) = first {
+            self.out.push_back(t);
+        }
     }
 
-    /// Server: picks the best-ranked live member (not itself, not the current replica) as
-    /// replica; a change of replica is a configuration change.
-    fn appoint_replica(&mut self, now: Time) {
+    /// The best-ranked live member that is neither this server nor its current replica.
+    fn choose_replica(&self, now: Time) -> Option<PeerId> {
         let exclude: Vec<PeerId> = [Some(self.id), self.replica].into_iter().flatten().collect();
         let score: Vec<f64> = self
             .ranking
@@ -884,9 +1034,15 @@ impl Peer {
             .filter(|(_, m)| exclude.contains(m))
             .map(|(i, _)| i)
             .collect();
-        let pick = best_candidate(&score, &excl_pos)
+        best_candidate(&score, &excl_pos)
             .filter(|&i| score[i].is_finite())
-            .map(|i| self.ranking[i]);
+            .map(|i| self.ranking[i])
+    }
+
+    /// Server: picks the best-ranked live member (not itself, not the current replica) as
+    /// replica; a change of replica is a configuration change.
+    fn appoint_replica(&mut self, now: Time) {
+        let pick = self.choose_replica(now);
         self.last_ack_at = now;
         if pick == self.replica {
             return;
@@ -901,6 +1057,19 @@ impl Peer {
 
     /// Periodic work; call at (or after) [`Peer::poll_timeout`].
     pub fn handle_timeout(&mut self, now: Time) {
+        let mut claimed = false;
+        if self.detection_deadline().is_some_and(|d| now >= d) {
+            let epoch = self.floor_epoch().max(self.ran_epoch) + 1;
+            self.ran_epoch = epoch;
+            self.candidate_epoch = Some(epoch);
+            self.votes.clear();
+            self.events.push_back(Event::Candidate { epoch });
+            self.send_claims(now);
+            claimed = true;
+            if self.role == Role::Server {
+                return;
+            }
+        }
         if now < self.next_tick {
             return;
         }
@@ -910,30 +1079,9 @@ impl Peer {
             self.server_tick(now);
             return;
         }
-        if self.role == Role::Replica
-            && self.candidate_epoch.is_none()
-            && now - self.last_snapshot_at >= self.cfg.detect()
-        {
-            let epoch = self.floor_epoch().max(self.ran_epoch) + 1;
-            self.ran_epoch = epoch;
-            self.candidate_epoch = Some(epoch);
-            self.votes.clear();
-        }
-        if let Some(epoch) = self.candidate_epoch {
-            // (re)send the claim every tick until elected or overtaken
-            for m in self.electorate() {
-                if !self.votes.contains(&m) {
-                    self.send(
-                        m,
-                        Msg::Claim {
-                            epoch,
-                            key: self.claim_key,
-                            state_tick: self.state.tick,
-                        },
-                    );
-                }
-            }
-            self.try_win(now);
+        if self.candidate_epoch.is_some() && !claimed {
+            // resend the claim every tick until elected or overtaken
+            self.send_claims(now);
             if self.role == Role::Server {
                 return;
             }
@@ -1174,5 +1322,147 @@ mod tests {
         assert_eq!(s.role(), Role::Player);
         assert_eq!(s.server(), Some(1));
         assert_eq!(s.poll_event(), Some(Event::SteppedDown { epoch: 3 }));
+    }
+
+    fn drain(p: &mut Peer) -> Vec<Transmit> {
+        std::iter::from_fn(|| p.poll_transmit()).collect()
+    }
+
+    #[test]
+    fn a_vote_promises_to_refuse_older_candidates_but_not_its_own() {
+        let mut p = Peer::new(
+            2,
+            FailoverConfig::default(),
+            vec![0, 1, 2, 3],
+            0,
+            Some(1),
+            vec![0, 1, 3, 2],
+            Time::ZERO,
+        );
+        let claim = |epoch| Msg::Claim {
+            epoch,
+            key: (1, 0),
+            state_tick: 0,
+        };
+        let vote = |p: &mut Peer| match drain(p).pop().map(|t| t.msg) {
+            Some(Msg::Vote { granted, .. }) => granted,
+            other => panic!("expected a vote, got {other:?}"),
+        };
+        // silent long enough: grants candidate 1 for epoch 2, promising key (2, 1)
+        p.handle_message(Time::from_millis(200), 1, claim(2));
+        assert!(vote(&mut p));
+        assert_eq!(promotion_key(2, (1, 0)), (2, 1));
+        // another candidate with a claim key older than the promise is refused, even for
+        // a newer epoch (candidate 1 may have won epoch 2 and confirmed with key (2, 1))
+        p.handle_message(Time::from_millis(210), 3, claim(3));
+        assert!(!vote(&mut p));
+        // a candidate that was replica in a configuration at least that new is granted
+        p.handle_message(
+            Time::from_millis(220),
+            3,
+            Msg::Claim {
+                epoch: 4,
+                key: (2, 1),
+                state_tick: 0,
+            },
+        );
+        assert!(vote(&mut p));
+        // and the first candidate, re-running after a lost election, is not locked out
+        // by its own promise (only by the newer one just given)
+        let mut q = Peer::new(
+            2,
+            FailoverConfig::default(),
+            vec![0, 1, 2, 3],
+            0,
+            Some(1),
+            vec![0, 1, 3, 2],
+            Time::ZERO,
+        );
+        q.handle_message(Time::from_millis(200), 1, claim(2));
+        assert!(vote(&mut q));
+        q.handle_message(Time::from_millis(400), 1, claim(3));
+        assert!(vote(&mut q));
+    }
+
+    #[test]
+    fn the_votes_make_the_promotion_effective_so_the_first_ack_commits() {
+        let cfg = FailoverConfig::default();
+        let mut r = Peer::new(
+            1,
+            cfg.clone(),
+            vec![0, 1, 2, 3, 4],
+            0,
+            Some(1),
+            vec![0, 1, 2, 3, 4],
+            Time::ZERO,
+        );
+        let snap = |tick| Msg::Snapshot {
+            epoch: 1,
+            key: (1, 0),
+            state: GameState {
+                tick,
+                players: (0..5).map(|m| (m, Progress::default())).collect(),
+            },
+            members: vec![0, 1, 2, 3, 4],
+            base: vec![0, 1, 2, 3, 4],
+            ranking: vec![0, 1, 2, 3, 4],
+            committed: 0,
+        };
+        r.handle_message(Time::from_millis(10), 0, snap(1));
+        drain(&mut r);
+        for m in 2..5 {
+            r.handle_message(Time::from_millis(20), m, Msg::Beat { epoch: 1 });
+        }
+        // the server falls silent: the replica suspects it 3τ after its last snapshot,
+        // at that instant (not at its next tick)
+        let due = Time::from_millis(10) + cfg.suspect_timeout();
+        r.handle_timeout(Time::ZERO);
+        r.handle_timeout(Time::from_millis(50));
+        r.handle_timeout(Time::from_millis(100));
+        r.handle_timeout(Time::from_millis(150));
+        drain(&mut r);
+        assert_eq!(r.poll_timeout(), Some(due));
+        r.handle_timeout(due);
+        let claims: Vec<PeerId> = drain(&mut r)
+            .into_iter()
+            .filter(|t| matches!(t.msg, Msg::Claim { epoch: 2, .. }))
+            .map(|t| t.to)
+            .collect();
+        assert_eq!(claims, vec![2, 2, 3, 3, 4, 4], "each voter gets two copies");
+        // two of three voters grant: a majority of {1, 2, 3, 4} with the candidate
+        let t = due + Duration::from_millis(30);
+        r.handle_message(
+            t,
+            2,
+            Msg::Vote {
+                epoch: 2,
+                granted: true,
+            },
+        );
+        assert_eq!(r.role(), Role::Replica);
+        r.handle_message(
+            t,
+            3,
+            Msg::Vote {
+                epoch: 2,
+                granted: true,
+            },
+        );
+        assert_eq!(r.role(), Role::Server);
+        assert_eq!(r.replica(), Some(2), "best-ranked live member");
+        let out = drain(&mut r);
+        let key = out.iter().find_map(|t| match t.msg {
+            Msg::Snapshot { key, .. } if t.to == 2 => Some(key),
+            _ => None,
+        });
+        assert_eq!(key, Some(promotion_key(2, (1, 0))), "the key the voters promised");
+        // no player has echoed the new key yet: the first acknowledgement commits anyway
+        assert_eq!(r.committed_tick(), 0);
+        r.handle_message(
+            t + Duration::from_millis(20),
+            2,
+            Msg::SnapshotAck { epoch: 2, tick: 2 },
+        );
+        assert_eq!(r.committed_tick(), 2);
     }
 }

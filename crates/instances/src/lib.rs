@@ -12,8 +12,9 @@
 //! - [`gamma`], [`uptime`]: the session-uptime model (§3.2, §5): regularized incomplete gamma
 //!   implemented here, maximum-likelihood and moment fits, bounded per-player histories
 //!   (50 records), `Uptime_min = mean − sd`, the paper's histogram reading of PD;
-//! - [`balance`]: Algorithm 1 (whole instances, `extra_S_players + 10 % · max_S_load`) and
-//!   Bezerra's player-based method ("Classic", §2);
+//! - [`balance`]: Algorithm 1 (whole instances, `extra_S_players + 10 % · max_S_load`,
+//!   receivers chosen so that as few servers as the load forces enter the near-stress band)
+//!   and Bezerra's player-based method ("Classic", §2);
 //! - [`select`]: Algorithm 2's LL and PD criteria, a conditional-risk variant, the
 //!   paper's instance-failure product and the exact probability it approximates;
 //! - [`cost`]: Table 1 / Table 2 communication costs (§3.3);

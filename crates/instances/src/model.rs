@@ -7,6 +7,10 @@ use serde::{Deserialize, Serialize};
 /// Index of a server of the Central Area (0-based; the paper's `S_{i+1}`).
 pub type ServerIdx = usize;
 
+/// Share of `max_S_load` from which a server counts as near stress (our reading of §5.1's
+/// "near the stress situation": within 5 % of the capacity).
+pub const STRESS_FRACTION: f64 = 0.95;
+
 /// Configuration of the Central Area (paper `003` §3.1, §5).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClusterConfig {
@@ -39,6 +43,14 @@ impl ClusterConfig {
     /// `max_S_load − 10 % · max_S_load` (4,950 in §5.2).
     pub fn target_load(&self) -> u32 {
         self.max_s_load.saturating_sub(self.margin())
+    }
+
+    /// Lowest load counted as *near stress* (§5.1: Classic "lets more servers near the
+    /// stress situation"): [`STRESS_FRACTION`] of `max_S_load`, rounded up (5,225 for the
+    /// paper's cluster). The simulation's near-stress metric and Algorithm 1's choice of
+    /// receivers use this same line.
+    pub fn stress_load(&self) -> u32 {
+        (STRESS_FRACTION * f64::from(self.max_s_load)).ceil() as u32
     }
 
     /// Total capacity of the Central Area, `N · max_S_load`.

@@ -11,8 +11,9 @@
 //!   a datagram for an instance this node is not in, from a node outside the instance's
 //!   roster, or that does not decode is refused with a typed [`InstanceError`] and counted
 //!   in [`InstanceStats`];
-//! - time is an input: [`InstanceHost::poll_timeout`] is the earliest tick of its peers and
-//!   [`InstanceHost::handle_timeout`] runs the peers that are due;
+//! - time is an input: [`InstanceHost::poll_timeout`] is the earliest tick (or replica
+//!   detection deadline) of its peers and [`InstanceHost::handle_timeout`] runs the peers
+//!   that are due;
 //! - a node that *plays* in an instance produces one input per tick
 //!   ([`input_payload`], a deterministic function of seed, instance, node and sequence
 //!   number, so a checker can recompute any player's input history without storing it)
@@ -151,6 +152,11 @@ pub enum InstanceEvent {
     },
     /// As a player, this node heard no server for long: the instance is gone for it.
     InstanceLost,
+    /// As replica, this node suspected its server and runs for server of `epoch`.
+    Candidate {
+        /// The epoch claimed.
+        epoch: u64,
+    },
 }
 
 /// One [`InstanceEvent`] with its time and instance.
@@ -330,7 +336,7 @@ impl InstanceHost {
             .collect();
         for id in ids {
             if let Some(slot) = self.slots.get_mut(&id) {
-                if slot.plays {
+                if slot.plays && slot.peer.tick_due(now) {
                     let seq = slot.peer.inputs_produced() + 1;
                     // Refused when too many inputs wait unconfirmed: the player stalls.
                     let _ = slot.peer.push_input(input_payload(self.seed, id, self.node, seq));
@@ -406,6 +412,7 @@ impl InstanceHost {
                     member: NodeId(member),
                 },
                 PeerEvent::InstanceLost => InstanceEvent::InstanceLost,
+                PeerEvent::Candidate { epoch } => InstanceEvent::Candidate { epoch },
             });
         }
         let p = &slot.peer;

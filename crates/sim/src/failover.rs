@@ -134,12 +134,21 @@ pub struct FailoverReport {
     pub host_replica_rtt_ms: f64,
     /// Largest base round-trip time from the replica to another member (ms).
     pub replica_max_rtt_ms: f64,
+    /// The floor the network puts under the takeover of this placement, without detection
+    /// and without loss (ms): the host's last message to the replica (one way), the vote
+    /// round trip to the nearest majority of the electorate, and the round trip to the
+    /// replica the new server appoints (the next in the ranking). Any takeover by a
+    /// majority-elected replica takes at least this plus the detection timeout.
+    pub floor_ms: f64,
     /// When the fault happened (s).
     pub fault_at_s: f64,
     /// Promotions `(time s, node, epoch)` of the whole run.
     pub promotions: Vec<(f64, u32, u64)>,
     /// Step-downs `(time s, node, epoch)`.
     pub step_downs: Vec<(f64, u32, u64)>,
+    /// Candidacies `(time s, node, epoch)`: a replica suspected its server (before the
+    /// fault, every one is a false suspicion).
+    pub candidacies: Vec<(f64, u32, u64)>,
     /// Fault → first promotion (ms).
     pub promoted_ms: Option<f64>,
     /// Fault → the promoted server's first commit (ms).
@@ -255,6 +264,19 @@ impl FailoverScenario {
         let rtt = |a: usize, b: usize| ms(net.base_delay(ids[a], ids[b]) + net.base_delay(ids[b], ids[a]));
         let host_replica_rtt_ms = rtt(host, replica);
         let replica_max_rtt_ms = (0..n).map(|j| rtt(replica, j)).fold(0.0, f64::max);
+        // votes needed besides the candidate's own: a strict majority of the electorate
+        // (every member but the host and the candidate) plus the candidate
+        let mut vote_rtts: Vec<f64> = (0..n)
+            .filter(|&j| j != host && j != replica)
+            .map(|j| rtt(replica, j))
+            .collect();
+        vote_rtts.sort_by(f64::total_cmp);
+        let needed = vote_rtts.len().div_ceil(2);
+        let vote_rtt = if needed == 0 { 0.0 } else { vote_rtts[needed - 1] };
+        let next_replica = order.get(2).copied();
+        let floor_ms = ms(net.base_delay(ids[host], ids[replica]))
+            + vote_rtt
+            + next_replica.map_or(0.0, |r| rtt(replica, r));
         let mut player = vec![false; n];
         for &i in &order[2 + self.spares..] {
             player[i] = true;
@@ -319,9 +341,11 @@ impl FailoverScenario {
             replica: replica as u32,
             host_replica_rtt_ms,
             replica_max_rtt_ms,
+            floor_ms,
             fault_at_s: fault_at.as_secs_f64(),
             promotions: Vec::new(),
             step_downs: Vec::new(),
+            candidacies: Vec::new(),
             promoted_ms: None,
             takeover_ms: None,
             redirected_ms: None,
@@ -343,6 +367,9 @@ impl FailoverScenario {
                     }
                     InstanceEvent::SteppedDown { epoch } => {
                         rep.step_downs.push((r.at.as_secs_f64(), i as u32, epoch));
+                    }
+                    InstanceEvent::Candidate { epoch } => {
+                        rep.candidacies.push((r.at.as_secs_f64(), i as u32, epoch));
                     }
                     _ => {}
                 }
