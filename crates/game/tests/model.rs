@@ -64,6 +64,35 @@ fn a_moving_player_delta_is_small() {
     assert_eq!(full.len(), 27);
 }
 
+/// Runs the think function of primary `id` for one 100-ms frame at `now`; removes it from
+/// the store if it deletes itself.
+fn think_once(
+    store: &mut ObjectStore<ModelObject>,
+    id: ObjectId,
+    now: Time,
+    rng: &mut DetRng,
+    map: &GameMap,
+    spawned: &mut Vec<ModelObject>,
+    writes: &mut Vec<(ObjectId, GameWrite)>,
+) {
+    let mut e = store.take(id).unwrap();
+    let mut ctx = ThinkContext::new(
+        now,
+        Duration::from_millis(100),
+        NodeId(0),
+        id,
+        rng,
+        map,
+        store,
+        spawned,
+        writes,
+    );
+    e.object.think(&mut ctx);
+    if !ctx.wants_delete() {
+        store.restore(id, e);
+    }
+}
+
 /// Runs every object of a small world on one "node" for `frames` frames.
 fn run(frames: usize, seed: u64) -> (ObjectStore<ModelObject>, GameMap, usize, usize) {
     let cfg = ModelConfig::default();
@@ -84,23 +113,7 @@ fn run(frames: usize, seed: u64) -> (ObjectStore<ModelObject>, GameMap, usize, u
         let mut spawned = Vec::new();
         let mut writes = Vec::new();
         for id in store.primary_ids() {
-            let mut e = store.take(id).unwrap();
-            let mut ctx = ThinkContext::new(
-                now,
-                Duration::from_millis(100),
-                NodeId(0),
-                id,
-                &mut rng,
-                &map,
-                &store,
-                &mut spawned,
-                &mut writes,
-            );
-            e.object.think(&mut ctx);
-            let del = ctx.wants_delete();
-            if !del {
-                store.restore(id, e);
-            }
+            think_once(&mut store, id, now, &mut rng, &map, &mut spawned, &mut writes);
         }
         for o in spawned {
             missiles += 1;
@@ -184,32 +197,19 @@ fn a_dead_player_announces_its_spawn_point_within_the_lead() {
     let mut announced = None;
     let mut respawned = None;
     for f in 0..40u64 {
-        let mut e = store.take(id).unwrap();
         let (mut spawned, mut writes) = (Vec::new(), Vec::new());
-        let mut ctx = ThinkContext::new(
-            Time::from_millis(100 * f),
-            Duration::from_millis(100),
-            NodeId(0),
-            id,
-            &mut rng,
-            &map,
-            &store,
-            &mut spawned,
-            &mut writes,
-        );
-        e.object.think(&mut ctx);
-        let ModelObject::Player(q) = &e.object else {
-            unreachable!()
-        };
+        let now = Time::from_millis(100 * f);
+        think_once(&mut store, id, now, &mut rng, &map, &mut spawned, &mut writes);
+        let o = &store.get(id).unwrap().object;
+        let ModelObject::Player(q) = o else { unreachable!() };
         if q.health == 0 {
-            let a = e.object.position_ahead(lead);
+            let a = o.position_ahead(lead);
             if a != died_at {
                 announced.get_or_insert((f, a));
             }
         } else if respawned.is_none() {
             respawned = Some((f, q.pos));
         }
-        store.restore(id, e);
     }
     let (fa, spawn) = announced.expect("the spawn point is announced before the respawn");
     let (fr, at) = respawned.expect("the player respawns (1.7 s)");

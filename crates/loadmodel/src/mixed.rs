@@ -314,14 +314,7 @@ pub fn predict_mixed(
     let ppn = cost.players_per_node;
     let nodes = n.div_ceil(ppn);
     let m = nodes as f64;
-    let last = n - nodes.saturating_sub(1) * ppn;
-    let groups: Vec<(f64, f64)> = if nodes == 0 {
-        Vec::new()
-    } else if last == ppn {
-        vec![(ppn as f64, m)]
-    } else {
-        vec![(ppn as f64, m - 1.0), (last as f64, 1.0)]
-    };
+    let groups = crate::predict::node_groups(n, ppn);
     let r = coverage(&player.density, vis, replication);
     let hold = |d: &DensityMap, k: f64| -> f64 {
         d.p.iter()

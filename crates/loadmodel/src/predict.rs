@@ -303,15 +303,7 @@ pub fn predict_with(cost: &CostModel, state: &LoadState, d: &DensityMap, sums: &
     let ppn = cost.players_per_node;
     let nodes = n.div_ceil(ppn);
     let m = nodes as f64;
-    let last = n - nodes.saturating_sub(1) * ppn;
-    // (players on the node, how many such nodes)
-    let groups: Vec<(f64, f64)> = if nodes == 0 {
-        Vec::new()
-    } else if last == ppn {
-        vec![(ppn as f64, m)]
-    } else {
-        vec![(ppn as f64, m - 1.0), (last as f64, 1.0)]
-    };
+    let groups = node_groups(n, ppn);
     // H(k): chance that a node with k players holds a replica of one given object.
     let h = |k: f64| -> f64 {
         d.p.iter()
@@ -364,6 +356,21 @@ pub fn predict_with(cost: &CostModel, state: &LoadState, d: &DensityMap, sums: &
 /// `Σᵢ P(i) qᵢ = S`.
 fn mean_q(d: &DensityMap, sums: &PairSums) -> f64 {
     d.p.iter().zip(&sums.q).map(|(p, q)| p * q).sum()
+}
+
+/// How `n` players fill nodes of `ppn` players: `(players on the node, how many such
+/// nodes)` — `M − 1` full nodes and a last node of `R = N − (M − 1)P` (one group if it
+/// is full too, none if there are no players).
+pub(crate) fn node_groups(n: usize, ppn: usize) -> Vec<(f64, f64)> {
+    let nodes = n.div_ceil(ppn);
+    let last = n - nodes.saturating_sub(1) * ppn;
+    if nodes == 0 {
+        Vec::new()
+    } else if last == ppn {
+        vec![(ppn as f64, nodes as f64)]
+    } else {
+        vec![(ppn as f64, nodes as f64 - 1.0), (last as f64, 1.0)]
+    }
 }
 
 #[cfg(test)]
