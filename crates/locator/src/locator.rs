@@ -807,16 +807,18 @@ impl Locator {
                     }
                     seen_sub.insert(owner);
                     self.interest.push(region);
-                    let v = self
-                        .velocity
-                        .entry(owner)
-                        .or_default()
-                        .update(now, region.center());
+                    let v = self.velocity.entry(owner).or_default().update(
+                        now,
+                        region.center(),
+                        self.cfg.max_speed,
+                    );
                     let needed = enlarge(&region, v, &needed_p);
                     if self.sub_cache.covers(&needed) {
                         self.stats.subs_suppressed += 1;
                     } else {
-                        to_send.push(enlarge(&region, v, &pred_p));
+                        // A prediction too large to register falls back to the needed box.
+                        let predicted = enlarge(&region, v, &pred_p);
+                        to_send.push(if self.fits(&predicted) { predicted } else { needed });
                     }
                 }
             }
@@ -824,18 +826,27 @@ impl Locator {
         self.published.retain(|id, _| seen_pub.contains(id));
         self.velocity.retain(|id, _| seen_sub.contains(id));
         for b in aggregate(to_send, self.cfg.aggregate_factor) {
-            self.sub_cache.insert(b, now + self.cfg.pred_time);
-            self.send_subscription(now, b);
+            // Only what was registered may suppress later subscriptions.
+            if self.send_subscription(now, b) {
+                self.sub_cache.insert(b, now + self.cfg.pred_time);
+            }
         }
         self.flush_matches();
         self.check_interest(now);
     }
 
-    fn send_subscription(&mut self, now: Time, bbox: Aabb) {
+    /// True if `bbox` is within the subscription size limit.
+    fn fits(&self, bbox: &Aabb) -> bool {
         let ext = self.cfg.max_sub_extent;
-        if bbox.max.x - bbox.min.x > ext || bbox.max.y - bbox.min.y > ext {
+        bbox.max.x - bbox.min.x <= ext && bbox.max.y - bbox.min.y <= ext
+    }
+
+    /// Routes a subscription for `bbox` to its rendezvous; false if it could not be sent
+    /// (oversize), in which case nothing was registered.
+    fn send_subscription(&mut self, now: Time, bbox: Aabb) -> bool {
+        if !self.fits(&bbox) {
             self.stats.rejected.oversize += 1;
-            return;
+            return false;
         }
         self.next_seq = self.next_seq.wrapping_add(1);
         self.stats.subs_sent += 1;
@@ -861,7 +872,7 @@ impl Locator {
                     .collect(),
                 None => {
                     self.stats.rejected.oversize += 1;
-                    return;
+                    return false;
                 }
             },
         };
@@ -878,6 +889,7 @@ impl Locator {
             };
             self.route(now, r);
         }
+        true
     }
 
     /// Caches received matches (pre-fetched publications) and tells the node about those

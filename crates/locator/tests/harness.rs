@@ -399,3 +399,80 @@ fn prediction_never_misses_moving_objects_rangedht() {
 fn prediction_never_misses_moving_objects_dht() {
     moving_objects_inside_interest_are_discovered(Keying::Dht);
 }
+
+/// Regression (issue 4, lost matches in the full simulation): a subscriber whose area of
+/// interest jumps across the map (a player that dies looks at its far-away respawn point)
+/// must discover the static objects at its new place promptly. The jump once looked like a
+/// huge velocity: the predicted box became oversize, was refused for sending but still
+/// entered the subscription cache, which then suppressed every subscription around the new
+/// place until it expired, so the objects there were found a second late or, when the
+/// player jumped again, not at all.
+fn teleporting_subscriber_discovers_static_objects(keying: Keying) {
+    let nodes = 32;
+    let mut wl = Workload::new(nodes, 2, true, 17);
+    wl.speed = 0.0;
+    let mut cfg = LocatorConfig::new(keying, wl.world);
+    cfg.dht_regions = (nodes * 2) as u32;
+    let mut h = Harness::new(
+        nodes,
+        nodes,
+        &cfg,
+        Delay::Uniform(Duration::from_millis(20)),
+        0.0,
+        17,
+    )
+    .expect("valid setup");
+    h.run_workload(&mut wl, Duration::from_secs(3), FRAME);
+    let mut checked = 0;
+    for round in 0..4 {
+        // The mover is node 0's first player; it jumps next to the farthest object of
+        // another node (the map is 4800 wide, so the jump is thousands of units).
+        let mover = wl
+            .players
+            .iter()
+            .position(|p| p.node == NodeId(0))
+            .expect("node 0 has a player");
+        let from = wl.players[mover].pos;
+        let target = wl
+            .players
+            .iter()
+            .filter(|p| p.node != NodeId(0))
+            .max_by(|a, b| a.pos.distance(from).total_cmp(&b.pos.distance(from)))
+            .copied()
+            .expect("other players");
+        assert!(target.pos.distance(from) > 2000.0, "round {round}: a long jump");
+        wl.players[mover].pos = Point3::new(target.pos.x + 50.0, target.pos.y, 0.0);
+        let jumped = h.now;
+        h.run_workload(&mut wl, Duration::from_millis(1500), FRAME);
+        let found = h.nodes[0]
+            .discoveries
+            .iter()
+            .filter(|(t, d)| *t >= jumped && d.object == target.id)
+            .map(|(t, _)| *t)
+            .min();
+        let Some(at) = found else {
+            panic!(
+                "round {round}: {:?} next to the jumped player was never discovered",
+                target.id
+            );
+        };
+        // Routing and matching take a few 20-ms hops; a frame of slack.
+        assert!(
+            at.saturating_since(jumped) <= Duration::from_millis(400),
+            "round {round}: discovered {:?} after the jump",
+            at.saturating_since(jumped)
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 4);
+}
+
+#[test]
+fn teleporting_subscriber_discovers_static_objects_rangedht() {
+    teleporting_subscriber_discovers_static_objects(Keying::RangeDht);
+}
+
+#[test]
+fn teleporting_subscriber_discovers_static_objects_dht() {
+    teleporting_subscriber_discovers_static_objects(Keying::Dht);
+}
