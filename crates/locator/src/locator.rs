@@ -400,6 +400,17 @@ impl Locator {
         &self.stats
     }
 
+    /// The cached match (pre-fetched publication) for `id`: its primary, published
+    /// position and when the cache entry lapses.
+    pub fn prefetched(&self, id: ObjectId) -> Option<(NodeId, Point3, Time)> {
+        self.prefetch.get(&id).copied()
+    }
+
+    /// When the node was last told about `id` (within the retell period), if at all.
+    pub fn told_at(&self, id: ObjectId) -> Option<Time> {
+        self.told.get(&id).copied()
+    }
+
     /// The rendezvous store.
     pub fn store(&self) -> &MatchIndex {
         &self.index
@@ -856,7 +867,9 @@ impl Locator {
                 seq: self.next_seq,
             },
             bbox,
-            ttl_ms: ms(self.cfg.pred_time),
+            // TTL = PredTime (paper §6.2), but never below PubTime: a zero TTL would be
+            // refused at the rendezvous, and PubTime is the delivery allowance anyway.
+            ttl_ms: ms(self.cfg.pred_time.max(self.cfg.pub_time)).max(1),
             lo: 0,
             hi: 0,
             sent: now,
