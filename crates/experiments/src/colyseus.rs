@@ -246,7 +246,11 @@ pub fn node_scaling(ctx: &Context) -> Result<Outcome, ExperimentError> {
 /// rescaled to the 85 ms median RTT of the King samples the paper used.
 pub fn consistency(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let nodes: &[usize] = if ctx.quick { &[8, 16] } else { &[16, 32, 64, 128] };
-    let lats = ["planetlab", "planetlab@median=85"];
+    let lats: &[&str] = if ctx.quick {
+        &["planetlab"]
+    } else {
+        &["planetlab", "planetlab@median=85"]
+    };
     let locators = ["oracle", "rangedht", "dht"];
     let mut t = Table::new(
         "Figure 11: missing replicas vs nodes (p2p-sqr), by locator",
@@ -266,7 +270,7 @@ pub fn consistency(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let mut series = Vec::new();
     let mut rows = Vec::new();
     for loc in locators {
-        for lat in lats {
+        for &lat in lats {
             let mut pts = [vec![], vec![], vec![]];
             for &n in nodes {
                 let (duration_s, warmup_s) = if ctx.quick { (12.0, 3.0) } else { (60.0, 10.0) };

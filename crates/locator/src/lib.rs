@@ -35,7 +35,11 @@
 //! - **Prediction and aggregation** (§6.2, [`prediction`]): the enlargement formula, the
 //!   subscription cache and the aggregation filter; received matches are cached for their
 //!   TTL and checked locally against the current *unpredicted* interest before they
-//!   become discoveries.
+//!   become discoveries. A jump of an area of interest (a dead player looks at its
+//!   respawn point) restarts the velocity average instead of feeding it, a prediction
+//!   too large to register falls back to the unpredicted box, and only subscriptions
+//!   actually sent enter the subscription cache (an oversize box once entered it unsent
+//!   and suppressed every subscription around it for a TTL: the lost matches of issue 4).
 //! - **Load balancing** (§6.3, Table 2): load = publications and subscriptions stored per
 //!   second over a 30-s window; nodes probe random members; a node below `mean/α` leaves
 //!   and rejoins to split the range of a sampled node above `α·mean` (Mercury's
