@@ -251,6 +251,7 @@ fn routed_sub(h: &Harness, origin: u32, bbox: Aabb, ttl_ms: u32, hops: u8, forge
             seq: 99,
         },
         bbox,
+        core: bbox,
         ttl_ms,
         lo: if forge { lo.wrapping_add(12345) } else { lo },
         hi,
@@ -413,6 +414,9 @@ fn teleporting_subscriber_discovers_static_objects(keying: Keying) {
     wl.speed = 0.0;
     let mut cfg = LocatorConfig::new(keying, wl.world);
     cfg.dht_regions = (nodes * 2) as u32;
+    // No aggregation: an aggregated box's unpredicted core is the bounding box of the merged
+    // areas (a little larger than their union), which would blur the push check below.
+    cfg.aggregate_factor = 0.0;
     let mut h = Harness::new(
         nodes,
         nodes,
@@ -422,8 +426,11 @@ fn teleporting_subscriber_discovers_static_objects(keying: Keying) {
         17,
     )
     .expect("valid setup");
+    // Every area of interest any node had (players only move by the jumps below).
+    let mut aois: Vec<(NodeId, Aabb)> = wl.players.iter().map(|p| (p.node, wl.aoi(p.pos))).collect();
     h.run_workload(&mut wl, Duration::from_secs(3), FRAME);
     let mut checked = 0;
+    let mut used = Vec::new();
     for round in 0..4 {
         // The mover is node 0's first player; it jumps next to the farthest object of
         // another node (the map is 4800 wide, so the jump is thousands of units).
@@ -436,14 +443,19 @@ fn teleporting_subscriber_discovers_static_objects(keying: Keying) {
         let target = wl
             .players
             .iter()
-            .filter(|p| p.node != NodeId(0))
+            .filter(|p| p.node != NodeId(0) && !used.contains(&p.id))
             .max_by(|a, b| a.pos.distance(from).total_cmp(&b.pos.distance(from)))
             .copied()
             .expect("other players");
+        // A new target each round: a rendezvous does not repeat a push within `push_quiet`.
+        used.push(target.id);
         assert!(target.pos.distance(from) > 2000.0, "round {round}: a long jump");
         wl.players[mover].pos = Point3::new(target.pos.x + 50.0, target.pos.y, 0.0);
+        aois.push((NodeId(0), wl.aoi(wl.players[mover].pos)));
         let jumped = h.now;
-        h.run_workload(&mut wl, Duration::from_millis(1500), FRAME);
+        // Rounds are longer than `push_quiet`: a rendezvous may skip a push it made to the
+        // same node for the same object less than that long ago.
+        h.run_workload(&mut wl, cfg.push_quiet + Duration::from_millis(200), FRAME);
         let found = h.nodes[0]
             .discoveries
             .iter()
@@ -462,9 +474,49 @@ fn teleporting_subscriber_discovers_static_objects(keying: Keying) {
             "round {round}: discovered {:?} after the jump",
             at.saturating_since(jumped)
         );
+        // The object is inside the mover's unpredicted interest: its primary's node is asked
+        // to push the state to node 0 as well (rendezvous push), no later than the discovery.
+        let pushed = h.nodes[target.node.0 as usize]
+            .pushes
+            .iter()
+            .filter(|(t, p)| *t >= jumped && p.object == target.id && p.subscriber == NodeId(0))
+            .map(|(t, _)| *t)
+            .min();
+        assert!(
+            pushed.is_some_and(|t| t.saturating_since(jumped) <= Duration::from_millis(400)),
+            "round {round}: no push request for {:?}",
+            target.id
+        );
         checked += 1;
     }
     assert_eq!(checked, 4);
+    // Pushes only for objects that were inside the subscriber's *unpredicted* interest
+    // (objects are static here, so their position now is their position then); objects
+    // only inside a predicted box are matched but never pushed.
+    let mut pushes = 0;
+    for (i, slot) in h.nodes.iter().enumerate() {
+        for (_, p) in &slot.pushes {
+            let obj = wl
+                .players
+                .iter()
+                .find(|q| q.id == p.object)
+                .expect("a known object");
+            assert_eq!(obj.node.0 as usize, i, "pushes go to the object's primary");
+            if obj.node == NodeId(0) {
+                continue; // node 0's players moved (the jumper); the others are static
+            }
+            let seen = aois
+                .iter()
+                .any(|(n, b)| *n == p.subscriber && b.contains(obj.pos));
+            assert!(
+                seen,
+                "{:?} pushed to {:?} outside its interest",
+                p.object, p.subscriber
+            );
+            pushes += 1;
+        }
+    }
+    assert!(pushes > 0);
 }
 
 #[test]
