@@ -6,7 +6,7 @@ use std::time::Duration;
 use worldmesh_core::{Aabb, MessageClass, NodeId, ObjectId, Point3, Time, wire};
 use worldmesh_locator::harness::{Delay, Harness};
 use worldmesh_locator::index::SubKey;
-use worldmesh_locator::msg::{Payload, PubItem, Routed, SubItem};
+use worldmesh_locator::msg::{Payload, PubItem, PushItem, Routed, SubItem};
 use worldmesh_locator::workload::Workload;
 use worldmesh_locator::{Keying, LocatorConfig, LocatorMsg, RingState};
 
@@ -280,6 +280,17 @@ fn bad_input_is_rejected_with_counters() {
         routed_sub(&h, 1, good, 3_600_000, 0, false),
         routed_sub(&h, 1, good, 1000, 200, false),
         routed_sub(&h, 1, huge, 1000, 0, false),
+        {
+            let mut m = routed_sub(&h, 1, good, 1000, 0, false);
+            if let LocatorMsg::Route(Routed {
+                payload: Payload::Sub(s),
+                ..
+            }) = &mut m
+            {
+                s.core = huge; // the core must lie inside the box
+            }
+            m
+        },
         LocatorMsg::Route(Routed {
             origin: NodeId(1),
             key: 5,
@@ -295,6 +306,28 @@ fn bad_input_is_rejected_with_counters() {
             }),
         }),
         LocatorMsg::RouteHint { lo: 7, hi: 7 },
+        // Push requests for an object node 0 does not publish, for a non-member, and too many.
+        LocatorMsg::Push {
+            items: vec![
+                PushItem {
+                    object: ObjectId::new(NodeId(1), 1),
+                    subscriber: NodeId(2),
+                },
+                PushItem {
+                    object: ObjectId::new(NodeId(0), 1),
+                    subscriber: NodeId(77),
+                },
+            ],
+        },
+        LocatorMsg::Push {
+            items: vec![
+                PushItem {
+                    object: ObjectId::new(NodeId(0), 1),
+                    subscriber: NodeId(2),
+                };
+                300
+            ],
+        },
     ];
     let loc = &mut h.nodes[0].loc;
     for m in cases {
@@ -314,8 +347,13 @@ fn bad_input_is_rejected_with_counters() {
     assert_eq!(r.forged_range, 2, "forged key range and route hint");
     assert_eq!(r.bad_ttl, 2, "zero and too-long TTLs");
     assert_eq!(r.hop_limit, 1);
-    assert_eq!(r.oversize, 1);
-    assert_eq!(r.bad_geometry, 1);
+    assert_eq!(r.oversize, 2, "oversize subscription and push list");
+    assert_eq!(r.bad_geometry, 2, "NaN position and a core outside its box");
+    assert_eq!(
+        r.unexpected, 2,
+        "pushes for an object not published here or a non-member"
+    );
+    assert!(loc.poll_push().is_none(), "no push request reached the node");
     assert_eq!(r.malformed, 3);
     assert_eq!(r.not_member, 1);
     assert_eq!(
