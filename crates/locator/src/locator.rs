@@ -157,6 +157,8 @@ pub struct LocatorStats {
     pub pushes_sent: u64,
     /// Push requests handed to the node (as a primary's node).
     pub pushes_served: u64,
+    /// Push requests for objects this node does not publish (any more): dropped.
+    pub pushes_stale: u64,
     /// Discoveries handed to the node.
     pub discoveries: u64,
     /// Routed messages kept after bouncing between nodes whose ring views disagreed.
@@ -1013,17 +1015,20 @@ impl Locator {
     }
 
     /// Push requests for this node's primaries: handed to the node, at most once per
-    /// (object, subscriber) per retell period. Requests for objects this node does not
-    /// publish are refused.
+    /// (object, subscriber) per retell period. Requests naming a non-member or this node
+    /// are refused; requests for objects this node does not publish (deleted meanwhile, or
+    /// forged) are dropped and counted in `pushes_stale`.
     fn on_push(&mut self, items: Vec<PushItem>) {
         let now = self.now;
         let retell = self.cfg.retell;
         for it in items {
-            if it.subscriber == self.me
-                || self.members.binary_search(&it.subscriber).is_err()
-                || !self.published.contains_key(&it.object)
-            {
+            if it.subscriber == self.me || self.members.binary_search(&it.subscriber).is_err() {
                 self.stats.rejected.unexpected += 1;
+                continue;
+            }
+            if !self.published.contains_key(&it.object) {
+                // Deleted since it was published (a missile), or never ours: nothing to push.
+                self.stats.pushes_stale += 1;
                 continue;
             }
             let key = (it.object, it.subscriber);
