@@ -241,74 +241,88 @@ pub fn node_scaling(ctx: &Context) -> Result<Outcome, ExperimentError> {
 }
 
 /// `consistency`: fraction of missing replicas at 0, 100 and 400 ms grace vs nodes
-/// (Figure 11), on PlanetLab and on PlanetLab rescaled to the 85 ms median RTT of the King
-/// samples the paper used, with the locator of the run (today the oracle).
+/// (Figure 11), for each locator (the oracle's ideal discovery and the distributed
+/// `rangedht` and `dht` locators of paper `000` §6.1), on PlanetLab and on PlanetLab
+/// rescaled to the 85 ms median RTT of the King samples the paper used.
 pub fn consistency(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let nodes: &[usize] = if ctx.quick { &[8, 16] } else { &[16, 32, 64, 128] };
-    let lats = ["planetlab", "planetlab@median=85"];
+    let lats: &[&str] = if ctx.quick {
+        &["planetlab"]
+    } else {
+        &["planetlab", "planetlab@median=85"]
+    };
+    let locators = ["oracle", "rangedht", "dht"];
     let mut t = Table::new(
-        "Figure 11: missing replicas vs nodes (p2p-sqr, oracle locator)",
+        "Figure 11: missing replicas vs nodes (p2p-sqr), by locator",
         &[
             "nodes",
+            "locator",
             "latency",
             "missing 0 ms",
             "100 ms",
             "400 ms",
             "players 0 ms",
             "missiles 0 ms",
+            "items 0 ms",
             "kbps/node",
         ],
     );
     let mut series = Vec::new();
     let mut rows = Vec::new();
-    for lat in lats {
-        let mut pts = [vec![], vec![], vec![]];
-        for &n in nodes {
-            let (duration_s, warmup_s) = if ctx.quick { (12.0, 3.0) } else { (60.0, 10.0) };
-            let mut cfg = SimConfig {
-                nodes: n,
-                players_per_node: 1,
-                duration_s,
-                warmup_s,
-                seed: ctx.seed,
-                ..SimConfig::default()
-            };
-            cfg.game.map = MapKind::Sqr;
-            cfg.network.latency = lat.into();
-            let r = scenario::run(&cfg, &mut |_| {}).map_err(|e| ExperimentError::Run(e.to_string()))?;
-            let m = &r.metrics;
-            if ctx.progress {
-                eprintln!(
-                    "  {n} nodes, {lat}: missing {:.2}% / {:.2}% / {:.2}%",
-                    m.missing[0] * 100.0,
-                    m.missing[1] * 100.0,
-                    m.missing[2] * 100.0
-                );
+    for loc in locators {
+        for &lat in lats {
+            let mut pts = [vec![], vec![], vec![]];
+            for &n in nodes {
+                let (duration_s, warmup_s) = if ctx.quick { (12.0, 3.0) } else { (60.0, 10.0) };
+                let mut cfg = SimConfig {
+                    nodes: n,
+                    players_per_node: 1,
+                    duration_s,
+                    warmup_s,
+                    seed: ctx.seed,
+                    ..SimConfig::default()
+                };
+                cfg.game.map = MapKind::Sqr;
+                cfg.network.latency = lat.into();
+                cfg.locator.kind = loc.into();
+                let r = scenario::run(&cfg, &mut |_| {}).map_err(|e| ExperimentError::Run(e.to_string()))?;
+                let m = &r.metrics;
+                if ctx.progress {
+                    eprintln!(
+                        "  {n} nodes, {loc}, {lat}: missing {:.2}% / {:.2}% / {:.2}%",
+                        m.missing[0] * 100.0,
+                        m.missing[1] * 100.0,
+                        m.missing[2] * 100.0
+                    );
+                }
+                for (k, p) in pts.iter_mut().enumerate() {
+                    p.push((n as f64, m.missing[k] * 100.0));
+                }
+                let kind = |k: usize| {
+                    m.missing_by_kind
+                        .get(k)
+                        .copied()
+                        .flatten()
+                        .map_or("-".to_string(), |v| pct(v[0]))
+                };
+                t.push([
+                    n.to_string(),
+                    loc.to_string(),
+                    lat.to_string(),
+                    pct(m.missing[0]),
+                    pct(m.missing[1]),
+                    pct(m.missing[2]),
+                    kind(0),
+                    kind(1),
+                    kind(2),
+                    format!("{:.1}", r.summary.out_kbps_mean),
+                ]);
+                rows.push(serde_json::json!({"nodes": n, "locator": loc, "latency": lat, "metrics": m}));
             }
-            for (k, p) in pts.iter_mut().enumerate() {
-                p.push((n as f64, m.missing[k] * 100.0));
+            // The plot keeps to 0 and 100 ms grace (400 ms is near zero everywhere).
+            for (k, g) in ["0 ms", "100 ms"].iter().enumerate() {
+                series.push(Series::marked(format!("{loc}, {lat}, {g}"), pts[k].clone()));
             }
-            let kind = |k: usize| {
-                m.missing_by_kind
-                    .get(k)
-                    .copied()
-                    .flatten()
-                    .map_or("-".to_string(), |v| pct(v[0]))
-            };
-            t.push([
-                n.to_string(),
-                lat.to_string(),
-                pct(m.missing[0]),
-                pct(m.missing[1]),
-                pct(m.missing[2]),
-                kind(0),
-                kind(1),
-                format!("{:.1}", r.summary.out_kbps_mean),
-            ]);
-            rows.push(serde_json::json!({"nodes": n, "latency": lat, "metrics": m}));
-        }
-        for (k, g) in ["0 ms", "100 ms", "400 ms"].iter().enumerate() {
-            series.push(Series::marked(format!("{lat}, {g}"), pts[k].clone()));
         }
     }
     let mut plot = LinePlot::new(
@@ -329,6 +343,9 @@ pub fn consistency(ctx: &Context) -> Result<Outcome, ExperimentError> {
         notes: vec![
             "Paper (Figure 11, its full locator, King latencies with 80-90 ms median RTT): about 4% missing at 64 \
              nodes, 2% with 100 ms grace, 1% with 400 ms."
+                .into(),
+            "The distributed locators add a trip to the rendezvous and back before the replica fetch, so they \
+             miss more than the oracle at 0 ms; the gap is what the paper's prediction has to hide."
                 .into(),
         ],
     })

@@ -21,6 +21,7 @@ pub mod instances_qos;
 pub mod locator_bandwidth;
 pub mod locator_discovery;
 pub mod locator_loadbal;
+pub mod locator_predtime;
 pub mod locator_runs;
 pub mod migration;
 pub mod plan_validate;
@@ -119,7 +120,7 @@ pub fn registry() -> Vec<Experiment> {
         Experiment {
             name: "consistency",
             reproduces: "paper 000 Figure 11",
-            summary: "missing replicas at 0/100/400 ms grace vs nodes, PlanetLab and PlanetLab scaled to the paper's 85 ms median",
+            summary: "missing replicas at 0/100/400 ms grace vs nodes for the oracle, rangedht and dht locators, PlanetLab and PlanetLab scaled to the paper's 85 ms median",
             run: colyseus::consistency,
         },
         Experiment {
@@ -235,6 +236,12 @@ pub fn registry() -> Vec<Experiment> {
             reproduces: "paper 000 §6.3 Table 2",
             summary: "max/mean per-node matching load and bandwidth: dht vs rangedht vs rangedht with leave-rejoin load balancing",
             run: locator_loadbal::run,
+        },
+        Experiment {
+            name: "predtime",
+            reproduces: "paper 000 §6.2 Figure 8a",
+            summary: "per-node bandwidth (total and locator) and missing replicas vs PredTime, fed-rect with the rangedht and dht locators",
+            run: locator_predtime::run,
         },
     ]
 }

@@ -36,6 +36,14 @@ pub struct LocatorConfig {
     pub aggregate_factor: f32,
     /// A discovery of the same object is repeated at most this often.
     pub retell: Duration,
+    /// Rendezvous push: a match inside the subscriber's unpredicted interest also goes to
+    /// the object's primary, which sends the subscriber the state at once instead of
+    /// waiting for its fetch (one network leg less on sudden appearances; not in the
+    /// paper, whose subscriber always fetches). Off gives the paper's behaviour.
+    pub push: bool,
+    /// A rendezvous asks for the same (object, subscriber) push at most this often (the
+    /// subscriber keeps a replica registered for seconds; refreshes need no new push).
+    pub push_quiet: Duration,
     /// Successor-list length.
     pub successors: usize,
     /// Small-world long links per node (Symphony's k).
@@ -87,6 +95,8 @@ impl LocatorConfig {
             pub_ttl: Duration::from_millis(2200),
             aggregate_factor: 1.25,
             retell: Duration::from_secs(1),
+            push: true,
+            push_quiet: Duration::from_secs(3),
             successors: 4,
             long_links: 4,
             route_cache: 64,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use worldmesh_core::{DetRng, LatencyMatrix, NodeId, Time};
 
 use crate::config::LocatorConfig;
-use crate::locator::{Discovery, Locator, LocatorError, Op};
+use crate::locator::{Discovery, Locator, LocatorError, Op, PushRequest};
 use crate::workload::Workload;
 
 /// Link delays.
@@ -39,6 +39,8 @@ pub struct Slot {
     pub alive: bool,
     /// Discoveries it produced, with their time.
     pub discoveries: Vec<(Time, Discovery)>,
+    /// Push requests it received as a primary's node, with their time.
+    pub pushes: Vec<(Time, PushRequest)>,
     timer: Option<Time>,
 }
 
@@ -87,6 +89,7 @@ impl Harness {
                 loc: Locator::new(*id, cfg.clone(), &ids, ring, seed, Time::ZERO)?,
                 alive: true,
                 discoveries: Vec::new(),
+                pushes: Vec::new(),
                 timer: None,
             });
         }
@@ -146,6 +149,9 @@ impl Harness {
         let now = self.now;
         while let Some(d) = self.nodes[i].loc.poll_discovery() {
             self.nodes[i].discoveries.push((now, d));
+        }
+        while let Some(p) = self.nodes[i].loc.poll_push() {
+            self.nodes[i].pushes.push((now, p));
         }
         if let Some(t) = self.nodes[i].loc.poll_timeout()
             && self.nodes[i].timer != Some(t)

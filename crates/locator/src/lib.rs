@@ -35,7 +35,19 @@
 //! - **Prediction and aggregation** (§6.2, [`prediction`]): the enlargement formula, the
 //!   subscription cache and the aggregation filter; received matches are cached for their
 //!   TTL and checked locally against the current *unpredicted* interest before they
-//!   become discoveries.
+//!   become discoveries. A jump of an area of interest (a dead player looks at its
+//!   respawn point) restarts the velocity average instead of feeding it, a prediction
+//!   too large to register falls back to the unpredicted box, and only subscriptions
+//!   actually sent enter the subscription cache (an oversize box once entered it unsent
+//!   and suppressed every subscription around it for a TTL: the lost matches of issue 4).
+//! - **Rendezvous push** (ours, not in the paper; `LocatorConfig::push`): a subscription
+//!   carries its unpredicted core (the node's areas of interest it was enlarged from); a
+//!   match inside the core also goes to the object's primary node as a push request
+//!   ([`PushRequest`], from [`Locator::poll_push`]), whose replica manager sends the state
+//!   at once. Discovery of a sudden appearance (a respawn, a dead player looking at its
+//!   spawn point) then takes rendezvous → primary → subscriber instead of rendezvous →
+//!   subscriber → primary → subscriber. A rendezvous asks again for the same pair only
+//!   after `push_quiet`; the primary serves a pair at most once per `retell`.
 //! - **Load balancing** (§6.3, Table 2): load = publications and subscriptions stored per
 //!   second over a 30-s window; nodes probe random members; a node below `mean/α` leaves
 //!   and rejoins to split the range of a sampled node above `α·mean` (Mercury's
@@ -72,6 +84,7 @@ pub mod workload;
 pub use config::LocatorConfig;
 pub use keyspace::Keying;
 pub use locator::{
-    Discovery, Locator, LocatorError, LocatorStats, Op, Rejections, RingState, Transmit, initial_position,
+    Discovery, Locator, LocatorError, LocatorStats, Op, PushRequest, Rejections, RingState, Transmit,
+    initial_position,
 };
 pub use msg::LocatorMsg;

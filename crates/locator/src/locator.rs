@@ -15,8 +15,8 @@ use worldmesh_core::{Aabb, DetRng, MessageClass, NodeId, ObjectId, Point3, Time,
 use crate::config::LocatorConfig;
 use crate::index::{DetMap, IndexError, MatchIndex, StoredPub, StoredSub, SubKey};
 use crate::keyspace::{Key, Keyer, Keying, cw, in_arc};
-use crate::msg::{LocatorMsg, MatchItem, Payload, Peer, PubItem, Routed, SubItem};
-use crate::prediction::{SubscriptionCache, VelocityEstimate, aggregate, enlarge};
+use crate::msg::{LocatorMsg, MatchItem, Payload, Peer, PubItem, PushItem, Routed, SubItem};
+use crate::prediction::{SubscriptionCache, VelocityEstimate, aggregate, box_contains, enlarge};
 
 mod inbound;
 mod ring;
@@ -60,6 +60,16 @@ pub struct Discovery {
     pub primary: NodeId,
     /// Its published position.
     pub pos: Point3,
+}
+
+/// A rendezvous asked this node (the primary's) to send `subscriber` the state of
+/// `object` now: hand to the replica manager (`Node` does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PushRequest {
+    /// The object, a primary of this node.
+    pub object: ObjectId,
+    /// The node whose unpredicted interest holds it.
+    pub subscriber: NodeId,
 }
 
 /// A datagram to send.
@@ -143,6 +153,12 @@ pub struct LocatorStats {
     pub items_stored: u64,
     /// Matches sent to subscribers.
     pub matches_sent: u64,
+    /// Push requests sent to primaries (matches inside the unpredicted interest).
+    pub pushes_sent: u64,
+    /// Push requests handed to the node (as a primary's node).
+    pub pushes_served: u64,
+    /// Push requests for objects this node does not publish (any more): dropped.
+    pub pushes_stale: u64,
     /// Discoveries handed to the node.
     pub discoveries: u64,
     /// Routed messages kept after bouncing between nodes whose ring views disagreed.
@@ -225,6 +241,10 @@ pub struct Locator {
     transmits: VecDeque<Transmit>,
     discoveries: VecDeque<Discovery>,
     pending: BTreeMap<NodeId, Vec<MatchItem>>,
+    push_pending: BTreeMap<NodeId, BTreeSet<(ObjectId, NodeId)>>,
+    pushes: VecDeque<PushRequest>,
+    pushed: BTreeMap<(ObjectId, NodeId), Time>,
+    push_asked: BTreeMap<(ObjectId, NodeId), Time>,
     // Timers.
     next_ping: Time,
     next_link: Time,
@@ -318,6 +338,10 @@ impl Locator {
             transmits: VecDeque::new(),
             discoveries: VecDeque::new(),
             pending: BTreeMap::new(),
+            push_pending: BTreeMap::new(),
+            pushes: VecDeque::new(),
+            pushed: BTreeMap::new(),
+            push_asked: BTreeMap::new(),
             next_ping,
             next_link,
             next_lb,
@@ -400,6 +424,17 @@ impl Locator {
         &self.stats
     }
 
+    /// The cached match (pre-fetched publication) for `id`: its primary, published
+    /// position and when the cache entry lapses.
+    pub fn prefetched(&self, id: ObjectId) -> Option<(NodeId, Point3, Time)> {
+        self.prefetch.get(&id).copied()
+    }
+
+    /// When the node was last told about `id` (within the retell period), if at all.
+    pub fn told_at(&self, id: ObjectId) -> Option<Time> {
+        self.told.get(&id).copied()
+    }
+
     /// The rendezvous store.
     pub fn store(&self) -> &MatchIndex {
         &self.index
@@ -427,6 +462,11 @@ impl Locator {
     /// The next discovery for the node.
     pub fn poll_discovery(&mut self) -> Option<Discovery> {
         self.discoveries.pop_front()
+    }
+
+    /// The next push request for the node's replica manager.
+    pub fn poll_push(&mut self) -> Option<PushRequest> {
+        self.pushes.pop_front()
     }
 
     // ---------------------------------------------------------------- ring helpers
@@ -534,6 +574,26 @@ impl Locator {
     }
 
     fn flush_matches(&mut self) {
+        let pushes = std::mem::take(&mut self.push_pending);
+        for (primary, items) in pushes {
+            let items: Vec<PushItem> = items
+                .into_iter()
+                .map(|(object, subscriber)| PushItem { object, subscriber })
+                .collect();
+            self.stats.pushes_sent += items.len() as u64;
+            if primary == self.me {
+                self.on_push(items);
+                continue;
+            }
+            for chunk in items.chunks(BATCH) {
+                self.send(
+                    primary,
+                    &LocatorMsg::Push {
+                        items: chunk.to_vec(),
+                    },
+                );
+            }
+        }
         let pending = std::mem::take(&mut self.pending);
         let (lo, hi) = self.range().unwrap_or((self.pos, self.pos));
         for (dst, items) in pending {
@@ -667,11 +727,20 @@ impl Locator {
         self.pub_kind.insert(p.object, p.kind);
         self.count_load(now);
         let mut to: BTreeSet<NodeId> = BTreeSet::new();
+        let mut keys: Vec<SubKey> = Vec::new();
         self.index.subs_containing(p.pos, now, |k, _| {
             if k.node != p.primary {
                 to.insert(k.node);
+                keys.push(k);
             }
         });
+        if self.cfg.push {
+            for k in keys {
+                if self.sub_info.get(&k).is_some_and(|s| s.core.contains(p.pos)) {
+                    self.ask_push(now, p.primary, p.object, k.node);
+                }
+            }
+        }
         for node in to {
             self.pending.entry(node).or_default().push(MatchItem {
                 object: p.object,
@@ -721,6 +790,11 @@ impl Locator {
                 let matching = now.saturating_since(s.reached).as_micros() as u64;
                 self.stats.discovery_latency.push((route, matching));
             }
+            if self.cfg.push {
+                for m in found.iter().filter(|m| s.core.contains(m.pos)) {
+                    self.ask_push(now, m.primary, m.object, s.key.node);
+                }
+            }
             if !found.is_empty() {
                 self.pending.entry(s.key.node).or_default().extend(found);
             }
@@ -728,6 +802,22 @@ impl Locator {
         if relay && self.keyer.keying() == Keying::RangeDht {
             self.spread(s);
         }
+    }
+
+    /// Queues a push request to `primary` for `object` → `subscriber`, unless this
+    /// rendezvous asked for the same within `push_quiet`.
+    fn ask_push(&mut self, now: Time, primary: NodeId, object: ObjectId, subscriber: NodeId) {
+        let quiet = self.cfg.push_quiet;
+        let key = (object, subscriber);
+        if self
+            .push_asked
+            .get(&key)
+            .is_some_and(|t| now.saturating_since(*t) < quiet)
+        {
+            return;
+        }
+        self.push_asked.insert(key, now);
+        self.push_pending.entry(primary).or_default().insert(key);
     }
 
     /// `rangedht`: spreads a subscription over the successors covering the rest of its key
@@ -807,35 +897,54 @@ impl Locator {
                     }
                     seen_sub.insert(owner);
                     self.interest.push(region);
-                    let v = self
-                        .velocity
-                        .entry(owner)
-                        .or_default()
-                        .update(now, region.center());
+                    let v = self.velocity.entry(owner).or_default().update(
+                        now,
+                        region.center(),
+                        self.cfg.max_speed,
+                    );
                     let needed = enlarge(&region, v, &needed_p);
                     if self.sub_cache.covers(&needed) {
                         self.stats.subs_suppressed += 1;
                     } else {
-                        to_send.push(enlarge(&region, v, &pred_p));
+                        // A prediction too large to register falls back to the needed box.
+                        let predicted = enlarge(&region, v, &pred_p);
+                        to_send.push((if self.fits(&predicted) { predicted } else { needed }, region));
                     }
                 }
             }
         }
         self.published.retain(|id, _| seen_pub.contains(id));
         self.velocity.retain(|id, _| seen_sub.contains(id));
-        for b in aggregate(to_send, self.cfg.aggregate_factor) {
-            self.sub_cache.insert(b, now + self.cfg.pred_time);
-            self.send_subscription(now, b);
+        let boxes: Vec<Aabb> = to_send.iter().map(|(b, _)| *b).collect();
+        for b in aggregate(boxes, self.cfg.aggregate_factor) {
+            // The unpredicted interest this box stands for: the regions of the boxes it took in.
+            let core = to_send
+                .iter()
+                .filter(|(p, _)| box_contains(&b, p))
+                .map(|(_, r)| *r)
+                .reduce(|a, r| a.union(&r))
+                .unwrap_or(b);
+            // Only what was registered may suppress later subscriptions.
+            if self.send_subscription(now, b, core) {
+                self.sub_cache.insert(b, now + self.cfg.pred_time);
+            }
         }
         self.flush_matches();
         self.check_interest(now);
     }
 
-    fn send_subscription(&mut self, now: Time, bbox: Aabb) {
+    /// True if `bbox` is within the subscription size limit.
+    fn fits(&self, bbox: &Aabb) -> bool {
         let ext = self.cfg.max_sub_extent;
-        if bbox.max.x - bbox.min.x > ext || bbox.max.y - bbox.min.y > ext {
+        bbox.max.x - bbox.min.x <= ext && bbox.max.y - bbox.min.y <= ext
+    }
+
+    /// Routes a subscription for `bbox` to its rendezvous; false if it could not be sent
+    /// (oversize), in which case nothing was registered.
+    fn send_subscription(&mut self, now: Time, bbox: Aabb, core: Aabb) -> bool {
+        if !self.fits(&bbox) {
             self.stats.rejected.oversize += 1;
-            return;
+            return false;
         }
         self.next_seq = self.next_seq.wrapping_add(1);
         self.stats.subs_sent += 1;
@@ -845,7 +954,10 @@ impl Locator {
                 seq: self.next_seq,
             },
             bbox,
-            ttl_ms: ms(self.cfg.pred_time),
+            core,
+            // TTL = PredTime (paper §6.2), but never below PubTime: a zero TTL would be
+            // refused at the rendezvous, and PubTime is the delivery allowance anyway.
+            ttl_ms: ms(self.cfg.pred_time.max(self.cfg.pub_time)).max(1),
             lo: 0,
             hi: 0,
             sent: now,
@@ -861,7 +973,7 @@ impl Locator {
                     .collect(),
                 None => {
                     self.stats.rejected.oversize += 1;
-                    return;
+                    return false;
                 }
             },
         };
@@ -878,6 +990,7 @@ impl Locator {
             };
             self.route(now, r);
         }
+        true
     }
 
     /// Caches received matches (pre-fetched publications) and tells the node about those
@@ -901,6 +1014,40 @@ impl Locator {
         }
     }
 
+    /// Push requests for this node's primaries: handed to the node, at most once per
+    /// (object, subscriber) per retell period. Requests naming a non-member or this node
+    /// are refused; requests for objects this node does not publish (deleted meanwhile, or
+    /// forged) are dropped and counted in `pushes_stale`.
+    fn on_push(&mut self, items: Vec<PushItem>) {
+        let now = self.now;
+        let retell = self.cfg.retell;
+        for it in items {
+            if it.subscriber == self.me || self.members.binary_search(&it.subscriber).is_err() {
+                self.stats.rejected.unexpected += 1;
+                continue;
+            }
+            if !self.published.contains_key(&it.object) {
+                // Deleted since it was published (a missile), or never ours: nothing to push.
+                self.stats.pushes_stale += 1;
+                continue;
+            }
+            let key = (it.object, it.subscriber);
+            if self
+                .pushed
+                .get(&key)
+                .is_some_and(|t| now.saturating_since(*t) < retell)
+            {
+                continue;
+            }
+            self.pushed.insert(key, now);
+            self.stats.pushes_served += 1;
+            self.pushes.push_back(PushRequest {
+                object: it.object,
+                subscriber: it.subscriber,
+            });
+        }
+    }
+
     fn tell(&mut self, now: Time, object: ObjectId, primary: NodeId, pos: Point3) {
         self.told.insert(object, now);
         self.stats.discoveries += 1;
@@ -911,6 +1058,7 @@ impl Locator {
         let retell = self.cfg.retell;
         self.prefetch.retain(|_, (_, _, t)| *t > now);
         self.told.retain(|_, t| now.saturating_since(*t) < retell);
+        self.pushed.retain(|_, t| now.saturating_since(*t) < retell);
         let due: Vec<(ObjectId, NodeId, Point3)> = self
             .prefetch
             .iter()

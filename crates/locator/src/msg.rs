@@ -26,6 +26,11 @@ pub struct SubItem {
     pub key: SubKey,
     /// The (predicted) box.
     pub bbox: Aabb,
+    /// The unpredicted interest this box was enlarged from (the node's areas of interest,
+    /// with its discovery margin). A rendezvous that matches a publication inside it asks
+    /// the publication's primary to push the object's state to the subscriber at once
+    /// (see [`LocatorMsg::Push`]). Must lie inside `bbox`.
+    pub core: Aabb,
     /// Time to live at the rendezvous, ms.
     pub ttl_ms: u32,
     /// `rangedht`: the key arc `[lo, hi]` it spans; `dht`: the region key twice.
@@ -100,6 +105,15 @@ pub struct MatchItem {
     pub ttl_ms: u32,
 }
 
+/// A request to a primary's node: send `subscriber` the state of `object` now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bitcode::Encode, bitcode::Decode)]
+pub struct PushItem {
+    /// The object (a primary of the receiving node).
+    pub object: ObjectId,
+    /// The node whose unpredicted interest holds the object.
+    pub subscriber: NodeId,
+}
+
 /// Ring neighbourhood summary carried by pings and pongs.
 #[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
 pub struct Hello {
@@ -140,6 +154,13 @@ pub enum LocatorMsg {
         hi: Key,
         /// The matches.
         items: Vec<MatchItem>,
+    },
+    /// Rendezvous → primary's node: matches that fell inside the subscriber's unpredicted
+    /// interest; the primary pushes the state to the subscriber without waiting for its
+    /// fetch (saves the subscriber's leg to the primary on sudden appearances).
+    Push {
+        /// The matches.
+        items: Vec<PushItem>,
     },
     /// The sender owns `(lo, hi]`: a route-cache entry for the receiver.
     RouteHint {
@@ -197,7 +218,7 @@ impl LocatorMsg {
                 _ => MessageClass::LocatorRouting,
             },
             LocatorMsg::Spread { .. } | LocatorMsg::Handoff(_) => MessageClass::LocatorRouting,
-            LocatorMsg::Matches { .. } => MessageClass::MatchDelivery,
+            LocatorMsg::Matches { .. } | LocatorMsg::Push { .. } => MessageClass::MatchDelivery,
             _ => MessageClass::OverlayMaintenance,
         }
     }

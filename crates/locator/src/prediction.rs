@@ -73,6 +73,12 @@ pub fn overlap_area(a: &Aabb, b: &Aabb) -> f32 {
 }
 
 /// A moving average of a subscriber's velocity, estimated from its region's centre.
+///
+/// Jumps are not movement: a step faster than [`VelocityEstimate::TELEPORT_FACTOR`] ×
+/// the top speed (a player that dies already looks at its far-away respawn point) restarts
+/// the estimate at rest instead of feeding it, and the average never exceeds the top speed.
+/// Without this, one jump across the map read as a speed of tens of thousands of units per
+/// second for several frames, and the predicted box grew past the size limit.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct VelocityEstimate {
     last: Option<(Time, Point3)>,
@@ -83,21 +89,34 @@ pub struct VelocityEstimate {
 impl VelocityEstimate {
     /// Weight of the newest sample in the exponential moving average.
     pub const ALPHA: f32 = 0.3;
+    /// A step faster than this many times the top speed is a teleport.
+    pub const TELEPORT_FACTOR: f32 = 2.0;
 
-    /// Feeds the position at `now`; returns the updated estimate.
-    pub fn update(&mut self, now: Time, pos: Point3) -> Point3 {
+    /// Feeds the position at `now` of an object whose top speed is `max_speed` units/s
+    /// (non-finite or non-positive: unbounded); returns the updated estimate.
+    pub fn update(&mut self, now: Time, pos: Point3, max_speed: f32) -> Point3 {
+        let bounded = max_speed.is_finite() && max_speed > 0.0;
         if let Some((t, p)) = self.last {
             let dt = now.saturating_since(t).as_secs_f32();
             if dt > 0.0 {
                 let inst = Point3::new((pos.x - p.x) / dt, (pos.y - p.y) / dt, (pos.z - p.z) / dt);
-                if inst.is_finite() {
+                let speed = |v: Point3| (v.x * v.x + v.y * v.y + v.z * v.z).sqrt();
+                if bounded && speed(inst) > Self::TELEPORT_FACTOR * max_speed {
+                    self.velocity = Point3::new(0.0, 0.0, 0.0);
+                } else if inst.is_finite() {
                     let a = Self::ALPHA;
                     let v = self.velocity;
-                    self.velocity = Point3::new(
+                    let mut next = Point3::new(
                         v.x + a * (inst.x - v.x),
                         v.y + a * (inst.y - v.y),
                         v.z + a * (inst.z - v.z),
                     );
+                    let s = speed(next);
+                    if bounded && s > max_speed {
+                        let f = max_speed / s;
+                        next = Point3::new(next.x * f, next.y * f, next.z * f);
+                    }
+                    self.velocity = next;
                 }
             }
         }
@@ -235,6 +254,27 @@ mod tests {
         assert!(out.contains(&bx(0.0, 0.0, 110.0, 105.0)));
         assert!(out.contains(&far));
         assert_eq!(aggregate(vec![a, far], 1.2).len(), 2);
+    }
+
+    #[test]
+    fn a_jump_restarts_the_velocity_estimate_and_speed_is_bounded() {
+        let mut v = VelocityEstimate::default();
+        let t = |ms: u64| Time::from_millis(ms);
+        v.update(t(0), Point3::new(0.0, 0.0, 0.0), 300.0);
+        // 20 units per 100 ms = 200 units/s: the average moves 30% of the way.
+        let e = v.update(t(100), Point3::new(20.0, 0.0, 0.0), 300.0);
+        assert!((e.x - 60.0).abs() < 1e-3, "{e:?}");
+        // A 3000-unit jump in 100 ms (30,000 units/s) is a teleport: back to rest.
+        let e = v.update(t(200), Point3::new(3020.0, 0.0, 0.0), 300.0);
+        assert_eq!(e, Point3::new(0.0, 0.0, 0.0));
+        // 550 units/s (below the teleport bound) is averaged but capped at the top speed.
+        let mut w = VelocityEstimate::default();
+        w.update(t(0), Point3::new(0.0, 0.0, 0.0), 300.0);
+        for k in 1..40u64 {
+            let e = w.update(t(100 * k), Point3::new(55.0 * k as f32, 0.0, 0.0), 300.0);
+            assert!(e.x <= 300.0 + 1e-3, "{e:?}");
+        }
+        assert!((w.velocity.x - 300.0).abs() < 1e-3);
     }
 
     proptest! {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use worldmesh_core::{Aabb, MessageClass, NodeId, ObjectId, Point3, Time, wire};
 use worldmesh_locator::harness::{Delay, Harness};
 use worldmesh_locator::index::SubKey;
-use worldmesh_locator::msg::{Payload, PubItem, Routed, SubItem};
+use worldmesh_locator::msg::{Payload, PubItem, PushItem, Routed, SubItem};
 use worldmesh_locator::workload::Workload;
 use worldmesh_locator::{Keying, LocatorConfig, LocatorMsg, RingState};
 
@@ -251,6 +251,7 @@ fn routed_sub(h: &Harness, origin: u32, bbox: Aabb, ttl_ms: u32, hops: u8, forge
             seq: 99,
         },
         bbox,
+        core: bbox,
         ttl_ms,
         lo: if forge { lo.wrapping_add(12345) } else { lo },
         hi,
@@ -279,6 +280,17 @@ fn bad_input_is_rejected_with_counters() {
         routed_sub(&h, 1, good, 3_600_000, 0, false),
         routed_sub(&h, 1, good, 1000, 200, false),
         routed_sub(&h, 1, huge, 1000, 0, false),
+        {
+            let mut m = routed_sub(&h, 1, good, 1000, 0, false);
+            if let LocatorMsg::Route(Routed {
+                payload: Payload::Sub(s),
+                ..
+            }) = &mut m
+            {
+                s.core = huge; // the core must lie inside the box
+            }
+            m
+        },
         LocatorMsg::Route(Routed {
             origin: NodeId(1),
             key: 5,
@@ -294,6 +306,28 @@ fn bad_input_is_rejected_with_counters() {
             }),
         }),
         LocatorMsg::RouteHint { lo: 7, hi: 7 },
+        // Push requests for an object node 0 does not publish, for a non-member, and too many.
+        LocatorMsg::Push {
+            items: vec![
+                PushItem {
+                    object: ObjectId::new(NodeId(1), 1),
+                    subscriber: NodeId(2),
+                },
+                PushItem {
+                    object: ObjectId::new(NodeId(0), 1),
+                    subscriber: NodeId(77),
+                },
+            ],
+        },
+        LocatorMsg::Push {
+            items: vec![
+                PushItem {
+                    object: ObjectId::new(NodeId(0), 1),
+                    subscriber: NodeId(2),
+                };
+                300
+            ],
+        },
     ];
     let loc = &mut h.nodes[0].loc;
     for m in cases {
@@ -313,8 +347,15 @@ fn bad_input_is_rejected_with_counters() {
     assert_eq!(r.forged_range, 2, "forged key range and route hint");
     assert_eq!(r.bad_ttl, 2, "zero and too-long TTLs");
     assert_eq!(r.hop_limit, 1);
-    assert_eq!(r.oversize, 1);
-    assert_eq!(r.bad_geometry, 1);
+    assert_eq!(r.oversize, 2, "oversize subscription and push list");
+    assert_eq!(r.bad_geometry, 2, "NaN position and a core outside its box");
+    assert_eq!(r.unexpected, 1, "a push for a non-member");
+    assert_eq!(
+        loc.stats().pushes_stale,
+        1,
+        "a push for an object not published here"
+    );
+    assert!(loc.poll_push().is_none(), "no push request reached the node");
     assert_eq!(r.malformed, 3);
     assert_eq!(r.not_member, 1);
     assert_eq!(
@@ -398,4 +439,132 @@ fn prediction_never_misses_moving_objects_rangedht() {
 #[test]
 fn prediction_never_misses_moving_objects_dht() {
     moving_objects_inside_interest_are_discovered(Keying::Dht);
+}
+
+/// Regression (issue 4, lost matches in the full simulation): a subscriber whose area of
+/// interest jumps across the map (a player that dies looks at its far-away respawn point)
+/// must discover the static objects at its new place promptly. The jump once looked like a
+/// huge velocity: the predicted box became oversize, was refused for sending but still
+/// entered the subscription cache, which then suppressed every subscription around the new
+/// place until it expired, so the objects there were found a second late or, when the
+/// player jumped again, not at all.
+fn teleporting_subscriber_discovers_static_objects(keying: Keying) {
+    let nodes = 32;
+    let mut wl = Workload::new(nodes, 2, true, 17);
+    wl.speed = 0.0;
+    let mut cfg = LocatorConfig::new(keying, wl.world);
+    cfg.dht_regions = (nodes * 2) as u32;
+    // No aggregation: an aggregated box's unpredicted core is the bounding box of the merged
+    // areas (a little larger than their union), which would blur the push check below.
+    cfg.aggregate_factor = 0.0;
+    let mut h = Harness::new(
+        nodes,
+        nodes,
+        &cfg,
+        Delay::Uniform(Duration::from_millis(20)),
+        0.0,
+        17,
+    )
+    .expect("valid setup");
+    // Every area of interest any node had (players only move by the jumps below).
+    let mut aois: Vec<(NodeId, Aabb)> = wl.players.iter().map(|p| (p.node, wl.aoi(p.pos))).collect();
+    h.run_workload(&mut wl, Duration::from_secs(3), FRAME);
+    let mut checked = 0;
+    let mut used = Vec::new();
+    for round in 0..4 {
+        // The mover is node 0's first player; it jumps next to the farthest object of
+        // another node (the map is 4800 wide, so the jump is thousands of units).
+        let mover = wl
+            .players
+            .iter()
+            .position(|p| p.node == NodeId(0))
+            .expect("node 0 has a player");
+        let from = wl.players[mover].pos;
+        let target = wl
+            .players
+            .iter()
+            .filter(|p| p.node != NodeId(0) && !used.contains(&p.id))
+            .max_by(|a, b| a.pos.distance(from).total_cmp(&b.pos.distance(from)))
+            .copied()
+            .expect("other players");
+        // A new target each round: a rendezvous does not repeat a push within `push_quiet`.
+        used.push(target.id);
+        assert!(target.pos.distance(from) > 2000.0, "round {round}: a long jump");
+        wl.players[mover].pos = Point3::new(target.pos.x + 50.0, target.pos.y, 0.0);
+        aois.push((NodeId(0), wl.aoi(wl.players[mover].pos)));
+        let jumped = h.now;
+        // Rounds are longer than `push_quiet`: a rendezvous may skip a push it made to the
+        // same node for the same object less than that long ago.
+        h.run_workload(&mut wl, cfg.push_quiet + Duration::from_millis(200), FRAME);
+        let found = h.nodes[0]
+            .discoveries
+            .iter()
+            .filter(|(t, d)| *t >= jumped && d.object == target.id)
+            .map(|(t, _)| *t)
+            .min();
+        let Some(at) = found else {
+            panic!(
+                "round {round}: {:?} next to the jumped player was never discovered",
+                target.id
+            );
+        };
+        // Routing and matching take a few 20-ms hops; a frame of slack.
+        assert!(
+            at.saturating_since(jumped) <= Duration::from_millis(400),
+            "round {round}: discovered {:?} after the jump",
+            at.saturating_since(jumped)
+        );
+        // The object is inside the mover's unpredicted interest: its primary's node is asked
+        // to push the state to node 0 as well (rendezvous push), no later than the discovery.
+        let pushed = h.nodes[target.node.0 as usize]
+            .pushes
+            .iter()
+            .filter(|(t, p)| *t >= jumped && p.object == target.id && p.subscriber == NodeId(0))
+            .map(|(t, _)| *t)
+            .min();
+        assert!(
+            pushed.is_some_and(|t| t.saturating_since(jumped) <= Duration::from_millis(400)),
+            "round {round}: no push request for {:?}",
+            target.id
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 4);
+    // Pushes only for objects that were inside the subscriber's *unpredicted* interest
+    // (objects are static here, so their position now is their position then); objects
+    // only inside a predicted box are matched but never pushed.
+    let mut pushes = 0;
+    for (i, slot) in h.nodes.iter().enumerate() {
+        for (_, p) in &slot.pushes {
+            let obj = wl
+                .players
+                .iter()
+                .find(|q| q.id == p.object)
+                .expect("a known object");
+            assert_eq!(obj.node.0 as usize, i, "pushes go to the object's primary");
+            if obj.node == NodeId(0) {
+                continue; // node 0's players moved (the jumper); the others are static
+            }
+            let seen = aois
+                .iter()
+                .any(|(n, b)| *n == p.subscriber && b.contains(obj.pos));
+            assert!(
+                seen,
+                "{:?} pushed to {:?} outside its interest",
+                p.object, p.subscriber
+            );
+            pushes += 1;
+        }
+    }
+    assert!(pushes > 0);
+}
+
+#[test]
+fn teleporting_subscriber_discovers_static_objects_rangedht() {
+    teleporting_subscriber_discovers_static_objects(Keying::RangeDht);
+}
+
+#[test]
+fn teleporting_subscriber_discovers_static_objects_dht() {
+    teleporting_subscriber_discovers_static_objects(Keying::Dht);
 }

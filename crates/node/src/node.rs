@@ -300,6 +300,7 @@ impl<O: GameObject> Node<O> {
     /// Sends the locator's datagrams and handles its discoveries.
     fn pump_locator(&mut self, now: Time) {
         let mut found = Vec::new();
+        let mut pushes = Vec::new();
         if let Some(loc) = &mut self.locator {
             while let Some(t) = loc.poll_transmit() {
                 self.stats.on_send(now, t.class, t.datagram.len());
@@ -311,6 +312,15 @@ impl<O: GameObject> Node<O> {
             }
             while let Some(d) = loc.poll_discovery() {
                 found.push(d);
+            }
+            while let Some(p) = loc.poll_push() {
+                pushes.push(p);
+            }
+        }
+        for p in pushes {
+            if self.replicas.push_to(now, p.subscriber, p.object) {
+                let packets = self.replicas.flush_peer(now, p.subscriber);
+                self.send_packets(now, packets.into_iter().map(|x| (p.subscriber, x)).collect());
             }
         }
         for d in found {

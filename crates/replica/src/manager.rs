@@ -930,6 +930,32 @@ impl<O: GameObject> ReplicaManager<O> {
         true
     }
 
+    /// The locator asked this node, as the primary's node, to send `to` the state of `id`
+    /// now (a rendezvous matched it inside `to`'s unpredicted interest): treated as a fetch
+    /// from `to`, unless `to` already receives `id`. Returns true if a state was queued for
+    /// `to` (send it with [`Self::flush_peer`]).
+    pub fn push_to(&mut self, now: Time, to: NodeId, id: ObjectId) -> bool {
+        if self.mode != Mode::Interest || to == self.me {
+            return false;
+        }
+        if self
+            .prim
+            .get(&id)
+            .is_none_or(|m| m.subscribers.get(&to).is_some_and(|t| *t > now))
+        {
+            return false;
+        }
+        self.on_interest(now, to, InterestItem { id, have: 0 })
+    }
+
+    /// True if some local primary's interest (with the discovery margin) holds `pos`.
+    fn wanted_at(&self, pos: Point3) -> bool {
+        let m = self.cfg.interest_margin;
+        self.store.iter().any(|(_, e)| {
+            e.role == Role::Primary && e.object.interest().is_some_and(|b| b.expand(m).contains(pos))
+        })
+    }
+
     /// Handles a packet from `from`. Returns true if something should be sent to `from`
     /// at once (a fetched state, with [`Self::flush_peer`]) rather than at the next frame.
     pub fn handle_packet(&mut self, now: Time, from: NodeId, packet: Packet) -> bool {
@@ -1131,9 +1157,11 @@ impl<O: GameObject> ReplicaManager<O> {
             && self.mode == Mode::Interest
             && !self.fetching.contains_key(&it.id)
             && object.attached_to().is_none_or(|p| self.store.get(p).is_none())
+            && !(it.base == 0 && self.wanted_at(object.position()))
         {
-            // Not asked for and not attached to anything held here (e.g. an update that
-            // crossed an unsubscribe): drop it rather than resurrect the replica.
+            // Not asked for, not attached to anything held here and not a full state a
+            // local primary wants (a primary's push after a locator match is one; an update
+            // that crossed an unsubscribe is not): drop it rather than resurrect the replica.
             self.stats.stale_updates += 1;
             return;
         }

@@ -524,3 +524,34 @@ fn predicted_interest_falls_back_to_the_observed_motion() {
         "nothing behind the walker"
     );
 }
+
+#[test]
+fn a_pushed_state_creates_the_replica_without_a_fetch_and_is_not_resent() {
+    let mut net = Net::new(2, Mode::Interest, 4);
+    let m = net.spawn(0, Probe::at(0.0));
+    net.spawn(1, Probe::at(20.0)); // interested in x in [-30, 70]
+    net.step();
+    let now = net.now();
+    // The locator's rendezvous asked node 0 to push m to node 1 (no discovery at node 1).
+    assert!(net.nodes[0].push_to(now, NodeId(1), m), "a state is queued");
+    let packets = net.nodes[0].flush_peer(now, NodeId(1));
+    assert!(!packets.is_empty());
+    for p in packets {
+        net.in_flight.push((net.step, NodeId(0), NodeId(1), p));
+    }
+    net.step();
+    assert!(
+        net.nodes[1].store().get(m).is_some(),
+        "node 1 holds the pushed replica"
+    );
+    assert_eq!(net.nodes[1].stats().fetches_sent, 0, "without fetching it");
+    // A second push for a node that already receives m sends nothing.
+    let now = net.now();
+    assert!(!net.nodes[0].push_to(now, NodeId(1), m));
+    assert!(!net.nodes[0].push_to(now, NodeId(0), m), "never to itself");
+    // Node 1 wants it, so it keeps it registered like a fetched replica.
+    for _ in 0..40 {
+        net.step();
+    }
+    assert!(net.nodes[1].store().get(m).is_some());
+}

@@ -98,6 +98,10 @@ pub struct LocatorConfig {
     /// DHT locators: PredTime, ms: how far ahead subscriptions are enlarged by predicted
     /// movement, and their TTL (paper `000` §6.2, Figure 8a).
     pub pred_time_ms: f64,
+    /// DHT locators: rendezvous push — a match inside the subscriber's unpredicted interest
+    /// also asks the object's primary to send the state at once (one network leg less than
+    /// the subscriber's fetch; `false` is the paper's fetch-only behaviour).
+    pub push: bool,
 }
 
 impl Default for LocatorConfig {
@@ -109,6 +113,7 @@ impl Default for LocatorConfig {
             interest_lead_ms: 300.0,
             loadbal: false,
             pred_time_ms: 1000.0,
+            push: true,
         }
     }
 }

@@ -55,6 +55,7 @@ pub fn build(cfg: &SimConfig) -> Result<Sim, ConfigError> {
             kc.dht_regions = (cfg.nodes * cfg.players_per_node).clamp(1, 1 << 20) as u32;
             kc.loadbal = cfg.locator.loadbal;
             kc.pred_time = Duration::from_secs_f64(cfg.locator.pred_time_ms / 1000.0);
+            kc.push = cfg.locator.push;
             kc.max_speed = cfg.game.player_speed;
             Some(kc)
         }

@@ -46,7 +46,7 @@ impl Locator {
     }
 
     fn sub_ok(&mut self, s: &SubItem) -> bool {
-        if !s.bbox.is_valid() {
+        if !s.bbox.is_valid() || !s.core.is_valid() || !crate::prediction::box_contains(&s.bbox, &s.core) {
             self.stats.rejected.bad_geometry += 1;
             return false;
         }
@@ -179,6 +179,13 @@ impl Locator {
                     }
                 }
                 self.on_matches(ok);
+            }
+            LocatorMsg::Push { items } => {
+                if items.len() > BATCH {
+                    self.stats.rejected.oversize += 1;
+                    return;
+                }
+                self.on_push(items);
             }
             LocatorMsg::RouteHint { lo, hi } => {
                 if lo == hi {

@@ -32,6 +32,8 @@ impl Locator {
         if now >= self.next_sweep {
             self.next_sweep = now + Duration::from_millis(100);
             self.index.expire(now);
+            let quiet = self.cfg.push_quiet;
+            self.push_asked.retain(|_, t| now.saturating_since(*t) < quiet);
             let index = &self.index;
             self.sub_info.retain(|k, _| index.sub(*k).is_some());
             self.pub_kind.retain(|k, _| index.publication(*k).is_some());

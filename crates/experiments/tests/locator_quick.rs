@@ -1,0 +1,56 @@
+//! Quick runs of the locator experiments that drive the full simulator: `consistency`
+//! (Figure 11, with a locator dimension) and `predtime` (Figure 8a).
+
+use worldmesh_experiments::{Context, find};
+
+fn ctx(name: &str) -> Context {
+    Context::quick_in_temp(name, 1).unwrap()
+}
+
+fn pct(s: &str) -> f64 {
+    s.trim_end_matches('%').parse::<f64>().unwrap()
+}
+
+#[test]
+fn consistency_quick_covers_every_locator() {
+    let c = ctx("consistency");
+    let out = (find("consistency").unwrap().run)(&c).unwrap();
+    let t = &out.tables[0];
+    // 2 sizes x 1 latency (quick) x 3 locators.
+    assert_eq!(t.rows.len(), 6, "{t}");
+    for loc in ["oracle", "rangedht", "dht"] {
+        assert_eq!(t.rows.iter().filter(|r| r[1] == loc).count(), 2, "{t}");
+    }
+    for r in &t.rows {
+        let (g0, g100, g400) = (pct(&r[3]), pct(&r[4]), pct(&r[5]));
+        // A longer grace only removes required pairs that are young: never more missing.
+        assert!(g0 >= g100 && g100 >= g400, "{r:?}");
+        assert!(g0 < 50.0, "discovery works at all: {r:?}");
+    }
+    let csv = std::fs::read_to_string(c.out.path("consistency.csv")).unwrap();
+    assert!(csv.starts_with("nodes,locator,latency,"), "{csv}");
+    std::fs::remove_dir_all(c.out.root()).unwrap();
+}
+
+#[test]
+fn predtime_quick_sweeps_prediction_horizon() {
+    let c = ctx("predtime");
+    let out = (find("predtime").unwrap().run)(&c).unwrap();
+    let t = &out.tables[0];
+    assert_eq!(t.rows.len(), 3, "{t}");
+    let f = |s: &str| s.parse::<f64>().unwrap();
+    for r in &t.rows {
+        // The locator's traffic is part of, and smaller than, the node's total.
+        assert!(f(&r[4]) > 0.0 && f(&r[4]) < f(&r[2]), "{r:?}");
+        assert!(pct(&r[5]) < 50.0, "discovery works at all: {r:?}");
+    }
+    for file in [
+        "predtime.csv",
+        "predtime-bandwidth.svg",
+        "predtime-missing.svg",
+        "predtime.json",
+    ] {
+        assert!(c.out.path(file).exists(), "{file}");
+    }
+    std::fs::remove_dir_all(c.out.root()).unwrap();
+}
