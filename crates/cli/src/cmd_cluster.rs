@@ -34,6 +34,10 @@ pub struct ClusterArgs {
     /// Emulated loss probability on every outgoing datagram.
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
+    /// Interest-driven replication with the distributed locator inside every node:
+    /// `rangedht` or `dht` (default: broadcast replication).
+    #[arg(long, value_parser = ["rangedht", "dht"])]
+    locator: Option<String>,
     /// Print one row per node as well.
     #[arg(long)]
     per_node: bool,
@@ -97,6 +101,9 @@ async fn run_async(args: ClusterArgs) -> anyhow::Result<()> {
         if let Some(l) = &args.latency {
             cmd.args(["--latency", l]);
         }
+        if let Some(l) = &args.locator {
+            cmd.args(["--locator", l]);
+        }
         match cmd.spawn() {
             Ok(c) => children.push(c),
             Err(e) => {
@@ -136,10 +143,15 @@ async fn run_async(args: ClusterArgs) -> anyhow::Result<()> {
     let wall = started.elapsed().as_secs_f64();
     let run = RunSummary::from_nodes(&summaries);
     let title = format!(
-        "worldmesh cluster: {} real node processes on 127.0.0.1 x {} players (model workload), {:.0} s, broadcast replication{}",
+        "worldmesh cluster: {} real node processes on 127.0.0.1 x {} players (model workload), {:.0} s, {}{}",
         args.nodes,
         args.players_per_node,
         args.duration.as_secs_f64(),
+        args.locator
+            .as_ref()
+            .map_or("broadcast replication".to_string(), |l| format!(
+                "interest-driven replication ({l} locator)"
+            )),
         args.latency
             .as_ref()
             .map(|l| format!(", emulated latency {l}"))

@@ -8,8 +8,11 @@ use std::sync::Arc;
 use tokio::io::AsyncReadExt as _;
 use worldmesh_core::{NodeId, Time};
 use worldmesh_game::{GameMap, ModelConfig, ModelObject, workload};
+use worldmesh_locator::Locator;
 use worldmesh_net::{Clock, DelayShim, PeerTable, RunOptions, run_node};
-use worldmesh_node::{Node, NodeConfig, RunSummary};
+use worldmesh_node::{Mode, Node, NodeConfig, RunSummary};
+use worldmesh_sim::config::SimConfig;
+use worldmesh_sim::scenario;
 
 use crate::duration::parse_duration;
 use crate::summary;
@@ -55,6 +58,11 @@ pub struct NodeArgs {
     /// Frames per second.
     #[arg(long, default_value_t = 10.0)]
     frame_hz: f64,
+    /// Interest-driven replication with the distributed object locator running inside the
+    /// node (paper `000` §3, §6): `rangedht` or `dht`. Without it every node replicates
+    /// every object (broadcast). Every member must use the same value.
+    #[arg(long, value_parser = ["rangedht", "dht"])]
+    pub locator: Option<String>,
     /// Print the final summary as one JSON line (prefixed `WORLDMESH-SUMMARY `) instead of a table.
     #[arg(long)]
     summary_json: bool,
@@ -159,6 +167,23 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         };
         let mut cfg = NodeConfig::new(me, peers.ids(), args.seed);
         cfg.frame_interval = std::time::Duration::from_secs_f64(1.0 / args.frame_hz);
+        // The simulator's settings for this membership: the locator and interest prediction.
+        let sim_cfg = SimConfig {
+            nodes,
+            players_per_node: args.players,
+            seed: args.seed,
+            locator: worldmesh_sim::config::LocatorConfig {
+                kind: args.locator.clone().unwrap_or_default(),
+                ..Default::default()
+            },
+            ..SimConfig::default()
+        };
+        if args.locator.is_some() {
+            cfg = cfg.with_mode(Mode::Interest);
+            cfg.replica.interest_margin = sim_cfg.locator.interest_margin;
+            cfg.replica.interest_lead =
+                std::time::Duration::from_secs_f64(sim_cfg.locator.interest_lead_ms / 1000.0);
+        }
         // Every member builds the same map and the same initial objects from the seed.
         let world = Arc::new(GameMap::generate(
             &ModelConfig::default(),
@@ -167,6 +192,13 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         ));
         let now: Time = clock.now();
         let mut node: Node<ModelObject> = Node::new(cfg, Arc::clone(&world), now);
+        if let Some(kc) = scenario::locator_config(&sim_cfg, &world) {
+            let mut ids = peers.ids();
+            ids.push(me);
+            ids.sort_unstable();
+            let loc = Locator::new(me, kc, &ids, &ids, args.seed, now).context("locator")?;
+            node.attach_locator(loc);
+        }
         let mine = workload::initial_objects(&world, nodes, args.players, args.seed)
             .into_iter()
             .nth(args.id as usize)

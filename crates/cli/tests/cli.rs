@@ -62,6 +62,55 @@ fn cluster_of_three_real_processes_exchanges_state() {
     std::fs::remove_dir_all(out).unwrap();
 }
 
+/// Real processes running the distributed locator inside each node: discovery traffic
+/// flows (routing, match delivery, overlay upkeep, in `MessageClass::ALL` order 1–3; a
+/// broadcast cluster sends none) and every node ends up holding replicas.
+#[test]
+fn cluster_with_the_dht_locator_discovers_and_replicates() {
+    let out = tmp("cluster-dht");
+    let o = worldmesh()
+        .args([
+            "cluster",
+            "--nodes",
+            "3",
+            "--duration",
+            "3s",
+            "--players-per-node",
+            "5",
+            "--latency",
+            "uniform:20",
+            "--locator",
+            "dht",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("dht locator"), "{stdout}");
+    let r = json(out.join("report.json"));
+    let nodes = r["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3);
+    let mut matches = 0;
+    for n in nodes {
+        assert!(n["sent"][1]["packets"].as_u64().unwrap() > 0, "routes: {n}");
+        assert!(
+            n["sent"][3]["packets"].as_u64().unwrap() > 0,
+            "keeps the ring: {n}"
+        );
+        matches += n["sent"][2]["packets"].as_u64().unwrap();
+        assert!(n["replica"]["replicas_created"].as_u64().unwrap() > 0, "{n}");
+        assert!(n["replicas"].as_u64().unwrap() > 0, "{n}");
+    }
+    assert!(matches > 0, "rendezvous points delivered matches");
+    std::fs::remove_dir_all(out).unwrap();
+}
+
 #[test]
 fn simulate_writes_a_report_and_is_deterministic() {
     let out = tmp("sim");

@@ -39,27 +39,9 @@ pub fn build(cfg: &SimConfig) -> Result<Sim, ConfigError> {
     };
     let ids: Vec<NodeId> = (0..cfg.nodes as u32).map(NodeId).collect();
     // The distributed locator, when chosen: one per node, all in the initial ring.
-    let locator = match (cfg.architecture, cfg.locator.kind.as_str()) {
-        (Architecture::Colyseus, kind @ ("dht" | "rangedht")) => {
-            let keying = if kind == "dht" {
-                Keying::Dht
-            } else {
-                Keying::RangeDht
-            };
-            let bounds = Aabb::from_corners(
-                Point3::new(0.0, 0.0, -1000.0),
-                Point3::new(world.width, world.height, 1000.0),
-            );
-            let mut kc = LocatorConfig::new(keying, bounds);
-            // `dht`: as many regions as players by default (paper `000` §6.3).
-            kc.dht_regions = (cfg.nodes * cfg.players_per_node).clamp(1, 1 << 20) as u32;
-            kc.loadbal = cfg.locator.loadbal;
-            kc.pred_time = Duration::from_secs_f64(cfg.locator.pred_time_ms / 1000.0);
-            kc.push = cfg.locator.push;
-            kc.max_speed = cfg.game.player_speed;
-            Some(kc)
-        }
-        _ => None,
+    let locator = match cfg.architecture {
+        Architecture::Colyseus => locator_config(cfg, &world),
+        Architecture::Broadcast => None,
     };
     let nodes = ids
         .iter()
@@ -94,6 +76,29 @@ pub fn build(cfg: &SimConfig) -> Result<Sim, ConfigError> {
         sim = sim.with_oracle(Oracle::new(frame * 3), frame, delay);
     }
     Ok(sim)
+}
+
+/// The distributed locator's configuration for `cfg` on `world` (paper `000` §6): `None`
+/// unless `cfg.locator.kind` is `dht` or `rangedht`. The simulator and the real node
+/// process (`worldmesh node --locator`) build their locators from it.
+pub fn locator_config(cfg: &SimConfig, world: &GameMap) -> Option<LocatorConfig> {
+    let keying = match cfg.locator.kind.as_str() {
+        "dht" => Keying::Dht,
+        "rangedht" => Keying::RangeDht,
+        _ => return None,
+    };
+    let bounds = Aabb::from_corners(
+        Point3::new(0.0, 0.0, -1000.0),
+        Point3::new(world.width, world.height, 1000.0),
+    );
+    let mut kc = LocatorConfig::new(keying, bounds);
+    // `dht`: as many regions as players by default (paper `000` §6.3).
+    kc.dht_regions = (cfg.nodes * cfg.players_per_node).clamp(1, 1 << 20) as u32;
+    kc.loadbal = cfg.locator.loadbal;
+    kc.pred_time = Duration::from_secs_f64(cfg.locator.pred_time_ms / 1000.0);
+    kc.push = cfg.locator.push;
+    kc.max_speed = cfg.game.player_speed;
+    Some(kc)
 }
 
 /// Fraction of (node, remote primary) pairs for which the node holds a replica.
