@@ -41,6 +41,12 @@ pub enum Op {
         pos: Point3,
         /// Its type tag.
         kind: u8,
+        /// Where the object expects to be soon (the node's predictive publication). When
+        /// that is a jump no motion explains (farther than the top speed covers in
+        /// PredTime: a respawn point, a teleporter's exit), it is announced once as a
+        /// publication of its own, so subscribers there discover the object before it
+        /// appears (paper `000` §6.2 "PubTime").
+        ahead: Option<Point3>,
     },
     /// Subscribe with a primary's (unpredicted) area of interest.
     Subscribe {
@@ -171,6 +177,8 @@ pub struct LocatorStats {
     pub subs_sent: u64,
     /// See `subs_sent`.
     pub subs_suppressed: u64,
+    /// Jumps of published objects announced ahead of time (see [`Op::Publish`]).
+    pub jumps_announced: u64,
     /// Discovery latency samples, µs: (routing to the first rendezvous, matching after it),
     /// one per subscription arrival that produced matches (paper Figure 10).
     pub discovery_latency: Vec<(u64, u64)>,
@@ -237,6 +245,8 @@ pub struct Locator {
     told: BTreeMap<ObjectId, Time>,
     // Publisher side.
     published: BTreeMap<ObjectId, (Point3, Time)>,
+    /// Jumps announced ahead of time (see [`Op::Publish`]), per object: the point.
+    announced: BTreeMap<ObjectId, Point3>,
     // Outputs.
     transmits: VecDeque<Transmit>,
     discoveries: VecDeque<Discovery>,
@@ -335,6 +345,7 @@ impl Locator {
             prefetch: BTreeMap::new(),
             told: BTreeMap::new(),
             published: BTreeMap::new(),
+            announced: BTreeMap::new(),
             transmits: VecDeque::new(),
             discoveries: VecDeque::new(),
             pending: BTreeMap::new(),
@@ -846,6 +857,26 @@ impl Locator {
 
     // ---------------------------------------------------------------- port
 
+    /// Routes a publication of `id` at `pos` to the owner of its key (soft state with the
+    /// publication TTL).
+    fn publish_point(&mut self, now: Time, id: ObjectId, pos: Point3, kind: u8) {
+        let r = Routed {
+            origin: self.me,
+            key: self.keyer.point_key(pos),
+            hops: 0,
+            last: false,
+            bounces: 0,
+            payload: Payload::Pub(PubItem {
+                object: id,
+                primary: self.me,
+                pos,
+                kind,
+                ttl_ms: ms(self.cfg.pub_ttl),
+            }),
+        };
+        self.route(now, r);
+    }
+
     /// Takes the node's locator operations of one frame (every primary's publication and
     /// interest): publishes moved or due primaries, refreshes subscriptions not covered by
     /// the subscription cache (predicted, aggregated), and checks cached matches against
@@ -861,7 +892,7 @@ impl Locator {
         self.sub_cache.prune(now, self.cfg.pub_time);
         for op in ops {
             match op {
-                Op::Publish { id, pos, kind } => {
+                Op::Publish { id, pos, kind, ahead } => {
                     if !pos.is_finite() {
                         self.stats.rejected.bad_ops += 1;
                         continue;
@@ -873,21 +904,20 @@ impl Locator {
                     });
                     if due {
                         self.published.insert(id, (pos, now));
-                        let r = Routed {
-                            origin: self.me,
-                            key: self.keyer.point_key(pos),
-                            hops: 0,
-                            last: false,
-                            bounces: 0,
-                            payload: Payload::Pub(PubItem {
-                                object: id,
-                                primary: self.me,
-                                pos,
-                                kind,
-                                ttl_ms: ms(self.cfg.pub_ttl),
-                            }),
-                        };
-                        self.route(now, r);
+                        self.publish_point(now, id, pos, kind);
+                    }
+                    // A jump announced ahead of time: routed once to the owner of its point.
+                    let jump = self.cfg.max_speed * self.cfg.pred_time.as_secs_f32();
+                    match ahead.filter(|a| a.is_finite() && a.distance(pos) > jump) {
+                        Some(a) if self.announced.get(&id) != Some(&a) => {
+                            self.announced.insert(id, a);
+                            self.stats.jumps_announced += 1;
+                            self.publish_point(now, id, a, kind);
+                        }
+                        Some(_) => {}
+                        None => {
+                            self.announced.remove(&id);
+                        }
                     }
                 }
                 Op::Subscribe { owner, region } => {
@@ -914,6 +944,7 @@ impl Locator {
             }
         }
         self.published.retain(|id, _| seen_pub.contains(id));
+        self.announced.retain(|id, _| seen_pub.contains(id));
         self.velocity.retain(|id, _| seen_sub.contains(id));
         let boxes: Vec<Aabb> = to_send.iter().map(|(b, _)| *b).collect();
         for b in aggregate(boxes, self.cfg.aggregate_factor) {

@@ -164,6 +164,7 @@ impl Workload {
                         id: p.id,
                         pos: p.pos,
                         kind: 0,
+                        ahead: None,
                     },
                     Op::Subscribe {
                         owner: p.id,

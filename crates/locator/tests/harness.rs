@@ -8,7 +8,7 @@ use worldmesh_locator::harness::{Delay, Harness};
 use worldmesh_locator::index::SubKey;
 use worldmesh_locator::msg::{Payload, PubItem, PushItem, Routed, SubItem};
 use worldmesh_locator::workload::Workload;
-use worldmesh_locator::{Keying, LocatorConfig, LocatorMsg, RingState};
+use worldmesh_locator::{Keying, LocatorConfig, LocatorMsg, Op, RingState};
 
 const FRAME: Duration = Duration::from_millis(100);
 
@@ -567,4 +567,82 @@ fn teleporting_subscriber_discovers_static_objects_rangedht() {
 #[test]
 fn teleporting_subscriber_discovers_static_objects_dht() {
     teleporting_subscriber_discovers_static_objects(Keying::Dht);
+}
+
+/// A jump announced ahead of time (a respawn point, paper `000` §6.2 predictive
+/// publications): a subscriber at the jump's point discovers the object there while the
+/// object is still far away, the announcement is routed once however many frames repeat
+/// it, and without it nothing is found.
+fn announced_jump_is_discovered_at_its_point(keying: Keying) {
+    let world = Aabb::from_corners(
+        Point3::new(0.0, 0.0, -1000.0),
+        Point3::new(4800.0, 4800.0, 1000.0),
+    );
+    let mut cfg = LocatorConfig::new(keying, world);
+    cfg.dht_regions = 64;
+    for announce in [true, false] {
+        let mut h = Harness::new(16, 16, &cfg, Delay::Uniform(Duration::from_millis(20)), 0.0, 5)
+            .expect("valid setup");
+        let (x, watcher) = (ObjectId::new(NodeId(0), 1), ObjectId::new(NodeId(1), 1));
+        let far = Point3::new(200.0, 200.0, 0.0);
+        let spawn = Point3::new(4050.0, 4000.0, 0.0);
+        let watched = Point3::new(4000.0, 4000.0, 0.0);
+        let aoi = Aabb::around(watched, Point3::new(450.0, 450.0, 1000.0));
+        for _ in 0..15 {
+            let ahead = announce.then_some(spawn);
+            h.apply_ops(
+                0,
+                vec![Op::Publish {
+                    id: x,
+                    pos: far,
+                    kind: 0,
+                    ahead,
+                }],
+            );
+            h.apply_ops(
+                1,
+                vec![
+                    Op::Publish {
+                        id: watcher,
+                        pos: watched,
+                        kind: 0,
+                        ahead: None,
+                    },
+                    Op::Subscribe {
+                        owner: watcher,
+                        region: aoi,
+                    },
+                ],
+            );
+            let t = h.now + FRAME;
+            h.run_until(t);
+        }
+        let found: Vec<Point3> = h.nodes[1]
+            .discoveries
+            .iter()
+            .filter(|(_, d)| d.object == x)
+            .map(|(_, d)| d.pos)
+            .collect();
+        if announce {
+            assert!(!found.is_empty(), "{keying:?}: the announced point was matched");
+            assert!(found.iter().all(|p| *p == spawn), "{found:?}");
+            assert_eq!(h.nodes[0].loc.stats().jumps_announced, 1, "announced once");
+        } else {
+            assert!(
+                found.is_empty(),
+                "{keying:?}: nothing to find without the announcement"
+            );
+            assert_eq!(h.nodes[0].loc.stats().jumps_announced, 0);
+        }
+    }
+}
+
+#[test]
+fn announced_jump_is_discovered_at_its_point_rangedht() {
+    announced_jump_is_discovered_at_its_point(Keying::RangeDht);
+}
+
+#[test]
+fn announced_jump_is_discovered_at_its_point_dht() {
+    announced_jump_is_discovered_at_its_point(Keying::Dht);
 }

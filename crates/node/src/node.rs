@@ -451,7 +451,9 @@ impl<O: GameObject> Node<O> {
                 let ops = std::mem::take(&mut self.locator_ops)
                     .into_iter()
                     .map(|op| match op {
-                        LocatorOp::Publish { id, pos, kind, .. } => LocatorPortOp::Publish { id, pos, kind },
+                        LocatorOp::Publish { id, pos, kind, ahead } => {
+                            LocatorPortOp::Publish { id, pos, kind, ahead }
+                        }
                         LocatorOp::Subscribe { owner, region } => LocatorPortOp::Subscribe { owner, region },
                     });
                 loc.apply_ops(now, ops);
