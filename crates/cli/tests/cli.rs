@@ -1,17 +1,9 @@
 //! The `worldmesh` binary, run as a user would.
 
+mod common;
+
+use common::{run_ok, tmp, worldmesh};
 use std::path::PathBuf;
-use std::process::Command;
-
-fn worldmesh() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_worldmesh"))
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("wm-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn json(path: PathBuf) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -20,29 +12,23 @@ fn json(path: PathBuf) -> serde_json::Value {
 #[test]
 fn cluster_of_three_real_processes_exchanges_state() {
     let out = tmp("cluster");
-    let o = worldmesh()
-        .args([
-            "cluster",
-            "--nodes",
-            "3",
-            "--duration",
-            "2s",
-            "--players-per-node",
-            "5",
-            "--loss",
-            "0.05",
-            "--latency",
-            "uniform:20",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
+    let stdout = run_ok(
+        worldmesh()
+            .args([
+                "cluster",
+                "--nodes",
+                "3",
+                "--duration",
+                "2s",
+                "--players-per-node",
+                "5",
+                "--loss",
+                "0.05",
+                "--latency",
+                "uniform:20",
+                "--out",
+            ])
+            .arg(&out),
     );
     assert!(stdout.contains("3 real node processes"), "{stdout}");
     let r = json(out.join("report.json"));
@@ -68,29 +54,23 @@ fn cluster_of_three_real_processes_exchanges_state() {
 #[test]
 fn cluster_with_the_dht_locator_discovers_and_replicates() {
     let out = tmp("cluster-dht");
-    let o = worldmesh()
-        .args([
-            "cluster",
-            "--nodes",
-            "3",
-            "--duration",
-            "3s",
-            "--players-per-node",
-            "5",
-            "--latency",
-            "uniform:20",
-            "--locator",
-            "dht",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
+    let stdout = run_ok(
+        worldmesh()
+            .args([
+                "cluster",
+                "--nodes",
+                "3",
+                "--duration",
+                "3s",
+                "--players-per-node",
+                "5",
+                "--latency",
+                "uniform:20",
+                "--locator",
+                "dht",
+                "--out",
+            ])
+            .arg(&out),
     );
     assert!(stdout.contains("dht locator"), "{stdout}");
     let r = json(out.join("report.json"));

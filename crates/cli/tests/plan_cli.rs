@@ -1,17 +1,8 @@
 //! `worldmesh plan`, run as a user would.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-fn worldmesh() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_worldmesh"))
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("wm-plan-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use common::{run_ok, tmp, worldmesh};
 
 #[test]
 fn plan_prints_predictions_and_writes_files() {
@@ -19,27 +10,21 @@ fn plan_prints_predictions_and_writes_files() {
     // 10 × 10 free cells, uniform density, everything visible and of interest:
     // S = Σᵢ Σ_{j≠i} (1/100)² = 0.99, so Rel(10) = 10² · 0.99 = 99 and the expected
     // directed relationships are 10 · 9 · 0.99 = 89.1 (890.1… updates/s at 10 Hz).
-    let o = worldmesh()
-        .args([
-            "plan",
-            "--map",
-            "empty:320x320",
-            "--players",
-            "10,20",
-            "--aoi",
-            "none",
-            "--density",
-            "uniform",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
+    let stdout = run_ok(
+        worldmesh()
+            .args([
+                "plan",
+                "--map",
+                "empty:320x320",
+                "--players",
+                "10,20",
+                "--aoi",
+                "none",
+                "--density",
+                "uniform",
+                "--out",
+            ])
+            .arg(&out),
     );
     assert!(
         stdout.contains("SteadyState(10)") && stdout.contains("SteadyState(20)"),
@@ -74,20 +59,14 @@ fn plan_reads_load_states_and_map_files() {
         "[[steady]]\nname = \"night\"\nplayers = 12\n[daily]\npoints = [[0, 12], [19.5, 24]]\n[[peak]]\nplayers = 30\n",
     )
     .unwrap();
-    let o = worldmesh()
-        .args(["plan", "--transport", "quic", "--map"])
-        .arg(&map)
-        .arg("--load")
-        .arg(&load)
-        .arg("--out")
-        .arg(dir.join("out"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
+    let stdout = run_ok(
+        worldmesh()
+            .args(["plan", "--transport", "quic", "--map"])
+            .arg(&map)
+            .arg("--load")
+            .arg(&load)
+            .arg("--out")
+            .arg(dir.join("out")),
     );
     assert!(
         stdout.contains("night") && stdout.contains("peak(30)"),
@@ -191,31 +170,25 @@ fn plan_builds_densities_from_traces_per_n() {
         "0,avatar,5,5\n0,avatar,40,5\n0.5,avatar,5,5\n0.5,avatar,40,5\n1,avatar,5,5\n1,avatar,40,5\n",
     )
     .unwrap();
-    let o = worldmesh()
-        .args([
-            "plan",
-            "--map",
-            "empty:64x32",
-            "--aoi",
-            "none",
-            "--players",
-            "2,3,4",
-            "--kind",
-            "avatar",
-        ])
-        .arg("--trace")
-        .arg(format!("2={}", dir.join("n2.csv").display()))
-        .arg("--trace")
-        .arg(format!("4={}", dir.join("n4.csv").display()))
-        .args(["--sample-interval", "avatar=0.6", "--out"])
-        .arg(dir.join("out"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
+    run_ok(
+        worldmesh()
+            .args([
+                "plan",
+                "--map",
+                "empty:64x32",
+                "--aoi",
+                "none",
+                "--players",
+                "2,3,4",
+                "--kind",
+                "avatar",
+            ])
+            .arg("--trace")
+            .arg(format!("2={}", dir.join("n2.csv").display()))
+            .arg("--trace")
+            .arg(format!("4={}", dir.join("n4.csv").display()))
+            .args(["--sample-interval", "avatar=0.6", "--out"])
+            .arg(dir.join("out")),
     );
     let csv = std::fs::read_to_string(dir.join("out/plan.csv")).unwrap();
     let rel: Vec<f64> = csv
@@ -269,28 +242,22 @@ fn plan_is_deterministic_across_thread_counts() {
 #[test]
 fn validate_runs_the_simulator_and_prints_errors() {
     let out = tmp("validate");
-    let o = worldmesh()
-        .args([
-            "plan",
-            "--validate",
-            "--players",
-            "16",
-            "--duration",
-            "3",
-            "--warmup",
-            "0.5",
-            "--cell-size",
-            "64",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&o.stderr)
+    let stdout = run_ok(
+        worldmesh()
+            .args([
+                "plan",
+                "--validate",
+                "--players",
+                "16",
+                "--duration",
+                "3",
+                "--warmup",
+                "0.5",
+                "--cell-size",
+                "64",
+                "--out",
+            ])
+            .arg(&out),
     );
     assert!(stdout.contains("predicted vs measured"), "{stdout}");
     for metric in [
