@@ -12,7 +12,9 @@
 //!
 //! - [`ReplicaManager`]: the replica manager of paper `000` §5 — interest registration,
 //!   delta updates against acknowledged baselines, tentative writes, proactive replication
-//!   of attached objects — and the broadcast baseline as a mode of it.
+//!   of attached objects, interest prediction (§6.2: areas of interest swept along
+//!   [`GameObject::velocity`] or the observed motion, predictive publications from
+//!   [`GameObject::position_ahead`]) — and the broadcast baseline as a mode of it.
 //!
 //! - [`NameService`]: the per-node name service of paper `001` §3 (bindings, forwarding
 //!   entries with leases); with the migration hooks of [`ReplicaManager`] (freeze, transfer,
