@@ -166,7 +166,7 @@ impl<O: GameObject> ObjectStore<O> {
     }
 
     /// Takes a primary out for its think function; put it back with
-    /// [`ObjectStore::restore_primary`].
+    /// [`ObjectStore::restore`].
     pub fn take(&mut self, id: ObjectId) -> Option<Entry<O>> {
         let e = self.entries.remove(&id)?;
         if e.role == Role::Primary {
