@@ -849,10 +849,36 @@ impl Locator {
             prev = p.pos;
         }
         let n = targets.len();
+        let mut prev = self.pos;
         for (i, p) in targets.into_iter().enumerate() {
             let relay = i + 1 == n && cw(s.lo, p.pos) < span;
-            self.send(p.id, &LocatorMsg::Spread { sub: s, relay });
+            self.send(p.id, &LocatorMsg::Spread { sub: s, relay, prev });
+            prev = p.pos;
         }
+    }
+
+    /// Repairs a gap in a spreading: the sender thought this node's range starts at
+    /// `prev`, but our predecessor sits strictly between `prev` and us (the sender's
+    /// successor list is stale, e.g. the predecessor just re-joined here by a leave-rejoin
+    /// move, paper `000` §6.3). The predecessor's range intersects the subscription, so
+    /// it gets the subscription too (without relay: we cover what follows), and repeats
+    /// the check against the same `prev` until the gap is closed.
+    fn fill_spread_gap(&mut self, s: SubItem, prev: Key) {
+        let Some(p) = self.pred else { return };
+        let span = cw(s.lo, s.hi);
+        // p owns (pp, p.pos]: below us, it intersects [lo, hi] iff p.pos lies in it.
+        let in_gap = p.pos != prev && p.pos != self.pos && in_arc(p.pos, prev, self.pos);
+        if p.id == self.me || !in_gap || cw(s.lo, p.pos) > span {
+            return;
+        }
+        self.send(
+            p.id,
+            &LocatorMsg::Spread {
+                sub: s,
+                relay: false,
+                prev,
+            },
+        );
     }
 
     // ---------------------------------------------------------------- port

@@ -145,6 +145,11 @@ pub enum LocatorMsg {
         sub: SubItem,
         /// Whether the receiver continues the spreading beyond its own successors.
         relay: bool,
+        /// The key after which the sender believes the receiver's range starts (the
+        /// sender's position or the previous target's). A receiver whose predecessor sits
+        /// strictly after `prev` (a node the sender's stale successor list skipped, e.g.
+        /// after a leave-rejoin move) passes the subscription back to that predecessor.
+        prev: u64,
     },
     /// Matches for the receiver's subscriptions, with the sender's range (a route hint).
     Matches {

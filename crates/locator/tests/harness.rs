@@ -646,3 +646,151 @@ fn announced_jump_is_discovered_at_its_point_rangedht() {
 fn announced_jump_is_discovered_at_its_point_dht() {
     announced_jump_is_discovered_at_its_point(Keying::Dht);
 }
+
+/// Load balancing's leave-rejoin move (paper `000` §6.3): a node leaves its range and
+/// re-joins inside another node's range. Successor lists further back still skip the
+/// re-joined node until stabilisation reaches them, yet a subscription spreading over the
+/// re-joined node's new range must reach every publication stored there (recall 100%).
+fn recall_after_leave_rejoin(mover: usize, contact: usize, seed: u64) {
+    let (mut h, mut wl) = setup(16, 16, 2, Keying::RangeDht, seed);
+    h.run_workload(&mut wl, Duration::from_secs(2), FRAME);
+    h.leave(mover);
+    h.join(mover, contact);
+    h.run_workload(&mut wl, Duration::from_millis(1800), FRAME);
+    assert_eq!(
+        h.nodes[mover].loc.state(),
+        RingState::Active,
+        "node {mover} re-joined"
+    );
+    let (lo, hi) = h.nodes[mover].loc.range().expect("active");
+    let (clo, _) = h.nodes[contact].loc.range().expect("active");
+    assert_eq!(clo, hi, "node {mover} now precedes its contact {contact}");
+    assert_ne!(lo, hi);
+    let pairs = assert_exact_recall(&h, &wl, Duration::from_millis(1200), "after leave-rejoin");
+    assert!(pairs > 20, "the workload must produce overlaps to test ({pairs})");
+}
+
+#[test]
+fn recall_survives_leave_rejoin_moves() {
+    for (mover, contact, seed) in [(5, 12, 3), (2, 9, 5), (13, 6, 9)] {
+        recall_after_leave_rejoin(mover, contact, seed);
+    }
+}
+
+/// The captured load-balancing failure, made deterministic: a node leaves and re-joins
+/// far away inside another node's range, and a subscription spanning the ranges of the
+/// four nodes before its new place, its new range and the contact's arrives while those
+/// predecessors' successor lists still skip it (stabilisation runs once per ping period).
+/// The subscription must still reach every publication stored in its range.
+#[test]
+fn subscription_reaches_a_node_that_rejoined_elsewhere() {
+    let (nodes, per_node, seed) = (16, 4, 21);
+    let mut wl = Workload::new(nodes, per_node, true, seed);
+    wl.speed = 0.0;
+    let cfg = LocatorConfig::new(Keying::RangeDht, wl.world);
+    let delay = Delay::Uniform(Duration::from_millis(20));
+    let mut h = Harness::new(nodes, nodes, &cfg, delay, 0.0, seed).expect("valid setup");
+    h.run_workload(&mut wl, Duration::from_millis(2500), FRAME);
+    let ring = |h: &Harness| {
+        let mut r: Vec<(u64, usize)> = (0..nodes)
+            .filter_map(|i| h.nodes[i].loc.range().map(|(_, hi)| (hi, i)))
+            .collect();
+        r.sort();
+        r
+    };
+    let before = ring(&h);
+    let (mover, contact) = (before[1].1, before[12].1);
+    h.leave(mover);
+    h.join(mover, contact);
+    // Long enough for the join and the hand-off, shorter than a stabilisation round.
+    h.run_workload(&mut wl, Duration::from_millis(300), FRAME);
+    let after = ring(&h);
+    let at = after
+        .iter()
+        .position(|(_, i)| *i == mover)
+        .expect("mover re-joined");
+    assert_eq!(after[at + 1].1, contact, "the mover now precedes its contact");
+    let (mlo, mhi) = h.nodes[mover].loc.range().expect("active");
+    // Keys from the start of the range of the fourth node before the mover to its contact.
+    let first = h.nodes[after[at - 4].1].loc.range().expect("active").0;
+    let last = after[at + 1].0;
+    let keyer = h.nodes[0].loc.keyer().clone();
+    let inside: Vec<Point3> = wl
+        .players
+        .iter()
+        .map(|p| p.pos)
+        .filter(|p| {
+            let k = keyer.point_key(*p);
+            k > first && k <= last
+        })
+        .collect();
+    assert!(
+        inside.iter().any(|p| in_range(keyer.point_key(*p), mlo, mhi)),
+        "some publication is stored at the mover"
+    );
+    let (x0, x1) = inside
+        .iter()
+        .fold((f32::MAX, f32::MIN), |(a, b), p| (a.min(p.x), b.max(p.x)));
+    let (y0, y1) = inside
+        .iter()
+        .fold((f32::MAX, f32::MIN), |(a, b), p| (a.min(p.y), b.max(p.y)));
+    let region = Aabb::from_corners(Point3::new(x0, y0, -50.0), Point3::new(x1, y1, 50.0));
+    let subscriber = after[(at + 6) % after.len()].1;
+    let owner = wl
+        .players
+        .iter()
+        .find(|p| p.node.0 as usize == subscriber)
+        .expect("a player")
+        .id;
+    let sent = h.nodes[subscriber].loc.stats().subs_sent;
+    h.apply_ops(subscriber, vec![Op::Subscribe { owner, region }]);
+    assert!(
+        h.nodes[subscriber].loc.stats().subs_sent > sent,
+        "the subscription was sent"
+    );
+    h.run_until(h.now + Duration::from_millis(400));
+    // Every publication inside the region is stored at a rendezvous that now also holds a
+    // subscription of the subscriber covering the region, so the match was made there.
+    let want: Vec<&worldmesh_locator::workload::Player> = wl
+        .players
+        .iter()
+        .filter(|p| p.node.0 as usize != subscriber && region.contains(p.pos))
+        .collect();
+    assert!(
+        want.len() >= 8,
+        "the subscription covers publications ({})",
+        want.len()
+    );
+    let mut missed = Vec::new();
+    for p in &want {
+        let holders: Vec<usize> = (0..nodes)
+            .filter(|i| h.nodes[*i].loc.store().publication(p.id).is_some())
+            .collect();
+        assert!(!holders.is_empty(), "{:?} is stored somewhere", p.id);
+        let reached = holders.iter().any(|i| {
+            (0..=64).any(|seq| {
+                let k = SubKey {
+                    node: NodeId(subscriber as u32),
+                    seq,
+                };
+                h.nodes[*i]
+                    .loc
+                    .store()
+                    .sub(k)
+                    .is_some_and(|s| s.bbox.contains(region.min) && s.bbox.contains(region.max))
+            })
+        });
+        if !reached {
+            missed.push((p.id, holders));
+        }
+    }
+    assert!(
+        missed.is_empty(),
+        "the subscription missed {missed:?} of {}",
+        want.len()
+    );
+}
+
+fn in_range(k: u64, lo: u64, hi: u64) -> bool {
+    k != lo && k.wrapping_sub(lo) <= hi.wrapping_sub(lo)
+}

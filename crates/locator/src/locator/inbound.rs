@@ -148,7 +148,7 @@ impl Locator {
                     self.route(now, r);
                 }
             }
-            LocatorMsg::Spread { sub: s, relay } => {
+            LocatorMsg::Spread { sub: s, relay, prev } => {
                 if self.keyer.keying() != Keying::RangeDht {
                     self.stats.rejected.unexpected += 1;
                 } else if self.sub_ok(&s) {
@@ -157,6 +157,7 @@ impl Locator {
                         return;
                     }
                     self.store_sub(now, s, relay);
+                    self.fill_spread_gap(s, prev);
                     self.flush_matches();
                 }
             }

@@ -25,6 +25,27 @@ impl Locator {
         }
     }
 
+    /// Keeps the successor list a clean clockwise walk: no self, no duplicate ids (the
+    /// first, freshest entry wins), ordered by clockwise distance from this node, and no
+    /// longer than configured. Positions change when a node leaves and re-joins elsewhere
+    /// (load balancing, paper `000` §6.3); an entry updated to its new position must move
+    /// to its new place, or the spreading walk (which stops at the first entry that does
+    /// not advance clockwise) would skip every node after it.
+    pub(super) fn tidy_succs(&mut self) {
+        let me = self.me;
+        let pos = self.pos;
+        let mut seen: Vec<NodeId> = Vec::with_capacity(self.succs.len());
+        self.succs.retain(|p| {
+            if p.id == me || p.pos == pos || seen.contains(&p.id) {
+                return false;
+            }
+            seen.push(p.id);
+            true
+        });
+        self.succs.sort_by_key(|p| cw(pos, p.pos));
+        self.succs.truncate(self.cfg.successors.max(1));
+    }
+
     /// Drives timers: pings and failure detection, long-link refresh, load sampling and
     /// the expiry of soft state.
     pub fn handle_timeout(&mut self, now: Time) {
@@ -192,6 +213,17 @@ impl Locator {
                 l.pos = h.pos;
             }
         }
+        // The converse notify: a node pinging from between us and our successor (it just
+        // joined there, possibly after leaving elsewhere) is our new successor at once,
+        // rather than after the next stabilisation round.
+        let first = self.succs.first().copied();
+        if first.is_none_or(|s| s.id == from || strictly_between(h.pos, self.pos, s.pos)) && h.pos != self.pos
+        {
+            self.succs.retain(|s| s.id != from);
+            self.succs.insert(0, peer);
+            self.adopt(from, now);
+        }
+        self.tidy_succs();
     }
 
     pub(super) fn on_pong(&mut self, now: Time, from: NodeId, h: &Hello) {
@@ -216,7 +248,7 @@ impl Locator {
                 && strictly_between(p.pos, self.pos, s.pos)
             {
                 self.succs.insert(0, p);
-                self.succs.truncate(self.cfg.successors.max(1));
+                self.tidy_succs();
                 self.adopt(p.id, now);
                 return;
             }
@@ -226,8 +258,8 @@ impl Locator {
                     list.push(*q);
                 }
             }
-            list.truncate(self.cfg.successors.max(1));
             self.succs = list;
+            self.tidy_succs();
         }
     }
 
@@ -327,6 +359,7 @@ impl Locator {
         self.pred = pred.filter(|p| p.id != self.me);
         self.pred_pred = None;
         self.succs = succs.into_iter().filter(|p| p.id != self.me).collect();
+        self.tidy_succs();
         self.longs.clear();
         self.cache.clear();
         self.load_buckets.clear();
@@ -480,8 +513,8 @@ impl Locator {
                     list.push(*s);
                 }
             }
-            list.truncate(self.cfg.successors.max(1));
             self.succs = list;
+            self.tidy_succs();
             if let Some(s) = self.succs.first().copied() {
                 self.adopt(s.id, now);
             }
