@@ -172,6 +172,25 @@ fn bad_inputs_fail_with_clear_errors() {
     );
 
     let o = worldmesh()
+        .args(["simulate", "--quiet", "--interest-lead=-5"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("locator.interest_lead_ms must be in [0, 10000]"),
+        "{err}"
+    );
+
+    for cmd in ["cluster", "node"] {
+        let o = worldmesh().args([cmd, "--locator", "chord"]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("invalid value 'chord'") && err.contains("rangedht"),
+            "{cmd}: {err}"
+        );
+    }
+
+    let o = worldmesh()
         .args(["simulate", "--duration", "soon"])
         .output()
         .unwrap();
