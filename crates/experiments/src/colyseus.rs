@@ -14,13 +14,16 @@ use worldmesh_sim::{SimConfig, SimReport, scenario};
 
 use crate::{Context, ExperimentError, Outcome};
 
-fn point(
+/// The model-workload simulation of an experiment: `nodes` × `per_node` players on a `map`
+/// map, simulated for `(duration_s, warmup_s)`, with the context's seed; everything else
+/// at its default.
+pub(crate) fn sim_config(
     ctx: &Context,
     nodes: usize,
     per_node: usize,
-    proactive: bool,
-) -> Result<(SimReport, f64), ExperimentError> {
-    let (duration_s, warmup_s) = if ctx.quick { (12.0, 3.0) } else { (60.0, 10.0) };
+    map: MapKind,
+    (duration_s, warmup_s): (f64, f64),
+) -> SimConfig {
     let mut cfg = SimConfig {
         nodes,
         players_per_node: per_node,
@@ -29,7 +32,18 @@ fn point(
         seed: ctx.seed,
         ..SimConfig::default()
     };
-    cfg.game.map = MapKind::Rect;
+    cfg.game.map = map;
+    cfg
+}
+
+fn point(
+    ctx: &Context,
+    nodes: usize,
+    per_node: usize,
+    proactive: bool,
+) -> Result<(SimReport, f64), ExperimentError> {
+    let times = if ctx.quick { (12.0, 3.0) } else { (60.0, 10.0) };
+    let mut cfg = sim_config(ctx, nodes, per_node, MapKind::Rect, times);
     cfg.game.proactive = proactive;
     if let Some(l) = &ctx.latency_file {
         cfg.network.latency = l.display().to_string();
@@ -273,16 +287,8 @@ pub fn consistency(ctx: &Context) -> Result<Outcome, ExperimentError> {
         for &lat in lats {
             let mut pts = [vec![], vec![], vec![]];
             for &n in nodes {
-                let (duration_s, warmup_s) = if ctx.quick { (12.0, 3.0) } else { (60.0, 10.0) };
-                let mut cfg = SimConfig {
-                    nodes: n,
-                    players_per_node: 1,
-                    duration_s,
-                    warmup_s,
-                    seed: ctx.seed,
-                    ..SimConfig::default()
-                };
-                cfg.game.map = MapKind::Sqr;
+                let times = if ctx.quick { (12.0, 3.0) } else { (60.0, 10.0) };
+                let mut cfg = sim_config(ctx, n, 1, MapKind::Sqr, times);
                 cfg.network.latency = lat.into();
                 cfg.locator.kind = loc.into();
                 let r = scenario::run(&cfg, &mut |_| {}).map_err(|e| ExperimentError::Run(e.to_string()))?;

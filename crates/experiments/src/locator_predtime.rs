@@ -16,7 +16,7 @@ use serde_json::json;
 use worldmesh_core::MessageClass;
 use worldmesh_game::MapKind;
 use worldmesh_report::{LinePlot, Series, Table};
-use worldmesh_sim::{SimConfig, scenario};
+use worldmesh_sim::scenario;
 
 use crate::{Context, ExperimentError, Outcome};
 
@@ -37,15 +37,7 @@ fn run_point(ctx: &Context, keying: &'static str, pred_ms: f64) -> Result<Point,
     } else {
         (50, 8, 30.0, 8.0)
     };
-    let mut cfg = SimConfig {
-        nodes,
-        players_per_node: per_node,
-        duration_s,
-        warmup_s,
-        seed: ctx.seed,
-        ..SimConfig::default()
-    };
-    cfg.game.map = MapKind::Rect;
+    let mut cfg = crate::colyseus::sim_config(ctx, nodes, per_node, MapKind::Rect, (duration_s, warmup_s));
     cfg.locator.kind = keying.into();
     cfg.locator.pred_time_ms = pred_ms;
     if let Some(l) = &ctx.latency_file {
