@@ -35,6 +35,11 @@ impl Point3 {
         Self { x, y, z }
     }
 
+    /// This point moved along velocity `v` for `t` (units of `v` × `t`): `self + v · t`.
+    pub fn moved(self, v: Point3, t: f32) -> Point3 {
+        Point3::new(self.x + v.x * t, self.y + v.y * t, self.z + v.z * t)
+    }
+
     /// Euclidean distance to `other`.
     pub fn distance(self, other: Point3) -> f32 {
         let (dx, dy, dz) = (self.x - other.x, self.y - other.y, self.z - other.z);

@@ -343,8 +343,7 @@ impl GameObject for ModelObject {
             },
             _ => {
                 let (p, t) = (self.position(), lead.as_secs_f32());
-                self.velocity()
-                    .map_or(p, |v| Point3::new(p.x + v.x * t, p.y + v.y * t, p.z + v.z * t))
+                self.velocity().map_or(p, |v| p.moved(v, t))
             }
         }
     }

@@ -706,7 +706,7 @@ impl<O: GameObject> ReplicaManager<O> {
                     .and_then(|m| m.motion.velocity)
             })
             .filter(|v| v.is_finite())
-            .map(|v| Point3::new(v.x * lead, v.y * lead, v.z * lead))
+            .map(|v| Point3::ORIGIN.moved(v, lead))
     }
 
     /// Where the local primary `id` expects to be after the interest lead time, when
@@ -724,7 +724,7 @@ impl<O: GameObject> ReplicaManager<O> {
         if ahead == pos
             && let Some(d) = self.lead_displacement(Some(id), o)
         {
-            ahead = Point3::new(pos.x + d.x, pos.y + d.y, pos.z + d.z);
+            ahead = pos.moved(d, 1.0);
         }
         (ahead != pos && ahead.is_finite()).then_some(ahead)
     }

@@ -61,7 +61,7 @@ pub trait GameObject: Clone + Debug + Send + 'static {
         let p = self.position();
         let t = lead.as_secs_f32();
         match self.velocity() {
-            Some(v) if v.is_finite() => Point3::new(p.x + v.x * t, p.y + v.y * t, p.z + v.z * t),
+            Some(v) if v.is_finite() => p.moved(v, t),
             _ => p,
         }
     }
