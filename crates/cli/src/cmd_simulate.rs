@@ -40,6 +40,10 @@ pub struct SimulateArgs {
     /// DHT locators: PredTime in ms, how far ahead subscriptions are predicted [default: 1000].
     #[arg(long, value_name = "MS")]
     pred_time: Option<f64>,
+    /// DHT locators: PubTime in ms, the discovery allowance subscriptions grow by
+    /// (× top speed) [default: 100].
+    #[arg(long, value_name = "MS")]
+    pub_time: Option<f64>,
     /// Interest prediction lead in ms, any locator: areas of interest swept along their
     /// object's velocity, and positions published, this far ahead (0 = margin only)
     /// [default: 300].
@@ -117,6 +121,9 @@ impl SimulateArgs {
         }
         if let Some(v) = self.pred_time {
             c.locator.pred_time_ms = v;
+        }
+        if let Some(v) = self.pub_time {
+            c.locator.pub_time_ms = v;
         }
         if let Some(v) = self.interest_lead {
             c.locator.interest_lead_ms = v;

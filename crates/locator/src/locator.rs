@@ -212,6 +212,9 @@ pub enum LocatorError {
     /// The map bounds are invalid.
     #[error("invalid world bounds")]
     BadWorld,
+    /// A configuration value other nodes would refuse or that cannot work.
+    #[error("locator config: {0}")]
+    BadConfig(String),
     /// A harness setup that cannot run.
     #[error("harness: {0}")]
     BadHarness(String),
@@ -302,6 +305,24 @@ impl Locator {
         }
         if !cfg.world.is_valid() {
             return Err(LocatorError::BadWorld);
+        }
+        if cfg.pub_ttl.is_zero() || cfg.pub_ttl > cfg.max_ttl {
+            return Err(LocatorError::BadConfig(format!(
+                "pub_ttl {:?} must be in (0, max_ttl = {:?}]: rendezvous refuse other TTLs",
+                cfg.pub_ttl, cfg.max_ttl
+            )));
+        }
+        if cfg.pred_time.max(cfg.pub_time) > cfg.max_ttl {
+            return Err(LocatorError::BadConfig(format!(
+                "subscription TTL (PredTime {:?}, at least PubTime {:?}) exceeds max_ttl {:?}",
+                cfg.pred_time, cfg.pub_time, cfg.max_ttl
+            )));
+        }
+        if cfg.pub_interval.is_zero() || cfg.pub_interval > cfg.pub_ttl {
+            return Err(LocatorError::BadConfig(format!(
+                "pub_interval {:?} must be in (0, pub_ttl = {:?}]: publications would lapse",
+                cfg.pub_interval, cfg.pub_ttl
+            )));
         }
         let mut ring: Vec<NodeId> = initial_ring
             .iter()

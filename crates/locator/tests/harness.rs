@@ -794,3 +794,24 @@ fn subscription_reaches_a_node_that_rejoined_elsewhere() {
 fn in_range(k: u64, lo: u64, hi: u64) -> bool {
     k != lo && k.wrapping_sub(lo) <= hi.wrapping_sub(lo)
 }
+
+#[test]
+fn configs_other_nodes_would_refuse_are_errors() {
+    use worldmesh_locator::{Locator, LocatorError};
+    let world = LocatorConfig::model_world(4, true);
+    let ids: Vec<NodeId> = (0..4).map(NodeId).collect();
+    let build = |f: &dyn Fn(&mut LocatorConfig)| {
+        let mut c = LocatorConfig::new(Keying::Dht, world);
+        f(&mut c);
+        Locator::new(NodeId(0), c, &ids, &ids, 1, Time::ZERO).err()
+    };
+    assert_eq!(build(&|_| {}), None);
+    for bad in [
+        &(|c: &mut LocatorConfig| c.pub_ttl = Duration::ZERO) as &dyn Fn(&mut LocatorConfig),
+        &|c| c.pub_ttl = c.max_ttl + Duration::from_millis(1),
+        &|c| c.pred_time = c.max_ttl * 2,
+        &|c| c.pub_interval = c.pub_ttl * 2,
+    ] {
+        assert!(matches!(build(bad), Some(LocatorError::BadConfig(_))));
+    }
+}

@@ -98,6 +98,15 @@ pub struct LocatorConfig {
     /// DHT locators: PredTime, ms: how far ahead subscriptions are enlarged by predicted
     /// movement, and their TTL (paper `000` §6.2, Figure 8a).
     pub pred_time_ms: f64,
+    /// DHT locators: PubTime, ms: the allowance for discovering and delivering a
+    /// publication of an object entering a subscription; subscriptions grow by PubTime ×
+    /// top speed on every side (paper `000` §6.2: "we can also trade off overhead for
+    /// improved consistency by increasing PubTime").
+    pub pub_time_ms: f64,
+    /// DHT locators: TTL of publications stored at rendezvous, ms (paper `000` §6.2 PubTTL).
+    pub pub_ttl_ms: f64,
+    /// DHT locators: a primary is republished at least this often, ms (at most the TTL).
+    pub pub_interval_ms: f64,
     /// DHT locators: rendezvous push — a match inside the subscriber's unpredicted interest
     /// also asks the object's primary to send the state at once (one network leg less than
     /// the subscriber's fetch; `false` is the paper's fetch-only behaviour).
@@ -113,6 +122,9 @@ impl Default for LocatorConfig {
             interest_lead_ms: 300.0,
             loadbal: false,
             pred_time_ms: 1000.0,
+            pub_time_ms: 100.0,
+            pub_ttl_ms: 2200.0,
+            pub_interval_ms: 1000.0,
             push: true,
         }
     }
@@ -213,6 +225,28 @@ impl SimConfig {
             return bad(format!(
                 "locator.pred_time_ms must be in [0, 30000], got {}",
                 self.locator.pred_time_ms
+            ));
+        }
+        if !(self.locator.pub_time_ms.is_finite() && (0.0..=10_000.0).contains(&self.locator.pub_time_ms)) {
+            return bad(format!(
+                "locator.pub_time_ms must be in [0, 10000], got {}",
+                self.locator.pub_time_ms
+            ));
+        }
+        if !(self.locator.pub_ttl_ms.is_finite() && (1.0..=30_000.0).contains(&self.locator.pub_ttl_ms)) {
+            return bad(format!(
+                "locator.pub_ttl_ms must be in [1, 30000], got {}",
+                self.locator.pub_ttl_ms
+            ));
+        }
+        if !(self.locator.pub_interval_ms.is_finite()
+            && self.locator.pub_interval_ms >= 1.0
+            && self.locator.pub_interval_ms <= self.locator.pub_ttl_ms)
+        {
+            return bad(format!(
+                "locator.pub_interval_ms must be in [1, pub_ttl_ms = {}] (a publication must be \
+                 refreshed before it expires), got {}",
+                self.locator.pub_ttl_ms, self.locator.pub_interval_ms
             ));
         }
         if !(self.locator.interest_lead_ms.is_finite()
@@ -348,6 +382,39 @@ mod tests {
         assert!(
             SimConfig::from_toml_str("[locator]\nkind = \"rangedht\"\nloadbal = true\n", "x.toml").is_ok()
         );
+    }
+
+    #[test]
+    fn locator_times_are_checked_and_reach_the_locator() {
+        let c = SimConfig::from_toml_str(
+            "[locator]\nkind = \"dht\"\npub_time_ms = 250\npub_ttl_ms = 4000\npub_interval_ms = 1500\n",
+            "x.toml",
+        )
+        .unwrap();
+        let world = worldmesh_game::GameMap::generate(&c.game, c.nodes * c.players_per_node, 1);
+        let kc = crate::scenario::locator_config(&c, &world).unwrap();
+        assert_eq!(
+            (kc.pub_time, kc.pub_ttl, kc.pub_interval),
+            (
+                std::time::Duration::from_millis(250),
+                std::time::Duration::from_millis(4000),
+                std::time::Duration::from_millis(1500)
+            )
+        );
+        for (toml, want) in [
+            ("pub_time_ms = -1", "locator.pub_time_ms must be in [0, 10000]"),
+            ("pub_ttl_ms = 0", "locator.pub_ttl_ms must be in [1, 30000]"),
+            ("pub_ttl_ms = 1e9", "locator.pub_ttl_ms must be in [1, 30000]"),
+            (
+                "pub_interval_ms = 3000",
+                "locator.pub_interval_ms must be in [1, pub_ttl_ms = 2200]",
+            ),
+        ] {
+            let e = SimConfig::from_toml_str(&format!("[locator]\n{toml}\n"), "x.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{toml}: {e}");
+        }
     }
 
     #[test]

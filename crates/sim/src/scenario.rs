@@ -96,6 +96,9 @@ pub fn locator_config(cfg: &SimConfig, world: &GameMap) -> Option<LocatorConfig>
     kc.dht_regions = (cfg.nodes * cfg.players_per_node).clamp(1, 1 << 20) as u32;
     kc.loadbal = cfg.locator.loadbal;
     kc.pred_time = Duration::from_secs_f64(cfg.locator.pred_time_ms / 1000.0);
+    kc.pub_time = Duration::from_secs_f64(cfg.locator.pub_time_ms / 1000.0);
+    kc.pub_ttl = Duration::from_secs_f64(cfg.locator.pub_ttl_ms / 1000.0);
+    kc.pub_interval = Duration::from_secs_f64(cfg.locator.pub_interval_ms / 1000.0);
     kc.push = cfg.locator.push;
     kc.max_speed = cfg.game.player_speed;
     Some(kc)
