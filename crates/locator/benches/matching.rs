@@ -40,9 +40,11 @@ fn stores() -> (MatchIndex, LinearStore) {
         ix.insert_sub(k, s).expect("valid box");
         lin.subs.push((k, s));
         let id = ObjectId::new(NodeId((i % 256) as u32), i as u32);
+        let pos = point(&mut rng);
         let p = StoredPub {
             primary: id.origin,
-            pos: point(&mut rng),
+            pos,
+            path: None,
             expires: Time::MAX,
         };
         ix.insert_pub(id, p).expect("valid point");

@@ -32,6 +32,11 @@ pub struct LocatorConfig {
     pub pub_interval: Duration,
     /// TTL of publications at the rendezvous.
     pub pub_ttl: Duration,
+    /// Range publications: a moving primary's publication covers its predicted path (from
+    /// its position towards the node's predictive publication, at most `pub_move` long),
+    /// and subscribers and rendezvous compare that path, not only the point, with the
+    /// unpredicted interest (paper `000` §3, §6.2). Off: point publications only.
+    pub range_pubs: bool,
     /// Aggregation filter factor (≥ 1; below 1 disables aggregation).
     pub aggregate_factor: f32,
     /// A discovery of the same object is repeated at most this often.
@@ -93,6 +98,7 @@ impl LocatorConfig {
             pub_move: 96.0,
             pub_interval: Duration::from_secs(1),
             pub_ttl: Duration::from_millis(2200),
+            range_pubs: true,
             aggregate_factor: 1.25,
             retell: Duration::from_secs(1),
             push: true,

@@ -41,8 +41,10 @@ pub struct StoredSub {
 pub struct StoredPub {
     /// The node holding the primary.
     pub primary: NodeId,
-    /// Published position.
+    /// Published position (where the publication is indexed and matched).
     pub pos: Point3,
+    /// The published path of a range publication (see [`crate::msg::PubItem::path`]).
+    pub path: Option<crate::msg::PathOffset>,
     /// When it expires.
     pub expires: Time,
 }
@@ -439,7 +441,7 @@ mod tests {
             }
             for (i, p, e) in pubs {
                 let id = ObjectId::new(NodeId(1), i);
-                let sp = StoredPub { primary: NodeId(1), pos: p, expires: Time::from_secs_f64(e as f64) };
+                let sp = StoredPub { primary: NodeId(1), pos: p, path: None, expires: Time::from_secs_f64(e as f64) };
                 ix.insert_pub(id, sp).unwrap();
                 lin.insert_pub(id, sp);
             }

@@ -15,7 +15,7 @@ use worldmesh_core::{Aabb, DetRng, MessageClass, NodeId, ObjectId, Point3, Time,
 use crate::config::LocatorConfig;
 use crate::index::{DetMap, IndexError, MatchIndex, StoredPub, StoredSub, SubKey};
 use crate::keyspace::{Key, Keyer, Keying, cw, in_arc};
-use crate::msg::{LocatorMsg, MatchItem, Payload, Peer, PubItem, PushItem, Routed, SubItem};
+use crate::msg::{LocatorMsg, MatchItem, PathOffset, Payload, Peer, PubItem, PushItem, Routed, SubItem};
 use crate::prediction::{SubscriptionCache, VelocityEstimate, aggregate, box_contains, enlarge};
 
 mod inbound;
@@ -220,6 +220,17 @@ pub enum LocatorError {
     BadHarness(String),
 }
 
+/// A cached match at the subscriber (paper `000` §6.2: "upon reception of a pre-fetched
+/// publication, a node will cache (for the length of the TTL) and periodically check
+/// whether it actually desires the publishing object").
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Prefetched {
+    primary: NodeId,
+    pos: Point3,
+    path: Option<PathOffset>,
+    until: Time,
+}
+
 /// One node's object locator.
 pub struct Locator {
     me: NodeId,
@@ -244,7 +255,7 @@ pub struct Locator {
     velocity: BTreeMap<ObjectId, VelocityEstimate>,
     sub_cache: SubscriptionCache,
     interest: Vec<Aabb>,
-    prefetch: BTreeMap<ObjectId, (NodeId, Point3, Time)>,
+    prefetch: BTreeMap<ObjectId, Prefetched>,
     told: BTreeMap<ObjectId, Time>,
     // Publisher side.
     published: BTreeMap<ObjectId, (Point3, Time)>,
@@ -459,7 +470,22 @@ impl Locator {
     /// The cached match (pre-fetched publication) for `id`: its primary, published
     /// position and when the cache entry lapses.
     pub fn prefetched(&self, id: ObjectId) -> Option<(NodeId, Point3, Time)> {
-        self.prefetch.get(&id).copied()
+        self.prefetch.get(&id).map(|p| (p.primary, p.pos, p.until))
+    }
+
+    /// The end of a publication's path (its point for a point publication).
+    fn reach(&self, pos: Point3, path: Option<PathOffset>) -> Point3 {
+        path.map_or(pos, |o| o.end(pos, self.cfg.pub_move))
+    }
+
+    /// Where the path of a publication at `pos` first enters this node's current
+    /// interest, if it does (a point publication: `pos` itself if inside).
+    fn entry_point(&self, pos: Point3, path: Option<PathOffset>) -> Option<Point3> {
+        let reach = self.reach(pos, path);
+        self.interest
+            .iter()
+            .filter_map(|r| r.segment_entry(pos, reach))
+            .min_by(|a, b| pos.distance(*a).total_cmp(&pos.distance(*b)))
     }
 
     /// When the node was last told about `id` (within the retell period), if at all.
@@ -750,6 +776,7 @@ impl Locator {
         let sp = StoredPub {
             primary: p.primary,
             pos: p.pos,
+            path: p.path,
             expires,
         };
         if self.index.insert_pub(p.object, sp).is_err() {
@@ -767,8 +794,13 @@ impl Locator {
             }
         });
         if self.cfg.push {
+            let reach = self.reach(p.pos, p.path);
             for k in keys {
-                if self.sub_info.get(&k).is_some_and(|s| s.core.contains(p.pos)) {
+                if self
+                    .sub_info
+                    .get(&k)
+                    .is_some_and(|s| s.core.segment_entry(p.pos, reach).is_some())
+                {
                     self.ask_push(now, p.primary, p.object, k.node);
                 }
             }
@@ -778,6 +810,7 @@ impl Locator {
                 object: p.object,
                 primary: p.primary,
                 pos: p.pos,
+                path: p.path,
                 ttl_ms: p.ttl_ms,
             });
         }
@@ -813,6 +846,7 @@ impl Locator {
                         object: id,
                         primary: p.primary,
                         pos: p.pos,
+                        path: p.path,
                         ttl_ms: ms(p.expires.saturating_since(now)),
                     });
                 }
@@ -823,7 +857,11 @@ impl Locator {
                 self.stats.discovery_latency.push((route, matching));
             }
             if self.cfg.push {
-                for m in found.iter().filter(|m| s.core.contains(m.pos)) {
+                let pushes: Vec<&MatchItem> = found
+                    .iter()
+                    .filter(|m| s.core.segment_entry(m.pos, self.reach(m.pos, m.path)).is_some())
+                    .collect();
+                for m in pushes {
                     self.ask_push(now, m.primary, m.object, s.key.node);
                 }
             }
@@ -904,9 +942,15 @@ impl Locator {
 
     // ---------------------------------------------------------------- port
 
-    /// Routes a publication of `id` at `pos` to the owner of its key (soft state with the
-    /// publication TTL).
-    fn publish_point(&mut self, now: Time, id: ObjectId, pos: Point3, kind: u8) {
+    /// Routes a publication of `id` at `pos`, covering the path `pos → reach`, to the
+    /// owner of `pos`'s key (soft state with the publication TTL).
+    ///
+    /// Why the owner of `pos` alone suffices for a range publication: its path is at most
+    /// the publication margin `pub_move` long, and every subscription is enlarged by at
+    /// least that margin on every side (see [`crate::prediction`]), so any subscription
+    /// whose unpredicted interest meets the path contains `pos` itself — and is therefore
+    /// stored at `pos`'s owner, where the publication is matched by its point.
+    fn publish(&mut self, now: Time, id: ObjectId, pos: Point3, path: Option<PathOffset>, kind: u8) {
         let r = Routed {
             origin: self.me,
             key: self.keyer.point_key(pos),
@@ -917,11 +961,21 @@ impl Locator {
                 object: id,
                 primary: self.me,
                 pos,
+                path,
                 kind,
                 ttl_ms: ms(self.cfg.pub_ttl),
             }),
         };
         self.route(now, r);
+    }
+
+    /// The path a publication at `pos` covers: towards the node's predictive publication
+    /// `ahead` when that is motion (not farther than `jump`), cut to the publication
+    /// margin; none (a point publication) without prediction, for jumps, or when range
+    /// publications are off.
+    fn path_of(&self, pos: Point3, ahead: Option<Point3>, jump: f32) -> Option<PathOffset> {
+        let a = ahead.filter(|a| self.cfg.range_pubs && a.is_finite() && a.distance(pos) <= jump)?;
+        PathOffset::between(pos, a, self.cfg.pub_move)
     }
 
     /// Takes the node's locator operations of one frame (every primary's publication and
@@ -949,17 +1003,18 @@ impl Locator {
                         now.saturating_since(*t) >= self.cfg.pub_interval
                             || p.distance(pos) >= self.cfg.pub_move
                     });
+                    let jump = self.cfg.max_speed * self.cfg.pred_time.as_secs_f32();
                     if due {
                         self.published.insert(id, (pos, now));
-                        self.publish_point(now, id, pos, kind);
+                        let path = self.path_of(pos, ahead, jump);
+                        self.publish(now, id, pos, path, kind);
                     }
                     // A jump announced ahead of time: routed once to the owner of its point.
-                    let jump = self.cfg.max_speed * self.cfg.pred_time.as_secs_f32();
                     match ahead.filter(|a| a.is_finite() && a.distance(pos) > jump) {
                         Some(a) if self.announced.get(&id) != Some(&a) => {
                             self.announced.insert(id, a);
                             self.stats.jumps_announced += 1;
-                            self.publish_point(now, id, a, kind);
+                            self.publish(now, id, a, None, kind);
                         }
                         Some(_) => {}
                         None => {
@@ -1072,7 +1127,8 @@ impl Locator {
     }
 
     /// Caches received matches (pre-fetched publications) and tells the node about those
-    /// inside its current unpredicted interest.
+    /// whose published point or path meets its current unpredicted interest (at the
+    /// point where the path enters it).
     fn on_matches(&mut self, items: Vec<MatchItem>) {
         let now = self.now;
         let retell = self.cfg.retell;
@@ -1081,13 +1137,24 @@ impl Locator {
                 continue;
             }
             let until = now + Duration::from_millis(u64::from(m.ttl_ms));
-            self.prefetch.insert(m.object, (m.primary, m.pos, until));
+            self.prefetch.insert(
+                m.object,
+                Prefetched {
+                    primary: m.primary,
+                    pos: m.pos,
+                    path: m.path,
+                    until,
+                },
+            );
             let recently = self
                 .told
                 .get(&m.object)
                 .is_some_and(|t| now.saturating_since(*t) < retell);
-            if !recently && self.interest.iter().any(|r| r.contains(m.pos)) {
-                self.tell(now, m.object, m.primary, m.pos);
+            if recently {
+                continue;
+            }
+            if let Some(at) = self.entry_point(m.pos, m.path) {
+                self.tell(now, m.object, m.primary, at);
             }
         }
     }
@@ -1134,18 +1201,14 @@ impl Locator {
 
     fn check_interest(&mut self, now: Time) {
         let retell = self.cfg.retell;
-        self.prefetch.retain(|_, (_, _, t)| *t > now);
+        self.prefetch.retain(|_, p| p.until > now);
         self.told.retain(|_, t| now.saturating_since(*t) < retell);
         self.pushed.retain(|_, t| now.saturating_since(*t) < retell);
         let due: Vec<(ObjectId, NodeId, Point3)> = self
             .prefetch
             .iter()
-            .filter(|(id, (primary, pos, _))| {
-                *primary != self.me
-                    && !self.told.contains_key(id)
-                    && self.interest.iter().any(|r| r.contains(*pos))
-            })
-            .map(|(id, (primary, pos, _))| (*id, *primary, *pos))
+            .filter(|(id, p)| p.primary != self.me && !self.told.contains_key(id))
+            .filter_map(|(id, p)| Some((*id, p.primary, self.entry_point(p.pos, p.path)?)))
             .collect();
         for (id, primary, pos) in due {
             self.tell(now, id, primary, pos);

@@ -43,6 +43,38 @@ pub struct SubItem {
     pub reached: Time,
 }
 
+/// The path of a range publication relative to its position: on each axis, the offset as
+/// a multiple of 1/127 of the publication margin (`LocatorConfig::pub_move`, the same on
+/// every node). Three bytes on the wire, and no offset can exceed the margin on any axis:
+/// that bound is what lets a range publication be stored at the owner of its position
+/// alone (every subscription is enlarged by at least the margin on every side, so one
+/// whose interest meets the path contains the position; see `Locator::publish`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bitcode::Encode, bitcode::Decode)]
+pub struct PathOffset(pub [i8; 3]);
+
+impl PathOffset {
+    /// The offset from `pos` towards `reach`, cut to `margin` on every axis (shortened
+    /// along its direction) and quantised; `None` if it rounds to nothing or an input is
+    /// not finite.
+    pub fn between(pos: Point3, reach: Point3, margin: f32) -> Option<Self> {
+        if !(pos.is_finite() && reach.is_finite() && margin.is_finite() && margin > 0.0) {
+            return None;
+        }
+        let d = [reach.x - pos.x, reach.y - pos.y, reach.z - pos.z];
+        let longest = d.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let scale = if longest > margin { margin / longest } else { 1.0 };
+        let q = d.map(|v| (v * scale / margin * 127.0).round().clamp(-127.0, 127.0) as i8);
+        (q != [0, 0, 0]).then_some(Self(q))
+    }
+
+    /// The end of the path that starts at `pos` (steps of −128 count as −127).
+    pub fn end(self, pos: Point3, margin: f32) -> Point3 {
+        let step = margin / 127.0;
+        let o = self.0.map(|q| f32::from(q.max(-127)) * step);
+        Point3::new(pos.x + o[0], pos.y + o[1], pos.z + o[2])
+    }
+}
+
 /// A publication travelling through the overlay.
 #[derive(Clone, Copy, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
 pub struct PubItem {
@@ -52,6 +84,10 @@ pub struct PubItem {
     pub primary: NodeId,
     /// Its position.
     pub pos: Point3,
+    /// Its predicted path, for a range publication of a moving object (paper `000` §3
+    /// "publications (points or ranges)", §6.2): the publication covers the segment from
+    /// `pos` to `pos` + this offset. `None` for a point publication.
+    pub path: Option<PathOffset>,
     /// Type tag.
     pub kind: u8,
     /// Time to live, ms.
@@ -101,6 +137,8 @@ pub struct MatchItem {
     pub primary: NodeId,
     /// Its published position.
     pub pos: Point3,
+    /// Its published path (see [`PubItem::path`]).
+    pub path: Option<PathOffset>,
     /// How long the subscriber may cache it, ms.
     pub ttl_ms: u32,
 }
@@ -226,5 +264,39 @@ impl LocatorMsg {
             LocatorMsg::Matches { .. } | LocatorMsg::Push { .. } => MessageClass::MatchDelivery,
             _ => MessageClass::OverlayMaintenance,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_offsets_never_exceed_the_margin_and_round_trip() {
+        let pos = Point3::new(100.0, 200.0, 0.0);
+        let m = 96.0;
+        // Any three bytes a peer may send stay within the margin on every axis.
+        for q in [[-128i8, 127, 0], [127, 127, 127], [-128, -128, -128], [1, 0, -1]] {
+            let e = PathOffset(q).end(pos, m);
+            for (a, b) in [(e.x, pos.x), (e.y, pos.y), (e.z, pos.z)] {
+                assert!((a - b).abs() <= m, "{q:?} -> {e:?}");
+            }
+        }
+        // Short paths come back within half a step.
+        let reach = Point3::new(150.0, 170.0, 0.0);
+        let e = PathOffset::between(pos, reach, m).unwrap().end(pos, m);
+        assert!(e.distance(reach) <= m / 127.0, "{e:?}");
+        // Long paths keep their direction, cut to the margin on the longest axis.
+        let e = PathOffset::between(pos, Point3::new(500.0, 400.0, 0.0), m)
+            .unwrap()
+            .end(pos, m);
+        assert!(
+            (e.x - (pos.x + 96.0)).abs() < 0.01 && (e.y - (pos.y + 48.0)).abs() < 0.5,
+            "{e:?}"
+        );
+        // Nothing to say: no path.
+        assert_eq!(PathOffset::between(pos, pos, m), None);
+        assert_eq!(PathOffset::between(pos, Point3::new(f32::NAN, 0.0, 0.0), m), None);
+        assert_eq!(PathOffset::between(pos, reach, 0.0), None);
     }
 }

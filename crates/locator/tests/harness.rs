@@ -301,6 +301,7 @@ fn bad_input_is_rejected_with_counters() {
                 object: ObjectId::new(NodeId(1), 1),
                 primary: NodeId(1),
                 pos: Point3::new(f32::NAN, 0.0, 0.0),
+                path: None,
                 kind: 0,
                 ttl_ms: 100,
             }),
@@ -645,6 +646,95 @@ fn announced_jump_is_discovered_at_its_point_rangedht() {
 #[test]
 fn announced_jump_is_discovered_at_its_point_dht() {
     announced_jump_is_discovered_at_its_point(Keying::Dht);
+}
+
+/// A range publication (paper `000` §3, §6.2): a still-outside object heading into a
+/// subscriber's interest publishes its path; the subscriber is told where the path enters
+/// its interest, and the rendezvous asks the primary to push. With point publications
+/// only, nothing is found while the object's point stays outside.
+fn range_publication_is_told_where_its_path_enters(keying: Keying) {
+    let world = Aabb::from_corners(
+        Point3::new(0.0, 0.0, -1000.0),
+        Point3::new(4800.0, 4800.0, 1000.0),
+    );
+    for range_pubs in [true, false] {
+        let mut cfg = LocatorConfig::new(keying, world);
+        cfg.dht_regions = 64;
+        cfg.range_pubs = range_pubs;
+        let mut h = Harness::new(16, 16, &cfg, Delay::Uniform(Duration::from_millis(20)), 0.0, 9)
+            .expect("valid setup");
+        let (x, watcher) = (ObjectId::new(NodeId(0), 1), ObjectId::new(NodeId(1), 1));
+        let pos = Point3::new(2000.0, 2000.0, 0.0);
+        let ahead = Point3::new(2080.0, 2000.0, 0.0);
+        let watched = Point3::new(2400.0, 2000.0, 0.0);
+        // The interest's left face is at x = 2040: between the position and the ahead point.
+        let aoi = Aabb::from_corners(
+            Point3::new(2040.0, 1800.0, -1000.0),
+            Point3::new(2760.0, 2200.0, 1000.0),
+        );
+        for _ in 0..10 {
+            h.apply_ops(
+                0,
+                vec![Op::Publish {
+                    id: x,
+                    pos,
+                    kind: 0,
+                    ahead: Some(ahead),
+                }],
+            );
+            h.apply_ops(
+                1,
+                vec![
+                    Op::Publish {
+                        id: watcher,
+                        pos: watched,
+                        kind: 0,
+                        ahead: None,
+                    },
+                    Op::Subscribe {
+                        owner: watcher,
+                        region: aoi,
+                    },
+                ],
+            );
+            let t = h.now + FRAME;
+            h.run_until(t);
+        }
+        let found: Vec<Point3> = h.nodes[1]
+            .discoveries
+            .iter()
+            .filter(|(_, d)| d.object == x)
+            .map(|(_, d)| d.pos)
+            .collect();
+        let pushed = h.nodes[0]
+            .pushes
+            .iter()
+            .any(|(_, p)| p.object == x && p.subscriber == NodeId(1));
+        if range_pubs {
+            assert_eq!(
+                found,
+                vec![Point3::new(2040.0, 2000.0, 0.0)],
+                "{keying:?}: told once, at the entry"
+            );
+            assert!(pushed, "{keying:?}: the rendezvous asked the primary to push");
+        } else {
+            assert!(
+                found.is_empty(),
+                "{keying:?}: a point outside the interest is not told"
+            );
+            assert!(!pushed, "{keying:?}");
+        }
+    }
+}
+
+#[test]
+fn range_publication_is_told_where_its_path_enters_rangedht() {
+    range_publication_is_told_where_its_path_enters(Keying::RangeDht);
+}
+
+#[test]
+fn range_publication_is_told_where_its_path_enters_dht() {
+    range_publication_is_told_where_its_path_enters(Keying::Dht);
 }
 
 /// Load balancing's leave-rejoin move (paper `000` §6.3): a node leaves its range and

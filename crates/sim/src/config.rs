@@ -107,6 +107,10 @@ pub struct LocatorConfig {
     pub pub_ttl_ms: f64,
     /// DHT locators: a primary is republished at least this often, ms (at most the TTL).
     pub pub_interval_ms: f64,
+    /// DHT locators: range publications — a moving primary's publication covers its
+    /// predicted path (at most the publication margin long), matched against interest as a
+    /// path rather than a point (paper `000` §3, §6.2); `false` publishes points only.
+    pub range_pubs: bool,
     /// DHT locators: rendezvous push — a match inside the subscriber's unpredicted interest
     /// also asks the object's primary to send the state at once (one network leg less than
     /// the subscriber's fetch; `false` is the paper's fetch-only behaviour).
@@ -125,6 +129,7 @@ impl Default for LocatorConfig {
             pub_time_ms: 100.0,
             pub_ttl_ms: 2200.0,
             pub_interval_ms: 1000.0,
+            range_pubs: true,
             push: true,
         }
     }

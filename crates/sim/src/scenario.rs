@@ -99,6 +99,7 @@ pub fn locator_config(cfg: &SimConfig, world: &GameMap) -> Option<LocatorConfig>
     kc.pub_time = Duration::from_secs_f64(cfg.locator.pub_time_ms / 1000.0);
     kc.pub_ttl = Duration::from_secs_f64(cfg.locator.pub_ttl_ms / 1000.0);
     kc.pub_interval = Duration::from_secs_f64(cfg.locator.pub_interval_ms / 1000.0);
+    kc.range_pubs = cfg.locator.range_pubs;
     kc.push = cfg.locator.push;
     kc.max_speed = cfg.game.player_speed;
     Some(kc)

@@ -292,6 +292,7 @@ impl Locator {
             let sp = crate::index::StoredPub {
                 primary: p.primary,
                 pos: p.pos,
+                path: p.path,
                 expires,
             };
             if self.index.insert_pub(p.object, sp).is_ok() {

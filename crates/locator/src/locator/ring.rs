@@ -422,6 +422,7 @@ impl Locator {
                 object: id,
                 primary: p.primary,
                 pos: p.pos,
+                path: p.path,
                 kind: self.pub_kind.get(&id).copied().unwrap_or(0),
                 ttl_ms: remaining,
             });
