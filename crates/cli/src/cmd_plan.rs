@@ -18,8 +18,8 @@ use worldmesh_report::{LinePlot, OutputDir, Scale, Series, Table};
 /// Arguments of `worldmesh plan`.
 #[derive(clap::Args, Debug)]
 pub struct PlanArgs {
-    /// The map: a TOML map file (width, height, [[obstacle]] boxes, optional
-    /// [height_map]; example: data/plan/village.toml), or `random:WxH:OBSTACLES:SEED`, or
+    /// The map: a TOML map file (width, height, `[[obstacle]]` boxes, optional
+    /// `[height_map]`; example: data/plan/village.toml), or `random:WxH:OBSTACLES:SEED`, or
     /// `empty:WxH`.
     #[arg(long, default_value = "random:4000x4000:40:1", value_name = "FILE|SPEC")]
     map: String,
@@ -28,7 +28,7 @@ pub struct PlanArgs {
     /// --validate].
     #[arg(long, value_delimiter = ',', value_name = "N[,N...]")]
     players: Vec<usize>,
-    /// Load-state file (TOML: [[steady]], [daily] points, [[peak]]); its states are
+    /// Load-state file (TOML: `[[steady]]`, `[daily]` points, `[[peak]]`); its states are
     /// evaluated after the --players ones. Example: data/plan/day.toml.
     #[arg(long, value_name = "FILE")]
     load: Option<PathBuf>,
