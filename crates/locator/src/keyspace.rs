@@ -5,14 +5,21 @@
 //! half-open arc `(q, p]` (the successor convention of Chord and Mercury's contiguous
 //! ranges). Two keyings map game space to keys:
 //!
-//! - [`Keying::RangeDht`]: the key is the naming attribute `x`, mapped monotonically onto
-//!   the ring, so a subscription's x-interval is one contiguous key range (Mercury's
-//!   attribute hub for `x`);
+//! - [`Keying::RangeDht`]: the key is one naming attribute ([`RangeKey`]): `x` (the
+//!   default) or `y`, mapped monotonically onto the ring, so a subscription's interval on
+//!   that axis is one contiguous key range (Mercury's attribute hub for that attribute);
+//!   or the position linearised by a Hilbert curve ([`crate::hilbert`]), so a subscription
+//!   box is a few key ranges ([`Keyer::ranges`]);
 //! - [`Keying::Dht`]: the map is cut into a grid of regions; each region is hashed to a
 //!   pseudo-random key, and a subscription becomes one lookup per region it overlaps.
 
+use std::fmt;
+use std::str::FromStr;
+
 use serde::{Deserialize, Serialize};
 use worldmesh_core::{Aabb, Point3};
+
+use crate::hilbert::{self, CellBox};
 
 /// A position on the ring.
 pub type Key = u64;
@@ -25,6 +32,12 @@ pub fn cw(a: Key, b: Key) -> u64 {
 /// True if `k` lies in the arc `(lo, hi]` walking clockwise; `lo == hi` is the whole ring.
 pub fn in_arc(k: Key, lo: Key, hi: Key) -> bool {
     lo == hi || (cw(lo, k) != 0 && cw(lo, k) <= cw(lo, hi))
+}
+
+/// True if the key interval `[a, b]` (clockwise, inclusive) reaches into the arc
+/// `(lo, hi]`: it starts inside the arc or runs through its end `hi`.
+pub fn reaches(a: Key, b: Key, lo: Key, hi: Key) -> bool {
+    in_arc(a, lo, hi) || cw(a, hi) <= cw(a, b)
 }
 
 /// SplitMix64 finaliser: a fixed, well-mixed hash used to scatter `dht` regions.
@@ -44,6 +57,63 @@ pub enum Keying {
     Dht,
 }
 
+/// The naming attribute a `rangedht` key is made of (issue 4: "the key is one naming
+/// attribute (configurable; `x` by default, or a linearized key from a space-filling
+/// curve)", paper `000` §3 "Object location", §6.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RangeKey {
+    /// The `x` coordinate: a box is one key interval, nodes own vertical strips.
+    #[default]
+    X,
+    /// The `y` coordinate (the mirror of `X`): nodes own horizontal strips.
+    Y,
+    /// The position on a Hilbert curve of order 32 over the map bounds: nodes own compact
+    /// patches, a box is a few key intervals ([`crate::hilbert`]).
+    Hilbert,
+}
+
+impl RangeKey {
+    /// Every choice, in the order of [`RangeKey::NAMES`].
+    pub const ALL: [RangeKey; 3] = [RangeKey::X, RangeKey::Y, RangeKey::Hilbert];
+    /// The names accepted in configs and on the command line.
+    pub const NAMES: [&'static str; 3] = ["x", "y", "hilbert"];
+
+    /// The name used in configs.
+    pub fn name(self) -> &'static str {
+        match self {
+            RangeKey::X => "x",
+            RangeKey::Y => "y",
+            RangeKey::Hilbert => "hilbert",
+        }
+    }
+}
+
+impl fmt::Display for RangeKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An unknown [`RangeKey`] name.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("range key `{0}` is not available; valid: x, y, hilbert")]
+pub struct UnknownRangeKey(pub String);
+
+impl FromStr for RangeKey {
+    type Err = UnknownRangeKey;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        RangeKey::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| UnknownRangeKey(s.to_string()))
+    }
+}
+
+/// Default interval budget of a Hilbert-keyed box (see [`Keyer::ranges`]).
+pub const DEFAULT_MAX_SUB_RANGES: usize = 4;
+
 /// A region of the `dht` grid.
 pub type Region = (u32, u32);
 
@@ -51,6 +121,8 @@ pub type Region = (u32, u32);
 #[derive(Clone, Debug, PartialEq)]
 pub struct Keyer {
     keying: Keying,
+    range_key: RangeKey,
+    max_sub_ranges: usize,
     world: Aabb,
     cols: u32,
     rows: u32,
@@ -69,6 +141,8 @@ impl Keyer {
         let rows = ((h / side).round() as u32).clamp(1, 1 << 16);
         Self {
             keying,
+            range_key: RangeKey::X,
+            max_sub_ranges: DEFAULT_MAX_SUB_RANGES,
             world,
             cols,
             rows,
@@ -76,9 +150,28 @@ impl Keyer {
         }
     }
 
+    /// The same keyer with `rangedht` keyed by `range_key`, a box being at most
+    /// `max_sub_ranges` key intervals (at least 1; only the Hilbert key uses more than one).
+    pub fn with_range_key(mut self, range_key: RangeKey, max_sub_ranges: usize) -> Self {
+        self.range_key = range_key;
+        self.max_sub_ranges = max_sub_ranges.max(1);
+        self
+    }
+
     /// The keying.
     pub fn keying(&self) -> Keying {
         self.keying
+    }
+
+    /// The `rangedht` naming attribute (meaningless for `dht`).
+    pub fn range_key(&self) -> RangeKey {
+        self.range_key
+    }
+
+    /// True for keyings whose subscriptions are key intervals spread along successors
+    /// (`rangedht`, whatever its naming attribute), false for `dht` (one key per region).
+    pub fn is_range(&self) -> bool {
+        self.keying == Keying::RangeDht
     }
 
     /// The map bounds.
@@ -100,6 +193,39 @@ impl Keyer {
             return 0;
         }
         (t * (u64::MAX as f64)) as u64
+    }
+
+    /// `rangedht` key of a y coordinate: the mirror of [`Keyer::x_key`].
+    pub fn y_key(&self, y: f32) -> Key {
+        let span = f64::from(self.world.max.y - self.world.min.y).max(1e-6);
+        let t = (f64::from(y - self.world.min.y) / span).clamp(0.0, 1.0);
+        if !t.is_finite() {
+            return 0;
+        }
+        (t * (u64::MAX as f64)) as u64
+    }
+
+    /// The Hilbert cell of a coordinate: its position in `[lo, hi]` quantised to 32 bits,
+    /// clamped to the map (monotone, so a box's corners bound the cells of its points);
+    /// NaN gives cell 0.
+    fn cell(v: f32, lo: f32, hi: f32) -> u64 {
+        let span = f64::from(hi - lo).max(1e-6);
+        let t = (f64::from(v - lo) / span).clamp(0.0, 1.0);
+        if !t.is_finite() {
+            return 0;
+        }
+        ((t * (1u64 << hilbert::MAX_ORDER) as f64) as u64).min((1u64 << hilbert::MAX_ORDER) - 1)
+    }
+
+    /// `rangedht` Hilbert key of a point: `(x, y)` normalised to the map bounds, each axis
+    /// quantised to 32 bits, linearised by the Hilbert curve of order 32 (`z` is ignored).
+    pub fn hilbert_key(&self, p: Point3) -> Key {
+        let w = &self.world;
+        hilbert::index(
+            hilbert::MAX_ORDER,
+            Self::cell(p.x, w.min.x, w.max.x),
+            Self::cell(p.y, w.min.y, w.max.y),
+        )
     }
 
     /// The `dht` region containing `p` (clamped to the map).
@@ -126,8 +252,53 @@ impl Keyer {
     /// The key a point publication is routed to.
     pub fn point_key(&self, p: Point3) -> Key {
         match self.keying {
-            Keying::RangeDht => self.x_key(p.x),
+            Keying::RangeDht => match self.range_key {
+                RangeKey::X => self.x_key(p.x),
+                RangeKey::Y => self.y_key(p.y),
+                RangeKey::Hilbert => self.hilbert_key(p),
+            },
             Keying::Dht => self.region_key(self.region_of(p)),
+        }
+    }
+
+    /// The key intervals `[lo, hi]` (inclusive) a subscription box is routed to: each is
+    /// sent to the owner of `lo` and, for `rangedht`, spread along successors until `hi`.
+    /// Every point inside `b` has its [`Keyer::point_key`] inside one of them.
+    ///
+    /// - `rangedht` keyed by `x` or `y`: one interval, the box's extent on that axis;
+    /// - `rangedht` keyed by Hilbert: at most `max_sub_ranges` sorted, disjoint intervals
+    ///   from a quadtree descent over the curve ([`hilbert::cover`]);
+    /// - `dht`: one `(k, k)` per region the box overlaps, row by row; `None` if more than
+    ///   `limit`.
+    pub fn ranges(&self, b: &Aabb, limit: usize) -> Option<Vec<(Key, Key)>> {
+        match self.keying {
+            Keying::RangeDht => Some(match self.range_key {
+                RangeKey::X => vec![self.x_range(b)],
+                RangeKey::Y => vec![(self.y_key(b.min.y), self.y_key(b.max.y))],
+                RangeKey::Hilbert => {
+                    let w = &self.world;
+                    let cells = CellBox {
+                        x0: Self::cell(b.min.x, w.min.x, w.max.x),
+                        x1: Self::cell(b.max.x, w.min.x, w.max.x),
+                        y0: Self::cell(b.min.y, w.min.y, w.max.y),
+                        y1: Self::cell(b.max.y, w.min.y, w.max.y),
+                    };
+                    // An inverted (invalid) box still gets a well-formed cover.
+                    let cells = CellBox {
+                        x1: cells.x1.max(cells.x0),
+                        y1: cells.y1.max(cells.y0),
+                        ..cells
+                    };
+                    hilbert::cover(hilbert::MAX_ORDER, &cells, self.max_sub_ranges)
+                }
+            }),
+            Keying::Dht => Some(
+                self.regions_of(b, limit)?
+                    .into_iter()
+                    .map(|r| self.region_key(r))
+                    .map(|k| (k, k))
+                    .collect(),
+            ),
         }
     }
 

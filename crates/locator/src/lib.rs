@@ -73,6 +73,7 @@
 
 pub mod config;
 pub mod harness;
+pub mod hilbert;
 pub mod index;
 pub mod keyspace;
 mod locator;
@@ -82,7 +83,7 @@ pub mod scenario;
 pub mod workload;
 
 pub use config::LocatorConfig;
-pub use keyspace::Keying;
+pub use keyspace::{Keying, RangeKey};
 pub use locator::{
     Discovery, Locator, LocatorError, LocatorStats, Op, PushRequest, Rejections, RingState, Transmit,
     initial_position,

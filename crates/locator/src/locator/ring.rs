@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use worldmesh_core::{NodeId, Time};
 
-use super::{BATCH, Locator, RingState, ms};
-use crate::keyspace::{Key, Keying, cw, in_arc};
+use super::{BATCH, Locator, MAX_REGIONS, RingState, ms};
+use crate::keyspace::{Key, Keying, cw, in_arc, reaches};
 use crate::msg::{Handoff, Hello, LocatorMsg, Payload, Peer, PubItem, Routed, SubItem};
 
 /// Strictly inside the arc `(lo, hi)`.
@@ -390,18 +390,37 @@ impl Locator {
             if remaining == 0 {
                 continue;
             }
+            // The interval the moved copy claims (one the receiver will recompute).
+            let mut claim = (s.lo, s.hi);
             let (moves, stays) = match (arc, self.keyer.keying()) {
                 (None, _) => (true, false),
                 (Some((lo, hi)), Keying::RangeDht) => {
-                    let touches = in_arc(s.lo, lo, hi) || cw(s.lo, hi) <= cw(s.lo, s.hi);
-                    let beyond = cw(s.lo, s.hi) > cw(s.lo, hi);
-                    (touches, !touches || beyond)
+                    // Every interval of the box (one for x/y, a few for Hilbert): the copy
+                    // moves if one reaches into the handed arc, and stays if one goes on
+                    // past it (into what we keep) or reaches into what we keep directly.
+                    let ranges = self.keyer.ranges(&s.bbox, MAX_REGIONS).unwrap_or_default();
+                    let touching: Vec<(Key, Key)> = ranges
+                        .iter()
+                        .copied()
+                        .filter(|&(a, b)| reaches(a, b, lo, hi))
+                        .collect();
+                    let beyond = touching.iter().any(|&(a, b)| cw(a, b) > cw(a, hi));
+                    let kept = ranges
+                        .iter()
+                        .any(|&(a, b)| !reaches(a, b, lo, hi) && reaches(a, b, hi, self.pos));
+                    if let Some(first) = touching.first() {
+                        claim = *first;
+                    }
+                    let moves = !touching.is_empty();
+                    (moves, !moves || beyond || kept)
                 }
                 (Some(_), Keying::Dht) => (inside(s.lo), !inside(s.lo)),
             };
             if moves {
                 subs.push(SubItem {
                     ttl_ms: remaining,
+                    lo: claim.0,
+                    hi: claim.1,
                     ..s
                 });
             }
