@@ -353,6 +353,92 @@ mod tests {
     }
 
     #[test]
+    fn y_and_hilbert_keys_are_clamped_and_nan_safe() {
+        let k = Keyer::new(Keying::RangeDht, world(), 16, 1).with_range_key(RangeKey::Hilbert, 4);
+        assert_eq!(k.y_key(-1.0), 0);
+        assert_eq!(k.y_key(2400.0), u64::MAX);
+        assert!(k.y_key(10.0) < k.y_key(11.0));
+        assert_eq!(k.y_key(f32::NAN), 0);
+        // The curve starts at the lower-left corner and ends at the lower-right one.
+        assert_eq!(k.hilbert_key(Point3::new(0.0, 0.0, 0.0)), 0);
+        assert_eq!(k.hilbert_key(Point3::new(-9e9, -1.0, 0.0)), 0, "clamped below");
+        assert_eq!(k.hilbert_key(Point3::new(4800.0, 0.0, 0.0)), u64::MAX);
+        assert_eq!(
+            k.hilbert_key(Point3::new(1e12, -3.0, 7.0)),
+            u64::MAX,
+            "clamped above"
+        );
+        assert_eq!(k.hilbert_key(Point3::new(f32::NAN, f32::NAN, 0.0)), 0);
+        assert_eq!(
+            k.point_key(Point3::new(1200.0, 600.0, 0.0)),
+            k.hilbert_key(Point3::new(1200.0, 600.0, 0.0))
+        );
+        // The first quadrant of the curve (lower-left quarter of the map) is its first quarter.
+        assert!(k.hilbert_key(Point3::new(2399.0, 1199.0, 0.0)) < 1 << 62);
+        assert!(k.hilbert_key(Point3::new(2399.0, 1201.0, 0.0)) >= 1 << 62);
+    }
+
+    #[test]
+    fn x_and_y_boxes_are_one_range_on_their_axis() {
+        let b = Aabb::from_corners(Point3::new(100.0, 200.0, 0.0), Point3::new(300.0, 500.0, 0.0));
+        let kx = Keyer::new(Keying::RangeDht, world(), 16, 1);
+        assert_eq!(kx.ranges(&b, 10), Some(vec![kx.x_range(&b)]));
+        let ky = kx.clone().with_range_key(RangeKey::Y, 4);
+        assert_eq!(ky.ranges(&b, 10), Some(vec![(ky.y_key(200.0), ky.y_key(500.0))]));
+        assert_eq!(ky.point_key(Point3::new(4000.0, 300.0, 0.0)), ky.y_key(300.0));
+        let kd = Keyer::new(Keying::Dht, world(), 32, 1);
+        let want: Vec<(Key, Key)> = kd
+            .regions_of(&b, 10)
+            .unwrap()
+            .into_iter()
+            .map(|r| (kd.region_key(r), kd.region_key(r)))
+            .collect();
+        assert_eq!(kd.ranges(&b, 10), Some(want));
+    }
+
+    #[test]
+    fn range_key_names_parse_and_unknown_ones_list_the_valid_ones() {
+        for k in RangeKey::ALL {
+            assert_eq!(k.name().parse::<RangeKey>(), Ok(k));
+        }
+        assert_eq!(RangeKey::default(), RangeKey::X);
+        let e = "z".parse::<RangeKey>().unwrap_err().to_string();
+        assert_eq!(e, "range key `z` is not available; valid: x, y, hilbert");
+    }
+
+    proptest::proptest! {
+        /// Brute force: every point of a random box (corners, edges, random interior points,
+        /// some outside the map) has its key inside one of the box's intervals; the
+        /// intervals are sorted, disjoint and within the budget.
+        #[test]
+        fn every_point_of_a_box_is_in_one_of_its_ranges(
+            rk in proptest::sample::select(RangeKey::ALL.to_vec()),
+            budget in 1usize..9,
+            x0 in -200.0f32..5000.0, y0 in -200.0f32..2600.0,
+            w in 0.0f32..3000.0, h in 0.0f32..3000.0,
+            pts in proptest::collection::vec((0.0f32..=1.0, 0.0f32..=1.0), 32),
+        ) {
+            let k = Keyer::new(Keying::RangeDht, world(), 16, 1).with_range_key(rk, budget);
+            let b = Aabb::from_corners(Point3::new(x0, y0, 0.0), Point3::new(x0 + w, y0 + h, 0.0));
+            let iv = k.ranges(&b, 0).unwrap();
+            proptest::prop_assert!(!iv.is_empty() && iv.len() <= budget);
+            for w in iv.windows(2) {
+                proptest::prop_assert!(w[0].0 <= w[0].1 && w[0].1 < w[1].0, "sorted, disjoint: {iv:?}");
+            }
+            let corners = [(0.0, 0.0), (1.0, 0.0), (0.0, 1.0), (1.0, 1.0), (0.5, 0.0), (1.0, 0.5)];
+            for (u, v) in corners.into_iter().chain(pts) {
+                let p = Point3::new(b.min.x + u * (b.max.x - b.min.x), b.min.y + v * (b.max.y - b.min.y), 0.0);
+                proptest::prop_assume!(b.contains(p));
+                let key = k.point_key(p);
+                proptest::prop_assert!(
+                    iv.iter().any(|(lo, hi)| (*lo..=*hi).contains(&key)),
+                    "{rk}: point {p:?} key {key} outside {iv:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn dht_grid_has_about_the_requested_regions() {
         let k = Keyer::new(Keying::Dht, world(), 32, 1);
         assert_eq!(k.grid(), (8, 4));
