@@ -34,10 +34,26 @@ pub fn in_arc(k: Key, lo: Key, hi: Key) -> bool {
     lo == hi || (cw(lo, k) != 0 && cw(lo, k) <= cw(lo, hi))
 }
 
-/// True if the key interval `[a, b]` (clockwise, inclusive) reaches into the arc
-/// `(lo, hi]`: it starts inside the arc or runs through its end `hi`.
+/// True if the key interval `[a, b]` (clockwise, inclusive) shares a key with the arc
+/// `(lo, hi]`: it starts inside the arc, or it runs through the arc's first key `lo + 1`.
+/// (Until issue 4's range keys this tested "runs through `hi`", which missed an interval
+/// starting before the arc and ending inside it: at a join split such a subscription
+/// stayed with the contact instead of moving to the joiner, which then missed matches
+/// until the subscriber's next refresh.)
 pub fn reaches(a: Key, b: Key, lo: Key, hi: Key) -> bool {
-    in_arc(a, lo, hi) || cw(a, hi) <= cw(a, b)
+    in_arc(a, lo, hi) || cw(a, lo.wrapping_add(1)) <= cw(a, b)
+}
+
+/// A split of a node's arc `(lo, end]` at `mid` hands `(lo, mid]` to a joiner. For a
+/// stored subscription with key ranges `ranges` (all of its box's, recomputed): the range
+/// its moved copy claims (the first one sharing a key with the handed arc), if it moves
+/// at all, and whether the node keeps its own copy (some range shares a key with the kept
+/// arc `(mid, end]`, or none touches the handed arc: a copy we hold for a reason this
+/// split does not change).
+pub fn split_ranges(ranges: &[(Key, Key)], lo: Key, mid: Key, end: Key) -> (Option<(Key, Key)>, bool) {
+    let moved = ranges.iter().copied().find(|&(a, b)| reaches(a, b, lo, mid));
+    let kept = mid != end && ranges.iter().any(|&(a, b)| reaches(a, b, mid, end));
+    (moved, moved.is_none() || kept)
 }
 
 /// SplitMix64 finaliser: a fixed, well-mixed hash used to scatter `dht` regions.
@@ -340,6 +356,59 @@ mod tests {
         assert!(in_arc(2, u64::MAX - 3, 10), "wraps through zero");
         assert!(!in_arc(11, u64::MAX - 3, 10));
         assert!(in_arc(42, 7, 7), "equal ends are the whole ring");
+    }
+
+    /// Keys of a small window around zero (the ring wraps there).
+    fn near_zero(i: u64) -> Key {
+        i.wrapping_sub(16)
+    }
+
+    proptest::proptest! {
+        /// Brute force on a window of 32 keys around the wrap: `reaches` is "shares a key".
+        #[test]
+        fn reaches_is_set_intersection(a in 0u64..32, len in 0u64..32, lo in 0u64..32, hi in 0u64..32) {
+            let (a, lo, hi) = (near_zero(a), near_zero(lo), near_zero(hi));
+            let b = a.wrapping_add(len);
+            proptest::prop_assume!(lo != hi && cw(lo, hi) < 40);
+            let shared = (0..=len).any(|i| in_arc(a.wrapping_add(i), lo, hi));
+            proptest::prop_assert_eq!(reaches(a, b, lo, hi), shared);
+        }
+
+        /// Brute force: a subscription moves iff one of its ranges shares a key with the
+        /// handed arc, and is kept iff one shares a key with the kept arc (or it does not
+        /// concern the handed arc at all).
+        #[test]
+        fn split_moves_and_keeps_by_shared_keys(
+            ranges in proptest::collection::vec((0u64..48, 0u64..8), 1..4),
+            lo in 0u64..48, m in 1u64..16, e in 1u64..16,
+        ) {
+            let ranges: Vec<(Key, Key)> =
+                ranges.into_iter().map(|(a, l)| (near_zero(a), near_zero(a).wrapping_add(l))).collect();
+            let lo = near_zero(lo);
+            let (mid, end) = (lo.wrapping_add(m), lo.wrapping_add(m + e));
+            let shares = |x: Key, y: Key| {
+                ranges.iter().any(|&(a, b)| (0..=cw(a, b)).any(|i| in_arc(a.wrapping_add(i), x, y)))
+            };
+            let (moved, kept) = split_ranges(&ranges, lo, mid, end);
+            proptest::prop_assert_eq!(moved.is_some(), shares(lo, mid));
+            if let Some(c) = moved {
+                proptest::prop_assert!(ranges.contains(&c) && reaches(c.0, c.1, lo, mid));
+            }
+            proptest::prop_assert_eq!(kept, !shares(lo, mid) || shares(mid, end));
+        }
+    }
+
+    #[test]
+    fn an_interval_ending_inside_an_arc_reaches_it() {
+        // Starts before the arc (100, 200], ends inside: the case the old test missed.
+        assert!(reaches(90, 150, 100, 200));
+        assert!(
+            !reaches(90, 100, 100, 200),
+            "ends on lo, which is outside (lo, hi]"
+        );
+        assert!(reaches(90, 101, 100, 200));
+        assert!(!reaches(201, 300, 100, 200));
+        assert!(reaches(5, 6, 9, 9), "equal ends are the whole ring");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use worldmesh_core::{NodeId, Time};
 
 use super::{BATCH, Locator, MAX_REGIONS, RingState, ms};
-use crate::keyspace::{Key, Keying, cw, in_arc, reaches};
+use crate::keyspace::{Key, Keying, cw, in_arc, split_ranges};
 use crate::msg::{Handoff, Hello, LocatorMsg, Payload, Peer, PubItem, Routed, SubItem};
 
 /// Strictly inside the arc `(lo, hi)`.
@@ -394,25 +394,15 @@ impl Locator {
             let mut claim = (s.lo, s.hi);
             let (moves, stays) = match (arc, self.keyer.keying()) {
                 (None, _) => (true, false),
-                (Some((lo, hi)), Keying::RangeDht) => {
-                    // Every interval of the box (one for x/y, a few for Hilbert): the copy
-                    // moves if one reaches into the handed arc, and stays if one goes on
-                    // past it (into what we keep) or reaches into what we keep directly.
+                (Some((lo, mid)), Keying::RangeDht) => {
+                    // Every range of the box (one for x/y, a few for Hilbert), recomputed:
+                    // the stored copy only remembers the last one that reached us.
                     let ranges = self.keyer.ranges(&s.bbox, MAX_REGIONS).unwrap_or_default();
-                    let touching: Vec<(Key, Key)> = ranges
-                        .iter()
-                        .copied()
-                        .filter(|&(a, b)| reaches(a, b, lo, hi))
-                        .collect();
-                    let beyond = touching.iter().any(|&(a, b)| cw(a, b) > cw(a, hi));
-                    let kept = ranges
-                        .iter()
-                        .any(|&(a, b)| !reaches(a, b, lo, hi) && reaches(a, b, hi, self.pos));
-                    if let Some(first) = touching.first() {
-                        claim = *first;
+                    let (moved, stays) = split_ranges(&ranges, lo, mid, self.pos);
+                    if let Some(c) = moved {
+                        claim = c;
                     }
-                    let moves = !touching.is_empty();
-                    (moves, !moves || beyond || kept)
+                    (moved.is_some(), stays)
                 }
                 (Some(_), Keying::Dht) => (inside(s.lo), !inside(s.lo)),
             };
