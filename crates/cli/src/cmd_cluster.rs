@@ -157,7 +157,11 @@ async fn run_async(args: ClusterArgs) -> anyhow::Result<()> {
         args.locator
             .as_ref()
             .map_or("broadcast replication".to_string(), |l| format!(
-                "interest-driven replication ({l} locator)"
+                "interest-driven replication ({l} locator{})",
+                match &args.range_key {
+                    Some(k) if l == "rangedht" && k != "x" => format!(", {k} key"),
+                    _ => String::new(),
+                }
             )),
         args.latency
             .as_ref()
