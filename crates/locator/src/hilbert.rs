@@ -18,6 +18,13 @@
 //! map. Among the usual curves the Hilbert curve has the best locality (it never jumps,
 //! unlike the Z-order curve), so a box is covered by few key intervals. The price: a box
 //! is in general *several* intervals, each routed and spread on its own ([`cover`]).
+//!
+//! **Limit.** Each axis is normalised to the map bounds on its own, so on a map of aspect
+//! ratio `r` a node's patch is `r` times wider than tall in game units: on the model's
+//! `rect` map (2400 high, 150 per node wide) the patches grow wider with the node count,
+//! and a box reaches more of them than it reaches `x` strips. On square maps the patches
+//! are square and a box reaches far fewer nodes than `x` strips (the `locator-bandwidth`
+//! experiment measures both).
 
 /// Largest curve order (cells per axis `2^32`, indices in `u64`).
 pub const MAX_ORDER: u32 = 32;

@@ -127,7 +127,12 @@ impl FromStr for RangeKey {
     }
 }
 
-/// Default interval budget of a Hilbert-keyed box (see [`Keyer::ranges`]).
+/// Default interval budget of a Hilbert-keyed box (see [`Keyer::ranges`]). Measured on
+/// the default simulation (64-fed-rect, 60 s, seed 1, `worldmesh simulate --config F`
+/// with `range_key = "hilbert"` and `max_sub_ranges` = 1 / 2 / 4 / 8 / 16): 849 / 760 /
+/// 739 / 761 / 839 kbps per node, missing replicas at 0 ms 5.28% / 4.43% / 4.55% / 4.30% /
+/// 4.36%. One range covers too many keys outside the box (long spreads); many ranges cost
+/// one lookup each. 4 is the cheapest; 8 misses a little less.
 pub const DEFAULT_MAX_SUB_RANGES: usize = 4;
 
 /// A region of the `dht` grid.
