@@ -38,6 +38,10 @@ pub struct ClusterArgs {
     /// `rangedht` or `dht` (default: broadcast replication).
     #[arg(long, value_parser = ["rangedht", "dht"])]
     locator: Option<String>,
+    /// With `--locator rangedht`: the naming attribute keyed on, `x`, `y` or `hilbert`
+    /// (passed on to every node) [default: x].
+    #[arg(long, value_parser = ["x", "y", "hilbert"])]
+    range_key: Option<String>,
     /// Print one row per node as well.
     #[arg(long)]
     per_node: bool,
@@ -104,6 +108,9 @@ async fn run_async(args: ClusterArgs) -> anyhow::Result<()> {
         if let Some(l) = &args.locator {
             cmd.args(["--locator", l]);
         }
+        if let Some(k) = &args.range_key {
+            cmd.args(["--range-key", k]);
+        }
         match cmd.spawn() {
             Ok(c) => children.push(c),
             Err(e) => {
@@ -150,7 +157,11 @@ async fn run_async(args: ClusterArgs) -> anyhow::Result<()> {
         args.locator
             .as_ref()
             .map_or("broadcast replication".to_string(), |l| format!(
-                "interest-driven replication ({l} locator)"
+                "interest-driven replication ({l} locator{})",
+                match &args.range_key {
+                    Some(k) if l == "rangedht" && k != "x" => format!(", {k} key"),
+                    _ => String::new(),
+                }
             )),
         args.latency
             .as_ref()

@@ -63,6 +63,10 @@ pub struct NodeArgs {
     /// every object (broadcast). Every member must use the same value.
     #[arg(long, value_parser = ["rangedht", "dht"])]
     pub locator: Option<String>,
+    /// With `--locator rangedht`: the naming attribute keyed on, `x`, `y` or `hilbert`
+    /// [default: x]. Every member must use the same value.
+    #[arg(long, value_parser = ["x", "y", "hilbert"])]
+    pub range_key: Option<String>,
     /// Print the final summary as one JSON line (prefixed `WORLDMESH-SUMMARY `) instead of a table.
     #[arg(long)]
     summary_json: bool,
@@ -174,6 +178,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
             seed: args.seed,
             locator: worldmesh_sim::config::LocatorConfig {
                 kind: args.locator.clone().unwrap_or_default(),
+                range_key: args.range_key.clone().unwrap_or_else(|| "x".into()),
                 ..Default::default()
             },
             ..SimConfig::default()

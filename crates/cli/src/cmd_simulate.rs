@@ -34,6 +34,10 @@ pub struct SimulateArgs {
     /// dht (hashed DHT over map regions) [default: oracle].
     #[arg(long, value_parser = ["oracle", "rangedht", "dht"])]
     locator: Option<String>,
+    /// rangedht: the naming attribute keyed on: x, y, or hilbert (the position on a
+    /// Hilbert curve over the map; a subscription is a few key ranges) [default: x].
+    #[arg(long, value_parser = ["x", "y", "hilbert"])]
+    range_key: Option<String>,
     /// DHT locators: leave-and-rejoin load balancing on or off [default: off].
     #[arg(long, value_parser = ["on", "off"])]
     loadbal: Option<String>,
@@ -116,6 +120,9 @@ impl SimulateArgs {
         if let Some(v) = &self.locator {
             c.locator.kind = v.clone();
         }
+        if let Some(v) = &self.range_key {
+            c.locator.range_key = v.clone();
+        }
         if let Some(v) = &self.loadbal {
             c.locator.loadbal = v == "on";
         }
@@ -167,8 +174,13 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let arch = match cfg.architecture {
         Architecture::Colyseus => format!(
-            "colyseus ({} locator{})",
+            "colyseus ({} locator{}{})",
             cfg.locator.kind,
+            if cfg.locator.kind == "rangedht" && cfg.locator.range_key != "x" {
+                format!(", {} key", cfg.locator.range_key)
+            } else {
+                String::new()
+            },
             if cfg.locator.loadbal && cfg.locator.kind != "oracle" {
                 ", load balancing"
             } else {

@@ -181,6 +181,20 @@ fn bad_inputs_fail_with_clear_errors() {
         "{err}"
     );
 
+    for cmd in ["simulate", "cluster", "node"] {
+        let o = worldmesh()
+            .args([cmd, "--locator", "rangedht", "--range-key", "z"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success()
+                && err.contains("invalid value 'z' for '--range-key")
+                && err.contains("[possible values: x, y, hilbert]"),
+            "{cmd}: {err}"
+        );
+    }
+
     for cmd in ["cluster", "node"] {
         let o = worldmesh().args([cmd, "--locator", "chord"]).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);

@@ -256,7 +256,8 @@ pub fn node_scaling(ctx: &Context) -> Result<Outcome, ExperimentError> {
 
 /// `consistency`: fraction of missing replicas at 0, 100 and 400 ms grace vs nodes
 /// (Figure 11), for each locator (the oracle's ideal discovery and the distributed
-/// `rangedht` and `dht` locators of paper `000` §6.1), on PlanetLab and on PlanetLab
+/// `rangedht` — keyed by `x`, and by the Hilbert curve — and `dht` locators of paper
+/// `000` §6.1), on PlanetLab and on PlanetLab
 /// rescaled to the 85 ms median RTT of the King samples the paper used.
 pub fn consistency(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let nodes: &[usize] = if ctx.quick { &[8, 16] } else { &[16, 32, 64, 128] };
@@ -265,7 +266,13 @@ pub fn consistency(ctx: &Context) -> Result<Outcome, ExperimentError> {
     } else {
         &["planetlab", "planetlab@median=85"]
     };
-    let locators = ["oracle", "rangedht", "dht"];
+    // (label, locator kind, rangedht key): `rangedht hilbert` keys by the Hilbert curve.
+    let locators = [
+        ("oracle", "oracle", "x"),
+        ("rangedht", "rangedht", "x"),
+        ("rangedht hilbert", "rangedht", "hilbert"),
+        ("dht", "dht", "x"),
+    ];
     let mut t = Table::new(
         "Figure 11: missing replicas vs nodes (p2p-sqr), by locator",
         &[
@@ -283,14 +290,15 @@ pub fn consistency(ctx: &Context) -> Result<Outcome, ExperimentError> {
     );
     let mut series = Vec::new();
     let mut rows = Vec::new();
-    for loc in locators {
+    for (loc, kind, range_key) in locators {
         for &lat in lats {
             let mut pts = [vec![], vec![], vec![]];
             for &n in nodes {
                 let times = if ctx.quick { (12.0, 3.0) } else { (60.0, 10.0) };
                 let mut cfg = sim_config(ctx, n, 1, MapKind::Sqr, times);
                 cfg.network.latency = lat.into();
-                cfg.locator.kind = loc.into();
+                cfg.locator.kind = kind.into();
+                cfg.locator.range_key = range_key.into();
                 let r = scenario::run(&cfg, &mut |_| {}).map_err(|e| ExperimentError::Run(e.to_string()))?;
                 let m = &r.metrics;
                 if ctx.progress {

@@ -1,5 +1,6 @@
 //! `loadbal`: per-node matching load and bandwidth imbalance (max / mean) for `dht`,
-//! `rangedht` and `rangedht` with leave-rejoin load balancing — paper `000` §6.3 Table 2
+//! `rangedht` and `rangedht` with leave-rejoin load balancing, each `rangedht` keyed by
+//! `x` and by the Hilbert curve (issue 4) — paper `000` §6.3 Table 2
 //! (96-fed-rect), on the locator harness with the moving-player workload (8 players per
 //! node, Zipf-popular waypoints, PlanetLab link delays).
 //!
@@ -11,8 +12,8 @@
 use std::time::Duration;
 
 use serde_json::json;
-use worldmesh_locator::Keying;
 use worldmesh_locator::scenario::{NodeRates, ScenarioResult, run as run_scenario};
+use worldmesh_locator::{Keying, RangeKey};
 use worldmesh_report::{LinePlot, Series, Table};
 
 use crate::locator_runs::{delay, matrix, spec};
@@ -31,9 +32,16 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let (nodes, warm, meas) = if ctx.quick { (8, 8, 4) } else { (96, 60, 30) };
     let per_node = if ctx.quick { 4 } else { 8 };
     let configs = [
-        ("dht", Keying::Dht, false),
-        ("rangedht", Keying::RangeDht, false),
-        ("rangedht loadbal", Keying::RangeDht, true),
+        ("dht", Keying::Dht, RangeKey::X, false),
+        ("rangedht", Keying::RangeDht, RangeKey::X, false),
+        ("rangedht loadbal", Keying::RangeDht, RangeKey::X, true),
+        ("rangedht hilbert", Keying::RangeDht, RangeKey::Hilbert, false),
+        (
+            "rangedht hilbert loadbal",
+            Keying::RangeDht,
+            RangeKey::Hilbert,
+            true,
+        ),
     ];
     let mut table = Table::new(
         format!("Table 2: per-node imbalance, {nodes}-fed-rect ({per_node} players/node)"),
@@ -53,11 +61,11 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         "node rank",
         "items stored per second",
     );
-    for (name, keying, lb) in configs {
+    for (name, keying, range_key, lb) in configs {
         if ctx.progress {
             eprintln!("loadbal: {name}");
         }
-        let s = spec(
+        let mut s = spec(
             nodes,
             per_node,
             true,
@@ -68,6 +76,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             delay(&m, nodes, ctx.seed),
             ctx.seed,
         );
+        s.range_key = range_key;
         let r = run_scenario(&s).map_err(|e| ExperimentError::Input(e.to_string()))?;
         let load = imbalance(&r, |x| x.load);
         let mbw = imbalance(&r, |x| x.matching);
@@ -96,13 +105,17 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     }
     let mut out = Outcome::default();
     let red = |a: f64, b: f64| if a > 0.0 { 100.0 * (1.0 - b / a) } else { 0.0 };
-    let (dht, range, lb) = (results[0], results[1], results[2]);
+    let (dht, range, lb, hil, hil_lb) = (results[0], results[1], results[2], results[3], results[4]);
     out.notes.push(format!(
         "load balancing lowers max/mean matching load by {:.0}% vs rangedht without it and {:.0}% vs dht; max/mean matching bandwidth by {:.0}% vs rangedht and {:.0}% vs dht (paper Table 2: 42% lower max matching bandwidth than dht)",
         red(range.0, lb.0),
         red(dht.0, lb.0),
         red(range.1, lb.1),
         red(dht.1, lb.1)
+    ));
+    out.notes.push(format!(
+        "rangedht keyed by the Hilbert curve: max/mean matching load {:.2} ({:.2} with load balancing) vs {:.2} keyed by x ({:.2} with load balancing)",
+        hil.0, hil_lb.0, range.0, lb.0
     ));
     out.files.push(ctx.out.write_csv("table2_loadbal.csv", &table)?);
     out.files.push(ctx.out.write_plot("table2_loads.svg", &plot)?);
@@ -126,7 +139,7 @@ mod tests {
         let out = run(&ctx).unwrap();
         assert!(out.files.iter().all(|f| f.exists()));
         let rows = &out.tables[0].rows;
-        assert_eq!(rows.len(), 3);
+        assert_eq!(rows.len(), 5);
         for row in rows {
             let v: f64 = row[1].parse().unwrap();
             assert!(v >= 1.0, "max is at least the mean: {row:?}");

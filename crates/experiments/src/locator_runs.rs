@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use worldmesh_core::{DetRng, LatencyMatrix};
-use worldmesh_locator::Keying;
 use worldmesh_locator::harness::Delay;
 use worldmesh_locator::scenario::ScenarioSpec;
+use worldmesh_locator::{Keying, RangeKey};
 
 use crate::{Context, ExperimentError, shipped_planetlab_path};
 
@@ -33,7 +33,18 @@ pub fn keying_name(k: Keying) -> &'static str {
     }
 }
 
-/// A run spec with the experiments' defaults.
+/// A locator variant of the sweeps: keying and `rangedht` key.
+pub type Variant = (Keying, RangeKey);
+
+/// The variant's name: `dht`, `rangedht`, `rangedht y`, `rangedht hilbert`.
+pub fn variant_name(v: Variant) -> String {
+    match v {
+        (Keying::RangeDht, k) if k != RangeKey::X => format!("rangedht {k}"),
+        (k, _) => keying_name(k).to_string(),
+    }
+}
+
+/// A run spec with the experiments' defaults (`rangedht` keyed by `x`).
 #[allow(clippy::too_many_arguments)]
 pub fn spec(
     nodes: usize,
@@ -51,6 +62,7 @@ pub fn spec(
         per_node,
         rect,
         keying,
+        range_key: RangeKey::X,
         loadbal,
         route_cache: true,
         warmup,

@@ -16,9 +16,9 @@ fn consistency_quick_covers_every_locator() {
     let c = ctx("consistency");
     let out = (find("consistency").unwrap().run)(&c).unwrap();
     let t = &out.tables[0];
-    // 2 sizes x 1 latency (quick) x 3 locators.
-    assert_eq!(t.rows.len(), 6, "{t}");
-    for loc in ["oracle", "rangedht", "dht"] {
+    // 2 sizes x 1 latency (quick) x 4 locators.
+    assert_eq!(t.rows.len(), 8, "{t}");
+    for loc in ["oracle", "rangedht", "rangedht hilbert", "dht"] {
         assert_eq!(t.rows.iter().filter(|r| r[1] == loc).count(), 2, "{t}");
     }
     for r in &t.rows {

@@ -5,15 +5,24 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use worldmesh_core::{Aabb, Point3};
 
-use crate::keyspace::Keying;
+use crate::keyspace::{DEFAULT_MAX_SUB_RANGES, Keying, RangeKey};
 use crate::prediction::PredictionParams;
 
 /// Everything a [`crate::Locator`] needs to know. Defaults follow the paper where it gives
 /// values (PredTime ≈ 1 s, 30-s load window) and Quake-like units elsewhere.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LocatorConfig {
-    /// `rangedht` (key = x) or `dht` (hashed regions), paper §6.1.
+    /// `rangedht` (key = one naming attribute) or `dht` (hashed regions), paper §6.1.
     pub keying: Keying,
+    /// `rangedht`: the naming attribute keyed on (`x` by default, `y`, or a Hilbert curve
+    /// over the map; issue 4). Same on every node.
+    #[serde(default)]
+    pub range_key: RangeKey,
+    /// `rangedht` keyed by Hilbert: most key intervals one subscription box is routed to
+    /// (1..=[`LocatorConfig::MAX_SUB_RANGES_LIMIT`]; fewer intervals cover more keys
+    /// outside the box). Same on every node: rendezvous recompute a box's intervals.
+    #[serde(default = "default_max_sub_ranges")]
+    pub max_sub_ranges: usize,
     /// Map bounds: the `rangedht` key range and the `dht` region grid cover this box.
     pub world: Aabb,
     /// `dht` regions (paper: as many as players).
@@ -84,11 +93,20 @@ pub struct LocatorConfig {
     pub lb_cooldown: Duration,
 }
 
+fn default_max_sub_ranges() -> usize {
+    DEFAULT_MAX_SUB_RANGES
+}
+
 impl LocatorConfig {
+    /// Largest `max_sub_ranges` accepted.
+    pub const MAX_SUB_RANGES_LIMIT: usize = 64;
+
     /// Defaults for a map with bounds `world`.
     pub fn new(keying: Keying, world: Aabb) -> Self {
         Self {
             keying,
+            range_key: RangeKey::X,
+            max_sub_ranges: DEFAULT_MAX_SUB_RANGES,
             world,
             dht_regions: 64,
             salt: 0x5eed_10ca_7012,

@@ -12,9 +12,12 @@
 //!   the static member list; join (split a contact's range at the median key of its stored
 //!   items), graceful leave (hand-off to the successor) and failure (missed pings;
 //!   the successor re-covers the range) follow Chord-style stabilisation through the
-//!   successor's predecessor. Two keyings (§6.1): `rangedht` keys by `x` so a range query
-//!   is one contiguous arc (Mercury's attribute hub), `dht` hashes a grid of regions
-//!   (as many as players by default) so a query becomes one lookup per region.
+//!   successor's predecessor. Two keyings (§6.1): `rangedht` keys by one naming attribute
+//!   ([`RangeKey`]: `x` by default, or `y`) so a range query is one contiguous arc
+//!   (Mercury's attribute hub), or by the position on a Hilbert curve ([`hilbert`]) so a
+//!   query is a few arcs (at most `max_sub_ranges`), each routed and spread on its own;
+//!   `dht` hashes a grid of regions (as many as players by default) so a query becomes
+//!   one lookup per region.
 //! - **Routing** (`Locator::route`): greedy clockwise routing over successors and
 //!   Symphony/Mercury small-world long links. Long links are drawn from the harmonic
 //!   density `p(x) = 1/(x ln n)` on `[1/n, 1]` of the ring (Symphony, Manku et al. 2003),
@@ -66,13 +69,13 @@
 //!
 //! ## Not (yet) here
 //!
-//! Space-filling-curve linearisation of the `rangedht` key (only `x` is implemented);
-//! predictive *range* publications (publications are points); multi-hub Mercury (one
+//! Predictive *range* publications (publications are points); multi-hub Mercury (one
 //! attribute hub only); proximity routing.
 #![forbid(unsafe_code)]
 
 pub mod config;
 pub mod harness;
+pub mod hilbert;
 pub mod index;
 pub mod keyspace;
 mod locator;
@@ -82,7 +85,7 @@ pub mod scenario;
 pub mod workload;
 
 pub use config::LocatorConfig;
-pub use keyspace::Keying;
+pub use keyspace::{Keying, RangeKey};
 pub use locator::{
     Discovery, Locator, LocatorError, LocatorStats, Op, PushRequest, Rejections, RingState, Transmit,
     initial_position,

@@ -14,7 +14,7 @@ use worldmesh_core::{Aabb, DetRng, MessageClass, NodeId, ObjectId, Point3, Time,
 
 use crate::config::LocatorConfig;
 use crate::index::{DetMap, IndexError, MatchIndex, StoredPub, StoredSub, SubKey};
-use crate::keyspace::{Key, Keyer, Keying, cw, in_arc};
+use crate::keyspace::{Key, Keyer, cw, in_arc};
 use crate::msg::{LocatorMsg, MatchItem, PathOffset, Payload, Peer, PubItem, PushItem, Routed, SubItem};
 use crate::prediction::{SubscriptionCache, VelocityEstimate, aggregate, box_contains, enlarge};
 
@@ -342,7 +342,15 @@ impl Locator {
             .collect();
         ring.sort();
         ring.dedup();
-        let keyer = Keyer::new(cfg.keying, cfg.world, cfg.dht_regions, cfg.salt);
+        if !(1..=LocatorConfig::MAX_SUB_RANGES_LIMIT).contains(&cfg.max_sub_ranges) {
+            return Err(LocatorError::BadConfig(format!(
+                "max_sub_ranges {} must be in [1, {}]",
+                cfg.max_sub_ranges,
+                LocatorConfig::MAX_SUB_RANGES_LIMIT
+            )));
+        }
+        let keyer = Keyer::new(cfg.keying, cfg.world, cfg.dht_regions, cfg.salt)
+            .with_range_key(cfg.range_key, cfg.max_sub_ranges);
         let cell = cfg.index_cell;
         let max_cells = {
             let side = (cfg.max_sub_extent / cell).ceil() as u64 + 1;
@@ -869,7 +877,7 @@ impl Locator {
                 self.pending.entry(s.key.node).or_default().extend(found);
             }
         }
-        if relay && self.keyer.keying() == Keying::RangeDht {
+        if relay && self.keyer.is_range() {
             self.spread(s);
         }
     }
@@ -1096,19 +1104,11 @@ impl Locator {
             sent: now,
             reached: now,
         };
-        let keys: Vec<(Key, Key)> = match self.keyer.keying() {
-            Keying::RangeDht => vec![self.keyer.x_range(&bbox)],
-            Keying::Dht => match self.keyer.regions_of(&bbox, MAX_REGIONS) {
-                Some(rs) => rs
-                    .into_iter()
-                    .map(|r| self.keyer.region_key(r))
-                    .map(|k| (k, k))
-                    .collect(),
-                None => {
-                    self.stats.rejected.oversize += 1;
-                    return false;
-                }
-            },
+        // One routed message per key interval (rangedht: one per axis interval, a few
+        // along the Hilbert curve; dht: one per region).
+        let Some(keys) = self.keyer.ranges(&bbox, MAX_REGIONS) else {
+            self.stats.rejected.oversize += 1;
+            return false;
         };
         for (lo, hi) in keys {
             item.lo = lo;

@@ -8,7 +8,7 @@ use worldmesh_core::MessageClass;
 
 use crate::config::LocatorConfig;
 use crate::harness::{Delay, Harness};
-use crate::keyspace::Keying;
+use crate::keyspace::{Keying, RangeKey};
 use crate::workload::Workload;
 
 /// What to run.
@@ -22,6 +22,8 @@ pub struct ScenarioSpec {
     pub rect: bool,
     /// Keying.
     pub keying: Keying,
+    /// `rangedht` naming attribute.
+    pub range_key: RangeKey,
     /// Leave-rejoin load balancing.
     pub loadbal: bool,
     /// Route cache on (64 entries) or off.
@@ -103,6 +105,7 @@ pub fn median(v: &mut [f64]) -> f64 {
 /// The locator configuration a spec runs with.
 pub fn config_for(spec: &ScenarioSpec, world: worldmesh_core::Aabb) -> LocatorConfig {
     let mut cfg = LocatorConfig::new(spec.keying, world);
+    cfg.range_key = spec.range_key;
     cfg.dht_regions = (spec.nodes * spec.per_node).max(1) as u32;
     cfg.loadbal = spec.loadbal;
     if !spec.route_cache {

@@ -8,14 +8,26 @@ use worldmesh_locator::harness::{Delay, Harness};
 use worldmesh_locator::index::SubKey;
 use worldmesh_locator::msg::{Payload, PubItem, PushItem, Routed, SubItem};
 use worldmesh_locator::workload::Workload;
-use worldmesh_locator::{Keying, LocatorConfig, LocatorMsg, Op, RingState};
+use worldmesh_locator::{Keying, LocatorConfig, LocatorMsg, Op, RangeKey, RingState};
 
 const FRAME: Duration = Duration::from_millis(100);
 
 fn setup(nodes: usize, total: usize, per_node: usize, keying: Keying, seed: u64) -> (Harness, Workload) {
+    setup_keyed(nodes, total, per_node, keying, RangeKey::X, seed)
+}
+
+fn setup_keyed(
+    nodes: usize,
+    total: usize,
+    per_node: usize,
+    keying: Keying,
+    range_key: RangeKey,
+    seed: u64,
+) -> (Harness, Workload) {
     let mut wl = Workload::new(total, per_node, true, seed);
     wl.speed = 0.0;
     let mut cfg = LocatorConfig::new(keying, wl.world);
+    cfg.range_key = range_key;
     cfg.dht_regions = (total * per_node) as u32;
     let h = Harness::new(
         total,
@@ -77,8 +89,8 @@ fn assert_exact_recall(h: &Harness, wl: &Workload, window: Duration, what: &str)
     pairs
 }
 
-fn recall_static(keying: Keying) {
-    let (mut h, mut wl) = setup(16, 16, 2, keying, 7);
+fn recall_static(keying: Keying, range_key: RangeKey) {
+    let (mut h, mut wl) = setup_keyed(16, 16, 2, keying, range_key, 7);
     h.run_workload(&mut wl, Duration::from_secs(3), FRAME);
     let pairs = assert_exact_recall(&h, &wl, Duration::from_millis(1500), "static");
     assert!(pairs > 20, "the workload must produce overlaps to test ({pairs})");
@@ -86,16 +98,26 @@ fn recall_static(keying: Keying) {
 
 #[test]
 fn recall_is_complete_without_faults_rangedht() {
-    recall_static(Keying::RangeDht);
+    recall_static(Keying::RangeDht, RangeKey::X);
+}
+
+#[test]
+fn recall_is_complete_without_faults_rangedht_y() {
+    recall_static(Keying::RangeDht, RangeKey::Y);
+}
+
+#[test]
+fn recall_is_complete_without_faults_rangedht_hilbert() {
+    recall_static(Keying::RangeDht, RangeKey::Hilbert);
 }
 
 #[test]
 fn recall_is_complete_without_faults_dht() {
-    recall_static(Keying::Dht);
+    recall_static(Keying::Dht, RangeKey::X);
 }
 
-fn recall_under_churn(keying: Keying) {
-    let (mut h, mut wl) = setup(14, 18, 2, keying, 11);
+fn recall_under_churn(keying: Keying, range_key: RangeKey) {
+    let (mut h, mut wl) = setup_keyed(14, 18, 2, keying, range_key, 11);
     h.run_workload(&mut wl, Duration::from_secs(2), FRAME);
     // Joins split ranges; a graceful leave; a leave followed by a rejoin elsewhere.
     h.join(14, 3);
@@ -130,12 +152,22 @@ fn recall_under_churn(keying: Keying) {
 
 #[test]
 fn recall_survives_join_leave_and_splits_rangedht() {
-    recall_under_churn(Keying::RangeDht);
+    recall_under_churn(Keying::RangeDht, RangeKey::X);
+}
+
+#[test]
+fn recall_survives_join_leave_and_splits_rangedht_y() {
+    recall_under_churn(Keying::RangeDht, RangeKey::Y);
+}
+
+#[test]
+fn recall_survives_join_leave_and_splits_rangedht_hilbert() {
+    recall_under_churn(Keying::RangeDht, RangeKey::Hilbert);
 }
 
 #[test]
 fn recall_survives_join_leave_and_splits_dht() {
-    recall_under_churn(Keying::Dht);
+    recall_under_churn(Keying::Dht, RangeKey::X);
 }
 
 #[test]
@@ -208,9 +240,16 @@ fn routing_terminates_under_churn_and_loss() {
     assert!(max_hops < 20, "longest route {max_hops} hops");
 }
 
-fn fingerprint(seed: u64) -> (Vec<Vec<(Time, ObjectId)>>, Vec<u64>) {
+type Fingerprint = (Vec<Vec<(Time, ObjectId)>>, Vec<u64>);
+
+fn fingerprint(seed: u64) -> Fingerprint {
+    fingerprint_keyed(seed, Keying::Dht, RangeKey::X)
+}
+
+fn fingerprint_keyed(seed: u64, keying: Keying, range_key: RangeKey) -> Fingerprint {
     let mut wl = Workload::new(12, 2, false, seed);
-    let cfg = LocatorConfig::new(Keying::Dht, wl.world);
+    let mut cfg = LocatorConfig::new(keying, wl.world);
+    cfg.range_key = range_key;
     let mut h = Harness::new(
         12,
         12,
@@ -240,6 +279,78 @@ fn same_seed_same_run() {
     assert_eq!(a, fingerprint(42));
     assert!(a.0.iter().map(|v| v.len()).sum::<usize>() > 0);
     assert_ne!(a.1, fingerprint(43).1, "a different seed gives a different run");
+}
+
+#[test]
+fn same_seed_same_run_hilbert() {
+    let a = fingerprint_keyed(42, Keying::RangeDht, RangeKey::Hilbert);
+    assert_eq!(a, fingerprint_keyed(42, Keying::RangeDht, RangeKey::Hilbert));
+    assert!(a.0.iter().map(|v| v.len()).sum::<usize>() > 0);
+    assert_ne!(
+        a.1,
+        fingerprint_keyed(42, Keying::RangeDht, RangeKey::X).1,
+        "the Hilbert key routes differently from x"
+    );
+}
+
+/// A Hilbert-keyed box is several key ranges; a rendezvous accepts each of them and
+/// nothing else (here: the hull of all of them, a plausible forgery that would make the
+/// spreading visit every node in between).
+#[test]
+fn forged_hilbert_range_is_rejected() {
+    let (mut h, _) = setup_keyed(4, 4, 1, Keying::RangeDht, RangeKey::Hilbert, 1);
+    let world = h.nodes[0].loc.config().world;
+    // A box around the map's centre straddles the four top quadrants of the curve.
+    let c = world.center();
+    let bbox = Aabb::around(Point3::new(c.x, c.y, 0.0), Point3::new(100.0, 100.0, 10.0));
+    let iv = h.nodes[0].loc.keyer().ranges(&bbox, 16).expect("range keying");
+    assert!(iv.len() >= 2, "the box needs several ranges: {iv:?}");
+    let sub = |lo: u64, hi: u64| SubItem {
+        key: SubKey {
+            node: NodeId(1),
+            seq: 7,
+        },
+        bbox,
+        core: bbox,
+        ttl_ms: 1000,
+        lo,
+        hi,
+        sent: Time::ZERO,
+        reached: Time::ZERO,
+    };
+    let routed = |s: SubItem| {
+        LocatorMsg::Route(Routed {
+            origin: NodeId(1),
+            key: s.lo,
+            hops: 0,
+            last: false,
+            bounces: 0,
+            payload: Payload::Sub(s),
+        })
+    };
+    let hull = (iv[0].0, iv[iv.len() - 1].1);
+    let cases = [
+        routed(sub(hull.0, hull.1)),
+        LocatorMsg::Spread {
+            sub: sub(iv[1].0, iv[1].1.wrapping_add(1)),
+            relay: false,
+            prev: 0,
+        },
+    ];
+    let now = Time::from_millis(10);
+    let loc = &mut h.nodes[0].loc;
+    for m in cases {
+        let d = wire::encode(m.class(), &m).expect("encodes");
+        loc.handle_datagram(now, NodeId(1), &d);
+    }
+    assert_eq!(loc.stats().rejected.forged_range, 2, "hull and stretched range");
+    // Every genuine range is accepted (routed on or stored, never counted).
+    for (lo, hi) in iv {
+        let m = routed(sub(lo, hi));
+        let d = wire::encode(m.class(), &m).expect("encodes");
+        loc.handle_datagram(now, NodeId(1), &d);
+    }
+    assert_eq!(loc.stats().rejected.total(), 2, "no genuine range refused");
 }
 
 fn routed_sub(h: &Harness, origin: u32, bbox: Aabb, ttl_ms: u32, hops: u8, forge: bool) -> LocatorMsg {
@@ -741,8 +852,8 @@ fn range_publication_is_told_where_its_path_enters_dht() {
 /// re-joins inside another node's range. Successor lists further back still skip the
 /// re-joined node until stabilisation reaches them, yet a subscription spreading over the
 /// re-joined node's new range must reach every publication stored there (recall 100%).
-fn recall_after_leave_rejoin(mover: usize, contact: usize, seed: u64) {
-    let (mut h, mut wl) = setup(16, 16, 2, Keying::RangeDht, seed);
+fn recall_after_leave_rejoin(mover: usize, contact: usize, seed: u64, range_key: RangeKey) {
+    let (mut h, mut wl) = setup_keyed(16, 16, 2, Keying::RangeDht, range_key, seed);
     h.run_workload(&mut wl, Duration::from_secs(2), FRAME);
     h.leave(mover);
     h.join(mover, contact);
@@ -763,7 +874,14 @@ fn recall_after_leave_rejoin(mover: usize, contact: usize, seed: u64) {
 #[test]
 fn recall_survives_leave_rejoin_moves() {
     for (mover, contact, seed) in [(5, 12, 3), (2, 9, 5), (13, 6, 9)] {
-        recall_after_leave_rejoin(mover, contact, seed);
+        recall_after_leave_rejoin(mover, contact, seed, RangeKey::X);
+    }
+}
+
+#[test]
+fn recall_survives_leave_rejoin_moves_hilbert() {
+    for (mover, contact, seed) in [(5, 12, 3), (2, 9, 5), (13, 6, 9)] {
+        recall_after_leave_rejoin(mover, contact, seed, RangeKey::Hilbert);
     }
 }
 

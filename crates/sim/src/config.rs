@@ -74,8 +74,16 @@ pub enum Architecture {
 #[serde(deny_unknown_fields, default)]
 pub struct LocatorConfig {
     /// `oracle` (ideal discovery through a global index), `rangedht` (Mercury-style range
-    /// DHT keyed by x) or `dht` (hashed DHT over map regions); paper `000` §6.1.
+    /// DHT keyed by one naming attribute, see `range_key`) or `dht` (hashed DHT over map
+    /// regions); paper `000` §6.1.
     pub kind: String,
+    /// `rangedht`: the naming attribute the key is made of: `x`, `y`, or `hilbert` (the
+    /// position linearised by a Hilbert curve over the map; a subscription box becomes a
+    /// few key ranges). Issue 4, paper `000` §6.1.
+    pub range_key: String,
+    /// `rangedht` with `range_key = "hilbert"`: most key ranges one subscription box is
+    /// routed to (1..=64).
+    pub max_sub_ranges: usize,
     /// Delay between a match and its delivery to the subscriber, ms.
     pub delay_ms: f64,
     /// Margin added around areas of interest for discovery, game units (fixed-margin
@@ -121,6 +129,8 @@ impl Default for LocatorConfig {
     fn default() -> Self {
         Self {
             kind: "oracle".into(),
+            range_key: "x".into(),
+            max_sub_ranges: worldmesh_locator::keyspace::DEFAULT_MAX_SUB_RANGES,
             delay_ms: 0.0,
             interest_margin: 160.0,
             interest_lead_ms: 300.0,
@@ -224,6 +234,25 @@ impl SimConfig {
             return bad(format!(
                 "locator.kind `{}` is not available; known: oracle, dht, rangedht",
                 self.locator.kind
+            ));
+        }
+        if self
+            .locator
+            .range_key
+            .parse::<worldmesh_locator::RangeKey>()
+            .is_err()
+        {
+            return bad(format!(
+                "locator.range_key `{}` is not available; valid: {}",
+                self.locator.range_key,
+                worldmesh_locator::RangeKey::NAMES.join(", ")
+            ));
+        }
+        let most = worldmesh_locator::LocatorConfig::MAX_SUB_RANGES_LIMIT;
+        if !(1..=most).contains(&self.locator.max_sub_ranges) {
+            return bad(format!(
+                "locator.max_sub_ranges must be in [1, {most}], got {}",
+                self.locator.max_sub_ranges
             ));
         }
         if !(self.locator.pred_time_ms.is_finite() && (0.0..=30_000.0).contains(&self.locator.pred_time_ms)) {
@@ -387,6 +416,41 @@ mod tests {
         assert!(
             SimConfig::from_toml_str("[locator]\nkind = \"rangedht\"\nloadbal = true\n", "x.toml").is_ok()
         );
+    }
+
+    #[test]
+    fn range_key_is_checked_and_reaches_the_locator() {
+        let e = SimConfig::from_toml_str("[locator]\nkind = \"rangedht\"\nrange_key = \"z\"\n", "x.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("locator.range_key `z` is not available; valid: x, y, hilbert"),
+            "{e}"
+        );
+        let e = SimConfig::from_toml_str("[locator]\nmax_sub_ranges = 0\n", "x.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("locator.max_sub_ranges must be in [1, 64], got 0"),
+            "{e}"
+        );
+        let c = SimConfig::from_toml_str(
+            "[locator]\nkind = \"rangedht\"\nrange_key = \"hilbert\"\nmax_sub_ranges = 7\n",
+            "x.toml",
+        )
+        .unwrap();
+        let world = worldmesh_game::GameMap::generate(&c.game, c.nodes * c.players_per_node, 1);
+        let kc = crate::scenario::locator_config(&c, &world).unwrap();
+        assert_eq!(
+            (kc.range_key, kc.max_sub_ranges),
+            (worldmesh_locator::RangeKey::Hilbert, 7)
+        );
+        let kc = crate::scenario::locator_config(&SimConfig::default(), &world);
+        assert!(kc.is_none(), "the oracle has no locator config");
+        let mut d = SimConfig::default();
+        d.locator.kind = "rangedht".into();
+        let kc = crate::scenario::locator_config(&d, &world).unwrap();
+        assert_eq!(kc.range_key, worldmesh_locator::RangeKey::X, "x by default");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use worldmesh_core::wire::MAX_PAYLOAD;
 use worldmesh_core::{Frame, NodeId, Time};
 
 use super::{BATCH, Locator, MAX_HELLO_PEERS, MAX_REGIONS, RingState};
-use crate::keyspace::{Keying, cw, in_arc};
+use crate::keyspace::{Keying, in_arc, reaches};
 use crate::msg::{Handoff, Hello, LocatorMsg, Payload, Peer, PubItem, Routed, SubItem};
 
 impl Locator {
@@ -58,9 +58,12 @@ impl Locator {
         if !self.ttl_ok(s.ttl_ms) {
             return false;
         }
-        // The claimed key range must be the one the box maps to.
+        // The claimed key range must be one of those the box maps to (recomputed).
         let ok = match self.keyer.keying() {
-            Keying::RangeDht => self.keyer.x_range(&s.bbox) == (s.lo, s.hi),
+            Keying::RangeDht => self
+                .keyer
+                .ranges(&s.bbox, MAX_REGIONS)
+                .is_some_and(|rs| rs.contains(&(s.lo, s.hi))),
             Keying::Dht => {
                 s.lo == s.hi
                     && self
@@ -149,7 +152,7 @@ impl Locator {
                 }
             }
             LocatorMsg::Spread { sub: s, relay, prev } => {
-                if self.keyer.keying() != Keying::RangeDht {
+                if !self.keyer.is_range() {
                     self.stats.rejected.unexpected += 1;
                 } else if self.sub_ok(&s) {
                     if self.state != RingState::Active {
@@ -257,8 +260,12 @@ impl Locator {
             if !self.sub_ok(&s) {
                 continue;
             }
+            // Range keyings: any of the box's intervals reaches into our range.
             let mine = match self.keyer.keying() {
-                Keying::RangeDht => in_arc(s.lo, lo, hi) || cw(s.lo, hi) <= cw(s.lo, s.hi),
+                Keying::RangeDht => self
+                    .keyer
+                    .ranges(&s.bbox, MAX_REGIONS)
+                    .is_some_and(|rs| rs.iter().any(|&(a, b)| reaches(a, b, lo, hi))),
                 Keying::Dht => in_arc(s.lo, lo, hi),
             };
             if !mine {

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use worldmesh_core::{NodeId, Time};
 
-use super::{BATCH, Locator, RingState, ms};
-use crate::keyspace::{Key, Keying, cw, in_arc};
+use super::{BATCH, Locator, MAX_REGIONS, RingState, ms};
+use crate::keyspace::{Key, Keying, cw, in_arc, split_ranges};
 use crate::msg::{Handoff, Hello, LocatorMsg, Payload, Peer, PubItem, Routed, SubItem};
 
 /// Strictly inside the arc `(lo, hi)`.
@@ -390,18 +390,27 @@ impl Locator {
             if remaining == 0 {
                 continue;
             }
+            // The interval the moved copy claims (one the receiver will recompute).
+            let mut claim = (s.lo, s.hi);
             let (moves, stays) = match (arc, self.keyer.keying()) {
                 (None, _) => (true, false),
-                (Some((lo, hi)), Keying::RangeDht) => {
-                    let touches = in_arc(s.lo, lo, hi) || cw(s.lo, hi) <= cw(s.lo, s.hi);
-                    let beyond = cw(s.lo, s.hi) > cw(s.lo, hi);
-                    (touches, !touches || beyond)
+                (Some((lo, mid)), Keying::RangeDht) => {
+                    // Every range of the box (one for x/y, a few for Hilbert), recomputed:
+                    // the stored copy only remembers the last one that reached us.
+                    let ranges = self.keyer.ranges(&s.bbox, MAX_REGIONS).unwrap_or_default();
+                    let (moved, stays) = split_ranges(&ranges, lo, mid, self.pos);
+                    if let Some(c) = moved {
+                        claim = c;
+                    }
+                    (moved.is_some(), stays)
                 }
                 (Some(_), Keying::Dht) => (inside(s.lo), !inside(s.lo)),
             };
             if moves {
                 subs.push(SubItem {
                     ttl_ms: remaining,
+                    lo: claim.0,
+                    hi: claim.1,
                     ..s
                 });
             }
