@@ -23,6 +23,16 @@ pub struct LocatorConfig {
     /// outside the box). Same on every node: rendezvous recompute a box's intervals.
     #[serde(default = "default_max_sub_ranges")]
     pub max_sub_ranges: usize,
+    /// `rangedht`: a subscription's key range is cut into pieces of about this many nodes'
+    /// ranges (the key space over the member count, × this), each routed to its own first
+    /// rendezvous and spread from there to the successors it covers at once. Mercury walks
+    /// the whole range from its leftmost node, so a wide box on many nodes waits for
+    /// several sequential relays — the reason the paper's rangedht has the higher matching
+    /// latency (`000` §6.3, Figure 10); pieces make the lookups parallel (ours). 0 keeps
+    /// one piece per range (the paper's behaviour). Same on every node: rendezvous
+    /// recompute the pieces to check a claimed range.
+    #[serde(default = "default_chunk_nodes")]
+    pub chunk_nodes: usize,
     /// Map bounds: the `rangedht` key range and the `dht` region grid cover this box.
     pub world: Aabb,
     /// `dht` regions (paper: as many as players).
@@ -97,6 +107,10 @@ fn default_max_sub_ranges() -> usize {
     DEFAULT_MAX_SUB_RANGES
 }
 
+fn default_chunk_nodes() -> usize {
+    4
+}
+
 impl LocatorConfig {
     /// Largest `max_sub_ranges` accepted.
     pub const MAX_SUB_RANGES_LIMIT: usize = 64;
@@ -107,6 +121,7 @@ impl LocatorConfig {
             keying,
             range_key: RangeKey::X,
             max_sub_ranges: DEFAULT_MAX_SUB_RANGES,
+            chunk_nodes: default_chunk_nodes(),
             world,
             dht_regions: 64,
             salt: 0x5eed_10ca_7012,

@@ -144,6 +144,7 @@ pub struct Keyer {
     keying: Keying,
     range_key: RangeKey,
     max_sub_ranges: usize,
+    chunk: u64,
     world: Aabb,
     cols: u32,
     rows: u32,
@@ -164,6 +165,7 @@ impl Keyer {
             keying,
             range_key: RangeKey::X,
             max_sub_ranges: DEFAULT_MAX_SUB_RANGES,
+            chunk: 0,
             world,
             cols,
             rows,
@@ -177,6 +179,40 @@ impl Keyer {
         self.range_key = range_key;
         self.max_sub_ranges = max_sub_ranges.max(1);
         self
+    }
+
+    /// The same keyer with every `rangedht` key interval cut into pieces of at most `span`
+    /// keys (0 leaves them whole). Each piece is routed to its own first rendezvous and
+    /// spread from there, so a wide subscription is looked up in parallel instead of
+    /// walking its whole range along successors (see `LocatorConfig::chunk_nodes`).
+    pub fn with_chunk(mut self, span: u64) -> Self {
+        self.chunk = span;
+        self
+    }
+
+    /// Cuts each (non-wrapping) interval into pieces of at most `self.chunk` keys.
+    fn chunked(&self, ranges: Vec<(Key, Key)>) -> Vec<(Key, Key)> {
+        if self.chunk == 0 {
+            return ranges;
+        }
+        let step = self.chunk - 1;
+        let mut out = Vec::with_capacity(ranges.len());
+        for (lo, hi) in ranges {
+            if lo > hi {
+                out.push((lo, hi));
+                continue;
+            }
+            let mut a = lo;
+            loop {
+                let b = a.saturating_add(step).min(hi);
+                out.push((a, b));
+                if b >= hi {
+                    break;
+                }
+                a = b + 1;
+            }
+        }
+        out
     }
 
     /// The keying.
@@ -293,7 +329,7 @@ impl Keyer {
     ///   `limit`.
     pub fn ranges(&self, b: &Aabb, limit: usize) -> Option<Vec<(Key, Key)>> {
         match self.keying {
-            Keying::RangeDht => Some(match self.range_key {
+            Keying::RangeDht => Some(self.chunked(match self.range_key {
                 RangeKey::X => vec![self.x_range(b)],
                 RangeKey::Y => vec![(self.y_key(b.min.y), self.y_key(b.max.y))],
                 RangeKey::Hilbert => {
@@ -312,7 +348,7 @@ impl Keyer {
                     };
                     hilbert::cover(hilbert::MAX_ORDER, &cells, self.max_sub_ranges)
                 }
-            }),
+            })),
             Keying::Dht => Some(
                 self.regions_of(b, limit)?
                     .into_iter()
@@ -510,6 +546,37 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn chunked_ranges_cut_every_interval_into_contiguous_pieces() {
+        let b = Aabb::from_corners(Point3::new(100.0, 200.0, 0.0), Point3::new(4000.0, 2000.0, 0.0));
+        for rk in RangeKey::ALL {
+            let whole = Keyer::new(Keying::RangeDht, world(), 16, 1).with_range_key(rk, 4);
+            let span = u64::MAX / 16;
+            let cut = whole.clone().with_chunk(span);
+            let (w, c) = (whole.ranges(&b, 0).unwrap(), cut.ranges(&b, 0).unwrap());
+            assert!(c.len() > w.len(), "{rk}: a box over most of the map is cut");
+            // The pieces of each interval are contiguous, in order, and no longer than span.
+            let mut it = c.iter().copied().peekable();
+            for (lo, hi) in w {
+                let mut at = lo;
+                loop {
+                    let (a, z) = it.next().expect("a piece");
+                    assert_eq!(a, at, "{rk}: pieces are contiguous");
+                    assert!(z >= a && z - a < span, "{rk}: piece too long");
+                    if z == hi {
+                        break;
+                    }
+                    at = z + 1;
+                }
+            }
+            assert!(it.next().is_none());
+            // Zero keeps them whole; dht is never cut.
+            assert_eq!(whole.clone().with_chunk(0).ranges(&b, 0), whole.ranges(&b, 0));
+        }
+        let d = Keyer::new(Keying::Dht, world(), 32, 1);
+        assert_eq!(d.clone().with_chunk(7).ranges(&b, 99), d.ranges(&b, 99));
     }
 
     #[test]

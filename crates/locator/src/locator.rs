@@ -350,7 +350,12 @@ impl Locator {
             )));
         }
         let keyer = Keyer::new(cfg.keying, cfg.world, cfg.dht_regions, cfg.salt)
-            .with_range_key(cfg.range_key, cfg.max_sub_ranges);
+            .with_range_key(cfg.range_key, cfg.max_sub_ranges)
+            .with_chunk(if cfg.chunk_nodes == 0 {
+                0
+            } else {
+                (u64::MAX / members.len() as u64).saturating_mul(cfg.chunk_nodes as u64)
+            });
         let cell = cfg.index_cell;
         let max_cells = {
             let side = (cfg.max_sub_extent / cell).ceil() as u64 + 1;

@@ -84,6 +84,11 @@ pub struct LocatorConfig {
     /// `rangedht` with `range_key = "hilbert"`: most key ranges one subscription box is
     /// routed to (1..=64).
     pub max_sub_ranges: usize,
+    /// `rangedht`: a subscription's key range is cut into pieces of about this many nodes'
+    /// ranges, looked up in parallel (0 = the paper's single walk along successors;
+    /// 0..=1024). Ours: 4, the successor-list length, so each piece is covered by one
+    /// fan-out from its first rendezvous.
+    pub chunk_nodes: usize,
     /// Delay between a match and its delivery to the subscriber, ms.
     pub delay_ms: f64,
     /// Margin added around areas of interest for discovery, game units (fixed-margin
@@ -131,6 +136,7 @@ impl Default for LocatorConfig {
             kind: "oracle".into(),
             range_key: "x".into(),
             max_sub_ranges: worldmesh_locator::keyspace::DEFAULT_MAX_SUB_RANGES,
+            chunk_nodes: 4,
             delay_ms: 0.0,
             interest_margin: 160.0,
             interest_lead_ms: 300.0,
@@ -253,6 +259,12 @@ impl SimConfig {
             return bad(format!(
                 "locator.max_sub_ranges must be in [1, {most}], got {}",
                 self.locator.max_sub_ranges
+            ));
+        }
+        if self.locator.chunk_nodes > 1024 {
+            return bad(format!(
+                "locator.chunk_nodes must be in [0, 1024], got {}",
+                self.locator.chunk_nodes
             ));
         }
         if !(self.locator.pred_time_ms.is_finite() && (0.0..=30_000.0).contains(&self.locator.pred_time_ms)) {

@@ -95,6 +95,7 @@ pub fn locator_config(cfg: &SimConfig, world: &GameMap) -> Option<LocatorConfig>
     // Validated by `SimConfig::validate`; an unknown name keeps the default `x`.
     kc.range_key = cfg.locator.range_key.parse().unwrap_or_default();
     kc.max_sub_ranges = cfg.locator.max_sub_ranges;
+    kc.chunk_nodes = cfg.locator.chunk_nodes;
     // `dht`: as many regions as players by default (paper `000` §6.3).
     kc.dht_regions = (cfg.nodes * cfg.players_per_node).clamp(1, 1 << 20) as u32;
     kc.loadbal = cfg.locator.loadbal;
