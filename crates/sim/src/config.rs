@@ -490,6 +490,7 @@ mod tests {
                 "pub_interval_ms = 3000",
                 "locator.pub_interval_ms must be in [1, pub_ttl_ms = 2200]",
             ),
+            ("chunk_nodes = 5000", "locator.chunk_nodes must be in [0, 1024]"),
         ] {
             let e = SimConfig::from_toml_str(&format!("[locator]\n{toml}\n"), "x.toml")
                 .unwrap_err()
