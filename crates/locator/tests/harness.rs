@@ -681,6 +681,50 @@ fn teleporting_subscriber_discovers_static_objects_dht() {
     teleporting_subscriber_discovers_static_objects(Keying::Dht);
 }
 
+/// For `frames` frames node 0 publishes `x` at `pos` (with `ahead`) while node 1's
+/// watcher at `watched` subscribes `aoi`; returns the positions node 1 was told `x` at.
+fn publish_and_watch(
+    h: &mut Harness,
+    x: ObjectId,
+    pos: Point3,
+    ahead: Option<Point3>,
+    watched: Point3,
+    aoi: Aabb,
+    frames: usize,
+) -> Vec<Point3> {
+    let watcher = ObjectId::new(NodeId(1), 1);
+    for _ in 0..frames {
+        let publish = Op::Publish {
+            id: x,
+            pos,
+            kind: 0,
+            ahead,
+        };
+        h.apply_ops(0, vec![publish]);
+        let watch = vec![
+            Op::Publish {
+                id: watcher,
+                pos: watched,
+                kind: 0,
+                ahead: None,
+            },
+            Op::Subscribe {
+                owner: watcher,
+                region: aoi,
+            },
+        ];
+        h.apply_ops(1, watch);
+        let t = h.now + FRAME;
+        h.run_until(t);
+    }
+    h.nodes[1]
+        .discoveries
+        .iter()
+        .filter(|(_, d)| d.object == x)
+        .map(|(_, d)| d.pos)
+        .collect()
+}
+
 /// A jump announced ahead of time (a respawn point, paper `000` §6.2 predictive
 /// publications): a subscriber at the jump's point discovers the object there while the
 /// object is still far away, the announcement is routed once however many frames repeat
@@ -695,46 +739,12 @@ fn announced_jump_is_discovered_at_its_point(keying: Keying) {
     for announce in [true, false] {
         let mut h = Harness::new(16, 16, &cfg, Delay::Uniform(Duration::from_millis(20)), 0.0, 5)
             .expect("valid setup");
-        let (x, watcher) = (ObjectId::new(NodeId(0), 1), ObjectId::new(NodeId(1), 1));
+        let x = ObjectId::new(NodeId(0), 1);
         let far = Point3::new(200.0, 200.0, 0.0);
         let spawn = Point3::new(4050.0, 4000.0, 0.0);
         let watched = Point3::new(4000.0, 4000.0, 0.0);
         let aoi = Aabb::around(watched, Point3::new(450.0, 450.0, 1000.0));
-        for _ in 0..15 {
-            let ahead = announce.then_some(spawn);
-            h.apply_ops(
-                0,
-                vec![Op::Publish {
-                    id: x,
-                    pos: far,
-                    kind: 0,
-                    ahead,
-                }],
-            );
-            h.apply_ops(
-                1,
-                vec![
-                    Op::Publish {
-                        id: watcher,
-                        pos: watched,
-                        kind: 0,
-                        ahead: None,
-                    },
-                    Op::Subscribe {
-                        owner: watcher,
-                        region: aoi,
-                    },
-                ],
-            );
-            let t = h.now + FRAME;
-            h.run_until(t);
-        }
-        let found: Vec<Point3> = h.nodes[1]
-            .discoveries
-            .iter()
-            .filter(|(_, d)| d.object == x)
-            .map(|(_, d)| d.pos)
-            .collect();
+        let found = publish_and_watch(&mut h, x, far, announce.then_some(spawn), watched, aoi, 15);
         if announce {
             assert!(!found.is_empty(), "{keying:?}: the announced point was matched");
             assert!(found.iter().all(|p| *p == spawn), "{found:?}");
@@ -774,7 +784,7 @@ fn range_publication_is_told_where_its_path_enters(keying: Keying) {
         cfg.range_pubs = range_pubs;
         let mut h = Harness::new(16, 16, &cfg, Delay::Uniform(Duration::from_millis(20)), 0.0, 9)
             .expect("valid setup");
-        let (x, watcher) = (ObjectId::new(NodeId(0), 1), ObjectId::new(NodeId(1), 1));
+        let x = ObjectId::new(NodeId(0), 1);
         let pos = Point3::new(2000.0, 2000.0, 0.0);
         let ahead = Point3::new(2080.0, 2000.0, 0.0);
         let watched = Point3::new(2400.0, 2000.0, 0.0);
@@ -783,40 +793,7 @@ fn range_publication_is_told_where_its_path_enters(keying: Keying) {
             Point3::new(2040.0, 1800.0, -1000.0),
             Point3::new(2760.0, 2200.0, 1000.0),
         );
-        for _ in 0..10 {
-            h.apply_ops(
-                0,
-                vec![Op::Publish {
-                    id: x,
-                    pos,
-                    kind: 0,
-                    ahead: Some(ahead),
-                }],
-            );
-            h.apply_ops(
-                1,
-                vec![
-                    Op::Publish {
-                        id: watcher,
-                        pos: watched,
-                        kind: 0,
-                        ahead: None,
-                    },
-                    Op::Subscribe {
-                        owner: watcher,
-                        region: aoi,
-                    },
-                ],
-            );
-            let t = h.now + FRAME;
-            h.run_until(t);
-        }
-        let found: Vec<Point3> = h.nodes[1]
-            .discoveries
-            .iter()
-            .filter(|(_, d)| d.object == x)
-            .map(|(_, d)| d.pos)
-            .collect();
+        let found = publish_and_watch(&mut h, x, pos, Some(ahead), watched, aoi, 10);
         let pushed = h.nodes[0]
             .pushes
             .iter()

@@ -267,46 +267,23 @@ impl SimConfig {
                 self.locator.chunk_nodes
             ));
         }
-        if !(self.locator.pred_time_ms.is_finite() && (0.0..=30_000.0).contains(&self.locator.pred_time_ms)) {
-            return bad(format!(
-                "locator.pred_time_ms must be in [0, 30000], got {}",
-                self.locator.pred_time_ms
-            ));
+        let l = &self.locator;
+        for (name, v, lo, hi) in [
+            ("pred_time_ms", l.pred_time_ms, 0.0, 30_000.0),
+            ("pub_time_ms", l.pub_time_ms, 0.0, 10_000.0),
+            ("pub_ttl_ms", l.pub_ttl_ms, 1.0, 30_000.0),
+            ("interest_lead_ms", l.interest_lead_ms, 0.0, 10_000.0),
+            ("delay_ms", l.delay_ms, 0.0, 60_000.0),
+        ] {
+            if !(v.is_finite() && (lo..=hi).contains(&v)) {
+                return bad(format!("locator.{name} must be in [{lo}, {hi}], got {v}"));
+            }
         }
-        if !(self.locator.pub_time_ms.is_finite() && (0.0..=10_000.0).contains(&self.locator.pub_time_ms)) {
-            return bad(format!(
-                "locator.pub_time_ms must be in [0, 10000], got {}",
-                self.locator.pub_time_ms
-            ));
-        }
-        if !(self.locator.pub_ttl_ms.is_finite() && (1.0..=30_000.0).contains(&self.locator.pub_ttl_ms)) {
-            return bad(format!(
-                "locator.pub_ttl_ms must be in [1, 30000], got {}",
-                self.locator.pub_ttl_ms
-            ));
-        }
-        if !(self.locator.pub_interval_ms.is_finite()
-            && self.locator.pub_interval_ms >= 1.0
-            && self.locator.pub_interval_ms <= self.locator.pub_ttl_ms)
-        {
+        if !(l.pub_interval_ms.is_finite() && l.pub_interval_ms >= 1.0 && l.pub_interval_ms <= l.pub_ttl_ms) {
             return bad(format!(
                 "locator.pub_interval_ms must be in [1, pub_ttl_ms = {}] (a publication must be \
                  refreshed before it expires), got {}",
-                self.locator.pub_ttl_ms, self.locator.pub_interval_ms
-            ));
-        }
-        if !(self.locator.interest_lead_ms.is_finite()
-            && (0.0..=10_000.0).contains(&self.locator.interest_lead_ms))
-        {
-            return bad(format!(
-                "locator.interest_lead_ms must be in [0, 10000], got {}",
-                self.locator.interest_lead_ms
-            ));
-        }
-        if !(self.locator.delay_ms.is_finite() && (0.0..=60_000.0).contains(&self.locator.delay_ms)) {
-            return bad(format!(
-                "locator.delay_ms must be in [0, 60000], got {}",
-                self.locator.delay_ms
+                l.pub_ttl_ms, l.pub_interval_ms
             ));
         }
         if !(self.duration_s.is_finite() && self.duration_s > 0.0 && self.duration_s <= 1e7) {
