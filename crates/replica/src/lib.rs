@@ -25,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 mod codec;
+mod history;
 mod manager;
 mod message;
 mod naming;

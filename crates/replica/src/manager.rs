@@ -36,6 +36,7 @@ use std::time::Duration;
 
 use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time};
 
+use crate::history::History;
 use crate::message::{ForwardedWrite, InterestItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
 use crate::naming::{Binding, NameService, Resolution};
 use crate::store::{ObjectStore, Role};
@@ -168,7 +169,7 @@ pub struct ReplicaStats {
 }
 
 struct PrimaryMeta<O> {
-    history: VecDeque<(u64, O)>,
+    history: History<O>,
     last_encoding: Vec<u8>,
     subscribers: BTreeMap<NodeId, Time>,
     receivers: BTreeMap<NodeId, RecvState>,
@@ -222,7 +223,7 @@ struct RecvState {
 }
 
 struct ReplicaMeta<O> {
-    history: VecDeque<(u64, O)>,
+    history: History<O>,
     wanted_at: Time,
     registered_at: Option<Time>,
 }
@@ -391,10 +392,7 @@ impl<O: GameObject> ReplicaManager<O> {
     /// The last state of replica `id` confirmed by its primary, with its version. The
     /// object in the store may differ from it by tentative writes made here since.
     pub fn confirmed(&self, id: ObjectId) -> Option<(u64, &O)> {
-        self.repl
-            .get(&id)
-            .and_then(|m| m.history.back())
-            .map(|(v, o)| (*v, o))
+        self.repl.get(&id).and_then(|m| m.history.back())
     }
 
     /// Creates a primary and returns its id.
@@ -403,8 +401,7 @@ impl<O: GameObject> ReplicaManager<O> {
         self.next_seq += 1;
         let mut enc = Vec::new();
         object.encode_state(&mut enc);
-        let mut history = VecDeque::new();
-        history.push_back((1, object.clone()));
+        let history = History::with(1, object.clone());
         let subscribers = match self.mode {
             Mode::Broadcast => self.peers.iter().map(|p| (*p, Time::MAX)).collect(),
             Mode::Interest => BTreeMap::new(),
@@ -664,10 +661,7 @@ impl<O: GameObject> ReplicaManager<O> {
                 entry.version += 1;
                 entry.state_time = now;
                 entry.updated_at = now;
-                meta.history.push_back((entry.version, entry.object.clone()));
-                while meta.history.len() > hist {
-                    meta.history.pop_front();
-                }
+                meta.history.push_clone(entry.version, &entry.object, hist);
             }
         }
     }
@@ -1036,7 +1030,7 @@ impl<O: GameObject> ReplicaManager<O> {
         }
         let st = meta.receivers.entry(from).or_default();
         // The holder states what it has; trust only versions we can still diff against.
-        let have_known = it.have != 0 && meta.history.iter().any(|(v, _)| *v == it.have);
+        let have_known = it.have != 0 && meta.history.contains(it.have);
         st.acked = if have_known { st.acked.max(it.have) } else { 0 };
         if it.have == 0 {
             // A fetch: answer now with the full state.
@@ -1088,22 +1082,17 @@ impl<O: GameObject> ReplicaManager<O> {
             }
             None => None,
         };
-        let in_history = |m: &ReplicaMeta<O>, v: u64| m.history.iter().any(|(x, _)| *x == v);
-        if held.is_some_and(|v| v >= it.version)
-            && self.repl.get(&it.id).is_some_and(|m| in_history(m, it.version))
-        {
+        // One lookup of the replica's history serves the duplicate check and the baseline.
+        let history = self.repl.get(&it.id).map(|m| &m.history);
+        if held.is_some_and(|v| v >= it.version) && history.is_some_and(|h| h.contains(it.version)) {
             self.stats.stale_updates += 1; // a duplicate
             return;
         }
         let decoded = if it.base == 0 {
             O::decode_state(&it.data)
         } else {
-            match self
-                .repl
-                .get(&it.id)
-                .and_then(|m| m.history.iter().find(|(v, _)| *v == it.base))
-            {
-                Some((_, base)) => O::apply_delta(base, &it.data),
+            match history.and_then(|h| h.get(it.base)) {
+                Some(base) => O::apply_delta(base, &it.data),
                 None if held.is_none() && self.mode == Mode::Interest => {
                     // A delta for an object not held (dropped, or never fetched): ignore;
                     // discovery fetches it again if it is wanted.
@@ -1141,15 +1130,7 @@ impl<O: GameObject> ReplicaManager<O> {
             // because the sender will treat it as acknowledged once this packet is acked.
             self.stats.stale_updates += 1;
             if let Some(m) = self.repl.get_mut(&it.id) {
-                let pos = m
-                    .history
-                    .iter()
-                    .position(|(x, _)| *x > it.version)
-                    .unwrap_or(m.history.len());
-                m.history.insert(pos, (it.version, object));
-                while m.history.len() > hist {
-                    m.history.pop_front();
-                }
+                m.history.insert_sorted(it.version, object, hist);
             }
             return;
         }
@@ -1175,14 +1156,11 @@ impl<O: GameObject> ReplicaManager<O> {
                     self.fetching.remove(&it.id);
                 }
                 let m = self.repl.entry(it.id).or_insert_with(|| ReplicaMeta {
-                    history: VecDeque::new(),
+                    history: History::default(),
                     wanted_at: now,
                     registered_at: Some(now),
                 });
-                m.history.push_back((it.version, object));
-                while m.history.len() > hist {
-                    m.history.pop_front();
-                }
+                m.history.push(it.version, object, hist);
             }
             Err(_) => self.stats.refused_updates += 1,
         }
@@ -1312,14 +1290,10 @@ impl<O: GameObject> ReplicaManager<O> {
 /// is always the snapshot taken when `version` was assigned (from `history`), never the
 /// live object: writes forwarded to the primary between frames change the live object
 /// and only become visible under the next version.
-fn make_update<O: GameObject>(
-    id: ObjectId,
-    version: u64,
-    acked: u64,
-    history: &VecDeque<(u64, O)>,
-) -> UpdateItem {
-    let mut data = Vec::new();
-    let Some((_, current)) = history.iter().rev().find(|(v, _)| *v == version) else {
+fn make_update<O: GameObject>(id: ObjectId, version: u64, acked: u64, history: &History<O>) -> UpdateItem {
+    // Room for a typical state or delta, so encoding does not grow the buffer.
+    let mut data = Vec::with_capacity(32);
+    let Some(current) = history.get_newest(version) else {
         // Unreachable by construction (the newest version is always in the history);
         // an empty full state would be refused by the receiver's decoder.
         return UpdateItem {
@@ -1329,18 +1303,14 @@ fn make_update<O: GameObject>(
             data,
         };
     };
-    let base = if acked != 0 {
-        history.iter().find(|(v, _)| *v == acked)
-    } else {
-        None
-    };
+    let base = if acked != 0 { history.get(acked) } else { None };
     match base {
-        Some((b, obj)) => {
+        Some(obj) => {
             current.encode_delta(obj, &mut data);
             UpdateItem {
                 id,
                 version,
-                base: *b,
+                base: acked,
                 data,
             }
         }

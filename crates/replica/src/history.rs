@@ -1,0 +1,180 @@
+//! The bounded version history kept per primary and per replica for delta baselines
+//! (paper `000` §5: a delta is encoded, and applied, against a state the receiver has
+//! acknowledged, so both sides keep the last few versions).
+//!
+//! Versions and states are stored apart: a baseline lookup scans a short run of `u64`
+//! versions (a few cache lines) and touches one state, instead of striding over every
+//! stored state. The oldest slot's allocation is reused when a full history takes a new
+//! state ([`Clone::clone_from`]).
+
+use std::collections::VecDeque;
+
+/// Versions and their states, oldest first, at most a caller-given number of them.
+#[derive(Clone, Debug)]
+pub(crate) struct History<O> {
+    versions: VecDeque<u64>,
+    states: VecDeque<O>,
+}
+
+impl<O> Default for History<O> {
+    fn default() -> Self {
+        Self {
+            versions: VecDeque::new(),
+            states: VecDeque::new(),
+        }
+    }
+}
+
+impl<O: Clone> History<O> {
+    /// A history holding only `state` as `version`.
+    pub(crate) fn with(version: u64, state: O) -> Self {
+        let mut h = Self::default();
+        h.versions.push_back(version);
+        h.states.push_back(state);
+        h
+    }
+
+    /// Number of versions held.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.versions.len()
+    }
+
+    /// The oldest-first position of the first entry with `version`.
+    fn position(&self, version: u64) -> Option<usize> {
+        let (a, b) = self.versions.as_slices();
+        match a.iter().position(|v| *v == version) {
+            Some(i) => Some(i),
+            None => b.iter().position(|v| *v == version).map(|i| a.len() + i),
+        }
+    }
+
+    /// The state of the oldest entry with `version`.
+    pub(crate) fn get(&self, version: u64) -> Option<&O> {
+        self.position(version).map(|i| &self.states[i])
+    }
+
+    /// The state of the newest entry with `version`.
+    pub(crate) fn get_newest(&self, version: u64) -> Option<&O> {
+        let (a, b) = self.versions.as_slices();
+        let i = match b.iter().rposition(|v| *v == version) {
+            Some(i) => Some(a.len() + i),
+            None => a.iter().rposition(|v| *v == version),
+        };
+        i.map(|i| &self.states[i])
+    }
+
+    /// True if some entry has `version`.
+    pub(crate) fn contains(&self, version: u64) -> bool {
+        self.position(version).is_some()
+    }
+
+    /// The newest entry.
+    pub(crate) fn back(&self) -> Option<(u64, &O)> {
+        Some((*self.versions.back()?, self.states.back()?))
+    }
+
+    /// Appends `state` as `version`, then drops the oldest entries beyond `cap`.
+    pub(crate) fn push(&mut self, version: u64, state: O, cap: usize) {
+        self.versions.push_back(version);
+        self.states.push_back(state);
+        self.trim(cap);
+    }
+
+    /// Appends a copy of `state` as `version`, dropping the oldest entries beyond `cap`:
+    /// the same result as `push(version, state.clone(), cap)`, but a full history copies
+    /// into the slot it drops (reusing its allocations).
+    pub(crate) fn push_clone(&mut self, version: u64, state: &O, cap: usize) {
+        let cap = cap.max(1);
+        let mut spare = None;
+        while self.versions.len() >= cap {
+            self.versions.pop_front();
+            spare = self.states.pop_front();
+        }
+        let slot = match spare {
+            Some(mut s) => {
+                s.clone_from(state);
+                s
+            }
+            None => state.clone(),
+        };
+        self.versions.push_back(version);
+        self.states.push_back(slot);
+    }
+
+    /// Inserts `state` as `version` before the first newer entry, then drops the oldest
+    /// entries beyond `cap`.
+    pub(crate) fn insert_sorted(&mut self, version: u64, state: O, cap: usize) {
+        let pos = self
+            .versions
+            .iter()
+            .position(|x| *x > version)
+            .unwrap_or(self.versions.len());
+        self.versions.insert(pos, version);
+        self.states.insert(pos, state);
+        self.trim(cap);
+    }
+
+    fn trim(&mut self, cap: usize) {
+        while self.versions.len() > cap {
+            self.versions.pop_front();
+            self.states.pop_front();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference: the `VecDeque<(u64, O)>` the history replaces.
+    fn reference_push(r: &mut VecDeque<(u64, String)>, v: u64, s: &str, cap: usize) {
+        r.push_back((v, s.to_string()));
+        while r.len() > cap {
+            r.pop_front();
+        }
+    }
+
+    fn same(h: &History<String>, r: &VecDeque<(u64, String)>) -> bool {
+        h.versions.iter().copied().eq(r.iter().map(|(v, _)| *v))
+            && h.states.iter().eq(r.iter().map(|(_, s)| s))
+    }
+
+    #[test]
+    fn push_and_push_clone_keep_the_newest_entries_like_a_bounded_deque() {
+        for cap in 1..5 {
+            let mut a = History::default();
+            let mut b = History::default();
+            let mut r = VecDeque::new();
+            for v in 1..12u64 {
+                let s = format!("state {v}");
+                a.push(v, s.clone(), cap);
+                b.push_clone(v, &s, cap);
+                reference_push(&mut r, v, &s, cap);
+                assert!(same(&a, &r), "push, cap {cap}, v {v}");
+                assert!(same(&b, &r), "push_clone, cap {cap}, v {v}");
+            }
+            assert_eq!(a.len(), cap);
+            assert_eq!(b.back(), Some((11, &"state 11".to_string())));
+        }
+    }
+
+    #[test]
+    fn lookups_find_the_oldest_or_newest_entry_of_a_version_across_the_ring_seam() {
+        let mut h = History::default();
+        // Wrap the ring so the versions span both slices.
+        for v in 1..=6u64 {
+            h.push(v, format!("s{v}"), 4);
+        }
+        h.insert_sorted(4, "s4 again".to_string(), 5);
+        assert!(h.versions.iter().copied().eq([3, 4, 4, 5, 6]));
+        assert_eq!(h.get(4).map(String::as_str), Some("s4"));
+        assert_eq!(h.get_newest(4).map(String::as_str), Some("s4 again"));
+        assert_eq!(h.get(3).map(String::as_str), Some("s3"));
+        assert_eq!(h.get(2), None);
+        assert!(h.contains(6) && !h.contains(7));
+        h.insert_sorted(1, "s1".to_string(), 5);
+        // Inserted at the front, then the oldest (itself) trimmed.
+        assert!(h.versions.iter().copied().eq([3, 4, 4, 5, 6]));
+    }
+}
