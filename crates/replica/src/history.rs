@@ -4,7 +4,9 @@
 //!
 //! Versions and states are stored apart: a baseline lookup scans a short run of `u64`
 //! versions (a few cache lines) and touches one state, instead of striding over every
-//! stored state. The oldest slot's allocation is reused when a full history takes a new
+//! stored state. While the versions are strictly increasing (always, as the replica
+//! manager uses it) that scan is a binary search; otherwise it is a linear scan with the
+//! same answer. The oldest slot's allocation is reused when a full history takes a new
 //! state ([`Clone::clone_from`]).
 
 use std::collections::VecDeque;
@@ -14,6 +16,9 @@ use std::collections::VecDeque;
 pub(crate) struct History<O> {
     versions: VecDeque<u64>,
     states: VecDeque<O>,
+    /// The versions are strictly increasing (so each occurs once and binary search finds
+    /// it). Cleared for good by an out-of-order or repeated version.
+    increasing: bool,
 }
 
 impl<O> Default for History<O> {
@@ -21,6 +26,7 @@ impl<O> Default for History<O> {
         Self {
             versions: VecDeque::new(),
             states: VecDeque::new(),
+            increasing: true,
         }
     }
 }
@@ -42,6 +48,9 @@ impl<O: Clone> History<O> {
 
     /// The oldest-first position of the first entry with `version`.
     fn position(&self, version: u64) -> Option<usize> {
+        if self.increasing {
+            return self.versions.binary_search(&version).ok();
+        }
         let (a, b) = self.versions.as_slices();
         match a.iter().position(|v| *v == version) {
             Some(i) => Some(i),
@@ -56,6 +65,9 @@ impl<O: Clone> History<O> {
 
     /// The state of the newest entry with `version`.
     pub(crate) fn get_newest(&self, version: u64) -> Option<&O> {
+        if self.increasing {
+            return self.get(version);
+        }
         let (a, b) = self.versions.as_slices();
         let i = match b.iter().rposition(|v| *v == version) {
             Some(i) => Some(a.len() + i),
@@ -76,6 +88,7 @@ impl<O: Clone> History<O> {
 
     /// Appends `state` as `version`, then drops the oldest entries beyond `cap`.
     pub(crate) fn push(&mut self, version: u64, state: O, cap: usize) {
+        self.note_appended(version);
         self.versions.push_back(version);
         self.states.push_back(state);
         self.trim(cap);
@@ -91,6 +104,7 @@ impl<O: Clone> History<O> {
             self.versions.pop_front();
             spare = self.states.pop_front();
         }
+        self.note_appended(version);
         let slot = match spare {
             Some(mut s) => {
                 s.clone_from(state);
@@ -110,9 +124,19 @@ impl<O: Clone> History<O> {
             .iter()
             .position(|x| *x > version)
             .unwrap_or(self.versions.len());
+        if pos > 0 && self.versions[pos - 1] == version {
+            self.increasing = false;
+        }
         self.versions.insert(pos, version);
         self.states.insert(pos, state);
         self.trim(cap);
+    }
+
+    /// Keeps `increasing` true only if `version` is newer than the newest held.
+    fn note_appended(&mut self, version: u64) {
+        if self.versions.back().is_some_and(|b| *b >= version) {
+            self.increasing = false;
+        }
     }
 
     fn trim(&mut self, cap: usize) {
@@ -156,6 +180,27 @@ mod tests {
             }
             assert_eq!(a.len(), cap);
             assert_eq!(b.back(), Some((11, &"state 11".to_string())));
+        }
+    }
+
+    #[test]
+    fn lookups_agree_with_a_linear_scan_for_increasing_and_repeated_versions() {
+        // Increasing (binary search), then an out-of-order push (linear scan from then on).
+        let mut h = History::default();
+        let mut r: VecDeque<(u64, String)> = VecDeque::new();
+        let versions = [2u64, 3, 5, 8, 9, 11, 12, 4, 13, 4, 20];
+        for (k, v) in versions.iter().enumerate() {
+            let s = format!("#{k}");
+            h.push_clone(*v, &s, 6);
+            reference_push(&mut r, *v, &s, 6);
+            assert_eq!(h.increasing, k < 7, "after {k} pushes");
+            for q in 0..22u64 {
+                let oldest = r.iter().find(|(x, _)| *x == q).map(|(_, s)| s);
+                let newest = r.iter().rev().find(|(x, _)| *x == q).map(|(_, s)| s);
+                assert_eq!(h.get(q), oldest, "get {q} after {k}");
+                assert_eq!(h.get_newest(q), newest, "get_newest {q} after {k}");
+                assert_eq!(h.contains(q), oldest.is_some());
+            }
         }
     }
 

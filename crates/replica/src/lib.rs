@@ -31,6 +31,7 @@ mod message;
 mod naming;
 mod object;
 mod store;
+mod vecmap;
 
 pub use codec::PacketError;
 pub use manager::{

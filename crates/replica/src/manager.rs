@@ -40,6 +40,7 @@ use crate::history::History;
 use crate::message::{ForwardedWrite, InterestItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
 use crate::naming::{Binding, NameService, Resolution};
 use crate::store::{ObjectStore, Role};
+use crate::vecmap::VecMap;
 use crate::{GameObject, ThinkContext};
 
 mod migrate;
@@ -171,8 +172,8 @@ pub struct ReplicaStats {
 struct PrimaryMeta<O> {
     history: History<O>,
     last_encoding: Vec<u8>,
-    subscribers: BTreeMap<NodeId, Time>,
-    receivers: BTreeMap<NodeId, RecvState>,
+    subscribers: VecMap<NodeId, Time>,
+    receivers: VecMap<NodeId, RecvState>,
     motion: Motion,
 }
 
@@ -295,7 +296,7 @@ pub struct ReplicaManager<O: GameObject> {
     /// Fetches in flight: when, and from which node (the only node, besides the name
     /// service's binding, whose state for an unheld object is accepted).
     fetching: BTreeMap<ObjectId, (Time, NodeId)>,
-    net: BTreeMap<NodeId, PeerState>,
+    net: VecMap<NodeId, PeerState>,
     stats: ReplicaStats,
     names: NameService,
     /// Primaries being migrated away: not thought, writes to them buffered.
@@ -348,7 +349,7 @@ impl<O: GameObject> ReplicaManager<O> {
             prim: BTreeMap::new(),
             repl: BTreeMap::new(),
             fetching: BTreeMap::new(),
-            net: BTreeMap::new(),
+            net: VecMap::new(),
             stats: ReplicaStats::default(),
             names: NameService::new(me, cfg_lease),
             frozen: BTreeSet::new(),
@@ -404,7 +405,7 @@ impl<O: GameObject> ReplicaManager<O> {
         let history = History::with(1, object.clone());
         let subscribers = match self.mode {
             Mode::Broadcast => self.peers.iter().map(|p| (*p, Time::MAX)).collect(),
-            Mode::Interest => BTreeMap::new(),
+            Mode::Interest => VecMap::new(),
         };
         self.prim.insert(
             id,
@@ -412,7 +413,7 @@ impl<O: GameObject> ReplicaManager<O> {
                 history,
                 last_encoding: enc,
                 subscribers,
-                receivers: BTreeMap::new(),
+                receivers: VecMap::new(),
                 motion: Motion::default(),
             },
         );
@@ -489,7 +490,7 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     fn peer(&mut self, id: NodeId) -> &mut PeerState {
-        self.net.entry(id).or_default()
+        self.net.entry_or_default(id)
     }
 
     /// Applies a write made on this node: authoritative on a primary, tentative on a
@@ -866,7 +867,7 @@ impl<O: GameObject> ReplicaManager<O> {
             };
             meta.receivers.retain(|n, _| targets.binary_search(n).is_ok());
             for &t in &targets {
-                let st = meta.receivers.entry(t).or_default();
+                let st = meta.receivers.entry_or_default(t);
                 if st.acked >= version {
                     continue;
                 }
@@ -1028,7 +1029,7 @@ impl<O: GameObject> ReplicaManager<O> {
         if self.mode == Mode::Interest {
             meta.subscribers.insert(from, now + self.cfg.interest_ttl);
         }
-        let st = meta.receivers.entry(from).or_default();
+        let st = meta.receivers.entry_or_default(from);
         // The holder states what it has; trust only versions we can still diff against.
         let have_known = it.have != 0 && meta.history.contains(it.have);
         st.acked = if have_known { st.acked.max(it.have) } else { 0 };
@@ -1045,18 +1046,16 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     fn on_ack(&mut self, from: NodeId, seqs: &[u32]) {
-        let p = self.peer(from);
-        let mut acked: Vec<(ObjectId, u64)> = Vec::new();
+        let p = self.net.entry_or_default(from);
         for s in seqs {
             if let Some(pos) = p.sent_log.iter().position(|(q, _)| q == s)
                 && let Some((_, items)) = p.sent_log.remove(pos)
             {
-                acked.extend(items);
-            }
-        }
-        for (id, v) in acked {
-            if let Some(st) = self.prim.get_mut(&id).and_then(|m| m.receivers.get_mut(&from)) {
-                st.acked = st.acked.max(v);
+                for (id, v) in items {
+                    if let Some(st) = self.prim.get_mut(&id).and_then(|m| m.receivers.get_mut(&from)) {
+                        st.acked = st.acked.max(v);
+                    }
+                }
             }
         }
     }

@@ -18,7 +18,7 @@
 //! bound version and has no record of what receivers acknowledged, so every holder gets a
 //! full state first (holders ask for it when they accept the `Moved` notice).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use worldmesh_core::{NodeId, ObjectId, Time};
 
@@ -27,6 +27,7 @@ use crate::history::History;
 use crate::message::{ForwardedWrite, InterestItem};
 use crate::naming::{Binding, NameService, Resolution};
 use crate::store::Role;
+use crate::vecmap::VecMap;
 use crate::{GameObject, Mode};
 
 /// Largest number of out-of-order write sequence numbers remembered per (object, writer).
@@ -331,7 +332,7 @@ impl<O: GameObject> ReplicaManager<O> {
                     history,
                     last_encoding: m.state.clone(),
                     subscribers,
-                    receivers: BTreeMap::new(),
+                    receivers: VecMap::new(),
                     motion: Motion::default(),
                 },
             );
