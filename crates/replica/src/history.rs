@@ -49,6 +49,18 @@ impl<O: Clone> History<O> {
     /// The oldest-first position of the first entry with `version`.
     fn position(&self, version: u64) -> Option<usize> {
         if self.increasing {
+            // Versions usually go up by one: try where `version` would be if they did (a
+            // match is the only one), then search.
+            let newest = *self.versions.back()?;
+            let guess = newest
+                .checked_sub(version)
+                .and_then(|back| usize::try_from(back).ok())
+                .and_then(|back| (self.versions.len() - 1).checked_sub(back));
+            if let Some(i) = guess
+                && self.versions[i] == version
+            {
+                return Some(i);
+            }
             return self.versions.binary_search(&version).ok();
         }
         let (a, b) = self.versions.as_slices();
@@ -86,24 +98,19 @@ impl<O: Clone> History<O> {
         Some((*self.versions.back()?, self.states.back()?))
     }
 
-    /// Appends `state` as `version`, then drops the oldest entries beyond `cap`.
+    /// Appends `state` as `version`, keeping the newest `cap` entries (at least 1).
     pub(crate) fn push(&mut self, version: u64, state: O, cap: usize) {
+        self.make_room(cap);
         self.note_appended(version);
         self.versions.push_back(version);
         self.states.push_back(state);
-        self.trim(cap);
     }
 
     /// Appends a copy of `state` as `version`, dropping the oldest entries beyond `cap`:
     /// the same result as `push(version, state.clone(), cap)`, but a full history copies
     /// into the slot it drops (reusing its allocations).
     pub(crate) fn push_clone(&mut self, version: u64, state: &O, cap: usize) {
-        let cap = cap.max(1);
-        let mut spare = None;
-        while self.versions.len() >= cap {
-            self.versions.pop_front();
-            spare = self.states.pop_front();
-        }
+        let spare = self.make_room(cap);
         self.note_appended(version);
         let slot = match spare {
             Some(mut s) => {
@@ -130,6 +137,19 @@ impl<O: Clone> History<O> {
         self.versions.insert(pos, version);
         self.states.insert(pos, state);
         self.trim(cap);
+    }
+
+    /// Drops the oldest entries until one more fits within `cap` (at least 1), returning
+    /// the last state dropped. (Dropping before appending keeps a full history's buffer at
+    /// `cap` entries: appending first would grow it past `cap` once.)
+    fn make_room(&mut self, cap: usize) -> Option<O> {
+        let cap = cap.max(1);
+        let mut spare = None;
+        while self.versions.len() >= cap {
+            self.versions.pop_front();
+            spare = self.states.pop_front();
+        }
+        spare
     }
 
     /// Keeps `increasing` true only if `version` is newer than the newest held.

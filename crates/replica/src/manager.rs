@@ -761,7 +761,7 @@ impl<O: GameObject> ReplicaManager<O> {
             // Refreshes to one primary's node are batched: when one is due, every replica
             // from that node past half its period is refreshed in the same packet.
             let refresh = self.cfg.interest_refresh;
-            let due: BTreeSet<NodeId> = wanted_now
+            let mut due: Vec<NodeId> = wanted_now
                 .iter()
                 .filter(|(id, ..)| {
                     self.repl
@@ -770,10 +770,14 @@ impl<O: GameObject> ReplicaManager<O> {
                 })
                 .map(|(_, p, _)| *p)
                 .collect();
+            due.sort_unstable();
+            due.dedup();
             for (id, primary, version) in wanted_now {
                 if let Some(m) = self.repl.get_mut(&id) {
                     m.wanted_at = now;
-                    if due.contains(&primary) && m.registered_at.is_none_or(|t| now - t >= refresh / 2) {
+                    if due.binary_search(&primary).is_ok()
+                        && m.registered_at.is_none_or(|t| now - t >= refresh / 2)
+                    {
                         m.registered_at = Some(now);
                         register.push((primary, InterestItem { id, have: version }));
                     }
@@ -910,11 +914,14 @@ impl<O: GameObject> ReplicaManager<O> {
         {
             return false;
         }
-        let wanted = self.store.iter().any(|(pid, e)| {
-            e.role == Role::Primary
-                && (self.predicted_interest(pid))
-                    .or_else(|| e.object.interest())
-                    .is_some_and(|b| b.contains(pos))
+        // The local primaries are exactly the keys of `prim` (outside `frame`'s think loop).
+        let wanted = self.prim.keys().any(|pid| {
+            self.store.get(*pid).is_some_and(|e| {
+                e.role == Role::Primary
+                    && (self.predicted_interest(*pid))
+                        .or_else(|| e.object.interest())
+                        .is_some_and(|b| b.contains(pos))
+            })
         });
         if !wanted {
             return false;
@@ -946,8 +953,10 @@ impl<O: GameObject> ReplicaManager<O> {
     /// True if some local primary's interest (with the discovery margin) holds `pos`.
     fn wanted_at(&self, pos: Point3) -> bool {
         let m = self.cfg.interest_margin;
-        self.store.iter().any(|(_, e)| {
-            e.role == Role::Primary && e.object.interest().is_some_and(|b| b.expand(m).contains(pos))
+        self.prim.keys().any(|pid| {
+            self.store.get(*pid).is_some_and(|e| {
+                e.role == Role::Primary && e.object.interest().is_some_and(|b| b.expand(m).contains(pos))
+            })
         })
     }
 
@@ -1169,12 +1178,14 @@ impl<O: GameObject> ReplicaManager<O> {
     /// keepalive to each node this node serves that has heard nothing for `keepalive`, so it
     /// can tell this node is alive.
     pub fn flush(&mut self, now: Time) -> Vec<(NodeId, Packet)> {
-        let serving: BTreeSet<NodeId> = self
+        let mut serving: Vec<NodeId> = self
             .prim
             .values()
             .flat_map(|m| m.receivers.keys().chain(m.subscribers.keys()))
             .copied()
             .collect();
+        serving.sort_unstable();
+        serving.dedup();
         let ka = self.cfg.keepalive;
         for s in serving {
             let p = self.peer(s);
@@ -1233,23 +1244,26 @@ impl<O: GameObject> ReplicaManager<O> {
         if !p.write_acks.is_empty() {
             head.push(ReplicaMsg::WriteAck(std::mem::take(&mut p.write_acks)));
         }
-        let updates = std::mem::take(&mut p.updates);
-        // Split updates into packets of at most `max` bytes (estimated conservatively).
-        let mut chunks: Vec<Vec<UpdateItem>> = Vec::new();
-        let mut cur: Vec<UpdateItem> = Vec::new();
-        let mut size = 64usize;
-        for u in updates {
+        let mut updates = std::mem::take(&mut p.updates);
+        // Split updates into packets of at most `max` bytes (estimated conservatively): find
+        // where each packet after the first starts, then split (usually there is one packet,
+        // which takes the queue as it is).
+        let mut starts: Vec<usize> = Vec::new();
+        let (mut first, mut size) = (0, 64usize);
+        for (i, u) in updates.iter().enumerate() {
             let s = u.data.len() + 24;
-            if !cur.is_empty() && size + s > max {
-                chunks.push(std::mem::take(&mut cur));
-                size = 64;
+            if i > first && size + s > max {
+                starts.push(i);
+                (first, size) = (i, 64);
             }
             size += s;
-            cur.push(u);
         }
-        if !cur.is_empty() || chunks.is_empty() {
-            chunks.push(cur);
+        let mut chunks: Vec<Vec<UpdateItem>> = Vec::with_capacity(starts.len() + 1);
+        for &i in starts.iter().rev() {
+            chunks.push(updates.split_off(i));
         }
+        chunks.push(updates);
+        chunks.reverse();
         let mut out = Vec::new();
         for (k, chunk) in chunks.into_iter().enumerate() {
             p.next_seq = p.next_seq.wrapping_add(1).max(1);
