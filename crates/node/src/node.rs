@@ -270,6 +270,12 @@ impl<O: GameObject> Node<O> {
         std::mem::take(&mut self.locator_ops)
     }
 
+    /// Drains the locator operations queued by the last frame (interest mode only), like
+    /// [`Node::take_locator_ops`] but keeping the buffer for the next frame.
+    pub fn drain_locator_ops(&mut self) -> std::vec::Drain<'_, LocatorOp> {
+        self.locator_ops.drain(..)
+    }
+
     /// Advances timers: runs a frame when one is due.
     pub fn handle_timeout(&mut self, now: Time) {
         if now >= self.next_frame {

@@ -57,6 +57,8 @@ pub struct Simulation<O: GameObject> {
     events_seen: u64,
     oracle: Option<OracleSlot>,
     collector: Option<(Collector<O>, std::time::Duration)>,
+    /// Reused buffer for the oracle's discoveries.
+    found: Vec<Discovery>,
 }
 
 impl<O: GameObject> Simulation<O> {
@@ -81,6 +83,7 @@ impl<O: GameObject> Simulation<O> {
             events_seen: 0,
             oracle: None,
             collector: None,
+            found: Vec::new(),
         };
         for i in 0..n {
             sim.after_input(i);
@@ -208,13 +211,16 @@ impl<O: GameObject> Simulation<O> {
             self.events_seen += 1;
         }
         if let Some(slot) = &mut self.oracle {
-            let ops = self.nodes[i].take_locator_ops();
-            if !ops.is_empty() {
+            let ops = self.nodes[i].drain_locator_ops();
+            if !ops.as_slice().is_empty() {
                 slot.oracle.ingest(self.now, NodeId(i as u32), ops);
                 let delay = slot.delay;
-                for d in slot.oracle.take_discoveries() {
+                let mut found = std::mem::take(&mut self.found);
+                slot.oracle.move_discoveries(&mut found);
+                for d in found.drain(..) {
                     self.push(self.now + delay, Kind::Discover(d));
                 }
+                self.found = found;
             }
         }
         if let Some(at) = self.nodes[i].poll_timeout()

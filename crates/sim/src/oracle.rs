@@ -49,8 +49,12 @@ pub struct Oracle {
     told: HashMap<(NodeId, ObjectId), Time>,
     ttl: Duration,
     out: Vec<Discovery>,
-    /// Reused buffer of grid cells (no allocation per ingest).
+    /// Reused buffers (no allocation per ingest): grid cells, this ingest's publications,
+    /// the subscribers one publication matched, and the matches of new subscriptions.
     scratch: Vec<(i32, i32)>,
+    published: Vec<(ObjectId, Published)>,
+    hits: Vec<(NodeId, Point3)>,
+    found: Vec<Discovery>,
 }
 
 /// A subscription indexed in a grid cell: the node, the index in its list, the region.
@@ -116,9 +120,10 @@ impl Oracle {
 
     /// Takes a node's operations of one frame: its publications refresh, its
     /// subscriptions replace the previous ones; both are matched at once.
-    pub fn ingest(&mut self, now: Time, node: NodeId, ops: Vec<LocatorOp>) {
+    pub fn ingest(&mut self, now: Time, node: NodeId, ops: impl IntoIterator<Item = LocatorOp>) {
         let mut subs = Vec::new();
-        let mut published = Vec::new();
+        let mut published = std::mem::take(&mut self.published);
+        published.clear();
         for op in ops {
             match op {
                 LocatorOp::Publish { id, pos, ahead, .. } => {
@@ -166,8 +171,9 @@ impl Oracle {
             }
         }
         // New publications against stored subscriptions of other nodes.
-        for (id, p) in published {
-            let mut hits: Vec<(NodeId, Point3)> = Vec::new();
+        let mut hits = std::mem::take(&mut self.hits);
+        for (id, p) in published.drain(..) {
+            hits.clear();
             for c in p.cells() {
                 for (n, _, r) in self.sub_grid.get(&c).into_iter().flatten() {
                     if *n != node
@@ -177,7 +183,7 @@ impl Oracle {
                     }
                 }
             }
-            for (n, pos) in hits {
+            for (n, pos) in hits.drain(..) {
                 self.tell(
                     now,
                     Discovery {
@@ -189,8 +195,11 @@ impl Oracle {
                 );
             }
         }
+        self.hits = hits;
+        self.published = published;
         // New subscriptions against stored publications of other nodes.
-        let mut found = Vec::new();
+        let mut found = std::mem::take(&mut self.found);
+        found.clear();
         for r in &subs {
             for c in cells(r) {
                 for (id, p) in self.pub_grid.get(&c).into_iter().flatten() {
@@ -208,9 +217,10 @@ impl Oracle {
                 }
             }
         }
-        for d in found {
+        for d in found.drain(..) {
             self.tell(now, d);
         }
+        self.found = found;
         self.subs.insert(node, subs);
     }
 
@@ -240,6 +250,12 @@ impl Oracle {
     /// Discoveries made by the last ingests (matching is immediate).
     pub fn take_discoveries(&mut self) -> Vec<Discovery> {
         std::mem::take(&mut self.out)
+    }
+
+    /// Moves the discoveries made by the last ingests to the end of `into`, in order (like
+    /// [`Oracle::take_discoveries`], keeping both buffers).
+    pub fn move_discoveries(&mut self, into: &mut Vec<Discovery>) {
+        into.append(&mut self.out);
     }
 }
 
