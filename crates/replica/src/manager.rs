@@ -291,7 +291,8 @@ pub struct ReplicaManager<O: GameObject> {
     store: ObjectStore<O>,
     next_seq: u32,
     frame: u64,
-    prim: BTreeMap<ObjectId, PrimaryMeta<O>>,
+    /// The local primaries' replication state (a few dozen per node: a sorted vector).
+    prim: VecMap<ObjectId, PrimaryMeta<O>>,
     repl: BTreeMap<ObjectId, ReplicaMeta<O>>,
     /// Fetches in flight: when, and from which node (the only node, besides the name
     /// service's binding, whose state for an unheld object is accepted).
@@ -346,7 +347,7 @@ impl<O: GameObject> ReplicaManager<O> {
             store: ObjectStore::new(),
             next_seq: 0,
             frame: 0,
-            prim: BTreeMap::new(),
+            prim: VecMap::new(),
             repl: BTreeMap::new(),
             fetching: BTreeMap::new(),
             net: VecMap::new(),

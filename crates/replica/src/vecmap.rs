@@ -35,6 +35,11 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
         self.keys.binary_search(k).ok().map(|i| &self.vals[i])
     }
 
+    /// True if `k` has a value.
+    pub(crate) fn contains_key(&self, k: &K) -> bool {
+        self.keys.binary_search(k).is_ok()
+    }
+
     /// The value of `k`, mutably.
     pub(crate) fn get_mut(&mut self, k: &K) -> Option<&mut V> {
         self.keys.binary_search(k).ok().map(|i| &mut self.vals[i])
@@ -105,6 +110,16 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&K, &mut V)> {
         self.keys.iter().zip(self.vals.iter_mut())
     }
+
+    /// The values, by ascending key.
+    pub(crate) fn values(&self) -> std::slice::Iter<'_, V> {
+        self.vals.iter()
+    }
+
+    /// The values, by ascending key, mutably.
+    pub(crate) fn values_mut(&mut self) -> std::slice::IterMut<'_, V> {
+        self.vals.iter_mut()
+    }
 }
 
 impl<K: Ord + Copy, V> FromIterator<(K, V)> for VecMap<K, V> {
@@ -171,11 +186,16 @@ mod tests {
                         if let Some(v) = m.get_mut(&k) { *v ^= 0x55; }
                         if let Some(v) = r.get_mut(&k) { *v ^= 0x55; }
                         prop_assert_eq!(m.get(&k), r.get(&k));
+                        prop_assert_eq!(m.contains_key(&k), r.contains_key(&k));
                     }
                 }
                 prop_assert!(m.iter().map(|(k, v)| (*k, *v)).eq(r.iter().map(|(k, v)| (*k, *v))));
                 prop_assert!(m.keys().eq(r.keys()));
             }
+            prop_assert!(m.values().eq(r.values()));
+            for v in m.values_mut() { *v = v.wrapping_mul(3); }
+            for v in r.values_mut() { *v = v.wrapping_mul(3); }
+            prop_assert!(m.iter().map(|(k, v)| (*k, *v)).eq(r.iter().map(|(k, v)| (*k, *v))));
             for (_, v) in m.iter_mut() { *v = 0; }
             prop_assert!(m.iter().all(|(_, v)| *v == 0));
         }
