@@ -57,8 +57,8 @@ pub struct Oracle {
     found: Vec<Discovery>,
 }
 
-/// A subscription indexed in a grid cell: the node, the index in its list, the region.
-type Subscribed = (NodeId, usize, Aabb);
+/// A subscription indexed in a grid cell: the node and the region.
+type Subscribed = (NodeId, Aabb);
 
 /// A stored publication.
 #[derive(Clone, Copy)]
@@ -165,9 +165,9 @@ impl Oracle {
             }
             self.scratch = touched;
         }
-        for (k, r) in subs.iter().enumerate() {
+        for r in &subs {
             for c in cells(r) {
-                self.sub_grid.entry(c).or_default().push((node, k, *r));
+                self.sub_grid.entry(c).or_default().push((node, *r));
             }
         }
         // New publications against stored subscriptions of other nodes.
@@ -175,7 +175,7 @@ impl Oracle {
         for (id, p) in published.drain(..) {
             hits.clear();
             for c in p.cells() {
-                for (n, _, r) in self.sub_grid.get(&c).into_iter().flatten() {
+                for (n, r) in self.sub_grid.get(&c).into_iter().flatten() {
                     if *n != node
                         && let Some(at) = p.inside(r)
                     {
