@@ -2,20 +2,20 @@
 //! (paper `000` §5: a delta is encoded, and applied, against a state the receiver has
 //! acknowledged, so both sides keep the last few versions).
 //!
-//! Versions and states are stored apart: a baseline lookup scans a short run of `u64`
-//! versions (a few cache lines) and touches one state, instead of striding over every
-//! stored state. While the versions are strictly increasing (always, as the replica
-//! manager uses it) that scan is a binary search; otherwise it is a linear scan with the
-//! same answer. The oldest slot's allocation is reused when a full history takes a new
-//! state ([`Clone::clone_from`]).
+//! Each entry keeps its version beside its state. Versions go up by one from frame to
+//! frame in the common case, so a lookup first tries the slot where the version would be
+//! if they did (one entry: the version check and the state share cache lines); while the
+//! versions are strictly increasing (always, as the replica manager uses them) a miss
+//! falls back to a binary search, otherwise to the linear scan, all with the same answer
+//! as the linear scan. The oldest slot's allocation is reused when a full history takes
+//! a new state ([`Clone::clone_from`]).
 
 use std::collections::VecDeque;
 
 /// Versions and their states, oldest first, at most a caller-given number of them.
 #[derive(Clone, Debug)]
 pub(crate) struct History<O> {
-    versions: VecDeque<u64>,
-    states: VecDeque<O>,
+    entries: VecDeque<(u64, O)>,
     /// The versions are strictly increasing (so each occurs once and binary search finds
     /// it). Cleared for good by an out-of-order or repeated version.
     increasing: bool,
@@ -24,8 +24,7 @@ pub(crate) struct History<O> {
 impl<O> Default for History<O> {
     fn default() -> Self {
         Self {
-            versions: VecDeque::new(),
-            states: VecDeque::new(),
+            entries: VecDeque::new(),
             increasing: true,
         }
     }
@@ -35,15 +34,20 @@ impl<O: Clone> History<O> {
     /// A history holding only `state` as `version`.
     pub(crate) fn with(version: u64, state: O) -> Self {
         let mut h = Self::default();
-        h.versions.push_back(version);
-        h.states.push_back(state);
+        h.entries.push_back((version, state));
         h
     }
 
     /// Number of versions held.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.versions.len()
+        self.entries.len()
+    }
+
+    /// The versions held, oldest first.
+    #[cfg(test)]
+    fn versions(&self) -> impl Iterator<Item = u64> + '_ {
+        self.entries.iter().map(|(v, _)| *v)
     }
 
     /// The oldest-first position of the first entry with `version`.
@@ -51,28 +55,27 @@ impl<O: Clone> History<O> {
         if self.increasing {
             // Versions usually go up by one: try where `version` would be if they did (a
             // match is the only one), then search.
-            let newest = *self.versions.back()?;
+            let newest = self.entries.back()?.0;
             let guess = newest
                 .checked_sub(version)
                 .and_then(|back| usize::try_from(back).ok())
-                .and_then(|back| (self.versions.len() - 1).checked_sub(back));
+                .and_then(|back| (self.entries.len() - 1).checked_sub(back));
             if let Some(i) = guess
-                && self.versions[i] == version
+                && self.entries[i].0 == version
             {
                 return Some(i);
             }
-            return self.versions.binary_search(&version).ok();
+            if version > newest {
+                return None;
+            }
+            return self.entries.binary_search_by_key(&version, |(v, _)| *v).ok();
         }
-        let (a, b) = self.versions.as_slices();
-        match a.iter().position(|v| *v == version) {
-            Some(i) => Some(i),
-            None => b.iter().position(|v| *v == version).map(|i| a.len() + i),
-        }
+        self.entries.iter().position(|(v, _)| *v == version)
     }
 
     /// The state of the oldest entry with `version`.
     pub(crate) fn get(&self, version: u64) -> Option<&O> {
-        self.position(version).map(|i| &self.states[i])
+        self.position(version).map(|i| &self.entries[i].1)
     }
 
     /// The state of the newest entry with `version`.
@@ -80,12 +83,11 @@ impl<O: Clone> History<O> {
         if self.increasing {
             return self.get(version);
         }
-        let (a, b) = self.versions.as_slices();
-        let i = match b.iter().rposition(|v| *v == version) {
-            Some(i) => Some(a.len() + i),
-            None => a.iter().rposition(|v| *v == version),
-        };
-        i.map(|i| &self.states[i])
+        self.entries
+            .iter()
+            .rev()
+            .find(|(v, _)| *v == version)
+            .map(|(_, o)| o)
     }
 
     /// True if some entry has `version`.
@@ -95,15 +97,14 @@ impl<O: Clone> History<O> {
 
     /// The newest entry.
     pub(crate) fn back(&self) -> Option<(u64, &O)> {
-        Some((*self.versions.back()?, self.states.back()?))
+        self.entries.back().map(|(v, o)| (*v, o))
     }
 
     /// Appends `state` as `version`, keeping the newest `cap` entries (at least 1).
     pub(crate) fn push(&mut self, version: u64, state: O, cap: usize) {
         self.make_room(cap);
         self.note_appended(version);
-        self.versions.push_back(version);
-        self.states.push_back(state);
+        self.entries.push_back((version, state));
     }
 
     /// Appends a copy of `state` as `version`, dropping the oldest entries beyond `cap`:
@@ -119,23 +120,21 @@ impl<O: Clone> History<O> {
             }
             None => state.clone(),
         };
-        self.versions.push_back(version);
-        self.states.push_back(slot);
+        self.entries.push_back((version, slot));
     }
 
     /// Inserts `state` as `version` before the first newer entry, then drops the oldest
     /// entries beyond `cap`.
     pub(crate) fn insert_sorted(&mut self, version: u64, state: O, cap: usize) {
         let pos = self
-            .versions
+            .entries
             .iter()
-            .position(|x| *x > version)
-            .unwrap_or(self.versions.len());
-        if pos > 0 && self.versions[pos - 1] == version {
+            .position(|(x, _)| *x > version)
+            .unwrap_or(self.entries.len());
+        if pos > 0 && self.entries[pos - 1].0 == version {
             self.increasing = false;
         }
-        self.versions.insert(pos, version);
-        self.states.insert(pos, state);
+        self.entries.insert(pos, (version, state));
         self.trim(cap);
     }
 
@@ -145,24 +144,22 @@ impl<O: Clone> History<O> {
     fn make_room(&mut self, cap: usize) -> Option<O> {
         let cap = cap.max(1);
         let mut spare = None;
-        while self.versions.len() >= cap {
-            self.versions.pop_front();
-            spare = self.states.pop_front();
+        while self.entries.len() >= cap {
+            spare = self.entries.pop_front().map(|(_, o)| o);
         }
         spare
     }
 
     /// Keeps `increasing` true only if `version` is newer than the newest held.
     fn note_appended(&mut self, version: u64) {
-        if self.versions.back().is_some_and(|b| *b >= version) {
+        if self.entries.back().is_some_and(|(b, _)| *b >= version) {
             self.increasing = false;
         }
     }
 
     fn trim(&mut self, cap: usize) {
-        while self.versions.len() > cap {
-            self.versions.pop_front();
-            self.states.pop_front();
+        while self.entries.len() > cap {
+            self.entries.pop_front();
         }
     }
 }
@@ -180,8 +177,7 @@ mod tests {
     }
 
     fn same(h: &History<String>, r: &VecDeque<(u64, String)>) -> bool {
-        h.versions.iter().copied().eq(r.iter().map(|(v, _)| *v))
-            && h.states.iter().eq(r.iter().map(|(_, s)| s))
+        h.entries.iter().eq(r.iter())
     }
 
     #[test]
@@ -232,7 +228,7 @@ mod tests {
             h.push(v, format!("s{v}"), 4);
         }
         h.insert_sorted(4, "s4 again".to_string(), 5);
-        assert!(h.versions.iter().copied().eq([3, 4, 4, 5, 6]));
+        assert!(h.versions().eq([3, 4, 4, 5, 6]));
         assert_eq!(h.get(4).map(String::as_str), Some("s4"));
         assert_eq!(h.get_newest(4).map(String::as_str), Some("s4 again"));
         assert_eq!(h.get(3).map(String::as_str), Some("s3"));
@@ -240,6 +236,6 @@ mod tests {
         assert!(h.contains(6) && !h.contains(7));
         h.insert_sorted(1, "s1".to_string(), 5);
         // Inserted at the front, then the oldest (itself) trimmed.
-        assert!(h.versions.iter().copied().eq([3, 4, 4, 5, 6]));
+        assert!(h.versions().eq([3, 4, 4, 5, 6]));
     }
 }
