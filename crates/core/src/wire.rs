@@ -192,6 +192,28 @@ pub fn frame(class: MessageClass, payload: &[u8]) -> Result<Vec<u8>, WireError> 
     Ok(out)
 }
 
+/// Like [`frame`], for a payload that `write` appends to the datagram in place (no
+/// intermediate payload buffer and copy). `capacity` is a hint of the payload's size.
+/// The result is exactly `frame(class, payload)` of the bytes `write` produced.
+pub fn frame_with(
+    class: MessageClass,
+    capacity: usize,
+    write: impl FnOnce(&mut Vec<u8>),
+) -> Result<Vec<u8>, WireError> {
+    let mut out = Vec::with_capacity(HEADER_LEN + capacity);
+    out.extend_from_slice(&MAGIC);
+    out.push(PROTOCOL_VERSION);
+    out.push(class as u8);
+    out.extend_from_slice(&[0, 0]);
+    write(&mut out);
+    let len = out.len() - HEADER_LEN;
+    if len > MAX_PAYLOAD {
+        return Err(WireError::TooLargeToSend { len });
+    }
+    out[4..HEADER_LEN].copy_from_slice(&(len as u16).to_le_bytes());
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -285,6 +307,16 @@ mod tests {
             frame(MessageClass::Control, &vec![0; MAX_PAYLOAD + 1]),
             Err(WireError::TooLargeToSend { .. })
         ));
+        assert_eq!(
+            frame_with(MessageClass::Control, 0, |o| o
+                .resize(o.len() + MAX_PAYLOAD + 1, 0)),
+            Err(WireError::TooLargeToSend { len: MAX_PAYLOAD + 1 })
+        );
+        let most = vec![7; MAX_PAYLOAD];
+        assert_eq!(
+            frame_with(MessageClass::Control, 3, |o| o.extend_from_slice(&most)),
+            frame(MessageClass::Control, &most)
+        );
     }
 
     proptest! {
@@ -293,6 +325,17 @@ mod tests {
             if let Ok(f) = Frame::parse(&bytes, MAX_PAYLOAD) {
                 let _ = f.decode::<Msg>();
             }
+        }
+
+        #[test]
+        fn frame_with_writes_the_same_datagram_as_frame(
+            payload in proptest::collection::vec(any::<u8>(), 0..2048),
+            hint in 0usize..4096,
+        ) {
+            prop_assert_eq!(
+                frame_with(MessageClass::ObjectUpdate, hint, |o| o.extend_from_slice(&payload)),
+                frame(MessageClass::ObjectUpdate, &payload)
+            );
         }
 
         #[test]

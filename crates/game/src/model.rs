@@ -47,7 +47,7 @@ pub enum Activity {
 }
 
 /// A player (bot).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub struct Player {
     /// Position.
     pub pos: Point3,
@@ -92,7 +92,7 @@ pub struct Item {
 }
 
 /// Any object of the model workload.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub enum ModelObject {
     /// A player.
     Player(Player),
@@ -107,6 +107,69 @@ pub enum ModelObject {
 pub enum GameWrite {
     /// Damage to a player.
     Damage(u8),
+}
+
+// Clone by hand for `clone_from`: the replica manager copies every changed primary into
+// its version history each frame, and reusing the old copy's path buffer saves an
+// allocation per moving player per frame.
+impl Clone for Player {
+    fn clone(&self) -> Self {
+        Player {
+            pos: self.pos,
+            vel: self.vel,
+            health: self.health,
+            activity: self.activity,
+            aoi: self.aoi,
+            path: self.path.clone(),
+            wait_left: self.wait_left,
+            fight: self.fight,
+            next_shot: self.next_shot,
+            respawn: self.respawn,
+        }
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        // Destructured so that a new field cannot be forgotten here.
+        let Player {
+            pos,
+            vel,
+            health,
+            activity,
+            aoi,
+            path,
+            wait_left,
+            fight,
+            next_shot,
+            respawn,
+        } = source;
+        self.pos = *pos;
+        self.vel = *vel;
+        self.health = *health;
+        self.activity = *activity;
+        self.aoi = *aoi;
+        self.path.clone_from(path);
+        self.wait_left = *wait_left;
+        self.fight = *fight;
+        self.next_shot = *next_shot;
+        self.respawn = *respawn;
+    }
+}
+
+impl Clone for ModelObject {
+    fn clone(&self) -> Self {
+        match self {
+            ModelObject::Player(p) => ModelObject::Player(p.clone()),
+            ModelObject::Missile(m) => ModelObject::Missile(m.clone()),
+            ModelObject::Item(i) => ModelObject::Item(i.clone()),
+        }
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        match (self, source) {
+            (ModelObject::Player(a), ModelObject::Player(b)) => a.clone_from(b),
+            (this, source) => *this = source.clone(),
+        }
+    }
 }
 
 impl Player {
@@ -578,5 +641,51 @@ impl GameObject for ModelObject {
         }
         r.done()?;
         Ok(o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn walking(x: f32, steps: usize) -> Player {
+        let mut p = Player::new(Point3::new(x, 2.0, 0.0), 450.0);
+        p.path = (0..steps).map(|k| Point3::new(k as f32, x, 0.0)).collect();
+        p.vel = (x, -x);
+        p.health = 57;
+        p.activity = Activity::Moving;
+        p.wait_left = 0.25;
+        p.fight = Some(ObjectId::new(NodeId(3), 9));
+        p.next_shot = 0.5;
+        p.respawn = Some((Point3::new(1.0, 1.0, 0.0), 0.7));
+        p
+    }
+
+    #[test]
+    fn clone_from_equals_clone_for_every_pair_of_kinds() {
+        let objects = [
+            ModelObject::Player(walking(10.0, 5)),
+            ModelObject::Player(walking(20.0, 0)),
+            ModelObject::Player(Player::new(Point3::new(3.0, 4.0, 0.0), 300.0)),
+            ModelObject::Missile(Missile {
+                pos: Point3::new(1.0, 2.0, 3.0),
+                vel: (4.0, 5.0),
+                shooter: ObjectId::new(NodeId(1), 2),
+                attached: true,
+                age: 0.3,
+            }),
+            ModelObject::Item(Item {
+                pos: Point3::new(7.0, 8.0, 0.0),
+                item: 2,
+            }),
+        ];
+        for target in &objects {
+            for source in &objects {
+                let mut t = target.clone();
+                assert_eq!(&t, target);
+                t.clone_from(source);
+                assert_eq!(&t, source);
+            }
+        }
     }
 }

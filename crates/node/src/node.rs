@@ -142,6 +142,8 @@ pub struct Node<O: GameObject> {
     instances: InstanceHost,
     migrator: Migrator,
     locator: Option<Locator>,
+    /// Reused buffer for measuring update messages (see `send_packets`).
+    scratch: Vec<u8>,
 }
 
 impl<O: GameObject> Node<O> {
@@ -179,6 +181,7 @@ impl<O: GameObject> Node<O> {
             },
             migrator,
             locator: None,
+            scratch: Vec::new(),
         }
     }
 
@@ -265,6 +268,12 @@ impl<O: GameObject> Node<O> {
     /// Takes the locator operations queued by the last frame (interest mode only).
     pub fn take_locator_ops(&mut self) -> Vec<LocatorOp> {
         std::mem::take(&mut self.locator_ops)
+    }
+
+    /// Drains the locator operations queued by the last frame (interest mode only), like
+    /// [`Node::take_locator_ops`] but keeping the buffer for the next frame.
+    pub fn drain_locator_ops(&mut self) -> std::vec::Drain<'_, LocatorOp> {
+        self.locator_ops.drain(..)
     }
 
     /// Advances timers: runs a frame when one is due.
@@ -485,20 +494,19 @@ impl<O: GameObject> Node<O> {
                     .wrapping_add(self.stats.update_packet_count)
                     .is_multiple_of(8)
             {
-                // The update message alone: a packet holding only it, less that packet's
-                // 3-byte head (seq 0, time 0, one message).
-                let alone = Packet {
-                    seq: 0,
-                    sent_at: Time::ZERO,
-                    msgs: vec![m.clone()],
-                };
-                self.stats.update_msg_bytes_sampled += alone.encode().len().saturating_sub(3) as u64;
+                // The update message alone: what it adds to a packet (its encoding without
+                // any packet head).
+                self.scratch.clear();
+                m.encode_into(&mut self.scratch);
+                self.stats.update_msg_bytes_sampled += self.scratch.len() as u64;
                 self.stats.update_items_sampled += items as u64;
             }
             if items > 0 {
                 self.stats.update_packet_count += 1;
             }
-            match wire::frame(MessageClass::ObjectUpdate, &packet.encode()) {
+            match wire::frame_with(MessageClass::ObjectUpdate, packet.size_hint(), |out| {
+                packet.encode_into(out)
+            }) {
                 Ok(d) => {
                     self.stats.on_send(now, MessageClass::ObjectUpdate, d.len());
                     if items > 0 {

@@ -62,6 +62,75 @@ fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(b);
 }
 
+impl ReplicaMsg {
+    /// Appends the encoded message (tag, count, items) to `out`: the bytes it takes in a
+    /// packet.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        match self {
+            ReplicaMsg::Update(items) => {
+                out.push(0);
+                put(out, items.len() as u64);
+                for u in items {
+                    put_id(out, u.id);
+                    put(out, u.version);
+                    put(
+                        out,
+                        if u.base == 0 {
+                            0
+                        } else {
+                            u.version.saturating_sub(u.base)
+                        },
+                    );
+                    put_bytes(out, &u.data);
+                }
+            }
+            ReplicaMsg::Interest(items) => {
+                out.push(1);
+                put(out, items.len() as u64);
+                for i in items {
+                    put_id(out, i.id);
+                    put(out, i.have);
+                }
+            }
+            ReplicaMsg::Unsubscribe(ids) | ReplicaMsg::Deleted(ids) => {
+                out.push(if matches!(self, ReplicaMsg::Unsubscribe(_)) {
+                    2
+                } else {
+                    5
+                });
+                put(out, ids.len() as u64);
+                for id in ids {
+                    put_id(out, *id);
+                }
+            }
+            ReplicaMsg::Ack(seqs) => {
+                out.push(3);
+                put(out, seqs.len() as u64);
+                for s in seqs {
+                    put(out, u64::from(*s));
+                }
+            }
+            ReplicaMsg::Write(items) => {
+                out.push(4);
+                put(out, items.len() as u64);
+                for w in items {
+                    put_id(out, w.id);
+                    put(out, w.seq);
+                    put_bytes(out, &w.data);
+                }
+            }
+            ReplicaMsg::WriteAck(items) => {
+                out.push(6);
+                put(out, items.len() as u64);
+                for (id, seq) in items {
+                    put_id(out, *id);
+                    put(out, *seq);
+                }
+            }
+        }
+    }
+}
+
 impl Packet {
     /// Appends the encoded packet to `out`.
     pub fn encode_into(&self, out: &mut Vec<u8>) {
@@ -69,74 +138,13 @@ impl Packet {
         put(out, self.sent_at.as_micros());
         put(out, self.msgs.len() as u64);
         for m in &self.msgs {
-            match m {
-                ReplicaMsg::Update(items) => {
-                    out.push(0);
-                    put(out, items.len() as u64);
-                    for u in items {
-                        put_id(out, u.id);
-                        put(out, u.version);
-                        put(
-                            out,
-                            if u.base == 0 {
-                                0
-                            } else {
-                                u.version.saturating_sub(u.base)
-                            },
-                        );
-                        put_bytes(out, &u.data);
-                    }
-                }
-                ReplicaMsg::Interest(items) => {
-                    out.push(1);
-                    put(out, items.len() as u64);
-                    for i in items {
-                        put_id(out, i.id);
-                        put(out, i.have);
-                    }
-                }
-                ReplicaMsg::Unsubscribe(ids) | ReplicaMsg::Deleted(ids) => {
-                    out.push(if matches!(m, ReplicaMsg::Unsubscribe(_)) {
-                        2
-                    } else {
-                        5
-                    });
-                    put(out, ids.len() as u64);
-                    for id in ids {
-                        put_id(out, *id);
-                    }
-                }
-                ReplicaMsg::Ack(seqs) => {
-                    out.push(3);
-                    put(out, seqs.len() as u64);
-                    for s in seqs {
-                        put(out, u64::from(*s));
-                    }
-                }
-                ReplicaMsg::Write(items) => {
-                    out.push(4);
-                    put(out, items.len() as u64);
-                    for w in items {
-                        put_id(out, w.id);
-                        put(out, w.seq);
-                        put_bytes(out, &w.data);
-                    }
-                }
-                ReplicaMsg::WriteAck(items) => {
-                    out.push(6);
-                    put(out, items.len() as u64);
-                    for (id, seq) in items {
-                        put_id(out, *id);
-                        put(out, *seq);
-                    }
-                }
-            }
+            m.encode_into(out);
         }
     }
 
-    /// The encoded packet.
-    pub fn encode(&self) -> Vec<u8> {
-        // Room for the heads and the payload bytes, so the buffer rarely grows.
+    /// Room for the encoded packet (heads and payload bytes), so a buffer of this
+    /// capacity rarely grows while encoding.
+    pub fn size_hint(&self) -> usize {
         let data: usize = self
             .msgs
             .iter()
@@ -146,7 +154,12 @@ impl Packet {
                 _ => 64,
             })
             .sum();
-        let mut out = Vec::with_capacity(24 + data);
+        24 + data
+    }
+
+    /// The encoded packet.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.size_hint());
         self.encode_into(&mut out);
         out
     }
@@ -343,6 +356,24 @@ mod tests {
         fn round_trips(seq in any::<u32>(), t in any::<u64>(), msgs in proptest::collection::vec(msg(), 0..6)) {
             let p = Packet { seq, sent_at: Time::from_micros(t), msgs };
             prop_assert_eq!(Packet::decode(&p.encode()).unwrap(), p);
+        }
+
+        /// A packet is its three varint heads followed by each message's own encoding
+        /// (the node measures update messages with `ReplicaMsg::encode_into`).
+        #[test]
+        fn a_packet_is_its_heads_then_its_messages(m in msg(), more in proptest::collection::vec(msg(), 0..3)) {
+            let alone = Packet { seq: 0, sent_at: Time::ZERO, msgs: vec![m.clone()] }.encode();
+            let mut b = Vec::new();
+            m.encode_into(&mut b);
+            prop_assert_eq!(&alone[..3], &[0, 0, 1][..]);
+            prop_assert_eq!(&alone[3..], &b[..]);
+            let mut msgs = vec![m];
+            msgs.extend(more);
+            let p = Packet { seq: 300, sent_at: Time::from_micros(77), msgs };
+            let e = p.encode();
+            let mut joined = Vec::new();
+            p.encode_into(&mut joined);
+            prop_assert_eq!(joined, e);
         }
 
         #[test]

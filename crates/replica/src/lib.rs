@@ -25,11 +25,13 @@
 #![forbid(unsafe_code)]
 
 mod codec;
+mod history;
 mod manager;
 mod message;
 mod naming;
 mod object;
 mod store;
+mod vecmap;
 
 pub use codec::PacketError;
 pub use manager::{

@@ -36,9 +36,11 @@ use std::time::Duration;
 
 use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time};
 
+use crate::history::History;
 use crate::message::{ForwardedWrite, InterestItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
 use crate::naming::{Binding, NameService, Resolution};
 use crate::store::{ObjectStore, Role};
+use crate::vecmap::VecMap;
 use crate::{GameObject, ThinkContext};
 
 mod migrate;
@@ -168,10 +170,10 @@ pub struct ReplicaStats {
 }
 
 struct PrimaryMeta<O> {
-    history: VecDeque<(u64, O)>,
+    history: History<O>,
     last_encoding: Vec<u8>,
-    subscribers: BTreeMap<NodeId, Time>,
-    receivers: BTreeMap<NodeId, RecvState>,
+    subscribers: VecMap<NodeId, Time>,
+    receivers: VecMap<NodeId, RecvState>,
     motion: Motion,
 }
 
@@ -222,7 +224,7 @@ struct RecvState {
 }
 
 struct ReplicaMeta<O> {
-    history: VecDeque<(u64, O)>,
+    history: History<O>,
     wanted_at: Time,
     registered_at: Option<Time>,
 }
@@ -289,12 +291,13 @@ pub struct ReplicaManager<O: GameObject> {
     store: ObjectStore<O>,
     next_seq: u32,
     frame: u64,
-    prim: BTreeMap<ObjectId, PrimaryMeta<O>>,
+    /// The local primaries' replication state (a few dozen per node: a sorted vector).
+    prim: VecMap<ObjectId, PrimaryMeta<O>>,
     repl: BTreeMap<ObjectId, ReplicaMeta<O>>,
     /// Fetches in flight: when, and from which node (the only node, besides the name
     /// service's binding, whose state for an unheld object is accepted).
     fetching: BTreeMap<ObjectId, (Time, NodeId)>,
-    net: BTreeMap<NodeId, PeerState>,
+    net: VecMap<NodeId, PeerState>,
     stats: ReplicaStats,
     names: NameService,
     /// Primaries being migrated away: not thought, writes to them buffered.
@@ -344,10 +347,10 @@ impl<O: GameObject> ReplicaManager<O> {
             store: ObjectStore::new(),
             next_seq: 0,
             frame: 0,
-            prim: BTreeMap::new(),
+            prim: VecMap::new(),
             repl: BTreeMap::new(),
             fetching: BTreeMap::new(),
-            net: BTreeMap::new(),
+            net: VecMap::new(),
             stats: ReplicaStats::default(),
             names: NameService::new(me, cfg_lease),
             frozen: BTreeSet::new(),
@@ -391,10 +394,7 @@ impl<O: GameObject> ReplicaManager<O> {
     /// The last state of replica `id` confirmed by its primary, with its version. The
     /// object in the store may differ from it by tentative writes made here since.
     pub fn confirmed(&self, id: ObjectId) -> Option<(u64, &O)> {
-        self.repl
-            .get(&id)
-            .and_then(|m| m.history.back())
-            .map(|(v, o)| (*v, o))
+        self.repl.get(&id).and_then(|m| m.history.back())
     }
 
     /// Creates a primary and returns its id.
@@ -403,11 +403,10 @@ impl<O: GameObject> ReplicaManager<O> {
         self.next_seq += 1;
         let mut enc = Vec::new();
         object.encode_state(&mut enc);
-        let mut history = VecDeque::new();
-        history.push_back((1, object.clone()));
+        let history = History::with(1, object.clone());
         let subscribers = match self.mode {
             Mode::Broadcast => self.peers.iter().map(|p| (*p, Time::MAX)).collect(),
-            Mode::Interest => BTreeMap::new(),
+            Mode::Interest => VecMap::new(),
         };
         self.prim.insert(
             id,
@@ -415,7 +414,7 @@ impl<O: GameObject> ReplicaManager<O> {
                 history,
                 last_encoding: enc,
                 subscribers,
-                receivers: BTreeMap::new(),
+                receivers: VecMap::new(),
                 motion: Motion::default(),
             },
         );
@@ -492,7 +491,7 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     fn peer(&mut self, id: NodeId) -> &mut PeerState {
-        self.net.entry(id).or_default()
+        self.net.entry_or_default(id)
     }
 
     /// Applies a write made on this node: authoritative on a primary, tentative on a
@@ -664,10 +663,7 @@ impl<O: GameObject> ReplicaManager<O> {
                 entry.version += 1;
                 entry.state_time = now;
                 entry.updated_at = now;
-                meta.history.push_back((entry.version, entry.object.clone()));
-                while meta.history.len() > hist {
-                    meta.history.pop_front();
-                }
+                meta.history.push_clone(entry.version, &entry.object, hist);
             }
         }
     }
@@ -766,7 +762,7 @@ impl<O: GameObject> ReplicaManager<O> {
             // Refreshes to one primary's node are batched: when one is due, every replica
             // from that node past half its period is refreshed in the same packet.
             let refresh = self.cfg.interest_refresh;
-            let due: BTreeSet<NodeId> = wanted_now
+            let mut due: Vec<NodeId> = wanted_now
                 .iter()
                 .filter(|(id, ..)| {
                     self.repl
@@ -775,10 +771,14 @@ impl<O: GameObject> ReplicaManager<O> {
                 })
                 .map(|(_, p, _)| *p)
                 .collect();
+            due.sort_unstable();
+            due.dedup();
             for (id, primary, version) in wanted_now {
                 if let Some(m) = self.repl.get_mut(&id) {
                     m.wanted_at = now;
-                    if due.contains(&primary) && m.registered_at.is_none_or(|t| now - t >= refresh / 2) {
+                    if due.binary_search(&primary).is_ok()
+                        && m.registered_at.is_none_or(|t| now - t >= refresh / 2)
+                    {
                         m.registered_at = Some(now);
                         register.push((primary, InterestItem { id, have: version }));
                     }
@@ -872,7 +872,7 @@ impl<O: GameObject> ReplicaManager<O> {
             };
             meta.receivers.retain(|n, _| targets.binary_search(n).is_ok());
             for &t in &targets {
-                let st = meta.receivers.entry(t).or_default();
+                let st = meta.receivers.entry_or_default(t);
                 if st.acked >= version {
                     continue;
                 }
@@ -915,11 +915,14 @@ impl<O: GameObject> ReplicaManager<O> {
         {
             return false;
         }
-        let wanted = self.store.iter().any(|(pid, e)| {
-            e.role == Role::Primary
-                && (self.predicted_interest(pid))
-                    .or_else(|| e.object.interest())
-                    .is_some_and(|b| b.contains(pos))
+        // The local primaries are exactly the keys of `prim` (outside `frame`'s think loop).
+        let wanted = self.prim.keys().any(|pid| {
+            self.store.get(*pid).is_some_and(|e| {
+                e.role == Role::Primary
+                    && (self.predicted_interest(*pid))
+                        .or_else(|| e.object.interest())
+                        .is_some_and(|b| b.contains(pos))
+            })
         });
         if !wanted {
             return false;
@@ -951,8 +954,10 @@ impl<O: GameObject> ReplicaManager<O> {
     /// True if some local primary's interest (with the discovery margin) holds `pos`.
     fn wanted_at(&self, pos: Point3) -> bool {
         let m = self.cfg.interest_margin;
-        self.store.iter().any(|(_, e)| {
-            e.role == Role::Primary && e.object.interest().is_some_and(|b| b.expand(m).contains(pos))
+        self.prim.keys().any(|pid| {
+            self.store.get(*pid).is_some_and(|e| {
+                e.role == Role::Primary && e.object.interest().is_some_and(|b| b.expand(m).contains(pos))
+            })
         })
     }
 
@@ -1034,9 +1039,9 @@ impl<O: GameObject> ReplicaManager<O> {
         if self.mode == Mode::Interest {
             meta.subscribers.insert(from, now + self.cfg.interest_ttl);
         }
-        let st = meta.receivers.entry(from).or_default();
+        let st = meta.receivers.entry_or_default(from);
         // The holder states what it has; trust only versions we can still diff against.
-        let have_known = it.have != 0 && meta.history.iter().any(|(v, _)| *v == it.have);
+        let have_known = it.have != 0 && meta.history.contains(it.have);
         st.acked = if have_known { st.acked.max(it.have) } else { 0 };
         if it.have == 0 {
             // A fetch: answer now with the full state.
@@ -1051,18 +1056,16 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     fn on_ack(&mut self, from: NodeId, seqs: &[u32]) {
-        let p = self.peer(from);
-        let mut acked: Vec<(ObjectId, u64)> = Vec::new();
+        let p = self.net.entry_or_default(from);
         for s in seqs {
             if let Some(pos) = p.sent_log.iter().position(|(q, _)| q == s)
                 && let Some((_, items)) = p.sent_log.remove(pos)
             {
-                acked.extend(items);
-            }
-        }
-        for (id, v) in acked {
-            if let Some(st) = self.prim.get_mut(&id).and_then(|m| m.receivers.get_mut(&from)) {
-                st.acked = st.acked.max(v);
+                for (id, v) in items {
+                    if let Some(st) = self.prim.get_mut(&id).and_then(|m| m.receivers.get_mut(&from)) {
+                        st.acked = st.acked.max(v);
+                    }
+                }
             }
         }
     }
@@ -1088,22 +1091,17 @@ impl<O: GameObject> ReplicaManager<O> {
             }
             None => None,
         };
-        let in_history = |m: &ReplicaMeta<O>, v: u64| m.history.iter().any(|(x, _)| *x == v);
-        if held.is_some_and(|v| v >= it.version)
-            && self.repl.get(&it.id).is_some_and(|m| in_history(m, it.version))
-        {
+        // One lookup of the replica's history serves the duplicate check and the baseline.
+        let history = self.repl.get(&it.id).map(|m| &m.history);
+        if held.is_some_and(|v| v >= it.version) && history.is_some_and(|h| h.contains(it.version)) {
             self.stats.stale_updates += 1; // a duplicate
             return;
         }
         let decoded = if it.base == 0 {
             O::decode_state(&it.data)
         } else {
-            match self
-                .repl
-                .get(&it.id)
-                .and_then(|m| m.history.iter().find(|(v, _)| *v == it.base))
-            {
-                Some((_, base)) => O::apply_delta(base, &it.data),
+            match history.and_then(|h| h.get(it.base)) {
+                Some(base) => O::apply_delta(base, &it.data),
                 None if held.is_none() && self.mode == Mode::Interest => {
                     // A delta for an object not held (dropped, or never fetched): ignore;
                     // discovery fetches it again if it is wanted.
@@ -1141,15 +1139,7 @@ impl<O: GameObject> ReplicaManager<O> {
             // because the sender will treat it as acknowledged once this packet is acked.
             self.stats.stale_updates += 1;
             if let Some(m) = self.repl.get_mut(&it.id) {
-                let pos = m
-                    .history
-                    .iter()
-                    .position(|(x, _)| *x > it.version)
-                    .unwrap_or(m.history.len());
-                m.history.insert(pos, (it.version, object));
-                while m.history.len() > hist {
-                    m.history.pop_front();
-                }
+                m.history.insert_sorted(it.version, object, hist);
             }
             return;
         }
@@ -1175,14 +1165,11 @@ impl<O: GameObject> ReplicaManager<O> {
                     self.fetching.remove(&it.id);
                 }
                 let m = self.repl.entry(it.id).or_insert_with(|| ReplicaMeta {
-                    history: VecDeque::new(),
+                    history: History::default(),
                     wanted_at: now,
                     registered_at: Some(now),
                 });
-                m.history.push_back((it.version, object));
-                while m.history.len() > hist {
-                    m.history.pop_front();
-                }
+                m.history.push(it.version, object, hist);
             }
             Err(_) => self.stats.refused_updates += 1,
         }
@@ -1192,12 +1179,14 @@ impl<O: GameObject> ReplicaManager<O> {
     /// keepalive to each node this node serves that has heard nothing for `keepalive`, so it
     /// can tell this node is alive.
     pub fn flush(&mut self, now: Time) -> Vec<(NodeId, Packet)> {
-        let serving: BTreeSet<NodeId> = self
+        let mut serving: Vec<NodeId> = self
             .prim
             .values()
             .flat_map(|m| m.receivers.keys().chain(m.subscribers.keys()))
             .copied()
             .collect();
+        serving.sort_unstable();
+        serving.dedup();
         let ka = self.cfg.keepalive;
         for s in serving {
             let p = self.peer(s);
@@ -1256,23 +1245,26 @@ impl<O: GameObject> ReplicaManager<O> {
         if !p.write_acks.is_empty() {
             head.push(ReplicaMsg::WriteAck(std::mem::take(&mut p.write_acks)));
         }
-        let updates = std::mem::take(&mut p.updates);
-        // Split updates into packets of at most `max` bytes (estimated conservatively).
-        let mut chunks: Vec<Vec<UpdateItem>> = Vec::new();
-        let mut cur: Vec<UpdateItem> = Vec::new();
-        let mut size = 64usize;
-        for u in updates {
+        let mut updates = std::mem::take(&mut p.updates);
+        // Split updates into packets of at most `max` bytes (estimated conservatively): find
+        // where each packet after the first starts, then split (usually there is one packet,
+        // which takes the queue as it is).
+        let mut starts: Vec<usize> = Vec::new();
+        let (mut first, mut size) = (0, 64usize);
+        for (i, u) in updates.iter().enumerate() {
             let s = u.data.len() + 24;
-            if !cur.is_empty() && size + s > max {
-                chunks.push(std::mem::take(&mut cur));
-                size = 64;
+            if i > first && size + s > max {
+                starts.push(i);
+                (first, size) = (i, 64);
             }
             size += s;
-            cur.push(u);
         }
-        if !cur.is_empty() || chunks.is_empty() {
-            chunks.push(cur);
+        let mut chunks: Vec<Vec<UpdateItem>> = Vec::with_capacity(starts.len() + 1);
+        for &i in starts.iter().rev() {
+            chunks.push(updates.split_off(i));
         }
+        chunks.push(updates);
+        chunks.reverse();
         let mut out = Vec::new();
         for (k, chunk) in chunks.into_iter().enumerate() {
             p.next_seq = p.next_seq.wrapping_add(1).max(1);
@@ -1312,14 +1304,10 @@ impl<O: GameObject> ReplicaManager<O> {
 /// is always the snapshot taken when `version` was assigned (from `history`), never the
 /// live object: writes forwarded to the primary between frames change the live object
 /// and only become visible under the next version.
-fn make_update<O: GameObject>(
-    id: ObjectId,
-    version: u64,
-    acked: u64,
-    history: &VecDeque<(u64, O)>,
-) -> UpdateItem {
-    let mut data = Vec::new();
-    let Some((_, current)) = history.iter().rev().find(|(v, _)| *v == version) else {
+fn make_update<O: GameObject>(id: ObjectId, version: u64, acked: u64, history: &History<O>) -> UpdateItem {
+    // Room for a typical state or delta, so encoding does not grow the buffer.
+    let mut data = Vec::with_capacity(32);
+    let Some(current) = history.get_newest(version) else {
         // Unreachable by construction (the newest version is always in the history);
         // an empty full state would be refused by the receiver's decoder.
         return UpdateItem {
@@ -1329,18 +1317,14 @@ fn make_update<O: GameObject>(
             data,
         };
     };
-    let base = if acked != 0 {
-        history.iter().find(|(v, _)| *v == acked)
-    } else {
-        None
-    };
+    let base = if acked != 0 { history.get(acked) } else { None };
     match base {
-        Some((b, obj)) => {
+        Some(obj) => {
             current.encode_delta(obj, &mut data);
             UpdateItem {
                 id,
                 version,
-                base: *b,
+                base: acked,
                 data,
             }
         }

@@ -5,8 +5,12 @@
 //! `handle_timeout`), then drains what the node wants to send into the network model and
 //! re-arms the node's timer from `poll_timeout`. Ties in time are broken by insertion
 //! order, which makes every run reproducible.
+//!
+//! The heap orders small keys (time, insertion number, slot); the events themselves wait
+//! in a slab of reusable slots, so sifting moves 24 bytes per step instead of a whole
+//! event.
 
-use std::cmp::Ordering;
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use worldmesh_core::{NodeId, Time};
@@ -32,29 +36,10 @@ struct OracleSlot {
     delay: std::time::Duration,
 }
 
-struct Scheduled {
-    at: Time,
-    seq: u64,
-    kind: Kind,
-}
-
-impl PartialEq for Scheduled {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Scheduled {
-    // Reversed: BinaryHeap is a max-heap and we want the earliest event first.
-    fn cmp(&self, o: &Self) -> Ordering {
-        (o.at, o.seq).cmp(&(self.at, self.seq))
-    }
-}
+/// A scheduled event's place in the queue: when, its insertion number (unique, so ties in
+/// time go by insertion order and the slot never decides), and its slot in the slab.
+/// Reversed because `BinaryHeap` is a max-heap and the earliest event comes first.
+type Key = Reverse<(Time, u64, u32)>;
 
 /// A simulation of `O`-typed nodes over a [`NetworkModel`].
 pub struct Simulation<O: GameObject> {
@@ -62,13 +47,18 @@ pub struct Simulation<O: GameObject> {
     nodes: Vec<Node<O>>,
     up: Vec<bool>,
     timers: Vec<Option<Time>>,
-    queue: BinaryHeap<Scheduled>,
+    queue: BinaryHeap<Key>,
+    /// The events of the queue, by slot; `None` for a free slot.
+    slots: Vec<Option<Kind>>,
+    free: Vec<u32>,
     seq: u64,
     net: NetworkModel,
     net_stats: NetworkStats,
     events_seen: u64,
     oracle: Option<OracleSlot>,
     collector: Option<(Collector<O>, std::time::Duration)>,
+    /// Reused buffer for the oracle's discoveries.
+    found: Vec<Discovery>,
 }
 
 impl<O: GameObject> Simulation<O> {
@@ -85,12 +75,15 @@ impl<O: GameObject> Simulation<O> {
             up: vec![true; n],
             timers: vec![None; n],
             queue: BinaryHeap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
             seq: 0,
             net,
             net_stats: NetworkStats::default(),
             events_seen: 0,
             oracle: None,
             collector: None,
+            found: Vec::new(),
         };
         for i in 0..n {
             sim.after_input(i);
@@ -169,11 +162,17 @@ impl<O: GameObject> Simulation<O> {
 
     fn push(&mut self, at: Time, kind: Kind) {
         self.seq += 1;
-        self.queue.push(Scheduled {
-            at,
-            seq: self.seq,
-            kind,
-        });
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.slots[s as usize] = Some(kind);
+                s
+            }
+            None => {
+                self.slots.push(Some(kind));
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.queue.push(Reverse((at, self.seq, slot)));
     }
 
     /// After a node handled an input: route its datagrams and re-arm its timer.
@@ -212,13 +211,16 @@ impl<O: GameObject> Simulation<O> {
             self.events_seen += 1;
         }
         if let Some(slot) = &mut self.oracle {
-            let ops = self.nodes[i].take_locator_ops();
-            if !ops.is_empty() {
+            let ops = self.nodes[i].drain_locator_ops();
+            if !ops.as_slice().is_empty() {
                 slot.oracle.ingest(self.now, NodeId(i as u32), ops);
                 let delay = slot.delay;
-                for d in slot.oracle.take_discoveries() {
+                let mut found = std::mem::take(&mut self.found);
+                slot.oracle.move_discoveries(&mut found);
+                for d in found.drain(..) {
                     self.push(self.now + delay, Kind::Discover(d));
                 }
+                self.found = found;
             }
         }
         if let Some(at) = self.nodes[i].poll_timeout()
@@ -234,14 +236,18 @@ impl<O: GameObject> Simulation<O> {
     /// there is none.
     pub fn step(&mut self, until: Time) -> bool {
         match self.queue.peek() {
-            Some(e) if e.at <= until => {}
+            Some(Reverse((at, ..))) if *at <= until => {}
             _ => return false,
         }
-        let Some(ev) = self.queue.pop() else {
+        let Some(Reverse((at, _, slot))) = self.queue.pop() else {
             return false;
         };
-        self.now = ev.at;
-        match ev.kind {
+        let Some(kind) = self.slots[slot as usize].take() else {
+            return true; // unreachable: every queued key's slot holds its event
+        };
+        self.free.push(slot);
+        self.now = at;
+        match kind {
             Kind::Deliver { dst, src, datagram } => {
                 let i = dst as usize;
                 if i >= self.nodes.len() || !self.up[i] {
@@ -253,7 +259,7 @@ impl<O: GameObject> Simulation<O> {
             }
             Kind::Wake { node } => {
                 let i = node as usize;
-                if self.timers[i] != Some(ev.at) || !self.up[i] {
+                if self.timers[i] != Some(at) || !self.up[i] {
                     return true; // superseded by an earlier timer, or the node is down
                 }
                 self.timers[i] = None;

@@ -23,7 +23,6 @@
 //!   per-object header (id and sequence, as worldmesh's update items) and 34 bytes per
 //!   datagram (IPv4 + UDP + worldmesh frame header) with datagrams of at most 1200 bytes.
 
-use std::collections::{BTreeMap, BTreeSet};
 use worldmesh_core::hash::FastMap as HashMap;
 
 use serde::{Deserialize, Serialize};
@@ -79,15 +78,55 @@ struct Counts {
     missing: [u64; 3],
 }
 
-/// An object in a grid cell: its id, its primary's node, and the object.
-type Located<'a, O> = (ObjectId, NodeId, &'a O);
+/// A primary of the sampled world: its id, its node, the object and its version.
+struct Prim<'a, O> {
+    id: ObjectId,
+    owner: NodeId,
+    object: &'a O,
+    version: u64,
+}
+
+/// The previous sample's objects, sorted by id, with their full-state encodings (one
+/// buffer, a range per object). Kept between samples so its buffers are reused.
+struct PrevState<O> {
+    ids: Vec<ObjectId>,
+    objects: Vec<O>,
+    enc: Vec<u8>,
+    ranges: Vec<(usize, usize)>,
+}
+
+impl<O> Default for PrevState<O> {
+    fn default() -> Self {
+        Self {
+            ids: Vec::new(),
+            objects: Vec::new(),
+            enc: Vec::new(),
+            ranges: Vec::new(),
+        }
+    }
+}
+
+impl<O> PrevState<O> {
+    /// The previous object `id` and its encoding.
+    fn get(&self, id: ObjectId) -> Option<(&O, &[u8])> {
+        let k = self.ids.binary_search(&id).ok()?;
+        let (a, b) = self.ranges[k];
+        Some((&self.objects[k], &self.enc[a..b]))
+    }
+
+    fn contains(&self, id: ObjectId) -> bool {
+        self.ids.binary_search(&id).is_ok()
+    }
+}
 
 /// Samples the world and accumulates [`MetricsReport`].
 pub struct Collector<O: GameObject> {
     from: Time,
-    entered: HashMap<(NodeId, ObjectId), Time>,
+    /// Per node, the objects it required at the last sample (sorted by id) and since when.
+    entered: HashMap<NodeId, Vec<(ObjectId, Time)>>,
+    /// Each client's view at the last sample: (object, owner) pairs, sorted.
     prev_views: HashMap<ObjectId, Vec<(ObjectId, NodeId)>>,
-    prev_state: HashMap<ObjectId, (O, Vec<u8>)>,
+    prev_state: PrevState<O>,
     all: Counts,
     missiles: Counts,
     by_kind: [Counts; KINDS],
@@ -119,7 +158,7 @@ impl<O: GameObject> Collector<O> {
             from,
             entered: HashMap::default(),
             prev_views: HashMap::default(),
-            prev_state: HashMap::default(),
+            prev_state: PrevState::default(),
             all: Counts::default(),
             missiles: Counts::default(),
             by_kind: Default::default(),
@@ -138,100 +177,127 @@ impl<O: GameObject> Collector<O> {
     }
 
     /// Takes one sample of `nodes` at `now`.
+    ///
+    /// Objects are addressed by their index in the id-sorted list of primaries, so the
+    /// per-object figures are plain vectors; every sum runs in a fixed order (nodes in
+    /// order, objects by id), which keeps the figures reproducible.
     pub fn sample(&mut self, now: Time, nodes: &[Node<O>]) {
-        // Every primary in the world, and a grid over them.
-        let mut prim: BTreeMap<ObjectId, (NodeId, &O, u64, Time)> = BTreeMap::new();
+        // Every primary in the world, by id (were an id a primary on two nodes, the last
+        // node's wins).
+        let mut prim: Vec<Prim<'_, O>> = Vec::new();
         for n in nodes {
             for (id, e) in n.store().iter().filter(|(_, e)| e.role == Role::Primary) {
-                prim.insert(id, (n.id(), &e.object, e.version, e.state_time));
+                prim.push(Prim {
+                    id,
+                    owner: n.id(),
+                    object: &e.object,
+                    version: e.version,
+                });
             }
         }
-        // Objects by grid cell, with what views need (owner and object) inline.
-        let mut grid: HashMap<(i32, i32), Vec<Located<'_, O>>> = HashMap::default();
-        for (id, (owner, o, _, _)) in &prim {
-            let p = o.position();
-            grid.entry((cell(p.x), cell(p.y)))
-                .or_default()
-                .push((*id, *owner, *o));
+        prim.sort_by_key(|p| p.id); // stable: a duplicate id keeps node order
+        prim.dedup_by(|later, earlier| {
+            let same = later.id == earlier.id;
+            if same {
+                std::mem::swap(later, earlier);
+            }
+            same
+        });
+        // Objects (indices into `prim`) by grid cell, in id order.
+        let mut grid: HashMap<(i32, i32), Vec<usize>> = HashMap::default();
+        for (k, p) in prim.iter().enumerate() {
+            let pos = p.object.position();
+            grid.entry((cell(pos.x), cell(pos.y))).or_default().push(k);
         }
-        // The objects `o` is interested in, with their owners. Each object sits in exactly
-        // one cell, so the list has no duplicates; cell order makes it deterministic.
-        let view_of = |o: &O| -> Vec<(ObjectId, NodeId)> {
-            let mut v = Vec::new();
+        // The objects `o` is interested in. Each object sits in exactly one cell, so the
+        // list has no duplicates; cell order makes it deterministic.
+        let view_of = |o: &O, v: &mut Vec<usize>| {
+            v.clear();
             if let Some(b) = o.interest() {
                 for cx in cell(b.min.x)..=cell(b.max.x) {
                     for cy in cell(b.min.y)..=cell(b.max.y) {
-                        for (id, owner, other) in grid.get(&(cx, cy)).into_iter().flatten() {
-                            if o.is_interested(other) {
-                                v.push((*id, *owner));
+                        for &k in grid.get(&(cx, cy)).into_iter().flatten() {
+                            if o.is_interested(prim[k].object) {
+                                v.push(k);
                             }
                         }
                     }
                 }
             }
-            v
         };
         let measuring = now >= self.from;
-        let encodings: HashMap<ObjectId, Vec<u8>> = prim
-            .iter()
-            .map(|(id, (_, o, _, _))| {
-                let mut b = Vec::new();
-                o.encode_state(&mut b);
-                (*id, b)
-            })
-            .collect();
-        let mut entered = HashMap::default();
-        let mut views: HashMap<ObjectId, Vec<(ObjectId, NodeId)>> = HashMap::default();
-        let mut required_now = 0u64;
-        let mut by_owner: HashMap<NodeId, Vec<(ObjectId, &O)>> = HashMap::default();
-        for (id, (owner, o, _, _)) in &prim {
-            by_owner.entry(*owner).or_default().push((*id, *o));
+        let mut enc: Vec<u8> = Vec::new();
+        let mut ranges: Vec<(usize, usize)> = Vec::with_capacity(prim.len());
+        for p in &prim {
+            let a = enc.len();
+            p.object.encode_state(&mut enc);
+            ranges.push((a, enc.len()));
         }
+        let mut by_owner: HashMap<NodeId, Vec<usize>> = HashMap::default();
+        for (k, p) in prim.iter().enumerate() {
+            by_owner.entry(p.owner).or_default().push(k);
+        }
+        let mut entered: HashMap<NodeId, Vec<(ObjectId, Time)>> = HashMap::default();
+        // Clients' views: (client, objects in view).
+        let mut views: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut required_now = 0u64;
+        let mut view = Vec::new();
+        let mut req: Vec<usize> = Vec::new();
         for n in nodes {
-            let mut req: BTreeSet<ObjectId> = BTreeSet::new();
-            for (id, o) in by_owner.get(&n.id()).into_iter().flatten() {
-                let v = view_of(o);
-                req.extend(v.iter().filter(|(_, on)| *on != n.id()).map(|(x, _)| *x));
+            req.clear();
+            for &k in by_owner.get(&n.id()).into_iter().flatten() {
+                let o = prim[k].object;
+                view_of(o, &mut view);
+                req.extend(view.iter().copied().filter(|x| prim[*x].owner != n.id()));
                 // Clients are the objects with an area of interest (players); missiles and
                 // items are not clients.
                 if o.interest().is_some() {
-                    views.insert(*id, v);
+                    views.push((k, view.clone()));
                 }
             }
-            for oid in req {
-                let since = self.entered.get(&(n.id(), oid)).copied().unwrap_or(now);
-                entered.insert((n.id(), oid), since);
+            // Indices follow ids: sorted indices are the required objects by id.
+            req.sort_unstable();
+            req.dedup();
+            let before: &[(ObjectId, Time)] = self.entered.get(&n.id()).map_or(&[], Vec::as_slice);
+            let mut at = 0;
+            let mut now_required = Vec::with_capacity(req.len());
+            for &k in &req {
+                let oid = prim[k].id;
+                while at < before.len() && before[at].0 < oid {
+                    at += 1;
+                }
+                let was = before.get(at).filter(|(id, _)| *id == oid).map(|(_, t)| *t);
+                let since = was.unwrap_or(now);
+                now_required.push((oid, since));
                 required_now += 1;
                 if !measuring {
                     continue;
                 }
-                let Some((_, obj, pver, _)) = prim.get(&oid) else {
-                    continue;
-                };
+                let (obj, pver) = (prim[k].object, prim[k].version);
                 let kind = usize::from(obj.kind()).min(KINDS - 1);
                 let held = n.store().get(oid);
-                for (k, g) in GRACES_MS.iter().enumerate() {
-                    if now - since >= std::time::Duration::from_millis(*g) {
-                        self.all.required[k] += 1;
-                        self.by_kind[kind].required[k] += 1;
+                for (g, grace) in GRACES_MS.iter().enumerate() {
+                    if now - since >= std::time::Duration::from_millis(*grace) {
+                        self.all.required[g] += 1;
+                        self.by_kind[kind].required[g] += 1;
                         if kind == 1 {
-                            self.missiles.required[k] += 1;
+                            self.missiles.required[g] += 1;
                         }
                         if held.is_none() {
-                            self.all.missing[k] += 1;
-                            self.by_kind[kind].missing[k] += 1;
+                            self.all.missing[g] += 1;
+                            self.by_kind[kind].missing[g] += 1;
                             if kind == 1 {
-                                self.missiles.missing[k] += 1;
+                                self.missiles.missing[g] += 1;
                             }
                         }
                     }
                 }
                 self.cont[kind].1 += 1;
-                if self.entered.contains_key(&(n.id(), oid)) {
+                if was.is_some() {
                     self.cont[kind].0 += 1;
                 }
                 if let Some(e) = held {
-                    let ms = if e.version >= *pver {
+                    let ms = if e.version >= pver {
                         0.0
                     } else {
                         (now - e.state_time).as_secs_f64() * 1000.0
@@ -241,6 +307,7 @@ impl<O: GameObject> Collector<O> {
                     self.stale_hist[(ms.round() as usize).min(5000)] += 1;
                 }
             }
+            entered.insert(n.id(), now_required);
         }
         self.entered = entered;
 
@@ -249,30 +316,32 @@ impl<O: GameObject> Collector<O> {
             self.required_total += required_now;
             self.objects_total += prim.len() as u64;
             // Per-object update size against the previous sample (0 = unchanged).
-            let mut delta_len: HashMap<ObjectId, u64> = HashMap::default();
-            let mut full_len: HashMap<ObjectId, u64> = HashMap::default();
+            let mut delta_len: Vec<u64> = Vec::with_capacity(prim.len());
+            let mut full_len: Vec<u64> = Vec::with_capacity(prim.len());
             let mut buf = Vec::new();
-            for (id, (_, o, _, _)) in &prim {
-                let enc = &encodings[id];
-                let full = enc.len() as u64;
-                full_len.insert(*id, full);
-                let d = match self.prev_state.get(id) {
-                    Some((_, prev_enc)) if prev_enc == enc => 0,
+            for (k, p) in prim.iter().enumerate() {
+                let (a, b) = ranges[k];
+                let code = &enc[a..b];
+                let full = code.len() as u64;
+                full_len.push(full);
+                let d = match self.prev_state.get(p.id) {
+                    Some((_, prev_enc)) if prev_enc == code => 0,
                     Some((prev, _)) => {
                         buf.clear();
-                        o.encode_delta(prev, &mut buf);
+                        p.object.encode_delta(prev, &mut buf);
                         buf.len() as u64
                     }
                     None => full,
                 };
-                delta_len.insert(*id, d);
+                delta_len.push(d);
             }
             // Broadcast: each node's changed primaries to every other node.
             for n in nodes {
-                let payload: u64 = prim
-                    .iter()
-                    .filter(|(_, (owner, ..))| *owner == n.id())
-                    .map(|(id, _)| delta_len[id])
+                let payload: u64 = by_owner
+                    .get(&n.id())
+                    .into_iter()
+                    .flatten()
+                    .map(|k| delta_len[*k])
                     .filter(|d| *d > 0)
                     .map(|d| d + OBJ_HEADER)
                     .sum();
@@ -281,14 +350,16 @@ impl<O: GameObject> Collector<O> {
                 self.bc_nodes += 1;
             }
             // Client-server: one packet per player per frame with its view.
-            for (id, v) in &views {
-                let prev = self.prev_views.get(id);
-                let mut payload = delta_len[id] + OBJ_HEADER;
+            for (c, v) in &views {
+                let id = prim[*c].id;
+                let prev = self.prev_views.get(&id);
+                let mut payload = delta_len[*c] + OBJ_HEADER;
                 // Its own state went in above: the other objects in view follow.
-                for (o, owner) in v.iter().filter(|(o, _)| o != id) {
-                    let was =
-                        prev.is_some_and(|p| p.contains(&(*o, *owner))) && self.prev_state.contains_key(o);
-                    let d = if was { delta_len[o] } else { full_len[o] };
+                for &k in v.iter().filter(|k| prim[**k].id != id) {
+                    let (o, owner) = (prim[k].id, prim[k].owner);
+                    let was = prev.is_some_and(|p| p.binary_search(&(o, owner)).is_ok())
+                        && self.prev_state.contains(o);
+                    let d = if was { delta_len[k] } else { full_len[k] };
                     if d > 0 {
                         payload += d + OBJ_HEADER;
                     }
@@ -297,12 +368,27 @@ impl<O: GameObject> Collector<O> {
                 self.cs_clients += 1;
             }
         }
-        self.prev_views = views;
-        let mut encodings = encodings;
-        self.prev_state = prim
-            .iter()
-            .map(|(id, (_, o, _, _))| (*id, ((*o).clone(), encodings.remove(id).unwrap_or_default())))
-            .collect();
+        let mut prev_views: HashMap<ObjectId, Vec<(ObjectId, NodeId)>> = HashMap::default();
+        for (c, v) in views {
+            let mut pairs: Vec<(ObjectId, NodeId)> =
+                v.iter().map(|k| (prim[*k].id, prim[*k].owner)).collect();
+            pairs.sort_unstable();
+            prev_views.insert(prim[c].id, pairs);
+        }
+        self.prev_views = prev_views;
+        // This sample's objects become the previous state, copied into the old buffers.
+        let prev = &mut self.prev_state;
+        prev.ids.clear();
+        prev.ids.extend(prim.iter().map(|p| p.id));
+        prev.objects.truncate(prim.len());
+        for (k, p) in prim.iter().enumerate() {
+            match prev.objects.get_mut(k) {
+                Some(slot) => slot.clone_from(p.object),
+                None => prev.objects.push(p.object.clone()),
+            }
+        }
+        prev.enc = enc;
+        prev.ranges = ranges;
     }
 
     /// The figures so far; `frame_s` is the sample interval (one frame).

@@ -6,7 +6,7 @@
 //! the same interface the distributed locator implements, and it is the "ideal discovery"
 //! reference of the experiments. Its traffic is not on any wire and is not counted.
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::Entry;
 use std::time::Duration;
 use worldmesh_core::hash::FastMap as HashMap;
 
@@ -36,20 +36,29 @@ pub struct Discovery {
 /// Matching is immediate, as at a soft-state rendezvous (paper `000` §6.1): a publication
 /// is matched against the stored subscriptions when it arrives, and a subscription against
 /// the stored publications. Both sides are kept in uniform grids so a match costs the
-/// items near it, not a scan.
+/// items near it, not a scan. Grid entries carry a copy of what matching reads (the
+/// publication, the subscribed region), kept equal to `pubs` and `subs` by every update,
+/// so matching needs no second lookup per candidate.
 #[derive(Default)]
 pub struct Oracle {
     /// Publications: owner, position, predicted position (if elsewhere), refreshed at.
     pubs: HashMap<ObjectId, Published>,
-    pub_grid: HashMap<(i32, i32), Vec<ObjectId>>,
-    subs: BTreeMap<NodeId, Vec<Aabb>>,
-    sub_grid: HashMap<(i32, i32), Vec<(NodeId, usize)>>,
+    pub_grid: HashMap<(i32, i32), Vec<(ObjectId, Published)>>,
+    subs: HashMap<NodeId, Vec<Aabb>>,
+    sub_grid: HashMap<(i32, i32), Vec<Subscribed>>,
     told: HashMap<(NodeId, ObjectId), Time>,
     ttl: Duration,
     out: Vec<Discovery>,
-    /// Reused buffer of grid cells (no allocation per ingest).
+    /// Reused buffers (no allocation per ingest): grid cells, this ingest's publications,
+    /// the subscribers one publication matched, and the matches of new subscriptions.
     scratch: Vec<(i32, i32)>,
+    published: Vec<(ObjectId, Published)>,
+    hits: Vec<(NodeId, Point3)>,
+    found: Vec<Discovery>,
 }
+
+/// A subscription indexed in a grid cell: the node and the region.
+type Subscribed = (NodeId, Aabb);
 
 /// A stored publication.
 #[derive(Clone, Copy)]
@@ -99,26 +108,29 @@ impl Oracle {
     }
 
     fn tell(&mut self, now: Time, d: Discovery) {
-        let key = (d.subscriber, d.object);
-        if self.told.get(&key).is_some_and(|t| now - *t < RETELL) {
-            return;
+        match self.told.entry((d.subscriber, d.object)) {
+            Entry::Occupied(e) if now - *e.get() < RETELL => return,
+            Entry::Occupied(mut e) => *e.get_mut() = now,
+            Entry::Vacant(e) => {
+                e.insert(now);
+            }
         }
-        self.told.insert(key, now);
         self.out.push(d);
     }
 
     /// Takes a node's operations of one frame: its publications refresh, its
     /// subscriptions replace the previous ones; both are matched at once.
-    pub fn ingest(&mut self, now: Time, node: NodeId, ops: Vec<LocatorOp>) {
+    pub fn ingest(&mut self, now: Time, node: NodeId, ops: impl IntoIterator<Item = LocatorOp>) {
         let mut subs = Vec::new();
-        let mut published = Vec::new();
+        let mut published = std::mem::take(&mut self.published);
+        published.clear();
         for op in ops {
             match op {
                 LocatorOp::Publish { id, pos, ahead, .. } => {
                     if let Some(old) = self.pubs.get(&id).copied() {
                         for c in old.cells() {
                             if let Some(v) = self.pub_grid.get_mut(&c)
-                                && let Some(i) = v.iter().position(|x| *x == id)
+                                && let Some(i) = v.iter().position(|x| x.0 == id)
                             {
                                 v.swap_remove(i);
                             }
@@ -132,7 +144,7 @@ impl Oracle {
                     };
                     self.pubs.insert(id, p);
                     for c in p.cells() {
-                        self.pub_grid.entry(c).or_default().push(id);
+                        self.pub_grid.entry(c).or_default().push((id, p));
                     }
                     published.push((id, p));
                 }
@@ -148,29 +160,30 @@ impl Oracle {
             touched.dedup();
             for c in &touched {
                 if let Some(v) = self.sub_grid.get_mut(c) {
-                    v.retain(|(n, _)| *n != node);
+                    v.retain(|(n, ..)| *n != node);
                 }
             }
             self.scratch = touched;
         }
-        for (k, r) in subs.iter().enumerate() {
+        for r in &subs {
             for c in cells(r) {
-                self.sub_grid.entry(c).or_default().push((node, k));
+                self.sub_grid.entry(c).or_default().push((node, *r));
             }
         }
         // New publications against stored subscriptions of other nodes.
-        for (id, p) in published {
-            let mut hits: Vec<(NodeId, Point3)> = Vec::new();
+        let mut hits = std::mem::take(&mut self.hits);
+        for (id, p) in published.drain(..) {
+            hits.clear();
             for c in p.cells() {
-                for (n, k) in self.sub_grid.get(&c).into_iter().flatten() {
+                for (n, r) in self.sub_grid.get(&c).into_iter().flatten() {
                     if *n != node
-                        && let Some(at) = self.subs.get(n).and_then(|v| p.inside(&v[*k]))
+                        && let Some(at) = p.inside(r)
                     {
                         hits.push((*n, at));
                     }
                 }
             }
-            for (n, pos) in hits {
+            for (n, pos) in hits.drain(..) {
                 self.tell(
                     now,
                     Discovery {
@@ -182,13 +195,15 @@ impl Oracle {
                 );
             }
         }
+        self.hits = hits;
+        self.published = published;
         // New subscriptions against stored publications of other nodes.
-        let mut found = Vec::new();
+        let mut found = std::mem::take(&mut self.found);
+        found.clear();
         for r in &subs {
             for c in cells(r) {
-                for id in self.pub_grid.get(&c).into_iter().flatten() {
-                    if let Some(p) = self.pubs.get(id)
-                        && p.owner != node
+                for (id, p) in self.pub_grid.get(&c).into_iter().flatten() {
+                    if p.owner != node
                         && now - p.at <= self.ttl
                         && let Some(pos) = p.inside(r)
                     {
@@ -202,9 +217,10 @@ impl Oracle {
                 }
             }
         }
-        for d in found {
+        for d in found.drain(..) {
             self.tell(now, d);
         }
+        self.found = found;
         self.subs.insert(node, subs);
     }
 
@@ -221,7 +237,7 @@ impl Oracle {
             self.pubs.remove(&id);
             for c in p.cells() {
                 if let Some(v) = self.pub_grid.get_mut(&c)
-                    && let Some(i) = v.iter().position(|x| *x == id)
+                    && let Some(i) = v.iter().position(|x| x.0 == id)
                 {
                     v.swap_remove(i);
                 }
@@ -234,6 +250,12 @@ impl Oracle {
     /// Discoveries made by the last ingests (matching is immediate).
     pub fn take_discoveries(&mut self) -> Vec<Discovery> {
         std::mem::take(&mut self.out)
+    }
+
+    /// Moves the discoveries made by the last ingests to the end of `into`, in order (like
+    /// [`Oracle::take_discoveries`], keeping both buffers).
+    pub fn move_discoveries(&mut self, into: &mut Vec<Discovery>) {
+        into.append(&mut self.out);
     }
 }
 

@@ -18,14 +18,16 @@
 //! bound version and has no record of what receivers acknowledged, so every holder gets a
 //! full state first (holders ask for it when they accept the `Moved` notice).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 
 use worldmesh_core::{NodeId, ObjectId, Time};
 
 use super::{Motion, PrimaryMeta, ReplicaManager};
+use crate::history::History;
 use crate::message::{ForwardedWrite, InterestItem};
 use crate::naming::{Binding, NameService, Resolution};
 use crate::store::Role;
+use crate::vecmap::VecMap;
 use crate::{GameObject, Mode};
 
 /// Largest number of out-of-order write sequence numbers remembered per (object, writer).
@@ -188,10 +190,7 @@ impl<O: GameObject> ReplicaManager<O> {
                 entry.version += 1;
                 entry.state_time = now;
                 meta.last_encoding = state.clone();
-                meta.history.push_back((entry.version, entry.object.clone()));
-                while meta.history.len() > hist {
-                    meta.history.pop_front();
-                }
+                meta.history.push_clone(entry.version, &entry.object, hist);
             }
             let subscribers: BTreeSet<NodeId> = meta
                 .subscribers
@@ -317,8 +316,7 @@ impl<O: GameObject> ReplicaManager<O> {
             }
             self.repl.remove(&m.id);
             self.fetching.remove(&m.id);
-            let mut history = VecDeque::new();
-            history.push_back((m.version, object.clone()));
+            let history = History::with(m.version, object.clone());
             let subscribers = match self.mode {
                 Mode::Broadcast => self.peers.iter().map(|p| (*p, Time::MAX)).collect(),
                 Mode::Interest => m
@@ -334,7 +332,7 @@ impl<O: GameObject> ReplicaManager<O> {
                     history,
                     last_encoding: m.state.clone(),
                     subscribers,
-                    receivers: BTreeMap::new(),
+                    receivers: VecMap::new(),
                     motion: Motion::default(),
                 },
             );
