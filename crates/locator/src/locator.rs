@@ -351,7 +351,7 @@ impl Locator {
         }
         let keyer = Keyer::new(cfg.keying, cfg.world, cfg.dht_regions, cfg.salt)
             .with_range_key(cfg.range_key, cfg.max_sub_ranges)
-            .with_chunk(if cfg.chunk_nodes == 0 {
+            .with_chunk(if cfg.chunk_nodes == 0 || cfg.loadbal {
                 0
             } else {
                 (u64::MAX / members.len() as u64).saturating_mul(cfg.chunk_nodes as u64)

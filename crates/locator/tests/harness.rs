@@ -1000,3 +1000,22 @@ fn configs_other_nodes_would_refuse_are_errors() {
         assert!(matches!(build(bad), Some(LocatorError::BadConfig(_))));
     }
 }
+
+#[test]
+fn key_ranges_are_cut_into_pieces_except_with_load_balancing() {
+    use worldmesh_locator::Locator;
+    let world = LocatorConfig::model_world(16, true);
+    let ids: Vec<NodeId> = (0..16).map(NodeId).collect();
+    let wide = Aabb::from_corners(Point3::new(100.0, 100.0, 0.0), Point3::new(2000.0, 500.0, 0.0));
+    let pieces = |loadbal: bool, chunk_nodes: usize| {
+        let mut c = LocatorConfig::new(Keying::RangeDht, world);
+        c.loadbal = loadbal;
+        c.chunk_nodes = chunk_nodes;
+        let loc = Locator::new(NodeId(0), c, &ids, &ids, 1, Time::ZERO).expect("valid config");
+        loc.keyer().ranges(&wide, 64).expect("ranges").len()
+    };
+    // The box spans 1900 of 2400 units: about 12.7 of 16 nodes' ranges.
+    assert_eq!(pieces(false, 2), 7, "pieces of two nodes' ranges");
+    assert_eq!(pieces(false, 0), 1, "0 keeps the range whole");
+    assert_eq!(pieces(true, 2), 1, "load balancing keeps it whole");
+}

@@ -86,7 +86,8 @@ pub struct LocatorConfig {
     pub max_sub_ranges: usize,
     /// `rangedht`: a subscription's key range is cut into pieces of about this many nodes'
     /// ranges, looked up in parallel (0 = the paper's single walk along successors;
-    /// 0..=1024). Ours: 2 — fewer replicas missing than 4 (one fan-out covers a piece) at
+    /// 0..=1024; not used with `loadbal`, see `worldmesh_locator::LocatorConfig::chunk_nodes`).
+    /// Ours: 2 — fewer replicas missing than 4 (one fan-out covers a piece) at
     /// about the same bandwidth (measurements at `worldmesh_locator::LocatorConfig::DEFAULT_CHUNK_NODES`).
     pub chunk_nodes: usize,
     /// Delay between a match and its delivery to the subscriber, ms.
