@@ -34,7 +34,12 @@
 //!   key and spread along successors over their key range (§3: "delivering it to the node
 //!   responsible for leftmost value… forwards the query to other nodes in the range");
 //!   each spreading node sends it to all its successors inside the range at once and the
-//!   farthest one relays it on (our shortcut for the sequential walk).
+//!   farthest one relays it on (our shortcut for the sequential walk). Without load
+//!   balancing, a key range is first cut into pieces of about `chunk_nodes` nodes' ranges,
+//!   each routed on its own, so a wide box is looked up in parallel (ours). Publications
+//!   are points, or, for moving primaries, *range publications* covering the predicted
+//!   path (§3: "publications (points or ranges)"; at most the publication margin long, so
+//!   stored at the owner of the position: every subscription is enlarged by that margin).
 //! - **Prediction and aggregation** (§6.2, [`prediction`]): the enlargement formula, the
 //!   subscription cache and the aggregation filter; received matches are cached for their
 //!   TTL and checked locally against the current *unpredicted* interest before they
