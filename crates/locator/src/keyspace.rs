@@ -149,7 +149,12 @@ pub struct Keyer {
     cols: u32,
     rows: u32,
     salt: u64,
+    /// Hilbert tiles along the map's long side (see [`Keyer::hilbert_key`]).
+    tiles: u64,
 }
+
+/// Most Hilbert tiles along a long map (a longer aspect ratio keeps this many).
+pub const MAX_HILBERT_TILES: u64 = 64;
 
 impl Keyer {
     /// A keyer for `world` (the map bounds). For `dht`, the map is cut into about
@@ -161,6 +166,7 @@ impl Keyer {
         let side = (w * h / n).sqrt().max(1e-3);
         let cols = ((w / side).round() as u32).clamp(1, 1 << 16);
         let rows = ((h / side).round() as u32).clamp(1, 1 << 16);
+        let tiles = ((w.max(h) / w.min(h)).round() as u64).clamp(1, MAX_HILBERT_TILES);
         Self {
             keying,
             range_key: RangeKey::X,
@@ -170,6 +176,7 @@ impl Keyer {
             cols,
             rows,
             salt,
+            tiles,
         }
     }
 
@@ -274,15 +281,92 @@ impl Keyer {
         ((t * (1u64 << hilbert::MAX_ORDER) as f64) as u64).min((1u64 << hilbert::MAX_ORDER) - 1)
     }
 
-    /// `rangedht` Hilbert key of a point: `(x, y)` normalised to the map bounds, each axis
-    /// quantised to 32 bits, linearised by the Hilbert curve of order 32 (`z` is ignored).
-    pub fn hilbert_key(&self, p: Point3) -> Key {
+    /// Number of square-ish Hilbert tiles the map is cut into along its long side.
+    pub fn hilbert_tiles(&self) -> u64 {
+        self.tiles
+    }
+
+    /// Tile and position inside it, in `[0, 1]`, of a coordinate along the long side.
+    fn tile_of(&self, v: f32, lo: f32, hi: f32) -> (u64, f64) {
+        let span = f64::from(hi - lo).max(1e-6);
+        let u = (f64::from(v - lo) / span).clamp(0.0, 1.0);
+        if !u.is_finite() {
+            return (0, 0.0);
+        }
+        let k = self.tiles as f64;
+        let t = ((u * k).floor() as u64).min(self.tiles - 1);
+        (t, (u * k - t as f64).clamp(0.0, 1.0))
+    }
+
+    /// Quantised 32-bit cell of a position in `[0, 1]`.
+    fn unit_cell(t: f64) -> u64 {
+        let n = 1u64 << hilbert::MAX_ORDER;
+        ((t * n as f64) as u64).min(n - 1)
+    }
+
+    /// `(long, short)` coordinates and bounds of `p`: x first on a wide map, y on a tall one.
+    fn long_short(&self, p: Point3) -> ((f32, f32, f32), (f32, f32, f32)) {
         let w = &self.world;
-        hilbert::index(
-            hilbert::MAX_ORDER,
-            Self::cell(p.x, w.min.x, w.max.x),
-            Self::cell(p.y, w.min.y, w.max.y),
-        )
+        let (x, y) = ((p.x, w.min.x, w.max.x), (p.y, w.min.y, w.max.y));
+        if w.max.x - w.min.x >= w.max.y - w.min.y {
+            (x, y)
+        } else {
+            (y, x)
+        }
+    }
+
+    /// The key of Hilbert index `idx` in tile `t`: each tile owns an equal slice of the
+    /// ring, in tile order, and its curve is scaled into it (monotonically).
+    fn tile_key(&self, t: u64, idx: u64) -> Key {
+        let seg = (1u128 << 64) / u128::from(self.tiles);
+        (u128::from(t) * seg + u128::from(idx) * seg / (1u128 << 64)) as Key
+    }
+
+    /// `rangedht` Hilbert key of a point (`z` is ignored). The map is cut along its long
+    /// side into `round(long / short)` tiles (at most [`MAX_HILBERT_TILES`]), each about
+    /// square; inside a tile, `(long, short)` are normalised to the tile, quantised to 32
+    /// bits and linearised by the Hilbert curve of order 32; tiles follow each other on the
+    /// ring. A square map is one tile (the plain curve over the map). Without tiles, a 4:1
+    /// map's curve cells would be stretched 4:1 and a box would reach more nodes.
+    pub fn hilbert_key(&self, p: Point3) -> Key {
+        let ((l, l0, l1), (s, s0, s1)) = self.long_short(p);
+        let (t, u) = self.tile_of(l, l0, l1);
+        let idx = hilbert::index(hilbert::MAX_ORDER, Self::unit_cell(u), Self::cell(s, s0, s1));
+        self.tile_key(t, idx)
+    }
+
+    /// The Hilbert key intervals of a box: one cover per tile it overlaps (each within the
+    /// budget), joined, adjacent ones merged, then the smallest gaps filled to the budget.
+    fn hilbert_ranges(&self, b: &Aabb) -> Vec<(Key, Key)> {
+        let ((lmin, l0, l1), (smin, s0, s1)) = self.long_short(b.min);
+        let ((lmax, _, _), (smax, _, _)) = self.long_short(b.max);
+        let (ta, ua) = self.tile_of(lmin, l0, l1);
+        let (tb, ub) = self.tile_of(lmax.max(lmin), l0, l1);
+        let (y0, y1) = (Self::cell(smin, s0, s1), Self::cell(smax, s0, s1));
+        let mut all: Vec<(Key, Key)> = Vec::new();
+        for t in ta..=tb {
+            let x0 = if t == ta { Self::unit_cell(ua) } else { 0 };
+            let x1 = if t == tb {
+                Self::unit_cell(ub)
+            } else {
+                (1u64 << hilbert::MAX_ORDER) - 1
+            };
+            // An inverted (invalid) box still gets a well-formed cover.
+            let cells = CellBox {
+                x0,
+                x1: x1.max(x0),
+                y0,
+                y1: y1.max(y0),
+            };
+            for (a, z) in hilbert::cover(hilbert::MAX_ORDER, &cells, self.max_sub_ranges) {
+                let (ka, kz) = (self.tile_key(t, a), self.tile_key(t, z));
+                match all.last_mut() {
+                    Some(last) if last.1.checked_add(1) == Some(ka) => last.1 = kz,
+                    _ => all.push((ka, kz)),
+                }
+            }
+        }
+        hilbert::fill_smallest_gaps(all, self.max_sub_ranges)
     }
 
     /// The `dht` region containing `p` (clamped to the map).
@@ -332,22 +416,7 @@ impl Keyer {
             Keying::RangeDht => Some(self.chunked(match self.range_key {
                 RangeKey::X => vec![self.x_range(b)],
                 RangeKey::Y => vec![(self.y_key(b.min.y), self.y_key(b.max.y))],
-                RangeKey::Hilbert => {
-                    let w = &self.world;
-                    let cells = CellBox {
-                        x0: Self::cell(b.min.x, w.min.x, w.max.x),
-                        x1: Self::cell(b.max.x, w.min.x, w.max.x),
-                        y0: Self::cell(b.min.y, w.min.y, w.max.y),
-                        y1: Self::cell(b.max.y, w.min.y, w.max.y),
-                    };
-                    // An inverted (invalid) box still gets a well-formed cover.
-                    let cells = CellBox {
-                        x1: cells.x1.max(cells.x0),
-                        y1: cells.y1.max(cells.y0),
-                        ..cells
-                    };
-                    hilbert::cover(hilbert::MAX_ORDER, &cells, self.max_sub_ranges)
-                }
+                RangeKey::Hilbert => self.hilbert_ranges(b),
             })),
             Keying::Dht => Some(
                 self.regions_of(b, limit)?
@@ -483,9 +552,23 @@ mod tests {
             k.point_key(Point3::new(1200.0, 600.0, 0.0)),
             k.hilbert_key(Point3::new(1200.0, 600.0, 0.0))
         );
-        // The first quadrant of the curve (lower-left quarter of the map) is its first quarter.
-        assert!(k.hilbert_key(Point3::new(2399.0, 1199.0, 0.0)) < 1 << 62);
-        assert!(k.hilbert_key(Point3::new(2399.0, 1201.0, 0.0)) >= 1 << 62);
+        // The 2:1 map is two square tiles, each half of the ring, in order along x.
+        assert_eq!(k.hilbert_tiles(), 2);
+        assert!(k.hilbert_key(Point3::new(2399.0, 0.0, 0.0)) < 1 << 63);
+        assert!(k.hilbert_key(Point3::new(2401.0, 0.0, 0.0)) >= 1 << 63);
+        // Inside a tile, its first quadrant (lower-left quarter) is its first quarter.
+        assert!(k.hilbert_key(Point3::new(1199.0, 1199.0, 0.0)) < 1 << 61);
+        assert!(k.hilbert_key(Point3::new(1199.0, 1201.0, 0.0)) >= 1 << 61);
+        let tall = Aabb::from_corners(Point3::new(0.0, 0.0, 0.0), Point3::new(1000.0, 4100.0, 0.0));
+        let kt = Keyer::new(Keying::RangeDht, tall, 16, 1).with_range_key(RangeKey::Hilbert, 4);
+        assert_eq!(kt.hilbert_tiles(), 4, "tiles run along the long side (y)");
+        assert!(kt.hilbert_key(Point3::new(999.0, 1020.0, 0.0)) < 1 << 62);
+        assert!(kt.hilbert_key(Point3::new(0.0, 1030.0, 0.0)) >= 1 << 62);
+        let square = Aabb::from_corners(Point3::new(0.0, 0.0, 0.0), Point3::new(3000.0, 3000.0, 0.0));
+        let ks = Keyer::new(Keying::RangeDht, square, 16, 1).with_range_key(RangeKey::Hilbert, 4);
+        assert_eq!(ks.hilbert_tiles(), 1);
+        assert!(ks.hilbert_key(Point3::new(1499.0, 1499.0, 0.0)) < 1 << 62);
+        assert!(ks.hilbert_key(Point3::new(1499.0, 1501.0, 0.0)) >= 1 << 62);
     }
 
     #[test]
