@@ -171,15 +171,20 @@ fn bad_inputs_fail_with_clear_errors() {
         "{err}"
     );
 
-    let o = worldmesh()
-        .args(["simulate", "--quiet", "--interest-lead=-5"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success() && err.contains("locator.interest_lead_ms must be in [0, 10000]"),
-        "{err}"
-    );
+    for (flag, want) in [
+        (
+            "--interest-lead=-5",
+            "locator.interest_lead_ms must be in [0, 10000], got -5",
+        ),
+        (
+            "--pub-time=20000",
+            "locator.pub_time_ms must be in [0, 10000], got 20000",
+        ),
+    ] {
+        let o = worldmesh().args(["simulate", "--quiet", flag]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(want), "{flag}: {err}");
+    }
 
     for cmd in ["simulate", "cluster", "node"] {
         let o = worldmesh()
