@@ -42,30 +42,82 @@ pub struct NodeId(pub u32);
 )]
 pub struct ClientId(pub u32);
 
-/// A game object: globally unique as (creating node, sequence number at that node).
+/// A game object: globally unique as (creating node, that node's generation, sequence
+/// number at that node and generation).
 ///
-/// Ordered by origin, then sequence number (the order of the `(origin, seq)` pair),
-/// compared as one packed `u64`: the replica manager's maps are keyed by object id, and
-/// a single comparison per tree step is measurably cheaper than two.
-#[derive(
-    Clone, Copy, PartialEq, Eq, Hash, Debug, Serialize, Deserialize, bitcode::Encode, bitcode::Decode,
-)]
+/// The creator is *not* necessarily the node that holds the primary later (migration, paper
+/// `001` §3, and adoption after a failure can move it). The **generation** tells apart the
+/// lives of one node id: a node that restarts comes back as a new member with a higher
+/// generation (its incarnation) and numbers its objects from zero again, so without the
+/// generation its new objects would collide with its old ones, which live on at the nodes
+/// that adopted them. A node of the first generation uses 0, so worlds that never restart
+/// pay nothing for it: the generation lives in the high half of the 64-bit `seq`, which
+/// every encoder (the replica codec's varints, bitcode's packed integer columns) stores in
+/// as few bytes as its value needs.
+///
+/// Ordered by origin, then generation, then sequence number, compared as one packed `u128`:
+/// the replica manager's maps are keyed by object id, and a single comparison per tree step
+/// is measurably cheaper than several.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize, bitcode::Encode, bitcode::Decode)]
 pub struct ObjectId {
     /// The node that created the object.
     pub origin: NodeId,
-    /// Sequence number of the object at its origin node.
-    pub seq: u32,
+    /// The creating node's generation (high 32 bits) and the object's sequence number at
+    /// that node and generation (low 32 bits); see [`ObjectId::generation`] and
+    /// [`ObjectId::counter`].
+    pub seq: u64,
 }
 
 impl ObjectId {
-    /// Builds an object id.
+    /// An object id of a first-generation node.
     pub const fn new(origin: NodeId, seq: u32) -> Self {
-        Self { origin, seq }
+        Self {
+            origin,
+            seq: seq as u64,
+        }
     }
 
-    /// The id packed into one `u64` (origin in the high half), handy as a hash key.
+    /// An object id created by generation `generation` of node `origin`.
+    pub const fn with_generation(origin: NodeId, generation: u32, seq: u32) -> Self {
+        Self {
+            origin,
+            seq: ((generation as u64) << 32) | seq as u64,
+        }
+    }
+
+    /// The creating node's generation.
+    pub const fn generation(self) -> u32 {
+        (self.seq >> 32) as u32
+    }
+
+    /// The sequence number within the creating node's generation.
+    pub const fn counter(self) -> u32 {
+        self.seq as u32
+    }
+
+    /// The id packed into one `u128` (origin, generation, sequence from high to low bits).
+    pub const fn packed(self) -> u128 {
+        ((self.origin.0 as u128) << 64) | self.seq as u128
+    }
+
+    /// The id folded into one `u64`, handy as a hash key (distinct for distinct ids of
+    /// first-generation nodes; generations are mixed in, so keys rarely collide otherwise).
     pub const fn as_u64(self) -> u64 {
-        ((self.origin.0 as u64) << 32) | self.seq as u64
+        (((self.origin.0 as u64) << 32) | (self.seq as u32) as u64) ^ (self.seq >> 32).rotate_left(48)
+    }
+}
+
+impl std::hash::Hash for ObjectId {
+    /// Hashes exactly as the (origin, sequence) pair did before generations existed, so
+    /// maps keyed by first-generation ids iterate as they always did (simulator reports
+    /// stay byte-identical); a generation, when there is one, is mixed in after.
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.origin.hash(state);
+        state.write_u32(self.counter());
+        if self.generation() != 0 {
+            state.write_u32(self.generation());
+        }
     }
 }
 
@@ -78,7 +130,7 @@ impl PartialOrd for ObjectId {
 impl Ord for ObjectId {
     #[inline]
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.as_u64().cmp(&other.as_u64())
+        self.packed().cmp(&other.packed())
     }
 }
 
@@ -96,7 +148,11 @@ impl fmt::Display for ClientId {
 
 impl fmt::Display for ObjectId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.origin, self.seq)
+        if self.generation() == 0 {
+            write!(f, "{}.{}", self.origin, self.counter())
+        } else {
+            write!(f, "{}g{}.{}", self.origin, self.generation(), self.counter())
+        }
     }
 }
 

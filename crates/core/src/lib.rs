@@ -10,6 +10,8 @@
 //!   language of naming attributes and areas of interest (Colyseus, paper `000` §3);
 //! - [`latency`]: round-trip-time matrices loaded from whitespace or CSV files with
 //!   validation and errors that name the file and line;
+//! - [`rendezvous`]: highest-random-weight hashing, the member set's agreed choice of
+//!   backups and adopters for an object;
 //! - [`rng`]: a small, fully specified deterministic random generator, so the same seed
 //!   gives the same run byte for byte on every platform and dependency version;
 //! - [`traffic`]: message classes and byte/packet counters (BRIEF §2.6);
@@ -20,6 +22,7 @@ pub mod geom;
 pub mod hash;
 pub mod id;
 pub mod latency;
+pub mod rendezvous;
 pub mod rng;
 pub mod time;
 pub mod traffic;

@@ -158,6 +158,24 @@ impl Codec {
         frame(class, payload)
     }
 
+    /// `msg`'s bitcode bytes alone (a payload to wrap in a frame with more bytes around it,
+    /// e.g. a channel tag: see [`frame_with`]). Valid until the next call.
+    pub fn encode_payload<T: bitcode::Encode + ?Sized>(&mut self, msg: &T) -> &[u8] {
+        self.buf.encode(msg)
+    }
+
+    /// Decodes `bytes` (part of a frame of class `class`) as `T`.
+    pub fn decode_bytes<T: bitcode::DecodeOwned>(
+        &mut self,
+        class: MessageClass,
+        bytes: &[u8],
+    ) -> Result<T, WireError> {
+        self.buf.decode(bytes).map_err(|e| WireError::Malformed {
+            class,
+            reason: e.to_string(),
+        })
+    }
+
     /// Encoded size of `msg` alone, without a header (for accounting).
     pub fn encoded_len<T: bitcode::Encode + ?Sized>(&mut self, msg: &T) -> usize {
         self.buf.encode(msg).len()
