@@ -467,8 +467,14 @@ impl GameObject for ModelObject {
                 put_f32(out, m.vel.0);
                 put_f32(out, m.vel.1);
                 out.extend_from_slice(&m.shooter.origin.0.to_le_bytes());
-                out.extend_from_slice(&m.shooter.seq.to_le_bytes());
-                out.push(u8::from(m.attached));
+                out.extend_from_slice(&m.shooter.counter().to_le_bytes());
+                // Bit 0: attached; bit 1: the shooter's generation follows (a shooter of a
+                // first-generation node, the common case, costs nothing extra).
+                let generation = m.shooter.generation();
+                out.push(u8::from(m.attached) | if generation != 0 { 2 } else { 0 });
+                if generation != 0 {
+                    out.extend_from_slice(&generation.to_le_bytes());
+                }
             }
             ModelObject::Item(i) => {
                 out.push(ITEM);
@@ -504,8 +510,14 @@ impl GameObject for ModelObject {
             MISSILE => {
                 let pos = Point3::new(r.f32()?, r.f32()?, r.f32()?);
                 let vel = (r.f32()?, r.f32()?);
-                let shooter = ObjectId::new(NodeId(r.u32()?), r.u32()?);
-                let attached = r.u8()? != 0;
+                let (origin, seq) = (NodeId(r.u32()?), r.u32()?);
+                let flags = r.u8()?;
+                if flags > 3 {
+                    return Err(StateError(format!("bad missile flags {flags:#x}")));
+                }
+                let generation = if flags & 2 != 0 { r.u32()? } else { 0 };
+                let shooter = ObjectId::with_generation(origin, generation, seq);
+                let attached = flags & 1 != 0;
                 ModelObject::Missile(Missile {
                     pos,
                     vel,

@@ -7,10 +7,11 @@
 //! ```text
 //! packet  = seq:varint sent_at_us:varint count:varint msg*
 //! msg     = tag:u8 count:varint item*          (tag = variant index of ReplicaMsg)
-//! id      = origin:varint seq:varint
+//! id      = origin:varint seq:varint   (generation << 32 | counter: a first-generation id costs no more)
 //! Update  = id version:varint back:varint len:varint bytes   (back = version − base, 0 = full)
 //! Interest= id have:varint      Unsubscribe/Deleted = id      Ack = seq:varint
 //! Write   = id seq:varint len:varint bytes                   WriteAck = id seq:varint
+//! Logs    = id version:varint writers:varint (node:varint floor:varint n:varint above:varint*)*
 //! ```
 //!
 //! Decoding never trusts the input: every count is checked against the bytes left (each
@@ -19,7 +20,8 @@
 
 use worldmesh_core::{NodeId, ObjectId, Time};
 
-use crate::message::{InterestItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
+use crate::manager::WriterLog;
+use crate::message::{InterestItem, LogItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
 
 /// Why a packet did not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -54,7 +56,7 @@ fn put(out: &mut Vec<u8>, mut v: u64) {
 
 fn put_id(out: &mut Vec<u8>, id: ObjectId) {
     put(out, u64::from(id.origin.0));
-    put(out, u64::from(id.seq));
+    put(out, id.seq);
 }
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
@@ -125,6 +127,23 @@ impl ReplicaMsg {
                 for (id, seq) in items {
                     put_id(out, *id);
                     put(out, *seq);
+                }
+            }
+            ReplicaMsg::Logs(items) => {
+                out.push(7);
+                put(out, items.len() as u64);
+                for l in items {
+                    put_id(out, l.id);
+                    put(out, l.version);
+                    put(out, l.logs.len() as u64);
+                    for (writer, log) in &l.logs {
+                        put(out, u64::from(writer.0));
+                        put(out, log.floor);
+                        put(out, log.above.len() as u64);
+                        for a in &log.above {
+                            put(out, *a);
+                        }
+                    }
                 }
             }
         }
@@ -245,6 +264,34 @@ impl Packet {
                     }
                     ReplicaMsg::WriteAck(v)
                 }
+                7 => {
+                    let mut v = Vec::with_capacity(k);
+                    for _ in 0..k {
+                        let id = r.id()?;
+                        let version = r.varint()?;
+                        let writers = r.count()?;
+                        let mut logs = Vec::with_capacity(writers);
+                        for _ in 0..writers {
+                            let writer = NodeId(r.u32()?);
+                            let floor = r.varint()?;
+                            let n = r.count()?;
+                            let mut log = WriterLog {
+                                floor,
+                                above: Default::default(),
+                            };
+                            for _ in 0..n {
+                                let a = r.varint()?;
+                                if a <= floor {
+                                    return Err(PacketError::BadBase);
+                                }
+                                log.above.insert(a);
+                            }
+                            logs.push((writer, log));
+                        }
+                        v.push(LogItem { id, version, logs });
+                    }
+                    ReplicaMsg::Logs(v)
+                }
                 t => return Err(PacketError::UnknownTag(t)),
             };
             msgs.push(msg);
@@ -297,7 +344,10 @@ impl Reader<'_> {
     }
 
     fn id(&mut self) -> Result<ObjectId, PacketError> {
-        Ok(ObjectId::new(NodeId(self.u32()?), self.u32()?))
+        Ok(ObjectId {
+            origin: NodeId(self.u32()?),
+            seq: self.varint()?,
+        })
     }
 
     fn bytes(&mut self) -> Result<Vec<u8>, PacketError> {
@@ -314,7 +364,8 @@ mod tests {
     use proptest::prelude::*;
 
     fn id() -> impl Strategy<Value = ObjectId> {
-        (any::<u32>(), any::<u32>()).prop_map(|(o, s)| ObjectId::new(NodeId(o), s))
+        (any::<u32>(), prop_oneof![Just(0u32), any::<u32>()], any::<u32>())
+            .prop_map(|(o, g, s)| ObjectId::with_generation(NodeId(o), g, s))
     }
 
     fn msg() -> impl Strategy<Value = ReplicaMsg> {
@@ -348,6 +399,36 @@ mod tests {
             .prop_map(ReplicaMsg::Write),
             proptest::collection::vec(id(), 0..5).prop_map(ReplicaMsg::Deleted),
             proptest::collection::vec((id(), any::<u64>()), 0..5).prop_map(ReplicaMsg::WriteAck),
+            proptest::collection::vec(
+                (
+                    id(),
+                    any::<u64>(),
+                    proptest::collection::vec(
+                        (
+                            any::<u32>(),
+                            0u64..1 << 40,
+                            proptest::collection::btree_set(1u64..1000, 0..4)
+                        ),
+                        0..3
+                    )
+                )
+                    .prop_map(|(id, version, ls)| LogItem {
+                        id,
+                        version,
+                        logs: ls
+                            .into_iter()
+                            .map(|(w, floor, above)| (
+                                NodeId(w),
+                                WriterLog {
+                                    floor,
+                                    above: above.into_iter().map(|a| floor + a).collect()
+                                }
+                            ))
+                            .collect()
+                    }),
+                0..4
+            )
+            .prop_map(ReplicaMsg::Logs),
         ]
     }
 

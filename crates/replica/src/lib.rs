@@ -35,10 +35,10 @@ mod vecmap;
 
 pub use codec::PacketError;
 pub use manager::{
-    FrameReport, MigrateError, MigratedObject, Mode, MovedOutcome, ReplicaConfig, ReplicaManager,
-    ReplicaStats, WriterLog,
+    AdoptError, FrameReport, MigrateError, MigratedObject, Mode, MovedOutcome, OrphanOffer, ReplicaConfig,
+    ReplicaManager, ReplicaStats, WriterLog,
 };
-pub use message::{ForwardedWrite, InterestItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
+pub use message::{ForwardedWrite, InterestItem, LogItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
 pub use naming::{Binding, NameService, Resolution, follow_chain};
-pub use object::{GameObject, StateError, ThinkContext};
+pub use object::{GameObject, OrphanPolicy, StateError, ThinkContext};
 pub use store::{Entry, ObjectStore, Role, StoreError};

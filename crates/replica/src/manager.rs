@@ -37,13 +37,17 @@ use std::time::Duration;
 use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time};
 
 use crate::history::History;
-use crate::message::{ForwardedWrite, InterestItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
+use crate::message::{ForwardedWrite, InterestItem, LogItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
 use crate::naming::{Binding, NameService, Resolution};
 use crate::store::{ObjectStore, Role};
 use crate::vecmap::VecMap;
 use crate::{GameObject, ThinkContext};
 
+mod adopt;
+mod backup;
+mod guard;
 mod migrate;
+pub use adopt::{AdoptError, OrphanOffer};
 pub use migrate::{MigrateError, MigratedObject, MovedOutcome, WriterLog};
 
 /// How replicas are chosen.
@@ -96,6 +100,33 @@ pub struct ReplicaConfig {
     /// How long a forwarding entry outlives the acknowledgement of its last `Moved` notice
     /// (paper `001` §7.1 leases; learned bindings are kept, see [`crate::NameService`]).
     pub name_lease: Duration,
+    /// Backups per primary: the members ranked first for the object by rendezvous hashing
+    /// ([`worldmesh_core::rendezvous`]) receive every update and keep the replica whatever
+    /// their interest, so that an orphan has a fresh copy at the node that adopts it when
+    /// the primary's node fails. With backups, a write is acknowledged to its writer only
+    /// once every backup acknowledged a version that contains it, and the primary's
+    /// per-writer logs travel to the backups: an acknowledged write survives the primary's
+    /// failure and is applied exactly once. 0 (the papers' setting, and the simulator's
+    /// default) turns this off.
+    pub backups: usize,
+    /// Replicas whose primary's node has been silent for `peer_timeout` are dropped. A node
+    /// whose membership protocol decides failures (SWIM, `node::membership`) turns this off:
+    /// the replicas of a failed member's objects are what adoption needs.
+    pub drop_silent_peers: bool,
+    /// Most object versions a primary can produce per second (a version per frame at most,
+    /// plus one per migration): a replica refuses an update whose version runs further ahead
+    /// of the one it holds than this rate allows for the time since (`refused_version_jump`),
+    /// and a new replica whose version exceeds what this rate allows since the world began.
+    /// A bogus huge version would otherwise freeze the replica (every genuine update after
+    /// it looks stale). 0 turns the check off.
+    pub max_version_rate: f64,
+    /// Most replicas this node holds from one primary node (`refused_creation_cap` beyond).
+    pub max_replicas_per_peer: usize,
+    /// Most new replicas one primary node may create here per second, with bursts of up to
+    /// `new_replicas_burst` (a token bucket per peer; `refused_creation_cap` beyond).
+    pub new_replicas_per_sec: f64,
+    /// Burst size of the per-peer creation budget.
+    pub new_replicas_burst: f64,
 }
 
 impl Default for ReplicaConfig {
@@ -114,6 +145,13 @@ impl Default for ReplicaConfig {
             interest_lead: Duration::ZERO,
             write_timeout: Duration::from_secs(10),
             name_lease: Duration::from_secs(5),
+            backups: 0,
+            drop_silent_peers: true,
+            // 10 Hz frames, with room for migrations and clock skew.
+            max_version_rate: 40.0,
+            max_replicas_per_peer: 100_000,
+            new_replicas_per_sec: 5_000.0,
+            new_replicas_burst: 50_000.0,
         }
     }
 }
@@ -167,6 +205,37 @@ pub struct ReplicaStats {
     pub moved_accepted: u64,
     /// `Moved` notices or transfers refused: the sender is not the object's current host.
     pub moved_refused: u64,
+    /// Updates refused because their version ran further ahead than any primary can go
+    /// (see [`ReplicaConfig::max_version_rate`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused_version_jump: u64,
+    /// New replicas refused because their primary's node exceeded its creation budget or
+    /// its replica cap here (see [`ReplicaConfig::max_replicas_per_peer`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub refused_creation_cap: u64,
+    /// Orphans adopted here from a replica held here (the primary's node failed).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub adopted: u64,
+    /// Orphans adopted here from a state another replica holder offered.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub adopted_from_offer: u64,
+    /// Adoption notices accepted (a replica holder learned an orphan's new primary).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub adoptions_learned: u64,
+    /// Primaries given up after losing an adoption race to a node that adopted the same
+    /// orphan under an equal epoch with a higher rendezvous score, or a newer epoch.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub demoted: u64,
+    /// Orphan replicas dropped: the game's policy despawns them, or no node adopted them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub orphans_dropped: u64,
+    /// Write acknowledgements held until every backup had the write.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub acks_deferred: u64,
+}
+
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 struct PrimaryMeta<O> {
@@ -175,6 +244,29 @@ struct PrimaryMeta<O> {
     subscribers: VecMap<NodeId, Time>,
     receivers: VecMap<NodeId, RecvState>,
     motion: Motion,
+    /// The members that back this primary up (see [`ReplicaConfig::backups`]), best first.
+    backups: Vec<NodeId>,
+    /// Writes were applied since the last version: the next frame takes a new version (and
+    /// a log snapshot) even if the encoded state did not change.
+    wrote: bool,
+    /// The per-writer logs as of the version given, for the backups.
+    logs: Option<(u64, Vec<(NodeId, WriterLog)>)>,
+}
+
+impl<O: Clone> PrimaryMeta<O> {
+    /// The replication state of a primary at `version` with no receivers yet.
+    fn new(version: u64, object: O, encoding: Vec<u8>, subscribers: VecMap<NodeId, Time>) -> Self {
+        Self {
+            history: History::with(version, object),
+            last_encoding: encoding,
+            subscribers,
+            receivers: VecMap::new(),
+            motion: Motion::default(),
+            backups: Vec::new(),
+            wrote: false,
+            logs: None,
+        }
+    }
 }
 
 /// A primary's velocity estimated from its positions at successive frames: the default of
@@ -227,6 +319,19 @@ struct ReplicaMeta<O> {
     history: History<O>,
     wanted_at: Time,
     registered_at: Option<Time>,
+    /// Per-writer log snapshots received as a backup, oldest first (see [`LogItem`]).
+    logs: VecDeque<(u64, Vec<(NodeId, WriterLog)>)>,
+}
+
+impl<O> ReplicaMeta<O> {
+    fn new(now: Time) -> Self {
+        Self {
+            history: History::default(),
+            wanted_at: now,
+            registered_at: Some(now),
+            logs: VecDeque::new(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -245,6 +350,13 @@ struct PeerState {
     /// Send a packet even if empty (liveness).
     keepalive: bool,
     last_ack: Option<Time>,
+    /// Per-writer logs of primaries this peer backs up, to send.
+    logs: Vec<LogItem>,
+    /// Replicas held here whose primary is on this peer.
+    held: usize,
+    /// Creation budget: tokens left and when they were counted.
+    tokens: f64,
+    tokens_at: Option<Time>,
 }
 
 impl PeerState {
@@ -256,7 +368,8 @@ impl PeerState {
                 && self.unsubscribe.is_empty()
                 && self.writes.is_empty()
                 && self.deleted.is_empty()
-                && self.write_acks.is_empty())
+                && self.write_acks.is_empty()
+                && self.logs.is_empty())
     }
 
     /// Anything at all to send.
@@ -268,6 +381,7 @@ impl PeerState {
                 && self.writes.is_empty()
                 && self.deleted.is_empty()
                 && self.write_acks.is_empty()
+                && self.logs.is_empty()
                 && self.to_ack.is_empty())
     }
 }
@@ -315,6 +429,10 @@ pub struct ReplicaManager<O: GameObject> {
     write_seq: BTreeMap<ObjectId, u64>,
     /// This node's writes not yet acknowledged by their primary.
     pending: BTreeMap<(ObjectId, u64), PendingWrite>,
+    /// This node's generation: the middle part of the ids of objects it creates.
+    generation: u32,
+    /// Acknowledgements of writes applied here, held until every backup has them.
+    deferred: Vec<backup::DeferredAck>,
 }
 
 /// A write of this node awaiting its primary's acknowledgement.
@@ -360,7 +478,21 @@ impl<O: GameObject> ReplicaManager<O> {
             applied: BTreeMap::new(),
             write_seq: BTreeMap::new(),
             pending: BTreeMap::new(),
+            generation: 0,
+            deferred: Vec::new(),
         }
+    }
+
+    /// Sets this node's generation (its incarnation: see [`ObjectId`]); objects created
+    /// from now on carry it. Call before the first spawn.
+    pub fn set_generation(&mut self, generation: u32) {
+        self.generation = generation;
+        self.names.set_generation(generation);
+    }
+
+    /// The members this node replicates with (sorted, without this node).
+    pub fn peers(&self) -> &[NodeId] {
+        &self.peers
     }
 
     /// This node.
@@ -399,25 +531,22 @@ impl<O: GameObject> ReplicaManager<O> {
 
     /// Creates a primary and returns its id.
     pub fn spawn(&mut self, now: Time, object: O) -> ObjectId {
-        let id = ObjectId::new(self.me, self.next_seq);
-        self.next_seq += 1;
+        let id = ObjectId::with_generation(self.me, self.generation, self.next_seq);
+        // A generation's 2^32 ids used up: continue in the next generation number (ids
+        // stay unique as long as generations of one node id only grow).
+        match self.next_seq.checked_add(1) {
+            Some(n) => self.next_seq = n,
+            None => {
+                self.next_seq = 0;
+                self.generation = self.generation.wrapping_add(1);
+            }
+        }
         let mut enc = Vec::new();
         object.encode_state(&mut enc);
-        let history = History::with(1, object.clone());
-        let subscribers = match self.mode {
-            Mode::Broadcast => self.peers.iter().map(|p| (*p, Time::MAX)).collect(),
-            Mode::Interest => VecMap::new(),
-        };
-        self.prim.insert(
-            id,
-            PrimaryMeta {
-                history,
-                last_encoding: enc,
-                subscribers,
-                receivers: VecMap::new(),
-                motion: Motion::default(),
-            },
-        );
+        let subscribers = self.initial_subscribers();
+        let mut meta = PrimaryMeta::new(1, object.clone(), enc, subscribers);
+        meta.backups = self.backups_for(id);
+        self.prim.insert(id, meta);
         // Ids are fresh by construction, so this cannot collide.
         let _ = self.store.insert_primary(id, object, 1, now);
         id
@@ -467,7 +596,9 @@ impl<O: GameObject> ReplicaManager<O> {
         if self.mode == Mode::Interest {
             report.dropped.extend(self.maintain_interest(now));
         }
-        report.dropped.extend(self.drop_silent_peers(now));
+        if self.cfg.drop_silent_peers {
+            report.dropped.extend(self.drop_silent_peers(now));
+        }
         self.fetching.retain(|_, (t, _)| now - *t < FETCH_ACCEPT);
         self.names.expire(now);
         self.queue_updates(now);
@@ -492,6 +623,14 @@ impl<O: GameObject> ReplicaManager<O> {
 
     fn peer(&mut self, id: NodeId) -> &mut PeerState {
         self.net.entry_or_default(id)
+    }
+
+    /// The permanent subscribers of a new primary: every peer in broadcast mode.
+    fn initial_subscribers(&self) -> VecMap<NodeId, Time> {
+        match self.mode {
+            Mode::Broadcast => self.peers.iter().map(|p| (*p, Time::MAX)).collect(),
+            Mode::Interest => VecMap::new(),
+        }
     }
 
     /// Applies a write made on this node: authoritative on a primary, tentative on a
@@ -626,12 +765,19 @@ impl<O: GameObject> ReplicaManager<O> {
                         e.object.apply_write(&w);
                     }
                     self.stats.writes_applied += 1;
+                    if writer != self.me {
+                        self.acknowledge_write(writer, item.id, item.seq);
+                    } else if let Some(m) = self.prim.get_mut(&item.id) {
+                        m.wrote = true;
+                    }
                 }
-                Some(false) => self.stats.writes_duplicate += 1,
-                None => return, // log full: not applied, not acknowledged; retried later
-            }
-            if writer != self.me {
-                self.peer(writer).write_acks.push((item.id, item.seq));
+                Some(false) => {
+                    self.stats.writes_duplicate += 1;
+                    if writer != self.me {
+                        self.acknowledge_duplicate(writer, item.id, item.seq);
+                    }
+                }
+                None => {} // log full: not applied, not acknowledged; retried later
             }
             return;
         }
@@ -645,6 +791,8 @@ impl<O: GameObject> ReplicaManager<O> {
 
     fn version_primaries(&mut self, now: Time) {
         let hist = self.cfg.history.max(1);
+        let backups = self.cfg.backups > 0;
+        let mut logged = Vec::new();
         let mut buf = Vec::new();
         for (id, meta) in self.prim.iter_mut() {
             let Some(entry) = self.store.get_mut(*id) else {
@@ -658,13 +806,22 @@ impl<O: GameObject> ReplicaManager<O> {
             }
             buf.clear();
             entry.object.encode_state(&mut buf);
-            if buf != meta.last_encoding {
+            // With backups, applied writes always take a new version: the log snapshot
+            // shipped to the backups is tagged with it (see `backup`).
+            let wrote = std::mem::take(&mut meta.wrote) && backups;
+            if buf != meta.last_encoding || wrote {
                 std::mem::swap(&mut meta.last_encoding, &mut buf);
                 entry.version += 1;
                 entry.state_time = now;
                 entry.updated_at = now;
                 meta.history.push_clone(entry.version, &entry.object, hist);
+                if wrote {
+                    logged.push((*id, entry.version));
+                }
             }
+        }
+        for (id, version) in logged {
+            self.snapshot_logs(id, version);
         }
     }
 
@@ -793,6 +950,11 @@ impl<O: GameObject> ReplicaManager<O> {
             .iter()
             .filter(|(_, m)| now - m.wanted_at > self.cfg.linger)
             .map(|(id, _)| *id)
+            .filter(|id| {
+                // A backup keeps its replica whatever its interest.
+                self.cfg.backups == 0
+                    || !matches!(self.store.get(*id).map(|e| e.role), Some(Role::Replica { primary }) if self.backs_up(*id, primary))
+            })
             .collect();
         for id in stale {
             if let Some(Role::Replica { primary }) = self.store.get(id).map(|e| e.role) {
@@ -805,15 +967,27 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     fn remove_replica(&mut self, id: ObjectId) {
-        if self
-            .store
-            .get(id)
-            .is_some_and(|e| matches!(e.role, Role::Replica { .. }))
-        {
+        if let Some(Role::Replica { primary }) = self.store.get(id).map(|e| e.role) {
             self.store.remove(id);
             self.stats.replicas_dropped += 1;
+            if let Some(p) = self.net.get_mut(&primary) {
+                p.held = p.held.saturating_sub(1);
+            }
         }
         self.repl.remove(&id);
+    }
+
+    /// Points the replica `id` at its primary's new node (a migration or an adoption),
+    /// moving it between the per-peer replica counts. False if `id` is not a replica here.
+    fn rebind_replica(&mut self, id: ObjectId, to: NodeId) -> bool {
+        let Some(Role::Replica { primary }) = self.store.get(id).map(|e| e.role) else {
+            return false;
+        };
+        if let Some(p) = self.net.get_mut(&primary) {
+            p.held = p.held.saturating_sub(1);
+        }
+        self.peer(to).held += 1;
+        self.store.rebind_replica(id, to)
     }
 
     fn drop_silent_peers(&mut self, now: Time) -> Vec<ObjectId> {
@@ -857,9 +1031,18 @@ impl<O: GameObject> ReplicaManager<O> {
             let version = entry.version;
             let parent = entry.object.attached_to().filter(|p| self.prim.contains_key(p));
             targets.clear();
+            let mut extra = false;
             if let Some(meta) = self.prim.get_mut(&id) {
                 meta.subscribers.retain(|_, exp| *exp > now);
                 targets.extend(meta.subscribers.keys());
+                if !meta.backups.is_empty() {
+                    targets.extend(meta.backups.iter().copied());
+                    extra = true;
+                }
+            }
+            if extra {
+                targets.sort_unstable();
+                targets.dedup();
             }
             if let Some(p) = parent.and_then(|p| self.prim.get(&p)) {
                 targets.extend(p.subscribers.keys().copied());
@@ -886,6 +1069,9 @@ impl<O: GameObject> ReplicaManager<O> {
             }
             for (t, item) in out.drain(..) {
                 self.count_update(&item);
+                if extra && let Some(l) = self.logs_for(id, t, item.base) {
+                    self.peer(t).logs.push(l);
+                }
                 self.peer(t).updates.push(item);
             }
         }
@@ -1009,6 +1195,11 @@ impl<O: GameObject> ReplicaManager<O> {
                         }
                     }
                 }
+                ReplicaMsg::Logs(items) => {
+                    for it in items {
+                        self.on_logs(from, it);
+                    }
+                }
                 ReplicaMsg::Deleted(ids) => {
                     for id in ids {
                         if self
@@ -1056,6 +1247,11 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     fn on_ack(&mut self, from: NodeId, seqs: &[u32]) {
+        self.on_ack_versions(from, seqs);
+        self.release_deferred_acks();
+    }
+
+    fn on_ack_versions(&mut self, from: NodeId, seqs: &[u32]) {
         let p = self.net.entry_or_default(from);
         for s in seqs {
             if let Some(pos) = p.sent_log.iter().position(|(q, _)| q == s)
@@ -1071,16 +1267,16 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     fn apply_update(&mut self, now: Time, from: NodeId, sent_at: Time, it: UpdateItem) {
-        let held = match self.store.get(it.id).map(|e| (e.role, e.version)) {
-            Some((Role::Primary, _)) => {
+        let (held, held_at) = match self.store.get(it.id).map(|e| (e.role, e.version, e.updated_at)) {
+            Some((Role::Primary, ..)) => {
                 self.stats.refused_updates += 1;
                 return;
             }
-            Some((Role::Replica { primary }, _)) if primary != from => {
+            Some((Role::Replica { primary }, ..)) if primary != from => {
                 self.stats.refused_updates += 1;
                 return;
             }
-            Some((Role::Replica { .. }, v)) => Some(v),
+            Some((Role::Replica { .. }, v, at)) => (Some(v), at),
             // An unheld object: accept it only from the node the name service binds it to,
             // or from the node this node asked for it.
             None if self.names.resolve(it.id).binding(self.me).node != from
@@ -1089,8 +1285,13 @@ impl<O: GameObject> ReplicaManager<O> {
                 self.stats.refused_updates += 1;
                 return;
             }
-            None => None,
+            None => (None, Time::ZERO),
         };
+        // A replica whose version line restarted (an adoption) counts as new.
+        let bound = held.filter(|v| *v > 0).map(|v| (v, held_at));
+        if !self.version_ok(bound, it.version, now) {
+            return;
+        }
         // One lookup of the replica's history serves the duplicate check and the baseline.
         let history = self.repl.get(&it.id).map(|m| &m.history);
         if held.is_some_and(|v| v >= it.version) && history.is_some_and(|h| h.contains(it.version)) {
@@ -1148,11 +1349,15 @@ impl<O: GameObject> ReplicaManager<O> {
             && !self.fetching.contains_key(&it.id)
             && object.attached_to().is_none_or(|p| self.store.get(p).is_none())
             && !(it.base == 0 && self.wanted_at(object.position()))
+            && !self.backs_up(it.id, from)
         {
             // Not asked for, not attached to anything held here and not a full state a
             // local primary wants (a primary's push after a locator match is one; an update
             // that crossed an unsubscribe is not): drop it rather than resurrect the replica.
             self.stats.stale_updates += 1;
+            return;
+        }
+        if held.is_none() && !self.creation_allowed(from, now) {
             return;
         }
         match self
@@ -1163,12 +1368,9 @@ impl<O: GameObject> ReplicaManager<O> {
                 if created {
                     self.stats.replicas_created += 1;
                     self.fetching.remove(&it.id);
+                    self.peer(from).held += 1;
                 }
-                let m = self.repl.entry(it.id).or_insert_with(|| ReplicaMeta {
-                    history: History::default(),
-                    wanted_at: now,
-                    registered_at: Some(now),
-                });
+                let m = self.repl.entry(it.id).or_insert_with(|| ReplicaMeta::new(now));
                 m.history.push(it.version, object, hist);
             }
             Err(_) => self.stats.refused_updates += 1,
@@ -1245,6 +1447,7 @@ impl<O: GameObject> ReplicaManager<O> {
         if !p.write_acks.is_empty() {
             head.push(ReplicaMsg::WriteAck(std::mem::take(&mut p.write_acks)));
         }
+        let mut logs = std::mem::take(&mut p.logs);
         let mut updates = std::mem::take(&mut p.updates);
         // Split updates into packets of at most `max` bytes (estimated conservatively): find
         // where each packet after the first starts, then split (usually there is one packet,
@@ -1266,6 +1469,7 @@ impl<O: GameObject> ReplicaManager<O> {
         chunks.push(updates);
         chunks.reverse();
         let mut out = Vec::new();
+        let chunk_count = chunks.len();
         for (k, chunk) in chunks.into_iter().enumerate() {
             p.next_seq = p.next_seq.wrapping_add(1).max(1);
             let seq = p.next_seq;
@@ -1281,6 +1485,17 @@ impl<O: GameObject> ReplicaManager<O> {
             } else {
                 Vec::new()
             };
+            if !logs.is_empty() {
+                // A log snapshot rides in the packet of its object's update: acknowledging
+                // that packet confirms both (see `backup`).
+                let (here, rest): (Vec<LogItem>, Vec<LogItem>) = logs
+                    .into_iter()
+                    .partition(|l| chunk.iter().any(|u| u.id == l.id) || k + 1 == chunk_count);
+                logs = rest;
+                if !here.is_empty() {
+                    msgs.push(ReplicaMsg::Logs(here));
+                }
+            }
             if !chunk.is_empty() {
                 msgs.push(ReplicaMsg::Update(chunk));
             }

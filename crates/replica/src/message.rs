@@ -8,6 +8,8 @@
 
 use worldmesh_core::{NodeId, ObjectId, Time};
 
+use crate::manager::WriterLog;
+
 /// One object's update.
 #[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
 pub struct UpdateItem {
@@ -60,6 +62,21 @@ pub struct ForwardedWrite {
     pub item: WriteItem,
 }
 
+/// Which writes the primary of `id` had applied when it produced `version`: its per-writer
+/// logs, shipped to the object's backups (see `ReplicaConfig::backups`). The node that
+/// adopts the object after its primary's node fails starts from these logs, so a write the
+/// old primary applied (and the adopted state contains) is not applied again when its
+/// writer resends it.
+#[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub struct LogItem {
+    /// The object.
+    pub id: ObjectId,
+    /// The first version whose state contains exactly these writes.
+    pub version: u64,
+    /// Per writer, the sequence numbers applied.
+    pub logs: Vec<(NodeId, WriterLog)>,
+}
+
 /// A replica-management message.
 #[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
 pub enum ReplicaMsg {
@@ -77,6 +94,8 @@ pub enum ReplicaMsg {
     Deleted(Vec<ObjectId>),
     /// Writes of the destination the sender applied (or had already applied): (object, seq).
     WriteAck(Vec<(ObjectId, u64)>),
+    /// The per-writer logs of primaries the destination backs up.
+    Logs(Vec<LogItem>),
 }
 
 /// What travels in one datagram.

@@ -75,6 +75,9 @@ struct Forwarding {
 #[derive(Clone, Debug)]
 pub struct NameService {
     me: NodeId,
+    /// This node's generation: objects created by an earlier generation of this node id are
+    /// not presumed to be here.
+    generation: u32,
     local: BTreeMap<ObjectId, u32>,
     forwarding: BTreeMap<ObjectId, Forwarding>,
     known: BTreeMap<ObjectId, Binding>,
@@ -87,6 +90,7 @@ impl NameService {
     pub fn new(me: NodeId, lease: Duration) -> Self {
         Self {
             me,
+            generation: 0,
             local: BTreeMap::new(),
             forwarding: BTreeMap::new(),
             known: BTreeMap::new(),
@@ -94,10 +98,20 @@ impl NameService {
         }
     }
 
+    /// Sets this node's generation (see [`ObjectId`]).
+    pub fn set_generation(&mut self, generation: u32) {
+        self.generation = generation;
+    }
+
+    /// True if `id` was created by this node in its current generation.
+    fn created_here(&self, id: ObjectId) -> bool {
+        id.origin == self.me && id.generation() == self.generation
+    }
+
     /// Binds `id` here at `epoch` (step 4 of §3.2, or a new object at epoch 0). Removes any
     /// forwarding entry: an object that comes back needs none.
     pub fn bind_local(&mut self, id: ObjectId, epoch: u32) {
-        if epoch > 0 || id.origin != self.me {
+        if epoch > 0 || !self.created_here(id) {
             self.local.insert(id, epoch);
         }
         self.forwarding.remove(&id);
@@ -149,6 +163,20 @@ impl NameService {
         true
     }
 
+    /// Learns `b` for `id` whatever is known (an adoption that won over an equal-epoch
+    /// rival: the replica manager has already decided). A forwarding entry here is pointed
+    /// at `b`.
+    pub fn learn_over(&mut self, id: ObjectId, b: Binding) {
+        if b.node == self.me {
+            return;
+        }
+        self.local.remove(&id);
+        if let Some(f) = self.forwarding.get_mut(&id) {
+            f.to = b;
+        }
+        self.known.insert(id, b);
+    }
+
     /// What this node knows about `id`. Objects with no entry resolve to their creator.
     pub fn resolve(&self, id: ObjectId) -> Resolution {
         if let Some(e) = self.local.get(&id) {
@@ -161,7 +189,7 @@ impl NameService {
             return Resolution::Remote(*b);
         }
         let b = Binding::initial(id);
-        if b.node == self.me {
+        if self.created_here(id) {
             // Created here and never bound elsewhere: a primary here (or deleted).
             Resolution::Local(0)
         } else {

@@ -11,6 +11,19 @@ use crate::store::ObjectStore;
 #[error("malformed object state: {0}")]
 pub struct StateError(pub String);
 
+/// What becomes of an object whose primary's node fails (`node::adoption`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OrphanPolicy {
+    /// A live node that holds a replica adopts it and runs it from the freshest state the
+    /// cluster has (the default: the world keeps its objects).
+    #[default]
+    Adopt,
+    /// It ends with its node: every replica of it is dropped (e.g. the avatar of a player
+    /// whose connection was to the failed node, if the game prefers players to reconnect
+    /// to a fresh avatar; or short-lived effects).
+    Despawn,
+}
+
 /// A game object type.
 ///
 /// Colyseus splits every object into one **primary** copy, whose node runs its think
@@ -93,6 +106,11 @@ pub trait GameObject: Clone + Debug + Send + 'static {
     /// the latencies of a region's players to candidate hosts.
     fn client_location(&self) -> Option<u32> {
         None
+    }
+
+    /// What happens to this object if its primary's node fails. The default adopts it.
+    fn orphan_policy(&self) -> OrphanPolicy {
+        OrphanPolicy::Adopt
     }
 
     /// Applies a write (tentatively on a replica, authoritatively on the primary).

@@ -253,6 +253,22 @@ impl<O: GameObject> ObjectStore<O> {
         }
     }
 
+    /// Turns replica `id` into a primary holding `object` at `version` (adoption of an orphan
+    /// whose primary's node failed). Returns false if `id` is not a replica here.
+    pub(crate) fn promote(&mut self, id: ObjectId, object: O, version: u64, now: Time) -> bool {
+        match self.entries.get_mut(&id) {
+            Some(e) if matches!(e.role, Role::Replica { .. }) => {
+                e.role = Role::Primary;
+                e.object = object;
+                e.version = version;
+                e.updated_at = now;
+                self.primaries += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Removes replicas whose last update is older than `now - ttl`; returns their ids.
     pub fn expire_replicas(&mut self, now: Time, ttl: std::time::Duration) -> Vec<ObjectId> {
         let dead: Vec<ObjectId> = self

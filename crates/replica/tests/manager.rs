@@ -477,10 +477,7 @@ fn predicted_interest_fetches_ahead_of_motion_only() {
         m.spawn(Time::ZERO, walker);
         m
     };
-    let far = |n: u32| ObjectId {
-        origin: NodeId(1),
-        seq: n,
-    };
+    let far = |n: u32| ObjectId::new(NodeId(1), n);
     let t = Time::from_millis(100);
     let mut predicting = manager(1000);
     assert!(predicting.on_discovered(t, far(1), NodeId(1), Point3::new(120.0, 0.0, 0.0)));

@@ -22,12 +22,10 @@ use std::collections::BTreeSet;
 
 use worldmesh_core::{NodeId, ObjectId, Time};
 
-use super::{Motion, PrimaryMeta, ReplicaManager};
-use crate::history::History;
+use super::{PrimaryMeta, ReplicaManager};
 use crate::message::{ForwardedWrite, InterestItem};
 use crate::naming::{Binding, NameService, Resolution};
 use crate::store::Role;
-use crate::vecmap::VecMap;
 use crate::{GameObject, Mode};
 
 /// Largest number of out-of-order write sequence numbers remembered per (object, writer).
@@ -316,7 +314,6 @@ impl<O: GameObject> ReplicaManager<O> {
             }
             self.repl.remove(&m.id);
             self.fetching.remove(&m.id);
-            let history = History::with(m.version, object.clone());
             let subscribers = match self.mode {
                 Mode::Broadcast => self.peers.iter().map(|p| (*p, Time::MAX)).collect(),
                 Mode::Interest => m
@@ -326,16 +323,9 @@ impl<O: GameObject> ReplicaManager<O> {
                     .map(|n| (*n, now + self.cfg.interest_ttl))
                     .collect(),
             };
-            self.prim.insert(
-                m.id,
-                PrimaryMeta {
-                    history,
-                    last_encoding: m.state.clone(),
-                    subscribers,
-                    receivers: VecMap::new(),
-                    motion: Motion::default(),
-                },
-            );
+            let mut meta = PrimaryMeta::new(m.version, object.clone(), m.state.clone(), subscribers);
+            meta.backups = self.backups_for(m.id);
+            self.prim.insert(m.id, meta);
             let _ = self.store.insert_primary(m.id, object, m.version, now);
             self.applied.insert(m.id, m.applied.iter().cloned().collect());
             self.names.bind_local(m.id, m.binding.epoch);
@@ -387,7 +377,7 @@ impl<O: GameObject> ReplicaManager<O> {
         }
         self.names.learn(id, binding, now);
         self.stats.moved_accepted += 1;
-        let held = self.store.rebind_replica(id, binding.node);
+        let held = self.rebind_replica(id, binding.node);
         if held || self.mode == Mode::Broadcast {
             self.fetching.insert(id, (now, binding.node));
             self.peer(binding.node)
@@ -402,7 +392,7 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     /// (Re)sends every pending write of this node to `id`.
-    fn send_pending_to(&mut self, now: Time, id: ObjectId) {
+    pub(super) fn send_pending_to(&mut self, now: Time, id: ObjectId) {
         let mine: Vec<(ObjectId, u64)> = self
             .pending
             .range((id, 0)..=(id, u64::MAX))

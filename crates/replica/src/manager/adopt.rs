@@ -1,0 +1,345 @@
+//! The replica manager's side of membership changes and of **adoption**: a live node
+//! becoming the primary of an orphan, an object whose primary's node failed.
+//!
+//! The node decides *who* adopts (the first live member of the object's rendezvous ranking,
+//! `node::adoption`) and *when* (once its membership protocol declares the old node down);
+//! this module does what adoption does to the local state:
+//!
+//! - [`ReplicaManager::member_down`] forgets everything tied to the failed member (its
+//!   per-peer streams, its subscriptions, the writes it made) and returns the orphans held
+//!   here as replicas;
+//! - [`ReplicaManager::adopt`] promotes a replica's **confirmed** state (the last one its
+//!   primary sent, without tentative writes made here) to a primary under the next epoch,
+//!   with the per-writer logs that state contains (see `backup`), then applies this node's
+//!   own pending writes to it;
+//! - [`ReplicaManager::offer`] / [`ReplicaManager::adopt_offer`]: a replica holder that is
+//!   not the adopter offers its copy, and an adopter that holds none adopts the freshest
+//!   offer;
+//! - [`ReplicaManager::learn_adoption`]: every other node follows the new primary (the
+//!   replica is re-fetched from it, this node's pending writes go there);
+//! - [`ReplicaManager::demote`]: two nodes that adopted the same orphan (their membership
+//!   views differed for a moment) settle on one — the higher epoch, then the higher
+//!   rendezvous score — and the other gives its primary up.
+//!
+//! Versions continue from the adopted state's version. A replica holder that had a fresher
+//! version from the dead primary than the adopter had restarts its version line when it
+//! learns the adoption (its next full state comes from the adopter), so it never mistakes
+//! the adopter's updates for stale ones.
+
+use worldmesh_core::{NodeId, ObjectId, Time, rendezvous};
+
+use super::{GameObject, PrimaryMeta, ReplicaManager, ReplicaMeta, Role, WriterLog};
+use crate::message::InterestItem;
+use crate::naming::Binding;
+
+/// A replica holder's copy of an orphan, offered to the node that adopts it.
+#[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+pub struct OrphanOffer {
+    /// The orphan.
+    pub id: ObjectId,
+    /// The failed node that held its primary.
+    pub dead: NodeId,
+    /// The epoch of the orphan's binding at the failed node.
+    pub epoch: u32,
+    /// The version of `state`.
+    pub version: u64,
+    /// The confirmed full state.
+    pub state: Vec<u8>,
+    /// The per-writer logs `state` contains, if this holder backed the object up.
+    pub logs: Vec<(NodeId, WriterLog)>,
+}
+
+/// Why an adoption step was refused. Peers can cause every case; none changes any state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdoptError {
+    /// No confirmed replica of the object is held here.
+    #[error("no replica of {0} is held here")]
+    NotHeld(ObjectId),
+    /// The object is not bound to the failed node as far as this node knows.
+    #[error("{id} is bound to {known:?}, not to the failed node {dead}")]
+    NotOrphan {
+        /// The object.
+        id: ObjectId,
+        /// The node said to have failed.
+        dead: NodeId,
+        /// What this node knows.
+        known: Binding,
+    },
+    /// The object is already a primary here.
+    #[error("{0} is already a primary here")]
+    AlreadyPrimary(ObjectId),
+    /// An offered state did not decode.
+    #[error("offered state of {0} does not decode")]
+    Undecodable(ObjectId),
+}
+
+impl<O: GameObject> ReplicaManager<O> {
+    /// A member joined (or came back under a new generation): it takes part from now on
+    /// (broadcast mode subscribes it to every primary; backups are recomputed).
+    pub fn member_up(&mut self, id: NodeId) {
+        if id == self.me {
+            return;
+        }
+        if let Err(at) = self.peers.binary_search(&id) {
+            self.peers.insert(at, id);
+        }
+        if self.mode == super::Mode::Broadcast {
+            for m in self.prim.values_mut() {
+                m.subscribers.insert(id, Time::MAX);
+            }
+        }
+        self.recompute_backups();
+    }
+
+    /// A member failed or left: forget its streams, subscriptions, pending fetches and the
+    /// writes it made (a later generation of the same node id numbers its writes from 1
+    /// again), recompute backups, and return the replicas held here whose primary was on
+    /// it — the orphans this node may adopt or offer.
+    pub fn member_down(&mut self, id: NodeId) -> Vec<ObjectId> {
+        if id == self.me {
+            return Vec::new();
+        }
+        if let Ok(at) = self.peers.binary_search(&id) {
+            self.peers.remove(at);
+        }
+        self.net.remove(&id);
+        for m in self.prim.values_mut() {
+            m.subscribers.remove(&id);
+            m.receivers.remove(&id);
+        }
+        for logs in self.applied.values_mut() {
+            logs.remove(&id);
+        }
+        self.deferred.retain(|d| d.writer != id);
+        self.fetching.retain(|_, (_, n)| *n != id);
+        self.recompute_backups();
+        self.release_deferred_acks();
+        self.orphans_of(id)
+    }
+
+    /// Replicas held here whose primary is on `node`.
+    pub fn orphans_of(&self, node: NodeId) -> Vec<ObjectId> {
+        self.store
+            .iter()
+            .filter(|(_, e)| e.role == Role::Replica { primary: node })
+            .map(|(id, _)| id)
+            .collect()
+    }
+
+    /// Where this node believes `id`'s primary is bound.
+    pub fn binding_of(&self, id: ObjectId) -> Binding {
+        match self.store.get(id).map(|e| e.role) {
+            Some(Role::Primary) => Binding {
+                node: self.me,
+                epoch: self.names.local_epoch(id),
+            },
+            Some(Role::Replica { primary }) => Binding {
+                node: primary,
+                epoch: self.names.resolve(id).binding(self.me).epoch,
+            },
+            None => self.names.resolve(id).binding(self.me),
+        }
+    }
+
+    /// Checks that `id` is an orphan of `dead` here and returns the epoch of that binding.
+    fn orphan_epoch(&self, id: ObjectId, dead: NodeId) -> Result<u32, AdoptError> {
+        if self.prim.contains_key(&id) {
+            return Err(AdoptError::AlreadyPrimary(id));
+        }
+        let known = self.binding_of(id);
+        if known.node != dead {
+            return Err(AdoptError::NotOrphan { id, dead, known });
+        }
+        Ok(known.epoch)
+    }
+
+    /// Adopts the orphan `id` of the failed node `dead` from the replica held here: its
+    /// confirmed state becomes a primary bound here under the next epoch. Returns the new
+    /// binding (to announce).
+    pub fn adopt(&mut self, now: Time, id: ObjectId, dead: NodeId) -> Result<Binding, AdoptError> {
+        let epoch = self.orphan_epoch(id, dead)?;
+        let Some((version, object)) = self.confirmed(id).map(|(v, o)| (v, o.clone())) else {
+            return Err(AdoptError::NotHeld(id));
+        };
+        let logs = self.logs_contained(id, version);
+        let binding = self.install_adopted(now, id, epoch + 1, version, object, logs);
+        self.stats.adopted += 1;
+        Ok(binding)
+    }
+
+    /// What this node offers the adopter of `id` (an orphan of `dead`), if it holds a
+    /// confirmed replica.
+    pub fn offer(&self, id: ObjectId, dead: NodeId) -> Option<OrphanOffer> {
+        let epoch = self.orphan_epoch(id, dead).ok()?;
+        let (version, object) = self.confirmed(id)?;
+        let mut state = Vec::new();
+        object.encode_state(&mut state);
+        Some(OrphanOffer {
+            id,
+            dead,
+            epoch,
+            version,
+            state,
+            logs: self.logs_contained(id, version),
+        })
+    }
+
+    /// Adopts an orphan this node holds no replica of, from the freshest `offer` received.
+    pub fn adopt_offer(&mut self, now: Time, offer: &OrphanOffer) -> Result<Binding, AdoptError> {
+        if self.store.get(offer.id).is_some() {
+            return Err(AdoptError::AlreadyPrimary(offer.id));
+        }
+        let known = self.binding_of(offer.id);
+        // This node may know nothing of the object: then the offer's binding stands.
+        if known.node != offer.dead && known.epoch >= offer.epoch {
+            return Err(AdoptError::NotOrphan {
+                id: offer.id,
+                dead: offer.dead,
+                known,
+            });
+        }
+        let object = O::decode_state(&offer.state).map_err(|_| AdoptError::Undecodable(offer.id))?;
+        let epoch = offer.epoch.max(known.epoch);
+        let binding = self.install_adopted(
+            now,
+            offer.id,
+            epoch + 1,
+            offer.version,
+            object,
+            offer.logs.clone(),
+        );
+        self.stats.adopted_from_offer += 1;
+        Ok(binding)
+    }
+
+    fn install_adopted(
+        &mut self,
+        now: Time,
+        id: ObjectId,
+        epoch: u32,
+        version: u64,
+        object: O,
+        logs: Vec<(NodeId, WriterLog)>,
+    ) -> Binding {
+        let mut encoding = Vec::new();
+        object.encode_state(&mut encoding);
+        if !self.store.promote(id, object.clone(), version, now) {
+            let _ = self.store.insert_primary(id, object.clone(), version, now);
+        }
+        if let Some(e) = self.store.get_mut(id) {
+            e.state_time = now;
+        }
+        self.repl.remove(&id);
+        self.fetching.remove(&id);
+        let subscribers = self.initial_subscribers();
+        let mut meta = PrimaryMeta::new(version, object, encoding, subscribers);
+        meta.backups = self.backups_for(id);
+        self.prim.insert(id, meta);
+        self.applied.insert(id, logs.into_iter().collect());
+        self.names.bind_local(id, epoch);
+        // This node's own writes to the orphan now apply here, each once.
+        self.send_pending_to(now, id);
+        Binding { node: self.me, epoch }
+    }
+
+    /// The node `from` announces it adopted `id` as `binding` (the node has checked that
+    /// `from` is the adopter its membership view agrees on). This node follows: a replica
+    /// held here is re-fetched from the new primary, pending writes go there. If this node
+    /// adopted the same orphan itself, the higher epoch wins, then the higher rendezvous
+    /// score; the loser gives its primary up. Returns whether the announcement stands.
+    pub fn learn_adoption(
+        &mut self,
+        now: Time,
+        from: NodeId,
+        id: ObjectId,
+        binding: Binding,
+    ) -> super::MovedOutcome {
+        use super::MovedOutcome;
+        if binding.node != from || from == self.me {
+            self.stats.moved_refused += 1;
+            return MovedOutcome::Refused;
+        }
+        let known = self.binding_of(id);
+        let wins = binding.epoch > known.epoch
+            || (binding.epoch == known.epoch
+                && known.node != binding.node
+                && rendezvous::score(id, binding.node) > rendezvous::score(id, known.node));
+        if known == binding {
+            return MovedOutcome::Superseded;
+        }
+        if !wins {
+            // Older, or a rival adoption that loses: the winner's own notice reaches its
+            // rival (which then gives up); acknowledge so the loser stops resending.
+            return if self.prim.contains_key(&id) {
+                MovedOutcome::Refused
+            } else {
+                MovedOutcome::Superseded
+            };
+        }
+        if self.prim.contains_key(&id) {
+            self.demote(now, id);
+        }
+        self.names.learn_over(id, binding);
+        self.stats.adoptions_learned += 1;
+        if self.rebind_replica(id, binding.node) {
+            // Restart the replica's version line: the adopter may be behind what the dead
+            // primary had sent here.
+            if let Some(e) = self.store.get_mut(id) {
+                e.version = 0;
+            }
+            if let Some(m) = self.repl.get_mut(&id) {
+                *m = ReplicaMeta::new(now);
+            }
+            self.fetching.insert(id, (now, binding.node));
+            self.peer(binding.node)
+                .interest
+                .push(InterestItem { id, have: 0 });
+        }
+        self.send_pending_to(now, id);
+        MovedOutcome::Accepted
+    }
+
+    /// Gives up the local primary `id` (another node's adoption of it won). The object's
+    /// state here is discarded; interest fetches it again from the winner if it is wanted.
+    fn demote(&mut self, _now: Time, id: ObjectId) {
+        self.prim.remove(&id);
+        self.applied.remove(&id);
+        self.deferred.retain(|d| d.id != id);
+        self.names.unbind(id);
+        self.store.remove(id);
+        self.repl.remove(&id);
+        self.stats.demoted += 1;
+    }
+
+    /// Drops the orphan replica `id` (the game's policy despawns it, or nobody adopted it
+    /// in time).
+    pub fn drop_orphan(&mut self, id: ObjectId) -> bool {
+        if self
+            .store
+            .get(id)
+            .is_some_and(|e| matches!(e.role, Role::Replica { .. }))
+        {
+            self.remove_replica(id);
+            self.names.forget(id);
+            self.stats.orphans_dropped += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Every local primary and replica, dropped at once: this node was declared failed by
+    /// the others, who adopted its primaries; it comes back as a new member.
+    pub fn reset(&mut self) -> Vec<ObjectId> {
+        let ids: Vec<ObjectId> = self.store.iter().map(|(id, _)| id).collect();
+        let peers = std::mem::take(&mut self.peers);
+        let me = self.me;
+        let mode = self.mode;
+        let cfg = self.cfg.clone();
+        let generation = self.generation;
+        let stats = std::mem::take(&mut self.stats);
+        *self = ReplicaManager::new(me, mode, cfg, peers);
+        self.generation = generation;
+        self.stats = stats;
+        ids
+    }
+}
