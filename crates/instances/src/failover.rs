@@ -1055,6 +1055,25 @@ impl Peer {
         }
     }
 
+    /// The cluster's membership protocol declared member `m` failed (SWIM, in the node):
+    /// stop waiting for it. A server drops it at its next tick; a member whose server it was
+    /// treats the server as silent from now on, so the replica claims office at once and
+    /// voters grant the claim without waiting out their own silence window.
+    pub fn member_down(&mut self, now: Time, m: PeerId) {
+        if m == self.id {
+            return;
+        }
+        self.last_heard.remove(&m);
+        if self.server == Some(m) {
+            let long_ago = Time::ZERO;
+            self.last_update_at = long_ago;
+            if self.role == Role::Replica {
+                self.last_server_at = long_ago;
+            }
+            let _ = now;
+        }
+    }
+
     /// Periodic work; call at (or after) [`Peer::poll_timeout`].
     pub fn handle_timeout(&mut self, now: Time) {
         let mut claimed = false;

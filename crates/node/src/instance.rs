@@ -29,7 +29,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use worldmesh_core::wire::{Codec, Frame};
+use worldmesh_core::wire::Codec;
 use worldmesh_core::{MessageClass, NodeId, Time};
 use worldmesh_instances::failover::{CLUSTER, Event as PeerEvent};
 pub use worldmesh_instances::failover::{FailoverConfig, Peer, Progress, Role};
@@ -347,20 +347,36 @@ impl InstanceHost {
         }
     }
 
-    /// Handles the frame of a Control datagram from `from` (already checked to be a
-    /// cluster member by the node).
-    pub fn handle_frame(&mut self, now: Time, from: NodeId, frame: &Frame<'_>) -> Result<(), InstanceError> {
-        let res = self.receive(now, from, frame);
+    /// The membership protocol declared `node` failed: every instance it takes part in
+    /// stops waiting for it (paper `003` §3.2.1's heartbeats are then only the backstop).
+    pub fn member_down(&mut self, now: Time, node: NodeId) {
+        let ids: Vec<u32> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.roster.binary_search(&node.0).is_ok())
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            if let Some(slot) = self.slots.get_mut(&id) {
+                slot.peer.member_down(now, node.0);
+            }
+        }
+    }
+
+    /// Handles the payload of an instance Control datagram from `from` (already checked to
+    /// be a cluster member by the node; the channel byte removed, see [`crate::control`]).
+    pub fn handle_payload(&mut self, now: Time, from: NodeId, payload: &[u8]) -> Result<(), InstanceError> {
+        let res = self.receive(now, from, payload);
         if res.is_err() {
             self.stats.rejected += 1;
         }
         res
     }
 
-    fn receive(&mut self, now: Time, from: NodeId, frame: &Frame<'_>) -> Result<(), InstanceError> {
+    fn receive(&mut self, now: Time, from: NodeId, payload: &[u8]) -> Result<(), InstanceError> {
         let env: ControlEnvelope = self
             .codec
-            .decode(frame)
+            .decode_bytes(MessageClass::Control, payload)
             .map_err(|e| InstanceError::Decode(e.to_string()))?;
         let msg = env.msg.into_msg()?;
         let slot = self
@@ -462,7 +478,7 @@ impl InstanceHost {
                 instance: id,
                 msg: WireMsg::from(&t.msg),
             };
-            match self.codec.encode(MessageClass::Control, &env) {
+            match crate::control::frame(crate::control::Channel::Instance, self.codec.encode_payload(&env)) {
                 Ok(d) => {
                     self.stats.sent += 1;
                     self.out.push_back((NodeId(t.to), d));
@@ -497,9 +513,8 @@ mod tests {
         fn random_control_payloads_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
             let mut h = InstanceHost::new(NodeId(2), 1);
             h.join(spec(1)).unwrap();
-            let frame = Frame { class: MessageClass::Control, payload: &bytes };
             let before = h.stats().rejected;
-            if h.handle_frame(Time::ZERO, NodeId(0), &frame).is_err() {
+            if h.handle_payload(Time::ZERO, NodeId(0), &bytes).is_err() {
                 proptest::prop_assert_eq!(h.stats().rejected, before + 1);
             } else {
                 proptest::prop_assert_eq!(h.stats().received, 1);

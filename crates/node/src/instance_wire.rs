@@ -19,6 +19,12 @@ pub const MAX_MEMBERS: usize = 1024;
 /// `max_batch` of them).
 pub const MAX_INPUTS: usize = 1024;
 
+/// A complete Control datagram carrying `payload` (an encoded [`ControlEnvelope`], or any
+/// bytes a test wants the node to see) on the instance channel.
+pub fn datagram(payload: &[u8]) -> Result<Vec<u8>, worldmesh_core::WireError> {
+    crate::control::frame(crate::control::Channel::Instance, payload)
+}
+
 /// One Control datagram of the failover protocol.
 #[derive(Clone, Debug, PartialEq, Eq, bitcode::Encode, bitcode::Decode)]
 pub struct ControlEnvelope {

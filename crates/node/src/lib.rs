@@ -17,7 +17,11 @@
 //! in, found through the object locator) or **broadcast** (every node replicates every
 //! object: the baseline architecture of §7). Discovery goes through a locator port: each
 //! frame the node queues [`LocatorOp`]s (publications and subscriptions) and the driver or
-//! an in-node locator answers with [`Node::handle_discovery`]. Membership is static.
+//! an in-node locator answers with [`Node::handle_discovery`].
+//!
+//! Membership is static (a fixed member list, as in the papers' experiments) or dynamic:
+//! [`membership`] runs SWIM inside the node, so members join through seeds, fail and
+//! leave, and the objects of a failed member are adopted by live ones ([`adoption`]).
 //!
 //! Game instances with failover (paper `003` §3.2.1, Algorithms 3/4) are the node's
 //! [`instance::InstanceHost`]: the instances this node hosts, replicates or plays in, their
@@ -31,8 +35,12 @@
 //! selection over its players' latencies to the other nodes.
 #![forbid(unsafe_code)]
 
+pub mod adoption;
+mod control;
+pub mod drain;
 pub mod instance;
 pub mod instance_wire;
+pub mod membership;
 pub mod migration;
 mod node;
 pub mod placement;
@@ -43,5 +51,5 @@ pub use migration::{
 };
 pub use node::{Event, LocatorOp, Node, NodeConfig, Transmit};
 pub use placement::{LatencyOracle, Placement, PlacementConfig, PlacementDecision, PlacementOutcome};
-pub use stats::{NodeStats, NodeSummary, RunSummary};
+pub use stats::{ClusterSummary, FrameFault, NodeStats, NodeSummary, Rejection, Rejections, RunSummary};
 pub use worldmesh_replica::{Mode, Packet, ReplicaMsg, UpdateItem};

@@ -34,7 +34,8 @@ use std::time::Duration;
 
 use worldmesh_core::{NodeId, ObjectId, Time};
 use worldmesh_replica::{
-    Binding, ForwardedWrite, GameObject, MigrateError, MigratedObject, MovedOutcome, ReplicaManager,
+    Binding, ForwardedWrite, GameObject, MigrateError, MigratedObject, MovedOutcome, OrphanOffer,
+    ReplicaManager,
 };
 
 /// Why a target refused a region.
@@ -44,6 +45,8 @@ pub enum RefuseReason {
     Capacity,
     /// The transfer failed validation (bad binding, undecodable state, malformed).
     Invalid,
+    /// The target failed or left before it answered (decided locally, never sent).
+    TargetDown,
 }
 
 /// A migration-protocol message (paper `001` §3.2).
@@ -93,6 +96,11 @@ pub enum MigrationMsg {
         /// Forwarding hops taken so far.
         hops: u8,
     },
+    /// The sender adopted these orphans of failed nodes: (object, new binding, failed node)
+    /// (`crate::adoption`; acknowledged with `MovedAck`).
+    Adopted(Vec<(ObjectId, Binding, NodeId)>),
+    /// Replica holders' copies of orphans, offered to their adopter (`crate::adoption`).
+    Offer(Vec<OrphanOffer>),
     /// The answer to a lookup: the binding, or `None` (not found).
     LookupReply {
         /// The asker's query number.
@@ -408,6 +416,45 @@ impl Migrator {
         self.lookups.retain(|_, (_, t)| now - *t < LOOKUP_TIMEOUT);
     }
 
+    /// Member `dead` failed or left: migrations to it are given up (their regions think
+    /// here again), regions it was sending are forgotten, and notices to it dropped.
+    pub fn member_down<O: GameObject>(
+        &mut self,
+        rm: &mut ReplicaManager<O>,
+        dead: NodeId,
+        events: &mut Vec<MigrationEvent>,
+    ) {
+        let lost: Vec<u64> = self
+            .outgoing
+            .iter()
+            .filter(|(_, o)| o.target == dead)
+            .map(|(m, _)| *m)
+            .collect();
+        for mig in lost {
+            if let Some(o) = self.outgoing.remove(&mig) {
+                rm.unfreeze(&o.ids);
+                self.stats.refused += 1;
+                events.push(MigrationEvent::Refused {
+                    target: dead,
+                    ids: o.ids,
+                    reason: RefuseReason::TargetDown,
+                });
+            }
+        }
+        let gone: Vec<(NodeId, u64)> = self
+            .incoming
+            .keys()
+            .filter(|(n, _)| *n == dead)
+            .copied()
+            .collect();
+        for k in gone {
+            if let Some(inc) = self.incoming.remove(&k) {
+                self.incoming_bytes -= inc.bytes;
+            }
+        }
+        self.notices.remove(&dead);
+    }
+
     /// Starts a lookup of `id` (paper `001` §3.2): answered at once if this node knows the
     /// binding or that nothing is known here; otherwise a `Lookup` goes to the node the name
     /// service points at and the answer arrives as a [`MigrationEvent::Lookup`].
@@ -562,6 +609,8 @@ impl Migrator {
                 }
             }
             MigrationMsg::Forward(writes) => rm.receive_forwarded(writes),
+            // Adoption messages are the node's adoption protocol's (`crate::adoption`).
+            MigrationMsg::Adopted(_) | MigrationMsg::Offer(_) => {}
             MigrationMsg::Lookup { qid, asker, id, hops } => {
                 self.stats.lookups_served += 1;
                 let reply = |binding| MigrationMsg::LookupReply {

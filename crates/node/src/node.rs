@@ -1,6 +1,7 @@
 //! The node state machine.
 
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,9 +11,15 @@ use worldmesh_replica::{
     GameObject, Mode, ObjectStore, Packet, ReplicaConfig, ReplicaManager, ReplicaMsg, Role,
 };
 
+use crate::adoption::{Adoption, AdoptionConfig};
+use crate::control::{self, Channel};
+use crate::drain::{Drain, DrainConfig};
 use crate::instance::InstanceHost;
+use crate::membership::{Member, Membership, MembershipConfig};
 use crate::migration::{MigrationConfig, MigrationEvent, MigrationMsg, Migrator, StartError};
-use crate::stats::{NodeStats, NodeSummary};
+use crate::stats::{NodeStats, NodeSummary, Rejection};
+
+mod cluster;
 use worldmesh_locator::{Locator, Op as LocatorPortOp};
 
 /// Static configuration of a node.
@@ -32,6 +39,20 @@ pub struct NodeConfig {
     pub seed: u64,
     /// Migration protocol tuning and this node's primary capacity (paper `001` §3.2, §7.4).
     pub migration: MigrationConfig,
+    /// This node's generation (incarnation): 0 for a node of a world that never restarts; a
+    /// node that restarts with the same id uses a higher one (see `core::ObjectId`).
+    pub generation: u32,
+    /// Dynamic membership (SWIM, [`crate::membership`]): members join, fail and leave, and a
+    /// failed member's objects are adopted ([`crate::adoption`]). `None` keeps the member
+    /// list fixed to `peers`, as in the papers' experiments.
+    pub membership: Option<MembershipConfig>,
+    /// The address other members reach this node at (advertised through membership;
+    /// `None`: a simulated address).
+    pub address: Option<SocketAddr>,
+    /// Adoption tuning (with dynamic membership).
+    pub adoption: AdoptionConfig,
+    /// Drain tuning.
+    pub drain: DrainConfig,
 }
 
 impl NodeConfig {
@@ -45,6 +66,11 @@ impl NodeConfig {
             replica: ReplicaConfig::default(),
             seed,
             migration: MigrationConfig::default(),
+            generation: 0,
+            membership: None,
+            address: None,
+            adoption: AdoptionConfig::default(),
+            drain: DrainConfig::default(),
         }
     }
 
@@ -118,7 +144,38 @@ pub enum Event {
         /// The sender.
         from: NodeId,
         /// Why.
-        reason: String,
+        reason: Rejection,
+    },
+    /// A member joined or came back (dynamic membership).
+    MemberUp(Member),
+    /// A member failed or left (dynamic membership).
+    MemberDown(Member),
+    /// This node is known to the cluster: it has joined.
+    Joined,
+    /// The others declared this node failed while it was alive; it dropped everything it
+    /// held (they adopted its primaries) and came back as its next generation.
+    Rejoined(Member),
+    /// This node adopted an orphan of a failed member (see [`crate::adoption`]).
+    Adopted {
+        /// The object.
+        id: ObjectId,
+        /// The failed member.
+        dead: NodeId,
+        /// The epoch of the new binding.
+        epoch: u32,
+    },
+    /// An orphan was dropped: its policy despawns it, or nobody adopted it in time.
+    OrphanDropped {
+        /// The object.
+        id: ObjectId,
+        /// The failed member.
+        dead: NodeId,
+    },
+    /// A drain finished: every primary left (or the deadline passed) and the node left the
+    /// cluster. `left_behind` primaries were still here.
+    Drained {
+        /// Primaries still held when the node left (0 after a complete drain).
+        left_behind: usize,
     },
 }
 
@@ -144,6 +201,16 @@ pub struct Node<O: GameObject> {
     locator: Option<Locator>,
     /// Reused buffer for measuring update messages (see `send_packets`).
     scratch: Vec<u8>,
+    /// Live members other than this node, sorted (the fixed `peers` without membership).
+    members: Vec<NodeId>,
+    /// SWIM membership, if dynamic.
+    membership: Option<Membership>,
+    /// The adoption protocol (idle without membership).
+    adoption: Adoption,
+    /// A drain in progress.
+    drain: Option<Drain>,
+    /// Membership counters for the summary.
+    cluster: crate::stats::ClusterSummary,
 }
 
 impl<O: GameObject> Node<O> {
@@ -155,13 +222,16 @@ impl<O: GameObject> Node<O> {
         config.peers.retain(|p| *p != config.id);
         let rng = DetRng::new(config.seed).fork(u64::from(config.id.0));
         let migrator = Migrator::new(config.id, config.migration.clone());
-        let replicas = ReplicaManager::new(
-            config.id,
-            config.mode,
-            config.replica.clone(),
-            config.peers.clone(),
-        );
+        let mut replica_cfg = config.replica.clone();
+        if config.membership.is_some() {
+            // SWIM decides failures; the replicas of a failed member are what adoption needs.
+            replica_cfg.drop_silent_peers = false;
+        }
+        let mut replicas = ReplicaManager::new(config.id, config.mode, replica_cfg, config.peers.clone());
+        replicas.set_generation(config.generation);
         let instances = InstanceHost::new(config.id, config.seed);
+        let members = config.peers.clone();
+        let adoption = Adoption::new(config.adoption.clone());
         Self {
             config,
             world,
@@ -182,7 +252,13 @@ impl<O: GameObject> Node<O> {
             migrator,
             locator: None,
             scratch: Vec::new(),
+            members,
+            membership: None,
+            adoption,
+            drain: None,
+            cluster: Default::default(),
         }
+        .with_membership(now)
     }
 
     /// This node's id.
@@ -242,8 +318,8 @@ impl<O: GameObject> Node<O> {
         &mut self.instances
     }
 
-    /// When the node wants [`Node::handle_timeout`] called next: the earlier of its next
-    /// frame and its instances' next tick.
+    /// When the node wants [`Node::handle_timeout`] called next: the earliest of its next
+    /// frame, its instances' next tick, its locator's and its membership's timers.
     pub fn poll_timeout(&self) -> Option<Time> {
         let mut t = self
             .instances
@@ -251,6 +327,9 @@ impl<O: GameObject> Node<O> {
             .map_or(self.next_frame, |t| t.min(self.next_frame));
         if let Some(l) = self.locator.as_ref().and_then(Locator::poll_timeout) {
             t = t.min(l);
+        }
+        if let Some(m) = self.membership.as_ref().and_then(Membership::poll_timeout) {
+            t = t.min(m);
         }
         Some(t)
     }
@@ -278,6 +357,7 @@ impl<O: GameObject> Node<O> {
 
     /// Advances timers: runs a frame when one is due.
     pub fn handle_timeout(&mut self, now: Time) {
+        self.membership_timeout(now);
         if now >= self.next_frame {
             self.run_frame(now);
             while self.next_frame <= now {
@@ -367,24 +447,38 @@ impl<O: GameObject> Node<O> {
                 self.stats
                     .traffic
                     .on_receive(MessageClass::Control, datagram.len());
-                self.reject(from, e.to_string());
+                self.reject(from, Rejection::BadFrame((&e).into()));
                 return;
             }
         };
         self.stats.traffic.on_receive(frame.class, datagram.len());
-        if self.config.peers.binary_search(&from).is_err() {
-            self.reject(from, format!("{from} is not a member"));
+        let control = (frame.class == MessageClass::Control)
+            .then(|| control::split(frame.payload))
+            .flatten();
+        // SWIM talks to nodes that are not (or no longer) members: joiners, restarted ones.
+        let swim = matches!(control, Some((Channel::Membership, _))) && self.membership.is_some();
+        if !swim && self.members.binary_search(&from).is_err() {
+            self.reject(from, Rejection::NotMember);
             return;
         }
         // Each subsystem owns the datagrams of its class.
         match frame.class {
             MessageClass::ObjectUpdate => self.on_replica_datagram(now, from, &frame),
-            MessageClass::Control => {
-                if let Err(e) = self.instances.handle_frame(now, from, &frame) {
-                    self.reject(from, e.to_string());
+            MessageClass::Control => match control {
+                Some((Channel::Instance, payload)) => {
+                    if self.instances.handle_payload(now, from, payload).is_err() {
+                        self.reject(from, Rejection::Refused(MessageClass::Control));
+                    }
+                    self.flush_instances(now);
                 }
-                self.flush_instances(now);
-            }
+                Some((Channel::Membership, payload)) if self.membership.is_some() => {
+                    self.on_membership_datagram(now, from, payload);
+                }
+                Some((Channel::Membership, _)) => {
+                    self.reject(from, Rejection::NoHandler(MessageClass::Control))
+                }
+                None => self.reject(from, Rejection::BadPayload(MessageClass::Control)),
+            },
             MessageClass::Migration => self.on_migration_datagram(now, from, &frame),
             MessageClass::LocatorRouting | MessageClass::MatchDelivery | MessageClass::OverlayMaintenance
                 if self.locator.is_some() =>
@@ -394,7 +488,7 @@ impl<O: GameObject> Node<O> {
                 }
                 self.pump_locator(now);
             }
-            other => self.reject(from, format!("no handler here for {other} datagrams")),
+            other => self.reject(from, Rejection::NoHandler(other)),
         }
     }
 
@@ -402,8 +496,8 @@ impl<O: GameObject> Node<O> {
     fn on_replica_datagram(&mut self, now: Time, from: NodeId, frame: &Frame<'_>) {
         let packet = match Packet::decode(frame.payload) {
             Ok(p) => p,
-            Err(e) => {
-                self.reject(from, format!("malformed object_update payload: {e}"));
+            Err(_) => {
+                self.reject(from, Rejection::BadPayload(MessageClass::ObjectUpdate));
                 return;
             }
         };
@@ -414,8 +508,11 @@ impl<O: GameObject> Node<O> {
         self.send_migration_side_effects(now);
     }
 
-    fn reject(&mut self, from: NodeId, reason: String) {
-        self.stats.malformed += 1;
+    fn reject(&mut self, from: NodeId, reason: Rejection) {
+        if matches!(reason, Rejection::BadFrame(_) | Rejection::BadPayload(_)) {
+            self.stats.malformed += 1;
+        }
+        self.stats.rejections.count(reason);
         self.push_event(Event::Rejected { from, reason });
     }
 
@@ -472,6 +569,7 @@ impl<O: GameObject> Node<O> {
         let mut out = Vec::new();
         self.migrator.on_frame(now, &self.replicas, &mut out);
         self.send_migration(now, out);
+        self.cluster_frame(now);
         self.send_migration_side_effects(now);
         let packets = self.replicas.flush(now);
         self.send_packets(now, packets);
@@ -520,10 +618,10 @@ impl<O: GameObject> Node<O> {
                         datagram: d,
                     });
                 }
-                Err(e) => self.push_event(Event::Rejected {
-                    from: self.config.id,
-                    reason: e.to_string(),
-                }),
+                Err(_) => {
+                    let me = self.config.id;
+                    self.reject(me, Rejection::Encode(MessageClass::ObjectUpdate));
+                }
             }
         }
     }
@@ -566,6 +664,7 @@ impl<O: GameObject> Node<O> {
         );
         s.rejected_states = self.replicas.stats().refused_updates + self.replicas.stats().undecodable;
         s.replica = self.replicas.stats().clone();
+        s.cluster = self.cluster_summary();
         s
     }
 }
@@ -579,7 +678,7 @@ impl<O: GameObject> Node<O> {
         let mut out = Vec::new();
         let mig = self
             .migrator
-            .start(now, &mut self.replicas, &self.config.peers, ids, target, &mut out)?;
+            .start(now, &mut self.replicas, &self.members, ids, target, &mut out)?;
         self.send_migration(now, out);
         Ok(mig)
     }
@@ -603,23 +702,35 @@ impl<O: GameObject> Node<O> {
     fn on_migration_datagram(&mut self, now: Time, from: NodeId, frame: &Frame<'_>) {
         let msg: MigrationMsg = match self.codec.decode(frame) {
             Ok(m) => m,
-            Err(e) => {
-                self.reject(from, e.to_string());
+            Err(_) => {
+                self.reject(from, Rejection::BadPayload(MessageClass::Migration));
                 return;
             }
+        };
+        let msg = match msg {
+            MigrationMsg::Adopted(_) | MigrationMsg::Offer(_) => {
+                self.on_adoption_msg(now, from, msg);
+                return;
+            }
+            MigrationMsg::MovedAck(acks) => {
+                self.adoption.on_acks(from, &acks);
+                MigrationMsg::MovedAck(acks)
+            }
+            m => m,
         };
         let mut out = Vec::new();
         let mut events = Vec::new();
         self.migrator.handle(
             now,
             &mut self.replicas,
-            &self.config.peers,
+            &self.members,
             from,
             msg,
             &mut out,
             &mut events,
         );
         for e in events {
+            self.note_refusal(&e);
             self.push_event(Event::Migration(e));
         }
         self.send_migration(now, out);
@@ -646,7 +757,7 @@ impl<O: GameObject> Node<O> {
     }
 
     /// Encodes and queues migration messages (counted as `MessageClass::Migration`).
-    fn send_migration(&mut self, now: Time, msgs: Vec<(NodeId, MigrationMsg)>) {
+    pub(crate) fn send_migration(&mut self, now: Time, msgs: Vec<(NodeId, MigrationMsg)>) {
         for (dst, msg) in msgs {
             match self.codec.encode(MessageClass::Migration, &msg) {
                 Ok(d) => {
@@ -657,10 +768,10 @@ impl<O: GameObject> Node<O> {
                         datagram: d,
                     });
                 }
-                Err(e) => self.push_event(Event::Rejected {
-                    from: self.config.id,
-                    reason: e.to_string(),
-                }),
+                Err(_) => {
+                    let me = self.config.id;
+                    self.reject(me, Rejection::Encode(MessageClass::Migration));
+                }
             }
         }
     }
@@ -679,14 +790,11 @@ impl<O: GameObject> Node<O> {
         placement: &mut crate::Placement,
         oracle: &dyn crate::LatencyOracle,
     ) -> Result<crate::PlacementOutcome, crate::placement::PlacementError> {
-        let outcome = placement.evaluate(now, &self.replicas, &self.config.peers, oracle)?;
-        if let crate::PlacementOutcome::Migrate(d) = &outcome
-            && let Err(e) = self.migrate(now, &d.region, d.target)
-        {
-            self.push_event(Event::Rejected {
-                from: self.config.id,
-                reason: e.to_string(),
-            });
+        let outcome = placement.evaluate(now, &self.replicas, &self.members, oracle)?;
+        if let crate::PlacementOutcome::Migrate(d) = &outcome {
+            // A refused start (the region moved or froze meanwhile) is the placement
+            // loop's to retry: nothing was sent.
+            let _ = self.migrate(now, &d.region, d.target);
         }
         Ok(outcome)
     }

@@ -9,6 +9,171 @@ use serde::{Deserialize, Serialize};
 use worldmesh_core::traffic::Count;
 use worldmesh_core::{MessageClass, NodeId, Time, TrafficCounters};
 
+/// Why the node refused a datagram (typed, counted apart: [`Rejections`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rejection {
+    /// The frame header did not parse (magic, protocol version, class, length).
+    BadFrame(FrameFault),
+    /// The sender is not a live member.
+    NotMember,
+    /// No subsystem here handles this class (e.g. locator traffic without a locator).
+    NoHandler(MessageClass),
+    /// The payload did not decode as its class's message.
+    BadPayload(MessageClass),
+    /// The message decoded but its protocol refused it (instance failover, membership).
+    Refused(MessageClass),
+    /// A membership message named another member as its sender.
+    Impersonation,
+    /// This node could not encode a message it meant to send (too large).
+    Encode(MessageClass),
+}
+
+/// What was wrong with a frame header (a copy of [`worldmesh_core::WireError`]'s header
+/// cases, small enough to count per datagram without allocating).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameFault {
+    /// Fewer bytes than a header.
+    Truncated,
+    /// Not a worldmesh datagram.
+    BadMagic,
+    /// A protocol version this build does not speak.
+    UnsupportedVersion(u8),
+    /// An unknown message class.
+    UnknownClass(u8),
+    /// The declared length is over the limit or does not match the bytes present.
+    BadLength,
+}
+
+impl From<&worldmesh_core::WireError> for FrameFault {
+    fn from(e: &worldmesh_core::WireError) -> Self {
+        use worldmesh_core::WireError as W;
+        match e {
+            W::TruncatedHeader { .. } => Self::Truncated,
+            W::BadMagic(_) => Self::BadMagic,
+            W::UnsupportedVersion { got } => Self::UnsupportedVersion(*got),
+            W::UnknownClass(c) => Self::UnknownClass(*c),
+            _ => Self::BadLength,
+        }
+    }
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rejection::BadFrame(FrameFault::Truncated) => f.write_str("truncated datagram"),
+            Rejection::BadFrame(FrameFault::BadMagic) => f.write_str("not a worldmesh datagram"),
+            Rejection::BadFrame(FrameFault::UnsupportedVersion(v)) => write!(
+                f,
+                "unsupported protocol version {v} (this build speaks {})",
+                worldmesh_core::wire::PROTOCOL_VERSION
+            ),
+            Rejection::BadFrame(FrameFault::UnknownClass(c)) => write!(f, "unknown message class {c}"),
+            Rejection::BadFrame(FrameFault::BadLength) => f.write_str("bad declared length"),
+            Rejection::NotMember => f.write_str("sender is not a member"),
+            Rejection::NoHandler(c) => write!(f, "no handler here for {c} datagrams"),
+            Rejection::BadPayload(c) => write!(f, "malformed {c} payload"),
+            Rejection::Refused(c) => write!(f, "{c} message refused by its protocol"),
+            Rejection::Impersonation => f.write_str("membership message names another sender"),
+            Rejection::Encode(c) => write!(f, "could not encode a {c} message"),
+        }
+    }
+}
+
+/// Refused datagrams by reason. Serialized only when something was refused, so reports of
+/// runs without refusals keep their shape.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejections {
+    /// Header did not parse.
+    pub bad_frame: u64,
+    /// Sender not a live member.
+    pub not_member: u64,
+    /// No handler for the class.
+    pub no_handler: u64,
+    /// Payload did not decode.
+    pub bad_payload: u64,
+    /// Refused by the class's protocol.
+    pub refused: u64,
+    /// A membership message claimed another sender.
+    pub impersonation: u64,
+    /// Messages this node could not encode.
+    pub encode: u64,
+}
+
+impl Rejections {
+    /// Counts one refusal.
+    pub fn count(&mut self, r: Rejection) {
+        let c = match r {
+            Rejection::BadFrame(_) => &mut self.bad_frame,
+            Rejection::NotMember => &mut self.not_member,
+            Rejection::NoHandler(_) => &mut self.no_handler,
+            Rejection::BadPayload(_) => &mut self.bad_payload,
+            Rejection::Refused(_) => &mut self.refused,
+            Rejection::Impersonation => &mut self.impersonation,
+            Rejection::Encode(_) => &mut self.encode,
+        };
+        *c += 1;
+    }
+
+    /// Refusals of every reason.
+    pub fn total(&self) -> u64 {
+        self.bad_frame
+            + self.not_member
+            + self.no_handler
+            + self.bad_payload
+            + self.refused
+            + self.impersonation
+            + self.encode
+    }
+
+    /// Adds another node's counts.
+    pub fn merge(&mut self, o: &Rejections) {
+        self.bad_frame += o.bad_frame;
+        self.not_member += o.not_member;
+        self.no_handler += o.no_handler;
+        self.bad_payload += o.bad_payload;
+        self.refused += o.refused;
+        self.impersonation += o.impersonation;
+        self.encode += o.encode;
+    }
+
+    /// True if nothing was refused.
+    pub fn is_empty(&self) -> bool {
+        self.total() == 0
+    }
+
+    /// `(reason, count)` pairs for tables and metrics labels.
+    pub fn labelled(&self) -> [(&'static str, u64); 7] {
+        [
+            ("bad_frame", self.bad_frame),
+            ("not_member", self.not_member),
+            ("no_handler", self.no_handler),
+            ("bad_payload", self.bad_payload),
+            ("refused", self.refused),
+            ("impersonation", self.impersonation),
+            ("encode", self.encode),
+        ]
+    }
+}
+
+/// Membership and adoption figures of a node with dynamic membership.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterSummary {
+    /// Live members seen at the end (this node included).
+    pub members: usize,
+    /// This node's generation.
+    pub generation: u32,
+    /// Members that joined (up events) during the run.
+    pub members_up: u64,
+    /// Members declared down or gone during the run.
+    pub members_down: u64,
+    /// Adoption counters.
+    pub adoption: crate::adoption::AdoptionStats,
+    /// Regions moved away by a drain.
+    pub drained_regions: u64,
+}
+
 /// Counters a node keeps while it runs.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct NodeStats {
@@ -20,6 +185,8 @@ pub struct NodeStats {
     pub sent_per_second: Vec<u64>,
     /// Datagrams dropped because they did not parse (bad header or payload).
     pub malformed: u64,
+    /// Refused datagrams by reason (those that did not parse are also in `malformed`).
+    pub rejections: Rejections,
     /// Frames run.
     pub frames: u64,
     /// Object update items sent (full states and deltas).
@@ -81,6 +248,12 @@ pub struct NodeSummary {
     pub bytes_per_update: f64,
     /// The replica manager's counters.
     pub replica: worldmesh_replica::ReplicaStats,
+    /// Refused datagrams by reason (absent when none were refused).
+    #[serde(default, skip_serializing_if = "Rejections::is_empty")]
+    pub rejections: Rejections,
+    /// Membership and adoption (absent for a node with a fixed member list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterSummary>,
 }
 
 /// p-th percentile (0..=100) of `values` by nearest rank; 0 for an empty slice.
@@ -141,6 +314,8 @@ impl NodeSummary {
                 stats.update_packet_bytes as f64 / stats.update_items as f64
             },
             replica: worldmesh_replica::ReplicaStats::default(),
+            rejections: stats.rejections.clone(),
+            cluster: None,
         }
     }
 }
@@ -170,6 +345,9 @@ pub struct RunSummary {
     pub malformed: u64,
     /// Object states refused, summed over nodes.
     pub rejected_states: u64,
+    /// Refused datagrams by reason, summed over nodes (absent when none).
+    #[serde(default, skip_serializing_if = "Rejections::is_empty")]
+    pub rejections: Rejections,
 }
 
 impl RunSummary {
@@ -198,6 +376,10 @@ impl RunSummary {
                 .collect(),
             malformed: nodes.iter().map(|s| s.malformed).sum(),
             rejected_states: nodes.iter().map(|s| s.rejected_states).sum(),
+            rejections: nodes.iter().fold(Rejections::default(), |mut a, s| {
+                a.merge(&s.rejections);
+                a
+            }),
         }
     }
 }

@@ -194,7 +194,7 @@ fn bad_input_is_counted_and_never_applied() {
     let ev: Vec<Event> = std::iter::from_fn(|| b.poll_event()).collect();
     assert!(
         ev.iter().any(
-            |e| matches!(e, Event::Rejected { reason, .. } if reason.contains("unsupported protocol version"))
+            |e| matches!(e, Event::Rejected { reason, .. } if reason.to_string().contains("unsupported protocol version"))
         ),
         "{ev:?}"
     );
@@ -257,7 +257,13 @@ fn bad_input_is_counted_and_never_applied() {
             1,
         )])]),
     );
-    assert_eq!(b.stats().malformed, 5);
+    // A non-member is counted apart from malformed datagrams.
+    assert_eq!(b.stats().malformed, 4);
+    assert_eq!(b.stats().rejections.not_member, 1);
+    assert_eq!(
+        b.stats().rejections.bad_frame + b.stats().rejections.bad_payload,
+        4
+    );
     assert_eq!(b.store().object(mine).cloned(), before, "own primary untouched");
     assert_eq!(b.store().replica_count(), 1);
     // A deletion of an object the sender does not own is refused too.

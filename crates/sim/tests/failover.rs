@@ -4,11 +4,10 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use worldmesh_core::wire::encode;
 use worldmesh_core::{LatencyMatrix, MessageClass, NodeId, Time};
 use worldmesh_game::{GameMap, ModelConfig, ModelObject};
 use worldmesh_node::instance::{FailoverConfig, InstanceSpec};
-use worldmesh_node::instance_wire::{ControlEnvelope, WireMsg};
+use worldmesh_node::instance_wire::{self, ControlEnvelope, WireMsg};
 use worldmesh_node::{Node, NodeConfig};
 use worldmesh_sim::failover::{FailoverScenario, Fault, Placement, RoleChoice};
 
@@ -134,11 +133,16 @@ fn member_node(id: u32) -> Node<ModelObject> {
 fn bad_control_datagrams_are_refused_and_counted() {
     let mut node = member_node(2);
     let now = Time::from_millis(5);
-    let env = |instance, msg| encode(MessageClass::Control, &ControlEnvelope { instance, msg }).unwrap();
+    let env = |instance, msg| {
+        instance_wire::datagram(&bitcode::encode(&ControlEnvelope { instance, msg })).unwrap()
+    };
     let beat = WireMsg::Beat { epoch: 1 };
     let bad: Vec<(NodeId, Vec<u8>)> = vec![
         // not an envelope at all
-        (NodeId(0), encode(MessageClass::Control, &12345u64).unwrap()),
+        (
+            NodeId(0),
+            instance_wire::datagram(&bitcode::encode(&12345u64)).unwrap(),
+        ),
         // an instance this node is not in
         (NodeId(0), env(99, beat.clone())),
         // a cluster member outside the instance's roster
@@ -175,7 +179,7 @@ fn bad_control_datagrams_are_refused_and_counted() {
         node.handle_datagram(now, from, &d);
     }
     assert_eq!(node.instances().stats().rejected, k);
-    assert_eq!(node.stats().malformed, k);
+    assert_eq!(node.stats().rejections.refused, k);
     assert_eq!(node.instances().stats().received, 0);
     // a well-formed update from the server is accepted
     let ok = env(
@@ -191,7 +195,7 @@ fn bad_control_datagrams_are_refused_and_counted() {
     );
     node.handle_datagram(now, NodeId(0), &ok);
     assert_eq!(node.instances().stats().received, 1);
-    assert_eq!(node.stats().malformed, k);
+    assert_eq!(node.stats().rejections.refused, k);
 }
 
 #[test]

@@ -155,6 +155,53 @@ impl Locator {
         }
     }
 
+    /// The membership protocol learned of member `id` (it joined, or came back under a new
+    /// generation): its messages are accepted from now on.
+    pub fn member_up(&mut self, id: NodeId) {
+        if let Err(at) = self.members.binary_search(&id) {
+            self.members.insert(at, id);
+        }
+    }
+
+    /// The membership protocol declared member `id` failed or gone: the ring treats it as
+    /// failed at once (as if it had missed its pings), and its messages are refused.
+    pub fn member_down(&mut self, now: Time, id: NodeId) {
+        self.now = self.now.max(now);
+        if id == self.me {
+            return;
+        }
+        let mut known: Vec<Peer> = Vec::new();
+        for p in self
+            .succs
+            .iter()
+            .chain(self.longs.iter())
+            .chain(self.pred.iter())
+            .chain(self.pred_pred.iter())
+        {
+            if p.id == id && !known.contains(p) {
+                known.push(*p);
+            }
+        }
+        for p in known {
+            self.declare_failed(now, p);
+        }
+        if self.pred_pred.is_some_and(|p| p.id == id) {
+            self.pred_pred = None;
+        }
+        if let Ok(at) = self.members.binary_search(&id) {
+            self.members.remove(at);
+        }
+        if let RingState::Joining { contact, .. } = self.state
+            && contact == id
+        {
+            // Ask someone else at the next upkeep.
+            self.state = RingState::Joining {
+                contact,
+                since: Time::ZERO,
+            };
+        }
+    }
+
     /// `p` missed its pings: forget it; if it was the predecessor, its range is re-covered
     /// here (this node now owns from the predecessor's predecessor).
     fn declare_failed(&mut self, now: Time, p: Peer) {

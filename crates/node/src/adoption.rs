@@ -1,0 +1,461 @@
+//! Orphan adoption: when a member fails, every object it held as primary gets exactly one
+//! live primary again, at a node that holds (or is offered) a recent replica of it.
+//!
+//! Colyseus keeps one primary per object on the node that runs it (paper `000` §3); the
+//! paper leaves node failure to future work and suggests using replicas (§8). worldmesh
+//! does that, with the name service of paper `001` §3 recording the new binding under a
+//! new epoch:
+//!
+//! 1. **Who adopts.** Every node computes the same *adopter* for an orphan without
+//!    messages: the highest-ranked live member for the object by rendezvous hashing
+//!    ([`worldmesh_core::rendezvous`]), the failed node excluded. With
+//!    `ReplicaConfig::backups` = k, the primary kept its k top-ranked members updated as
+//!    backups, so the adopter holds a fresh copy unless more than k − 1 other top-ranked
+//!    members failed at the same moment.
+//! 2. **When.** Once the membership protocol (SWIM, [`crate::membership`]) declares the
+//!    node down. The adopter promotes its confirmed replica to a primary under epoch + 1
+//!    and announces the binding (`Adopted`) to every live member until each acknowledges.
+//! 3. **Offers.** Every other holder of a replica of the orphan offers its copy to the
+//!    adopter (resent until the adoption is learned). An adopter that holds no replica
+//!    adopts the freshest offer after a short collection window.
+//! 4. **Following.** A node accepts an `Adopted` notice only from the adopter its own view
+//!    agrees on, once its own view has the old node down (otherwise it does not
+//!    acknowledge, and the notice is resent). Its replica then follows the new primary.
+//!    Late messages of the old primary are refused: they come from a node that no longer
+//!    holds the binding.
+//! 5. **Rivals.** Views can differ for a moment, so two nodes may adopt one orphan. The
+//!    higher epoch wins, then the higher rendezvous score; the loser gives its primary up.
+//!
+//! Objects whose [`OrphanPolicy`] is `Despawn` are dropped by every replica holder
+//! instead. An orphan nobody adopts within [`AdoptionConfig::orphan_timeout`] (no replica
+//! survived anywhere) is dropped and counted: what can be lost is documented in
+//! `replica::manager::backup`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use worldmesh_core::{NodeId, ObjectId, Time, rendezvous};
+use worldmesh_replica::{Binding, GameObject, MovedOutcome, OrphanOffer, OrphanPolicy, ReplicaManager};
+
+use crate::migration::MigrationMsg;
+
+/// Tuning of adoption.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdoptionConfig {
+    /// How long an adopter that holds no replica collects offers before it adopts the
+    /// freshest.
+    pub offer_window: Duration,
+    /// Unacknowledged notices and unanswered offers are resent after this long.
+    pub resend: Duration,
+    /// An orphan still bound to its failed node after this long is dropped (nobody
+    /// adopted it).
+    pub orphan_timeout: Duration,
+}
+
+impl Default for AdoptionConfig {
+    fn default() -> Self {
+        Self {
+            offer_window: Duration::from_millis(200),
+            resend: Duration::from_millis(300),
+            orphan_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Counters of adoption at one node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AdoptionStats {
+    /// Orphans this node adopted (from its own replica or from an offer).
+    pub adopted: u64,
+    /// Of which from an offer.
+    pub from_offer: u64,
+    /// Offers sent, with resends.
+    pub offers_sent: u64,
+    /// `Adopted` notices sent, with resends.
+    pub notices_sent: u64,
+    /// Notices and offers refused (sender not the agreed adopter, old node still up here).
+    pub refused: u64,
+    /// Orphans dropped: their policy despawns them, or nobody adopted them in time.
+    pub dropped: u64,
+}
+
+/// What adoption reports to the node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AdoptionEvent {
+    /// This node adopted `id` from the failed node `dead` under `binding`.
+    Adopted {
+        /// The object.
+        id: ObjectId,
+        /// The failed node.
+        dead: NodeId,
+        /// The new binding (this node, the next epoch).
+        binding: Binding,
+    },
+    /// An orphan was dropped (despawn policy, or nobody adopted it).
+    Dropped {
+        /// The object.
+        id: ObjectId,
+        /// The failed node.
+        dead: NodeId,
+    },
+}
+
+/// An orphan held here as a replica, awaiting its adoption elsewhere.
+struct Waiting {
+    dead: NodeId,
+    since: Time,
+    offered_at: Option<Time>,
+}
+
+/// The adoption protocol state of one node.
+#[derive(Default)]
+pub struct Adoption {
+    cfg: AdoptionConfig,
+    waiting: BTreeMap<ObjectId, Waiting>,
+    /// Offers for orphans this node must adopt but does not hold: first offer's arrival and
+    /// the freshest offer.
+    offers: BTreeMap<ObjectId, (Time, OrphanOffer)>,
+    /// Unacknowledged notices per peer: object → (binding, failed node, last sent).
+    notices: BTreeMap<NodeId, BTreeMap<ObjectId, (Binding, NodeId, Time)>>,
+    stats: AdoptionStats,
+}
+
+/// Most offers held at once (one per orphan this node is to adopt).
+const MAX_OFFERS: usize = 1 << 16;
+
+/// The adopter of `id` among `live` (sorted, without `me`) and `me`, the failed `dead`
+/// excluded.
+pub fn adopter(id: ObjectId, me: NodeId, live: &[NodeId], dead: NodeId) -> Option<NodeId> {
+    rendezvous::top(id, live.iter().copied().chain([me]), Some(dead))
+}
+
+impl Adoption {
+    /// Adoption with `cfg`.
+    pub fn new(cfg: AdoptionConfig) -> Self {
+        Self {
+            cfg,
+            ..Self::default()
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &AdoptionStats {
+        &self.stats
+    }
+
+    /// Orphans held here awaiting adoption elsewhere.
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Unacknowledged adoption notices.
+    pub fn unacked(&self) -> usize {
+        self.notices.values().map(BTreeMap::len).sum()
+    }
+
+    /// Member `dead` failed; `orphans` are the replicas of its primaries held here. Adopts
+    /// the ones this node is the adopter of, offers the others, drops despawned ones.
+    #[allow(clippy::too_many_arguments)]
+    pub fn member_down<O: GameObject>(
+        &mut self,
+        now: Time,
+        me: NodeId,
+        live: &[NodeId],
+        rm: &mut ReplicaManager<O>,
+        dead: NodeId,
+        orphans: Vec<ObjectId>,
+        out: &mut Vec<(NodeId, MigrationMsg)>,
+        events: &mut Vec<AdoptionEvent>,
+    ) {
+        // A notice to the failed node will never be acknowledged.
+        self.notices.remove(&dead);
+        let mut offers: BTreeMap<NodeId, Vec<OrphanOffer>> = BTreeMap::new();
+        for id in orphans {
+            let policy = rm.store().object(id).map(GameObject::orphan_policy);
+            if policy == Some(OrphanPolicy::Despawn) {
+                if rm.drop_orphan(id) {
+                    self.stats.dropped += 1;
+                    events.push(AdoptionEvent::Dropped { id, dead });
+                }
+                continue;
+            }
+            match adopter(id, me, live, dead) {
+                Some(a) if a == me => self.adopt_own(now, me, live, rm, id, dead, out, events),
+                Some(a) => {
+                    self.waiting.insert(
+                        id,
+                        Waiting {
+                            dead,
+                            since: now,
+                            offered_at: Some(now),
+                        },
+                    );
+                    if let Some(o) = rm.offer(id, dead) {
+                        offers.entry(a).or_default().push(o);
+                    }
+                }
+                None => {}
+            }
+        }
+        self.send_offers(offers, out);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn adopt_own<O: GameObject>(
+        &mut self,
+        now: Time,
+        me: NodeId,
+        live: &[NodeId],
+        rm: &mut ReplicaManager<O>,
+        id: ObjectId,
+        dead: NodeId,
+        out: &mut Vec<(NodeId, MigrationMsg)>,
+        events: &mut Vec<AdoptionEvent>,
+    ) {
+        self.waiting.remove(&id);
+        if let Ok(binding) = rm.adopt(now, id, dead) {
+            self.adopted(now, me, live, id, dead, binding, out, events);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn adopted(
+        &mut self,
+        now: Time,
+        me: NodeId,
+        live: &[NodeId],
+        id: ObjectId,
+        dead: NodeId,
+        binding: Binding,
+        out: &mut Vec<(NodeId, MigrationMsg)>,
+        events: &mut Vec<AdoptionEvent>,
+    ) {
+        self.stats.adopted += 1;
+        events.push(AdoptionEvent::Adopted { id, dead, binding });
+        for p in live.iter().filter(|p| **p != me) {
+            self.notices
+                .entry(*p)
+                .or_default()
+                .insert(id, (binding, dead, now));
+            self.stats.notices_sent += 1;
+            out.push((*p, MigrationMsg::Adopted(vec![(id, binding, dead)])));
+        }
+    }
+
+    fn send_offers(
+        &mut self,
+        offers: BTreeMap<NodeId, Vec<OrphanOffer>>,
+        out: &mut Vec<(NodeId, MigrationMsg)>,
+    ) {
+        for (to, batch) in offers {
+            // Keep each message well inside one datagram.
+            let mut part = Vec::new();
+            let mut size = 0;
+            for o in batch {
+                size += o.state.len() + 48;
+                part.push(o);
+                if size > 900 {
+                    self.stats.offers_sent += part.len() as u64;
+                    out.push((to, MigrationMsg::Offer(std::mem::take(&mut part))));
+                    size = 0;
+                }
+            }
+            if !part.is_empty() {
+                self.stats.offers_sent += part.len() as u64;
+                out.push((to, MigrationMsg::Offer(part)));
+            }
+        }
+    }
+
+    /// Offers from `from` for orphans this node should adopt.
+    pub fn on_offers<O: GameObject>(
+        &mut self,
+        now: Time,
+        me: NodeId,
+        live: &[NodeId],
+        rm: &ReplicaManager<O>,
+        is_live: impl Fn(NodeId) -> bool,
+        from: NodeId,
+        offers: Vec<OrphanOffer>,
+    ) {
+        let _ = from;
+        for o in offers {
+            let agreed = !is_live(o.dead) && adopter(o.id, me, live, o.dead) == Some(me);
+            if !agreed {
+                self.stats.refused += 1;
+                continue;
+            }
+            if rm.store().get(o.id).is_some() {
+                // Held here: adopted from this node's own copy when the failure is seen
+                // (or already adopted).
+                continue;
+            }
+            let full = self.offers.len() >= MAX_OFFERS;
+            match self.offers.get_mut(&o.id) {
+                Some((_, best)) => {
+                    if o.version > best.version {
+                        *best = o;
+                    }
+                }
+                None if !full => {
+                    self.offers.insert(o.id, (now, o));
+                }
+                None => self.stats.refused += 1,
+            }
+        }
+    }
+
+    /// `Adopted` notices from `from`. Returns the acknowledgements to send.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_notices<O: GameObject>(
+        &mut self,
+        now: Time,
+        me: NodeId,
+        live: &[NodeId],
+        rm: &mut ReplicaManager<O>,
+        is_live: impl Fn(NodeId) -> bool,
+        from: NodeId,
+        items: Vec<(ObjectId, Binding, NodeId)>,
+    ) -> Vec<(ObjectId, u32)> {
+        let mut acks = Vec::new();
+        for (id, binding, dead) in items {
+            // Only the adopter this node's own view agrees on, once the old node is down
+            // here too; otherwise no acknowledgement (the notice comes again).
+            if is_live(dead) || adopter(id, me, live, dead) != Some(from) {
+                self.stats.refused += 1;
+                continue;
+            }
+            match rm.learn_adoption(now, from, id, binding) {
+                MovedOutcome::Accepted | MovedOutcome::Superseded => {
+                    self.waiting.remove(&id);
+                    self.offers.remove(&id);
+                    acks.push((id, binding.epoch));
+                }
+                MovedOutcome::Refused => self.stats.refused += 1,
+            }
+        }
+        acks
+    }
+
+    /// Acknowledgements of notices from `from`.
+    pub fn on_acks(&mut self, from: NodeId, acks: &[(ObjectId, u32)]) {
+        if let Some(q) = self.notices.get_mut(&from) {
+            for (id, epoch) in acks {
+                if q.get(id).is_some_and(|(b, ..)| b.epoch == *epoch) {
+                    q.remove(id);
+                }
+            }
+            if q.is_empty() {
+                self.notices.remove(&from);
+            }
+        }
+    }
+
+    /// Per-frame upkeep: resends notices and offers, adopts from offers whose window
+    /// closed, re-evaluates waiting orphans (the view may have changed: this node may now
+    /// be the adopter), drops orphans nobody adopted.
+    pub fn on_frame<O: GameObject>(
+        &mut self,
+        now: Time,
+        me: NodeId,
+        live: &[NodeId],
+        rm: &mut ReplicaManager<O>,
+        out: &mut Vec<(NodeId, MigrationMsg)>,
+        events: &mut Vec<AdoptionEvent>,
+    ) {
+        let resend = self.cfg.resend;
+        for (peer, items) in self.notices.iter_mut() {
+            let batch: Vec<(ObjectId, Binding, NodeId)> = items
+                .iter_mut()
+                .filter(|(_, (_, _, t))| now.saturating_since(*t) >= resend)
+                .map(|(id, (b, d, t))| {
+                    *t = now;
+                    (*id, *b, *d)
+                })
+                .collect();
+            if !batch.is_empty() {
+                self.stats.notices_sent += batch.len() as u64;
+                out.push((*peer, MigrationMsg::Adopted(batch)));
+            }
+        }
+        // Offers whose window closed.
+        let window = self.cfg.offer_window;
+        let ready: Vec<ObjectId> = self
+            .offers
+            .iter()
+            .filter(|(_, (t, _))| now.saturating_since(*t) >= window)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ready {
+            let Some((_, offer)) = self.offers.remove(&id) else {
+                continue;
+            };
+            if adopter(id, me, live, offer.dead) != Some(me) {
+                continue;
+            }
+            if let Ok(binding) = rm.adopt_offer(now, &offer) {
+                self.stats.from_offer += 1;
+                self.adopted(now, me, live, id, offer.dead, binding, out, events);
+            }
+        }
+        // Orphans waiting for their adopter.
+        let mut offers: BTreeMap<NodeId, Vec<OrphanOffer>> = BTreeMap::new();
+        let ids: Vec<ObjectId> = self.waiting.keys().copied().collect();
+        for id in ids {
+            let Some(w) = self.waiting.get(&id) else { continue };
+            let dead = w.dead;
+            if rm.binding_of(id).node != dead {
+                self.waiting.remove(&id); // adopted and learned (or gone)
+                continue;
+            }
+            if now.saturating_since(w.since) > self.cfg.orphan_timeout {
+                self.waiting.remove(&id);
+                if rm.drop_orphan(id) {
+                    self.stats.dropped += 1;
+                    events.push(AdoptionEvent::Dropped { id, dead });
+                }
+                continue;
+            }
+            match adopter(id, me, live, dead) {
+                Some(a) if a == me => self.adopt_own(now, me, live, rm, id, dead, out, events),
+                Some(a) => {
+                    if w.offered_at.is_none_or(|t| now.saturating_since(t) >= resend)
+                        && let Some(o) = rm.offer(id, dead)
+                    {
+                        offers.entry(a).or_default().push(o);
+                        if let Some(w) = self.waiting.get_mut(&id) {
+                            w.offered_at = Some(now);
+                        }
+                    }
+                }
+                None => {}
+            }
+        }
+        self.send_offers(offers, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_node_agrees_on_the_adopter_and_it_is_never_the_dead_node() {
+        let all: Vec<NodeId> = (0..8).map(NodeId).collect();
+        for s in 0..500 {
+            let id = ObjectId::new(NodeId(s % 8), s);
+            let dead = NodeId(s % 8);
+            let choices: Vec<Option<NodeId>> = all
+                .iter()
+                .filter(|n| **n != dead)
+                .map(|&me| {
+                    let live: Vec<NodeId> = all.iter().copied().filter(|n| *n != me && *n != dead).collect();
+                    adopter(id, me, &live, dead)
+                })
+                .collect();
+            assert!(choices.windows(2).all(|w| w[0] == w[1]), "{id}: {choices:?}");
+            assert_ne!(choices[0], Some(dead));
+            assert!(choices[0].is_some());
+        }
+    }
+}

@@ -1,0 +1,523 @@
+//! Dynamic cluster membership with SWIM (Das, Gupta and Motivala, 2002), through `foca`.
+//!
+//! A node joins a running world through one or more seed members, learns the rest by
+//! gossip, detects failed members (direct and indirect probes, suspicion, confirmation)
+//! and leaves gracefully. The protocol is sans-IO like every other part of the node: this
+//! wrapper turns foca's callbacks into queues — datagrams to send ([`Membership::poll_transmit`]),
+//! membership changes ([`Membership::poll_event`]) and timers kept in virtual time
+//! ([`Membership::poll_timeout`], [`Membership::handle_timeout`]) — so the simulator and
+//! the real runtime drive the same code, and the same seed gives the same membership
+//! history.
+//!
+//! A member is identified by its node id, its **generation** (its incarnation: a process
+//! that restarts with the same node id comes back as a new member with a higher
+//! generation, and the old one is declared down) and the address others reach it at
+//! ([`Member`]). SWIM carries that identity in every message; the node checks that the
+//! identity a message claims as its sender is the authenticated sender (the transport's
+//! mutual TLS binds node ids to certificates), so a member cannot speak for another.
+//!
+//! The paper this replaces a static list for is paper `003` (§3.2.1: heartbeats detect a
+//! failed server); SWIM's suspicion mechanism keeps false positives rare under loss while
+//! detecting real failures in a few protocol periods.
+
+mod wire;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::num::{NonZeroU8, NonZeroUsize};
+use std::time::Duration;
+
+use foca::{Foca, NoCustomBroadcast, Notification, Runtime, Timer};
+use worldmesh_core::{DetRng, NodeId, Time};
+
+pub use wire::{MemberCodec, WireError};
+
+/// A member of the cluster as SWIM knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Member {
+    /// The node id (named by the member's certificate).
+    pub node: NodeId,
+    /// The member's generation (incarnation): higher after every restart.
+    pub generation: u32,
+    /// Where other members reach it.
+    pub addr: SocketAddr,
+}
+
+impl Member {
+    /// A member for the simulator, where addresses are not used: a private address
+    /// derived from the node id.
+    pub fn simulated(node: NodeId, generation: u32) -> Self {
+        let ip = Ipv4Addr::new(10, (node.0 >> 16) as u8, (node.0 >> 8) as u8, node.0 as u8);
+        Self {
+            node,
+            generation,
+            addr: SocketAddr::new(IpAddr::V4(ip), 7000),
+        }
+    }
+}
+
+impl foca::Identity for Member {
+    type Addr = NodeId;
+
+    /// A member declared down while it was alive (a false suspicion, a partition) comes
+    /// back as its next generation.
+    fn renew(&self) -> Option<Self> {
+        Some(Self {
+            generation: self.generation.checked_add(1)?,
+            ..*self
+        })
+    }
+
+    fn addr(&self) -> NodeId {
+        self.node
+    }
+
+    /// Of two identities with one node id, the later generation is the member.
+    fn win_addr_conflict(&self, adversary: &Self) -> bool {
+        self.generation > adversary.generation
+    }
+}
+
+/// SWIM timing and sizes. The defaults suit a LAN or a data centre; WAN deployments raise
+/// the probe period and round-trip estimate ([`MembershipConfig::wan`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MembershipConfig {
+    /// A random member is probed this often.
+    pub probe_period: Duration,
+    /// How long a direct probe waits for its answer before indirect probes go out.
+    pub probe_rtt: Duration,
+    /// Members asked to probe indirectly.
+    pub indirect_probes: usize,
+    /// A suspect that does not refute the suspicion within this time is declared down.
+    pub suspect_to_down_after: Duration,
+    /// How often each update is piggybacked (grows with log of the cluster size).
+    pub max_transmissions: u8,
+    /// Gossip to this many members every `gossip_every`.
+    pub gossip_members: usize,
+    /// Period of the extra gossip rounds.
+    pub gossip_every: Duration,
+    /// Announce to a random member this often (heals partitions that split the view).
+    pub announce_every: Duration,
+    /// Largest SWIM message in bytes (must fit a transport datagram).
+    pub max_packet: usize,
+}
+
+impl Default for MembershipConfig {
+    fn default() -> Self {
+        Self::lan()
+    }
+}
+
+impl MembershipConfig {
+    /// Settings for nodes one LAN or data centre apart (round trips well under 100 ms):
+    /// a failed member is declared down in about a second.
+    pub fn lan() -> Self {
+        Self {
+            probe_period: Duration::from_millis(250),
+            probe_rtt: Duration::from_millis(100),
+            indirect_probes: 3,
+            suspect_to_down_after: Duration::from_millis(600),
+            max_transmissions: 8,
+            gossip_members: 3,
+            gossip_every: Duration::from_millis(100),
+            announce_every: Duration::from_secs(10),
+            max_packet: 1100,
+        }
+    }
+
+    /// Settings for members spread over a wide-area network (round trips up to ~500 ms).
+    pub fn wan() -> Self {
+        Self {
+            probe_period: Duration::from_millis(1000),
+            probe_rtt: Duration::from_millis(600),
+            suspect_to_down_after: Duration::from_millis(2500),
+            gossip_every: Duration::from_millis(250),
+            ..Self::lan()
+        }
+    }
+
+    fn foca(&self) -> Result<foca::Config, MembershipError> {
+        let nz = |n: usize, what: &'static str| NonZeroUsize::new(n).ok_or(MembershipError::BadConfig(what));
+        if self.probe_rtt >= self.probe_period || self.probe_period.is_zero() {
+            return Err(MembershipError::BadConfig(
+                "probe_rtt must be shorter than a non-zero probe_period",
+            ));
+        }
+        if self.gossip_every.is_zero()
+            || self.announce_every.is_zero()
+            || self.suspect_to_down_after.is_zero()
+        {
+            return Err(MembershipError::BadConfig("periods must be positive"));
+        }
+        if !(64..=60_000).contains(&self.max_packet) {
+            return Err(MembershipError::BadConfig(
+                "max_packet must be in 64..=60000 bytes",
+            ));
+        }
+        Ok(foca::Config {
+            probe_period: self.probe_period,
+            probe_rtt: self.probe_rtt,
+            num_indirect_probes: nz(self.indirect_probes, "indirect_probes must be positive")?,
+            max_transmissions: NonZeroU8::new(self.max_transmissions)
+                .ok_or(MembershipError::BadConfig("max_transmissions must be positive"))?,
+            suspect_to_down_after: self.suspect_to_down_after,
+            // Remember down members long enough that a slow gossip cannot resurrect them.
+            remove_down_after: Some(Duration::from_secs(15 * 60)),
+            max_packet_size: nz(self.max_packet, "max_packet")?,
+            notify_down_members: true,
+            periodic_announce: Some(foca::PeriodicParams {
+                frequency: self.announce_every,
+                num_members: NonZeroUsize::MIN,
+            }),
+            periodic_announce_to_down_members: Some(foca::PeriodicParams {
+                frequency: self.announce_every * 3,
+                num_members: NonZeroUsize::MIN,
+            }),
+            periodic_gossip: Some(foca::PeriodicParams {
+                frequency: self.gossip_every,
+                num_members: nz(self.gossip_members, "gossip_members must be positive")?,
+            }),
+        })
+    }
+}
+
+/// Why membership input was refused, or a setting is invalid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MembershipError {
+    /// The SWIM message does not decode.
+    #[error("malformed membership message: {0}")]
+    Malformed(#[from] WireError),
+    /// The message claims a sender other than the authenticated one.
+    #[error("membership message from {from} claims to be from {claimed}")]
+    Impersonation {
+        /// The authenticated sender.
+        from: NodeId,
+        /// The node the message names as its sender.
+        claimed: NodeId,
+    },
+    /// foca refused the message (too big, from ourselves, inconsistent).
+    #[error("membership message refused: {0}")]
+    Refused(String),
+    /// A configuration value is out of range.
+    #[error("bad membership setting: {0}")]
+    BadConfig(&'static str),
+}
+
+/// A change of the member set, as this node sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MembershipEvent {
+    /// A member is up (joined, or learned of).
+    Up(Member),
+    /// A member was declared down (failed) or left.
+    Down(Member),
+    /// This node is known to at least one member: it has joined.
+    Active,
+    /// Every known member is down or gone.
+    Idle,
+    /// The others declared this node down while it was alive; it came back as `Member`,
+    /// its next generation (everything it held as primary was adopted by others).
+    Rejoined(Member),
+}
+
+/// foca's random source, from the node's deterministic stream.
+struct FocaRng(DetRng);
+
+impl rand_core::TryRng for FocaRng {
+    type Error = Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Infallible> {
+        Ok(self.0.next_u64() as u32)
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Infallible> {
+        Ok(self.0.next_u64())
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Infallible> {
+        for c in dst.chunks_mut(8) {
+            let b = self.0.next_u64().to_le_bytes();
+            c.copy_from_slice(&b[..c.len()]);
+        }
+        Ok(())
+    }
+}
+
+/// What foca asked for during one call, applied afterwards at that call's `now`.
+#[derive(Default)]
+struct Outbox {
+    sends: Vec<(Member, Vec<u8>)>,
+    timers: Vec<(Timer<Member>, Duration)>,
+    notes: Vec<Note>,
+}
+
+enum Note {
+    Up(Member),
+    Down(Member),
+    Rename(Member, Member),
+    Active,
+    Idle,
+    Defunct,
+    Rejoin(Member),
+}
+
+impl Runtime<Member> for &mut Outbox {
+    fn notify(&mut self, n: Notification<'_, Member>) {
+        let note = match n {
+            Notification::MemberUp(m) => Note::Up(*m),
+            Notification::MemberDown(m) => Note::Down(*m),
+            Notification::Rename(a, b) => Note::Rename(*a, *b),
+            Notification::Active => Note::Active,
+            Notification::Idle => Note::Idle,
+            Notification::Defunct => Note::Defunct,
+            Notification::Rejoin(m) => Note::Rejoin(*m),
+        };
+        self.notes.push(note);
+    }
+
+    fn send_to(&mut self, to: Member, data: &[u8]) {
+        self.sends.push((to, data.to_vec()));
+    }
+
+    fn submit_after(&mut self, event: Timer<Member>, after: Duration) {
+        self.timers.push((event, after));
+    }
+}
+
+/// Most SWIM datagrams or events kept when the driver does not drain them.
+const MAX_QUEUED: usize = 4096;
+
+/// The SWIM membership of one node (sans-IO).
+pub struct Membership {
+    foca: Foca<Member, MemberCodec, FocaRng, NoCustomBroadcast>,
+    /// foca's timers by due time (ties by insertion order).
+    timers: BTreeMap<(Time, u64), Timer<Member>>,
+    timer_seq: u64,
+    transmits: VecDeque<(NodeId, Vec<u8>)>,
+    events: VecDeque<MembershipEvent>,
+    /// Live members (not this node), by node id.
+    live: BTreeMap<NodeId, Member>,
+    /// Every identity seen (live or not), by node id: where to reach it.
+    addrs: BTreeMap<NodeId, Member>,
+    outbox: Outbox,
+    /// Messages refused (malformed, impersonation, foca errors).
+    refused: u64,
+    /// This node left: it no longer takes part (and must not rejoin by itself).
+    left: bool,
+}
+
+impl Membership {
+    /// The membership of `me`, knowing no one yet.
+    pub fn new(me: Member, cfg: &MembershipConfig, rng: DetRng) -> Result<Self, MembershipError> {
+        let foca = Foca::new(me, cfg.foca()?, FocaRng(rng), MemberCodec);
+        Ok(Self {
+            foca,
+            timers: BTreeMap::new(),
+            timer_seq: 0,
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            live: BTreeMap::new(),
+            addrs: BTreeMap::new(),
+            outbox: Outbox::default(),
+            refused: 0,
+            left: false,
+        })
+    }
+
+    /// This node's identity.
+    pub fn me(&self) -> Member {
+        *self.foca.identity()
+    }
+
+    /// Live members other than this node, by node id.
+    pub fn live(&self) -> impl Iterator<Item = &Member> {
+        self.live.values()
+    }
+
+    /// True if `node` is a live member (this node counts).
+    pub fn is_live(&self, node: NodeId) -> bool {
+        node == self.me().node || self.live.contains_key(&node)
+    }
+
+    /// The identity last seen for `node` (its address), live or not.
+    pub fn identity(&self, node: NodeId) -> Option<Member> {
+        self.addrs.get(&node).copied()
+    }
+
+    /// Messages refused so far.
+    pub fn refused(&self) -> u64 {
+        self.refused
+    }
+
+    /// Starts with `members` known to be up (a world whose members start together, as in
+    /// the simulator or a fixed list in the configuration); no messages needed.
+    pub fn assume_up(&mut self, now: Time, members: &[Member]) {
+        let me = self.me();
+        let updates = members
+            .iter()
+            .filter(|m| m.node != me.node)
+            .map(|m| foca::Member::alive(*m))
+            .collect::<Vec<_>>();
+        let r = self.foca.apply_many(updates.into_iter(), false, &mut self.outbox);
+        self.absorb(now, r.err());
+    }
+
+    /// Joins through `seeds` (their identities as learned from the transport's handshake):
+    /// announces this node to each.
+    pub fn join(&mut self, now: Time, seeds: &[Member]) {
+        let me = self.me().node;
+        for s in seeds.iter().filter(|s| s.node != me) {
+            self.addrs.insert(s.node, *s);
+            let r = self.foca.announce(*s, &mut self.outbox);
+            self.absorb(now, r.err());
+        }
+    }
+
+    /// Leaves the cluster gracefully: the others learn it at once instead of suspecting.
+    pub fn leave(&mut self, now: Time) {
+        if self.left {
+            return;
+        }
+        self.left = true;
+        let r = self.foca.leave_cluster(&mut self.outbox);
+        self.absorb(now, r.err());
+        self.timers.clear();
+        self.live.clear();
+    }
+
+    /// True once this node has left.
+    pub fn has_left(&self) -> bool {
+        self.left
+    }
+
+    /// A SWIM message from the authenticated member `from`.
+    pub fn handle_datagram(&mut self, now: Time, from: NodeId, data: &[u8]) -> Result<(), MembershipError> {
+        if self.left {
+            return Ok(());
+        }
+        // Check the claimed sender before foca acts on anything in the message.
+        let header = match foca::Codec::decode_header(&mut MemberCodec, data) {
+            Ok(h) => h,
+            Err(e) => {
+                self.refused += 1;
+                return Err(e.into());
+            }
+        };
+        if header.src.node != from {
+            self.refused += 1;
+            return Err(MembershipError::Impersonation {
+                from,
+                claimed: header.src.node,
+            });
+        }
+        let r = self.foca.handle_data(data, &mut self.outbox);
+        let err = r.err();
+        let refused = err.as_ref().map(|e| MembershipError::Refused(e.to_string()));
+        self.absorb(now, err);
+        match refused {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// When [`Membership::handle_timeout`] is next due.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        self.timers.keys().next().map(|(t, _)| *t)
+    }
+
+    /// Fires every timer due at `now`.
+    pub fn handle_timeout(&mut self, now: Time) {
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let timer = entry.remove();
+            let r = self.foca.handle_timer(timer, &mut self.outbox);
+            self.absorb(now, r.err());
+        }
+    }
+
+    /// The next SWIM datagram payload to send, with its destination.
+    pub fn poll_transmit(&mut self) -> Option<(NodeId, Vec<u8>)> {
+        self.transmits.pop_front()
+    }
+
+    /// The next membership change.
+    pub fn poll_event(&mut self) -> Option<MembershipEvent> {
+        self.events.pop_front()
+    }
+
+    /// Applies what the last foca call asked for at time `now`.
+    fn absorb(&mut self, now: Time, err: Option<foca::Error>) {
+        if err.is_some() {
+            self.refused += 1;
+        }
+        let out = std::mem::take(&mut self.outbox);
+        for (to, data) in out.sends {
+            self.addrs.entry(to.node).or_insert(to);
+            if self.transmits.len() < MAX_QUEUED {
+                self.transmits.push_back((to.node, data));
+            }
+        }
+        for (timer, after) in out.timers {
+            self.timer_seq += 1;
+            self.timers.insert((now + after, self.timer_seq), timer);
+        }
+        for note in out.notes {
+            match note {
+                Note::Up(m) => {
+                    self.addrs.insert(m.node, m);
+                    self.live.insert(m.node, m);
+                    self.push(MembershipEvent::Up(m));
+                }
+                Note::Down(m) => {
+                    if self.live.get(&m.node) == Some(&m) {
+                        self.live.remove(&m.node);
+                    }
+                    self.push(MembershipEvent::Down(m));
+                }
+                Note::Rename(old, new) => {
+                    // A restarted member: its old life is over whatever foca's liveness
+                    // says; a later `Up` (or this one) brings the new one in.
+                    self.addrs.insert(new.node, new);
+                    if self.live.get(&old.node) == Some(&old) {
+                        self.live.remove(&old.node);
+                        self.push(MembershipEvent::Down(old));
+                        if self.foca.iter_members().any(|m| m.id() == &new) {
+                            self.live.insert(new.node, new);
+                            self.push(MembershipEvent::Up(new));
+                        }
+                    }
+                }
+                Note::Active => self.push(MembershipEvent::Active),
+                Note::Idle => self.push(MembershipEvent::Idle),
+                Note::Defunct if self.left => {}
+                Note::Defunct => {
+                    // Identities renew themselves, so this is not expected; rejoin anyway.
+                    let next = foca::Identity::renew(&self.me());
+                    if let Some(next) = next {
+                        let r = self.foca.change_identity(next, &mut self.outbox);
+                        if r.is_ok() {
+                            self.push(MembershipEvent::Rejoined(next));
+                        }
+                    }
+                }
+                Note::Rejoin(m) => self.push(MembershipEvent::Rejoined(m)),
+            }
+        }
+        // Work queued by `change_identity` above.
+        if !self.outbox.sends.is_empty() || !self.outbox.timers.is_empty() || !self.outbox.notes.is_empty() {
+            self.absorb(now, None);
+        }
+    }
+
+    fn push(&mut self, e: MembershipEvent) {
+        if self.events.len() >= MAX_QUEUED {
+            self.events.pop_front();
+        }
+        self.events.push_back(e);
+    }
+}
+
+#[cfg(test)]
+mod tests;
