@@ -67,12 +67,12 @@ pub fn node_key_file(node: NodeId) -> String {
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
     /// The file cannot be read (missing, permissions, a directory…).
-    #[error("{}: cannot read: {source}", path.display())]
+    #[error("{}: cannot read: {io}", path.display())]
     Unreadable {
         /// The file.
         path: PathBuf,
         /// What the OS said.
-        source: std::io::Error,
+        io: std::io::Error,
     },
     /// The file is larger than [`MAX_PEM_FILE`].
     #[error("{}: {len} bytes is too large for a PEM certificate or key (limit {MAX_PEM_FILE})", path.display())]
@@ -150,7 +150,7 @@ pub enum PkiError {
         reason: String,
     },
     /// The certificate is for another node.
-    #[error("{}: certificate names {}, not node {expected} (expected {})", path.display(), names_list(.names), node_name(*.expected))]
+    #[error("{}: certificate names {}, not node {} (expected {})", path.display(), names_list(.names), .expected.0, node_name(*.expected))]
     WrongNode {
         /// The file.
         path: PathBuf,
@@ -174,12 +174,12 @@ pub enum PkiError {
         path: PathBuf,
     },
     /// A file or directory could not be written.
-    #[error("{}: cannot write: {source}", path.display())]
+    #[error("{}: cannot write: {io}", path.display())]
     Unwritable {
         /// The file.
         path: PathBuf,
         /// What the OS said.
-        source: std::io::Error,
+        io: std::io::Error,
     },
     /// A CA name or validity the generator refused.
     #[error("cannot generate a certificate: {0}")]
@@ -693,9 +693,9 @@ pub fn unix_time(t: SystemTime) -> UnixTime {
 
 fn read_bounded(path: &Path) -> Result<Vec<u8>, PkiError> {
     use std::io::Read as _;
-    let unreadable = |source| PkiError::Unreadable {
+    let unreadable = |io| PkiError::Unreadable {
         path: path.to_owned(),
-        source,
+        io,
     };
     let file = std::fs::File::open(path).map_err(unreadable)?;
     let len = file.metadata().map_err(unreadable)?.len();
@@ -818,9 +818,9 @@ fn parse_subject(contents: &[u8]) -> Result<DistinguishedName, String> {
 }
 
 fn create_dir(dir: &Path) -> Result<(), PkiError> {
-    std::fs::create_dir_all(dir).map_err(|source| PkiError::Unwritable {
+    std::fs::create_dir_all(dir).map_err(|io| PkiError::Unwritable {
         path: dir.to_owned(),
-        source,
+        io,
     })
 }
 
@@ -834,9 +834,9 @@ fn refuse_existing(paths: &[&Path], overwrite: Overwrite) -> Result<(), PkiError
 }
 
 fn write_file(path: &Path, bytes: &[u8], secret: bool, overwrite: Overwrite) -> Result<(), PkiError> {
-    let unwritable = |source| PkiError::Unwritable {
+    let unwritable = |io| PkiError::Unwritable {
         path: path.to_owned(),
-        source,
+        io,
     };
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true);

@@ -92,7 +92,8 @@ pub struct QuicConfig {
     pub listen: SocketAddr,
     /// This node's certificate, key and cluster CA.
     pub identity: NodeIdentity,
-    /// What we tell peers (its `node` must be the identity's).
+    /// What we tell peers (its `node` must be the identity's). An advertise address with
+    /// port 0 takes the bound port, an unspecified IP the bound IP.
     pub hello: Hello,
     /// Longest a dial or accept may take, TLS handshake and hello exchange together.
     pub handshake_timeout: Duration,
@@ -349,12 +350,12 @@ impl QuicTransport {
                 config.cid_len
             )));
         }
-        let hello_frame = config.hello.encode().map_err(|e| cfg_err(&e))?;
+        config.hello.encode().map_err(|e| cfg_err(&e))?;
         let rt = tokio::runtime::Handle::try_current()
             .map_err(|_| TransportError::Config("QuicTransport::bind needs a tokio runtime".into()))?;
-        let bind_err = |source| TransportError::Bind {
+        let bind_err = |io| TransportError::Bind {
             addr: config.listen,
-            source,
+            io,
         };
         let socket = std::net::UdpSocket::bind(config.listen).map_err(bind_err)?;
         let runtime = Arc::new(quinn::TokioRuntime);
@@ -382,11 +383,19 @@ impl QuicTransport {
         let endpoint = Endpoint::new_with_abstract_socket(endpoint_config, Some(server), socket, runtime)
             .map_err(bind_err)?;
         let local = endpoint.local_addr().map_err(bind_err)?;
+        let mut hello = config.hello;
+        if hello.advertise.port() == 0 {
+            hello.advertise.set_port(local.port());
+        }
+        if hello.advertise.ip().is_unspecified() {
+            hello.advertise.set_ip(local.ip());
+        }
+        let hello_frame = hello.encode().map_err(|e| cfg_err(&e))?;
         let (tx, rx) = mpsc::channel(config.event_queue.max(1));
         let shared = Arc::new(Shared {
             me: config.identity.node(),
             local,
-            hello: config.hello,
+            hello,
             hello_frame,
             limits: Limits {
                 handshake_timeout: config.handshake_timeout,

@@ -255,12 +255,12 @@ pub fn class_of(bytes: &[u8]) -> Option<MessageClass> {
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
     /// The listen address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}: {io}")]
     Bind {
         /// The address.
         addr: SocketAddr,
         /// What the OS said.
-        source: std::io::Error,
+        io: std::io::Error,
     },
     /// The configuration is unusable (TLS setup, our own hello…).
     #[error("bad transport configuration: {0}")]

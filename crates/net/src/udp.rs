@@ -49,7 +49,7 @@ impl std::fmt::Debug for UdpTransport {
 impl UdpTransport {
     /// Binds `listen`. **Insecure**: trusts source addresses.
     pub async fn bind(listen: SocketAddr) -> Result<Self, TransportError> {
-        let bind = |source| TransportError::Bind { addr: listen, source };
+        let bind = |io| TransportError::Bind { addr: listen, io };
         let socket = UdpSocket::bind(listen).await.map_err(bind)?;
         let local = socket.local_addr().map_err(bind)?;
         Ok(Self {
