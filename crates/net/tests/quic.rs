@@ -756,3 +756,64 @@ fn forged_plaintext_is_neither_delivered_nor_answered() {
         assert!(n > 0);
     });
 }
+
+#[test]
+fn sends_queue_while_dialing_with_a_bound_and_unreachable_members_are_counted() {
+    rt().block_on(async {
+        let ca = Authority::new("t", 1).unwrap();
+        let mut cfg = config(&ca, 1);
+        cfg.peer_queue = 2;
+        cfg.idle_timeout = Duration::from_millis(300);
+        cfg.keep_alive = Duration::from_millis(100);
+        let a = QuicTransport::bind(cfg).unwrap();
+        let mut b = endpoint(&ca, 2);
+        // Unknown member: nowhere to send.
+        a.send(
+            NodeId(9),
+            MessageClass::Control,
+            frame(MessageClass::Control, 0, 40),
+        );
+        assert_eq!(a.stats().undeliverable, 1);
+        // Five sends before the dial can even start: two wait, three are dropped.
+        a.set_addr(NodeId(2), b.local_addr());
+        for seq in 0..5 {
+            a.send(
+                NodeId(2),
+                MessageClass::ObjectUpdate,
+                frame(MessageClass::ObjectUpdate, seq, 100),
+            );
+        }
+        assert_eq!(
+            a.stats().classes[MessageClass::ObjectUpdate as usize].queue_drops,
+            3
+        );
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            got.push(seq_of(&next_datagram(&mut b, &mut Vec::new()).await.1));
+        }
+        assert_eq!(got, vec![0, 1], "the queued ones, in order");
+
+        // A member whose address answers nothing: the dial fails, its queue is dropped
+        // and counted, and the next send waits for the back-off instead of re-dialing.
+        let silent = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        a.set_addr(NodeId(3), silent.local_addr().unwrap());
+        a.send(
+            NodeId(3),
+            MessageClass::Control,
+            frame(MessageClass::Control, 1, 40),
+        );
+        within("the dial to a silent address fails", async {
+            while a.stats().dial_failures == 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        let s = a.stats();
+        assert_eq!(s.dial_failures, 1);
+        assert_eq!(
+            s.undeliverable, 2,
+            "the unknown member's message and the silent one's"
+        );
+        assert_eq!(s.refusals_total(), 0, "nobody refused anything");
+    });
+}
