@@ -20,7 +20,7 @@
 use std::fmt;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, DnValue, ExtendedKeyUsagePurpose, IsCa,
@@ -684,11 +684,6 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let y = yoe + era * 400 + i64::from(m <= 2);
     (y, m, d)
-}
-
-/// A `SystemTime` as a `UnixTime` (times before 1970 clamp to 0).
-pub fn unix_time(t: SystemTime) -> UnixTime {
-    UnixTime::since_unix_epoch(t.duration_since(UNIX_EPOCH).unwrap_or_default())
 }
 
 fn read_bounded(path: &Path) -> Result<Vec<u8>, PkiError> {
