@@ -6,6 +6,7 @@
 use clap::{Parser, Subcommand};
 
 mod cmd_assign;
+mod cmd_ca;
 mod cmd_cluster;
 mod cmd_experiment;
 mod cmd_node;
@@ -39,6 +40,9 @@ enum Command {
     /// Plan capacity before launch: predict relationships, updates, bandwidth and CPU for a
     /// map and player counts (density and visibility maps, Rel(N), Pack(b); paper 004).
     Plan(cmd_plan::PlanArgs),
+    /// The cluster certificate authority: `ca init` makes it, `ca issue --node ID` signs
+    /// a node's certificate (nodes accept only peers certified by it).
+    Ca(cmd_ca::CaArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -60,5 +64,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Experiment(args) => cmd_experiment::run(args),
         Command::Assign(args) => cmd_assign::run(args),
         Command::Plan(args) => cmd_plan::run(args),
+        Command::Ca(args) => cmd_ca::run(args),
     }
 }
