@@ -70,6 +70,58 @@ pub enum LatencyError {
         /// File name or other description of the input.
         source_name: String,
     },
+    /// A latency source ([`load_spec`]) that does not parse.
+    #[error("latency `{spec}`: {reason}")]
+    Spec {
+        /// The source as written.
+        spec: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+/// The PlanetLab matrix shipped with worldmesh: 490 hosts, round-trip times in ms (MIT
+/// licence: `data/latency/LICENSE-planetlab`).
+pub const PLANETLAB_490: &str = include_str!("../../../data/latency/planetlab-490.txt");
+
+/// Hosts in a `uniform:` matrix (more nodes share rows, with access delays; BRIEF §4).
+pub const MAX_UNIFORM_HOSTS: usize = 1024;
+
+/// Resolves a latency source as the simulator and the real runtime's WAN shim name it:
+/// `planetlab` (the shipped matrix), `uniform:RTT_MS` ([`MAX_UNIFORM_HOSTS`] hosts) or a
+/// file path, optionally followed by `@median=MS` to rescale every RTT so the median is MS
+/// (e.g. `planetlab@median=85` matches the 80–90 ms median of the King samples the
+/// Colyseus evaluation used, paper `000` §4.1).
+pub fn load_spec(spec: &str) -> Result<LatencyMatrix, LatencyError> {
+    let bad = |reason: &str| LatencyError::Spec {
+        spec: spec.to_owned(),
+        reason: reason.to_owned(),
+    };
+    if let Some((base, median)) = spec.rsplit_once("@median=") {
+        let target: f32 = median
+            .parse()
+            .ok()
+            .filter(|v: &f32| v.is_finite() && *v > 0.0)
+            .ok_or_else(|| bad("@median= needs a positive number of ms"))?;
+        let m = load_spec(base)?;
+        let current = m.median_rtt();
+        if current <= 0.0 {
+            return Err(bad("the matrix has a zero median"));
+        }
+        return Ok(m.scaled(target / current));
+    }
+    if spec == "planetlab" {
+        return LatencyMatrix::parse(PLANETLAB_490, MatrixFormat::Whitespace, "planetlab-490.txt");
+    }
+    if let Some(rtt) = spec.strip_prefix("uniform:") {
+        let v: f32 = rtt
+            .parse()
+            .ok()
+            .filter(|v: &f32| v.is_finite() && *v >= 0.0)
+            .ok_or_else(|| bad("expected uniform:RTT_MS with RTT_MS >= 0"))?;
+        return Ok(LatencyMatrix::uniform(MAX_UNIFORM_HOSTS, v));
+    }
+    LatencyMatrix::load(spec)
 }
 
 /// Text format of a matrix file.
@@ -306,6 +358,31 @@ mod tests {
 
     fn ws(t: &str) -> Result<LatencyMatrix, LatencyError> {
         LatencyMatrix::parse(t, MatrixFormat::Whitespace, "test.txt")
+    }
+
+    #[test]
+    fn latency_sources_resolve_and_bad_ones_name_the_source() {
+        assert_eq!(load_spec("planetlab").unwrap().len(), 490);
+        let u = load_spec("uniform:80").unwrap();
+        assert_eq!((u.len(), u.rtt_ms(0, 5)), (MAX_UNIFORM_HOSTS, 80.0));
+        let s = load_spec("planetlab@median=85").unwrap();
+        assert!((s.median_rtt() - 85.0).abs() < 0.01);
+        assert_eq!(
+            load_spec("uniform:-1").unwrap_err().to_string(),
+            "latency `uniform:-1`: expected uniform:RTT_MS with RTT_MS >= 0"
+        );
+        assert_eq!(
+            load_spec("planetlab@median=abc").unwrap_err().to_string(),
+            "latency `planetlab@median=abc`: @median= needs a positive number of ms"
+        );
+        assert!(
+            load_spec("uniform:0@median=5")
+                .unwrap_err()
+                .to_string()
+                .contains("zero median")
+        );
+        let e = load_spec("/no/matrix.txt").unwrap_err().to_string();
+        assert!(e.starts_with("/no/matrix.txt: cannot read"), "{e}");
     }
 
     #[test]

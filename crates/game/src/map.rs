@@ -120,6 +120,15 @@ impl GameMap {
         map
     }
 
+    /// The box a distributed locator keys (`rangedht`) or cuts into regions (`dht`): the
+    /// map, 1000 units above and below the ground.
+    pub fn locator_bounds(&self) -> Aabb {
+        Aabb::from_corners(
+            Point3::new(0.0, 0.0, -1000.0),
+            Point3::new(self.width, self.height, 1000.0),
+        )
+    }
+
     /// True if `p` is inside the map and outside every obstacle.
     pub fn is_free(&self, p: Point3) -> bool {
         p.x >= 0.0

@@ -89,7 +89,7 @@ pub mod prediction;
 pub mod scenario;
 pub mod workload;
 
-pub use config::LocatorConfig;
+pub use config::{LocatorConfig, LocatorSettings};
 pub use keyspace::{Keying, RangeKey};
 pub use locator::{
     Discovery, Locator, LocatorError, LocatorStats, Op, PushRequest, Rejections, RingState, Transmit,

@@ -26,11 +26,9 @@ use std::path::Path;
 use std::time::Duration;
 use worldmesh_core::{LatencyError, LatencyMatrix};
 use worldmesh_game::ModelConfig;
+pub use worldmesh_locator::LocatorSettings;
 
 use crate::network::NetworkConfig;
-
-/// The shipped PlanetLab matrix (490 hosts, MIT licence: `data/latency/LICENSE-planetlab`).
-const PLANETLAB: &str = include_str!("../../../data/latency/planetlab-490.txt");
 
 /// Why a configuration is unusable.
 #[derive(Debug, thiserror::Error)]
@@ -69,89 +67,6 @@ pub enum Architecture {
     Broadcast,
 }
 
-/// Object location (paper `000` §3, §6).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct LocatorConfig {
-    /// `oracle` (ideal discovery through a global index), `rangedht` (Mercury-style range
-    /// DHT keyed by one naming attribute, see `range_key`) or `dht` (hashed DHT over map
-    /// regions); paper `000` §6.1.
-    pub kind: String,
-    /// `rangedht`: the naming attribute the key is made of: `x`, `y`, or `hilbert` (the
-    /// position linearised by a Hilbert curve over the map; a subscription box becomes a
-    /// few key ranges). Issue 4, paper `000` §6.1.
-    pub range_key: String,
-    /// `rangedht` with `range_key = "hilbert"`: most key ranges one subscription box is
-    /// routed to (1..=64).
-    pub max_sub_ranges: usize,
-    /// `rangedht`: a subscription's key range is cut into pieces of about this many nodes'
-    /// ranges, looked up in parallel (0 = the paper's single walk along successors;
-    /// 0..=1024; not used with `loadbal`, see `worldmesh_locator::LocatorConfig::chunk_nodes`).
-    /// Ours: 2 — fewer replicas missing than 4 (one fan-out covers a piece) at
-    /// about the same bandwidth (measurements at `worldmesh_locator::LocatorConfig::DEFAULT_CHUNK_NODES`).
-    pub chunk_nodes: usize,
-    /// Delay between a match and its delivery to the subscriber, ms.
-    pub delay_ms: f64,
-    /// Margin added around areas of interest for discovery, game units (fixed-margin
-    /// interest prediction, paper `000` §6.2). Ours: 160 = half a second of running at
-    /// Quake III speed.
-    pub interest_margin: f32,
-    /// Interest prediction lead, ms: areas of interest (grown by the margin) are swept
-    /// along their object's velocity over this time, and objects are wanted if they are
-    /// in that box now or will be after moving along their own velocity for as long
-    /// (paper `000` §6.2; with any locator, on the node's side of the port). The node also
-    /// publishes where each primary expects to be after this time (predictive
-    /// publications). Ours: 300 — on 64-p2p-sqr with PlanetLab latencies (seeds 1–4),
-    /// missing replicas at 0 ms grace average 4.25% without prediction, 3.36% / 3.23% /
-    /// 3.32% with 200 / 300 / 500 ms, for 63.3 → 71.1 / 71.6 / 78.8 kbps per node
-    /// (`worldmesh simulate --nodes 64 --players-per-node 1 --map sqr --interest-lead MS
-    /// --seed S`).
-    pub interest_lead_ms: f64,
-    /// DHT locators: leave-and-rejoin load balancing (paper `000` Table 2).
-    pub loadbal: bool,
-    /// DHT locators: PredTime, ms: how far ahead subscriptions are enlarged by predicted
-    /// movement, and their TTL (paper `000` §6.2, Figure 8a).
-    pub pred_time_ms: f64,
-    /// DHT locators: PubTime, ms: the allowance for discovering and delivering a
-    /// publication of an object entering a subscription; subscriptions grow by PubTime ×
-    /// top speed on every side (paper `000` §6.2: "we can also trade off overhead for
-    /// improved consistency by increasing PubTime").
-    pub pub_time_ms: f64,
-    /// DHT locators: TTL of publications stored at rendezvous, ms (paper `000` §6.2 PubTTL).
-    pub pub_ttl_ms: f64,
-    /// DHT locators: a primary is republished at least this often, ms (at most the TTL).
-    pub pub_interval_ms: f64,
-    /// DHT locators: range publications — a moving primary's publication covers its
-    /// predicted path (at most the publication margin long), matched against interest as a
-    /// path rather than a point (paper `000` §3, §6.2); `false` publishes points only.
-    pub range_pubs: bool,
-    /// DHT locators: rendezvous push — a match inside the subscriber's unpredicted interest
-    /// also asks the object's primary to send the state at once (one network leg less than
-    /// the subscriber's fetch; `false` is the paper's fetch-only behaviour).
-    pub push: bool,
-}
-
-impl Default for LocatorConfig {
-    fn default() -> Self {
-        Self {
-            kind: "oracle".into(),
-            range_key: "x".into(),
-            max_sub_ranges: worldmesh_locator::keyspace::DEFAULT_MAX_SUB_RANGES,
-            chunk_nodes: worldmesh_locator::LocatorConfig::DEFAULT_CHUNK_NODES,
-            delay_ms: 0.0,
-            interest_margin: 160.0,
-            interest_lead_ms: 300.0,
-            loadbal: false,
-            pred_time_ms: 1000.0,
-            pub_time_ms: 100.0,
-            pub_ttl_ms: 2200.0,
-            pub_interval_ms: 1000.0,
-            range_pubs: true,
-            push: true,
-        }
-    }
-}
-
 /// A simulation run of the model workload.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -169,7 +84,7 @@ pub struct SimConfig {
     /// The architecture.
     pub architecture: Architecture,
     /// Object location.
-    pub locator: LocatorConfig,
+    pub locator: LocatorSettings,
     /// Seed of every random choice.
     pub seed: u64,
     /// Frames per second on every node (10 Hz as in Quake-like games, paper `000` §4.1).
@@ -188,7 +103,7 @@ impl Default for SimConfig {
             duration_s: 60.0,
             warmup_s: 5.0,
             architecture: Architecture::Colyseus,
-            locator: LocatorConfig::default(),
+            locator: LocatorSettings::default(),
             seed: 1,
             frame_hz: 10.0,
             network: NetworkConfig::default(),
@@ -237,56 +152,7 @@ impl SimConfig {
                 self.warmup_s
             ));
         }
-        if !["oracle", "dht", "rangedht"].contains(&self.locator.kind.as_str()) {
-            return bad(format!(
-                "locator.kind `{}` is not available; known: oracle, dht, rangedht",
-                self.locator.kind
-            ));
-        }
-        if self
-            .locator
-            .range_key
-            .parse::<worldmesh_locator::RangeKey>()
-            .is_err()
-        {
-            return bad(format!(
-                "locator.range_key `{}` is not available; valid: {}",
-                self.locator.range_key,
-                worldmesh_locator::RangeKey::NAMES.join(", ")
-            ));
-        }
-        let most = worldmesh_locator::LocatorConfig::MAX_SUB_RANGES_LIMIT;
-        if !(1..=most).contains(&self.locator.max_sub_ranges) {
-            return bad(format!(
-                "locator.max_sub_ranges must be in [1, {most}], got {}",
-                self.locator.max_sub_ranges
-            ));
-        }
-        if self.locator.chunk_nodes > 1024 {
-            return bad(format!(
-                "locator.chunk_nodes must be in [0, 1024], got {}",
-                self.locator.chunk_nodes
-            ));
-        }
-        let l = &self.locator;
-        for (name, v, lo, hi) in [
-            ("pred_time_ms", l.pred_time_ms, 0.0, 30_000.0),
-            ("pub_time_ms", l.pub_time_ms, 0.0, 10_000.0),
-            ("pub_ttl_ms", l.pub_ttl_ms, 1.0, 30_000.0),
-            ("interest_lead_ms", l.interest_lead_ms, 0.0, 10_000.0),
-            ("delay_ms", l.delay_ms, 0.0, 60_000.0),
-        ] {
-            if !(v.is_finite() && (lo..=hi).contains(&v)) {
-                return bad(format!("locator.{name} must be in [{lo}, {hi}], got {v}"));
-            }
-        }
-        if !(l.pub_interval_ms.is_finite() && l.pub_interval_ms >= 1.0 && l.pub_interval_ms <= l.pub_ttl_ms) {
-            return bad(format!(
-                "locator.pub_interval_ms must be in [1, pub_ttl_ms = {}] (a publication must be \
-                 refreshed before it expires), got {}",
-                l.pub_ttl_ms, l.pub_interval_ms
-            ));
-        }
+        self.locator.validate().map_err(ConfigError::Invalid)?;
         if !(self.duration_s.is_finite() && self.duration_s > 0.0 && self.duration_s <= 1e7) {
             return bad(format!("duration_s must be in (0, 1e7], got {}", self.duration_s));
         }
@@ -338,54 +204,17 @@ impl SimConfig {
     }
 }
 
-/// Resolves a latency source: `planetlab`, `uniform:RTT_MS` or a file path, optionally
-/// followed by `@median=MS` to rescale every RTT so the median is MS (e.g.
-/// `planetlab@median=85` matches the 80–90 ms median of the King samples the Colyseus
-/// evaluation used, paper `000` §4.1).
+/// Resolves a latency source (`core::latency::load_spec`: `planetlab`, `uniform:RTT_MS`
+/// or a file path, optionally `@median=MS`), with errors about the spec named as the
+/// `network.latency` setting.
 pub fn load_latency(spec: &str) -> Result<LatencyMatrix, ConfigError> {
-    if let Some((base, median)) = spec.rsplit_once("@median=") {
-        let target: f32 = median
-            .parse()
-            .ok()
-            .filter(|v: &f32| v.is_finite() && *v > 0.0)
-            .ok_or_else(|| {
-                ConfigError::Invalid(format!(
-                    "network.latency `{spec}`: @median= needs a positive number of ms"
-                ))
-            })?;
-        let m = load_latency(base)?;
-        let current = m.median_rtt();
-        if current <= 0.0 {
-            return Err(ConfigError::Invalid(format!(
-                "network.latency `{spec}`: the matrix has a zero median"
-            )));
+    worldmesh_core::latency::load_spec(spec).map_err(|e| match e {
+        LatencyError::Spec { spec, reason } => {
+            ConfigError::Invalid(format!("network.latency `{spec}`: {reason}"))
         }
-        return Ok(m.scaled(target / current));
-    }
-    if spec == "planetlab" {
-        return Ok(LatencyMatrix::parse(
-            PLANETLAB,
-            worldmesh_core::latency::MatrixFormat::Whitespace,
-            "planetlab-490.txt",
-        )?);
-    }
-    if let Some(rtt) = spec.strip_prefix("uniform:") {
-        let v: f32 = rtt
-            .parse()
-            .ok()
-            .filter(|v: &f32| v.is_finite() && *v >= 0.0)
-            .ok_or_else(|| {
-                ConfigError::Invalid(format!(
-                    "network.latency `{spec}`: expected uniform:RTT_MS with RTT_MS >= 0"
-                ))
-            })?;
-        return Ok(LatencyMatrix::uniform(MAX_UNIFORM_HOSTS, v));
-    }
-    Ok(LatencyMatrix::load(spec)?)
+        other => ConfigError::Latency(other),
+    })
 }
-
-/// Hosts in a `uniform:` matrix (more nodes share rows, with access delays; BRIEF §4).
-const MAX_UNIFORM_HOSTS: usize = 1024;
 
 #[cfg(test)]
 mod tests {
@@ -519,14 +348,13 @@ mod tests {
     }
 
     #[test]
-    fn latency_sources_resolve() {
+    fn latency_spec_errors_name_the_setting() {
         assert_eq!(load_latency("planetlab").unwrap().len(), 490);
-        let u = load_latency("uniform:80").unwrap();
-        assert_eq!(u.rtt_ms(0, 5), 80.0);
-        assert!(load_latency("uniform:-1").is_err());
-        let s = load_latency("planetlab@median=85").unwrap();
-        assert!((s.median_rtt() - 85.0).abs() < 0.01);
-        assert!(load_latency("planetlab@median=abc").is_err());
+        let e = load_latency("uniform:-1").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "invalid configuration: network.latency `uniform:-1`: expected uniform:RTT_MS with RTT_MS >= 0"
+        );
         let e = load_latency("/no/matrix.txt").unwrap_err().to_string();
         assert!(e.contains("/no/matrix.txt"), "{e}");
     }

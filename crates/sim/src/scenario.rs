@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use worldmesh_core::{Aabb, DetRng, NodeId, Point3, Time};
+use worldmesh_core::{DetRng, NodeId, Time};
 use worldmesh_game::{GameMap, ModelObject, workload};
-use worldmesh_locator::{Keying, Locator, LocatorConfig};
+use worldmesh_locator::{Locator, LocatorConfig};
 use worldmesh_node::{Mode, Node, NodeConfig, RunSummary};
 use worldmesh_replica::Role;
 
@@ -80,33 +80,13 @@ pub fn build(cfg: &SimConfig) -> Result<Sim, ConfigError> {
 
 /// The distributed locator's configuration for `cfg` on `world` (paper `000` §6): `None`
 /// unless `cfg.locator.kind` is `dht` or `rangedht`. The simulator and the real node
-/// process (`worldmesh node --locator`) build their locators from it.
+/// process (`worldmesh node --locator`) build their locators with
+/// [`worldmesh_locator::LocatorSettings::build`].
 pub fn locator_config(cfg: &SimConfig, world: &GameMap) -> Option<LocatorConfig> {
-    let keying = match cfg.locator.kind.as_str() {
-        "dht" => Keying::Dht,
-        "rangedht" => Keying::RangeDht,
-        _ => return None,
-    };
-    let bounds = Aabb::from_corners(
-        Point3::new(0.0, 0.0, -1000.0),
-        Point3::new(world.width, world.height, 1000.0),
-    );
-    let mut kc = LocatorConfig::new(keying, bounds);
-    // Validated by `SimConfig::validate`; an unknown name keeps the default `x`.
-    kc.range_key = cfg.locator.range_key.parse().unwrap_or_default();
-    kc.max_sub_ranges = cfg.locator.max_sub_ranges;
-    kc.chunk_nodes = cfg.locator.chunk_nodes;
     // `dht`: as many regions as players by default (paper `000` §6.3).
-    kc.dht_regions = (cfg.nodes * cfg.players_per_node).clamp(1, 1 << 20) as u32;
-    kc.loadbal = cfg.locator.loadbal;
-    kc.pred_time = Duration::from_secs_f64(cfg.locator.pred_time_ms / 1000.0);
-    kc.pub_time = Duration::from_secs_f64(cfg.locator.pub_time_ms / 1000.0);
-    kc.pub_ttl = Duration::from_secs_f64(cfg.locator.pub_ttl_ms / 1000.0);
-    kc.pub_interval = Duration::from_secs_f64(cfg.locator.pub_interval_ms / 1000.0);
-    kc.range_pubs = cfg.locator.range_pubs;
-    kc.push = cfg.locator.push;
-    kc.max_speed = cfg.game.player_speed;
-    Some(kc)
+    let regions = (cfg.nodes * cfg.players_per_node).clamp(1, 1 << 20) as u32;
+    cfg.locator
+        .build(world.locator_bounds(), regions, cfg.game.player_speed)
 }
 
 /// Fraction of (node, remote primary) pairs for which the node holds a replica.
