@@ -308,6 +308,14 @@ impl<O: GameObject> Node<O> {
         id
     }
 
+    /// Writes to object `target` from outside the frame loop (e.g. a player's input that
+    /// reached the embedding game): authoritative if it is a local primary, else applied
+    /// tentatively and forwarded to its primary's node with the next frame's packets
+    /// (see `ReplicaManager::write`).
+    pub fn write(&mut self, now: Time, target: ObjectId, write: &O::Write) {
+        self.replicas.write(now, target, write);
+    }
+
     /// The game instances this node takes part in (paper `003` failover), read-only.
     pub fn instances(&self) -> &InstanceHost {
         &self.instances

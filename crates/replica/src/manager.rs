@@ -633,6 +633,15 @@ impl<O: GameObject> ReplicaManager<O> {
         }
     }
 
+    /// Applies a write that comes from outside the frame loop (an embedding game's input,
+    /// a driver command) exactly as a think function's write: authoritatively on a local
+    /// primary, tentatively on a replica and forwarded (reliably) to its primary with the
+    /// next packets to that node. A write to an unknown object is dropped and counted
+    /// (`writes_dropped`).
+    pub fn write(&mut self, now: Time, target: ObjectId, write: &O::Write) {
+        self.apply_local_write(now, target, write);
+    }
+
     /// Applies a write made on this node: authoritative on a primary, tentative on a
     /// replica (then sent to the primary, reliably: see [`WriteItem`]). A write to a primary
     /// being migrated is held and delivered to its new node.
