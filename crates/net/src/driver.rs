@@ -1,119 +1,696 @@
-//! The driving loop.
+//! The driving loop: a thin tokio task that runs the sans-IO [`Node`] over a
+//! [`Transport`] (QUIC in production), taking [`Command`]s from its [`NodeHandle`] and
+//! handing every node event back on a bounded channel.
+//!
+//! Each turn the loop
+//! 1. runs `handle_timeout` when the node's timer is due;
+//! 2. sends what `poll_transmit` returns, through the [`DelayShim`] when WAN emulation is
+//!    on (the shim holds each datagram for its emulated one-way delay, then it goes to
+//!    `Transport::send`);
+//! 3. takes the node's events: membership changes go to the transport (`MemberUp` →
+//!    [`Transport::set_addr`], `MemberDown` → [`Transport::forget`], `Rejoined` →
+//!    [`Transport::set_generation`]), everything is logged (rate-limited where it can
+//!    flood) and forwarded, stamped with wall time, to the event channel — dropped and
+//!    counted when the channel is full, so a slow consumer never stalls the frame loop;
+//! 4. waits for a transport event, a command, the seeds' answers, the node's next timeout,
+//!    the shim's next release, or the once-a-second log tick.
+//!
+//! It makes no protocol decision: joining (dial the seeds, then [`Node::join`]), draining
+//! and stopping are the node's, on command. A drain ends the run after
+//! [`Event::Drained`] (and a short linger so the leave reaches the others).
 
-use std::future::Future;
-use std::time::{Duration, Instant};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tokio::net::UdpSocket;
-use worldmesh_core::NodeId;
-use worldmesh_node::{Node, NodeSummary};
+use tokio::sync::{mpsc, oneshot};
+use worldmesh_core::{MessageClass, NodeId, ObjectId, Time};
+use worldmesh_node::membership::Member;
+use worldmesh_node::{Event, Node, NodeSummary};
 use worldmesh_replica::GameObject;
 
 use crate::clock::Clock;
-use crate::peers::PeerTable;
+use crate::join::{JoinError, JoinPolicy, reach_seeds};
 use crate::shim::DelayShim;
+use crate::transport::{RefusalReason, Transport, TransportEvent, TransportStats, class_of};
 
 /// Why the driver stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum NetError {
-    /// The socket failed.
-    #[error("socket error: {0}")]
-    Io(#[from] std::io::Error),
+    /// No seed could be joined.
+    #[error(transparent)]
+    Join(#[from] JoinError),
 }
 
-/// How long to run and with which emulation.
-pub struct RunOptions {
-    /// Stop after this long (None: until shutdown).
-    pub duration: Option<Duration>,
-    /// The shared clock.
+/// How the driver runs.
+#[derive(Debug)]
+pub struct DriverOptions {
+    /// Wall time as the node's `Time`.
     pub clock: Clock,
     /// WAN emulation for outgoing datagrams.
     pub shim: Option<DelayShim>,
+    /// Addresses of members to join through (this node's own address is skipped). Empty:
+    /// the node starts a world of its own (or waits to be joined).
+    pub seeds: Vec<SocketAddr>,
+    /// How hard to try the seeds.
+    pub join: JoinPolicy,
+    /// Events waiting for the consumer; beyond this they are dropped and counted.
+    pub event_capacity: usize,
+    /// After [`Event::Drained`], keep running this long so the leave reaches the others.
+    pub linger: Duration,
+    /// Refusal log lines: at most one per reason per this period (the rest are counted
+    /// and summarised).
+    pub log_period: Duration,
 }
 
-/// Counters the driver itself keeps (beyond the node's).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DriverStats {
-    /// Datagrams from addresses outside the peer table.
-    pub unknown_sender: u64,
-    /// Datagrams the OS refused to send.
-    pub send_errors: u64,
-}
-
-/// Runs `node` on `socket` until `duration` elapses or `shutdown` resolves, and returns
-/// the node's summary and the driver's counters.
-pub async fn run_node<O: GameObject>(
-    mut node: Node<O>,
-    socket: UdpSocket,
-    peers: PeerTable,
-    mut opts: RunOptions,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(NodeSummary, DriverStats, Node<O>), NetError> {
-    let clock = opts.clock;
-    let started = Instant::now();
-    let start_time = clock.now();
-    let deadline = opts.duration.map(|d| started + d);
-    let mut buf = vec![0u8; 65_536];
-    let mut stats = DriverStats::default();
-    tokio::pin!(shutdown);
-    loop {
-        let now = Instant::now();
-        if deadline.is_some_and(|d| now >= d) {
-            break;
-        }
-        if node.poll_timeout().is_some_and(|t| clock.instant(t) <= now) {
-            node.handle_timeout(clock.at(now));
-        }
-        while let Some(t) = node.poll_transmit() {
-            match &mut opts.shim {
-                Some(shim) => shim.push(now, t.dst, t.datagram),
-                None => send(&socket, &peers, t.dst, &t.datagram, &mut stats).await,
-            }
-        }
-        while node.poll_event().is_some() {}
-        if let Some(shim) = &mut opts.shim {
-            while let Some((dst, d)) = shim.pop_due(Instant::now()) {
-                send(&socket, &peers, dst, &d, &mut stats).await;
-            }
-        }
-        let mut wake = node
-            .poll_timeout()
-            .map(|t| clock.instant(t))
-            .unwrap_or(now + Duration::from_secs(1));
-        if let Some(due) = opts.shim.as_ref().and_then(DelayShim::next_due) {
-            wake = wake.min(due);
-        }
-        if let Some(d) = deadline {
-            wake = wake.min(d);
-        }
-        tokio::select! {
-            r = socket.recv_from(&mut buf) => match r {
-                Ok((n, from)) => match peers.id(from) {
-                    Some(id) => node.handle_datagram(clock.now(), id, &buf[..n]),
-                    None => stats.unknown_sender += 1,
-                },
-                // ICMP errors for datagrams sent to a peer that is not up yet (or any
-                // more) surface here on some systems: not fatal for a datagram protocol.
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::ConnectionReset) => {
-                    stats.send_errors += 1;
-                }
-                Err(e) => return Err(e.into()),
-            },
-            _ = tokio::time::sleep_until(wake.into()) => {}
-            _ = &mut shutdown => break,
+impl DriverOptions {
+    /// Defaults: no shim, no seeds, 30 s to reach a seed, 8192 queued events, 500 ms
+    /// linger, refusal lines at most every 5 s.
+    pub fn new(clock: Clock) -> Self {
+        Self {
+            clock,
+            shim: None,
+            seeds: Vec::new(),
+            join: JoinPolicy::default(),
+            event_capacity: 8192,
+            linger: Duration::from_millis(500),
+            log_period: Duration::from_secs(5),
         }
     }
-    let end = clock.now();
-    let secs = (end - start_time).as_secs_f64();
-    Ok((node.summary(end, secs), stats, node))
 }
 
-async fn send(socket: &UdpSocket, peers: &PeerTable, dst: NodeId, datagram: &[u8], stats: &mut DriverStats) {
-    match peers.addr(dst) {
-        Some(addr) => {
-            if socket.send_to(datagram, addr).await.is_err() {
-                stats.send_errors += 1;
+/// What a [`NodeHandle`] can ask of the running node.
+pub enum Command<O: GameObject> {
+    /// Creates a primary; its id is sent back on `reply` if given.
+    Spawn {
+        /// The object.
+        object: O,
+        /// Where to send its id.
+        reply: Option<oneshot::Sender<ObjectId>>,
+    },
+    /// Writes to an object ([`Node::write`]).
+    Write {
+        /// The object.
+        target: ObjectId,
+        /// The write.
+        write: O::Write,
+    },
+    /// Starts a graceful drain; the run ends after [`Event::Drained`].
+    Drain,
+    /// Stops the run now (without leaving: the others will see the node fail, unless it
+    /// drained first).
+    Stop,
+    /// Asks for a [`Snapshot`].
+    Snapshot {
+        /// Bandwidth figures cover `[from, now)` (`None`: since the node started).
+        from: Option<Time>,
+        /// Where to send it.
+        reply: oneshot::Sender<Snapshot>,
+    },
+}
+
+/// Something that happened, stamped with when.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeEvent {
+    /// Wall time, milliseconds since the UNIX epoch.
+    pub unix_ms: u64,
+    /// The node's time.
+    pub at: Time,
+    /// What.
+    pub kind: EventKind,
+}
+
+/// What happened: a node event, or a transport or driver one.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EventKind {
+    /// An event of the node ([`Node::poll_event`]).
+    Node(Event),
+    /// Seeds answered and the node asked to join through them.
+    SeedsReached(Vec<Member>),
+    /// A connection to a member is up (its hello verified).
+    PeerUp {
+        /// The member.
+        node: NodeId,
+        /// Its generation.
+        generation: u64,
+        /// Where its packets come from.
+        remote: SocketAddr,
+    },
+    /// A member's last connection is gone.
+    PeerLost {
+        /// The member.
+        node: NodeId,
+        /// Its generation.
+        generation: u64,
+        /// Why.
+        reason: String,
+    },
+    /// The transport refused a connection.
+    Refused {
+        /// From (or to) where.
+        addr: SocketAddr,
+        /// The node it claimed, if known.
+        node: Option<NodeId>,
+        /// The class of refusal.
+        reason: RefusalReason,
+        /// What exactly.
+        detail: String,
+    },
+}
+
+/// Counters the driver keeps.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DriverStats {
+    /// Events dropped because the consumer did not keep up.
+    pub events_dropped: u64,
+    /// Datagrams dropped by the WAN shim's emulated loss.
+    pub shim_dropped: u64,
+    /// Seeds that answered.
+    pub seeds_reached: u64,
+    /// Commands handled.
+    pub commands: u64,
+}
+
+/// The node's state at one moment, for a [`Command::Snapshot`].
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// When.
+    pub at: Time,
+    /// The node's summary over the asked window.
+    pub summary: NodeSummary,
+    /// The transport's counters.
+    pub transport: TransportStats,
+    /// The driver's counters.
+    pub driver: DriverStats,
+    /// The node's primaries, ascending.
+    pub primaries: Vec<ObjectId>,
+    /// Live members other than this node, ascending.
+    pub members: Vec<NodeId>,
+}
+
+/// Why a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// A [`Command::Stop`].
+    Stopped,
+    /// Every [`NodeHandle`] was dropped.
+    HandleDropped,
+    /// The node drained and left.
+    Drained {
+        /// Primaries still held when it left.
+        left_behind: usize,
+    },
+}
+
+/// What a finished run hands back.
+pub struct RunOutcome<O: GameObject, T> {
+    /// The node, as it ended.
+    pub node: Node<O>,
+    /// The transport (still open: close it with [`Transport::close`]).
+    pub transport: T,
+    /// The transport's final counters.
+    pub transport_stats: TransportStats,
+    /// The driver's counters.
+    pub driver: DriverStats,
+    /// Why it ended.
+    pub reason: StopReason,
+    /// When.
+    pub ended: Time,
+}
+
+/// The application's side of a running node: commands in, events out.
+pub struct NodeHandle<O: GameObject> {
+    commands: mpsc::Sender<Command<O>>,
+    /// Events, in order; see [`DriverOptions::event_capacity`].
+    pub events: mpsc::Receiver<NodeEvent>,
+}
+
+impl<O: GameObject> NodeHandle<O> {
+    /// Sends a command; false if the run has ended.
+    pub async fn send(&self, c: Command<O>) -> bool {
+        self.commands.send(c).await.is_ok()
+    }
+
+    /// Creates a primary and returns its id (None if the run has ended).
+    pub async fn spawn(&self, object: O) -> Option<ObjectId> {
+        let (tx, rx) = oneshot::channel();
+        if !self
+            .send(Command::Spawn {
+                object,
+                reply: Some(tx),
+            })
+            .await
+        {
+            return None;
+        }
+        rx.await.ok()
+    }
+
+    /// Writes to an object.
+    pub async fn write(&self, target: ObjectId, write: O::Write) -> bool {
+        self.send(Command::Write { target, write }).await
+    }
+
+    /// Starts a drain.
+    pub async fn drain(&self) -> bool {
+        self.send(Command::Drain).await
+    }
+
+    /// Stops the run.
+    pub async fn stop(&self) -> bool {
+        self.send(Command::Stop).await
+    }
+
+    /// The node's state now, bandwidth counted from `from`.
+    pub async fn snapshot(&self, from: Option<Time>) -> Option<Snapshot> {
+        let (tx, rx) = oneshot::channel();
+        if !self.send(Command::Snapshot { from, reply: tx }).await {
+            return None;
+        }
+        rx.await.ok()
+    }
+
+    /// A sender of commands that outlives this handle's event receiver.
+    pub fn commands(&self) -> mpsc::Sender<Command<O>> {
+        self.commands.clone()
+    }
+}
+
+/// Wires `node` to `transport`: returns the handle and the run itself (a future to spawn
+/// or await). The run ends on [`Command::Stop`], when every handle is dropped, or after a
+/// drain.
+pub fn start<O, T>(
+    node: Node<O>,
+    transport: T,
+    opts: DriverOptions,
+) -> (
+    NodeHandle<O>,
+    impl std::future::Future<Output = Result<RunOutcome<O, T>, NetError>>,
+)
+where
+    O: GameObject,
+    T: Transport,
+{
+    let (ctx, crx) = mpsc::channel(64);
+    let (etx, erx) = mpsc::channel(opts.event_capacity.max(1));
+    let handle = NodeHandle {
+        commands: ctx,
+        events: erx,
+    };
+    (handle, run_node(node, transport, opts, crx, etx))
+}
+
+/// Wall time now, ms since the UNIX epoch.
+pub fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Runs `node` over `transport` until stopped (see [`start`], which makes the channels).
+pub async fn run_node<O, T>(
+    node: Node<O>,
+    transport: T,
+    mut opts: DriverOptions,
+    mut commands: mpsc::Receiver<Command<O>>,
+    events: mpsc::Sender<NodeEvent>,
+) -> Result<RunOutcome<O, T>, NetError>
+where
+    O: GameObject,
+    T: Transport,
+{
+    let me = node.id();
+    let local = transport.local_addr();
+    let own = node.identity().addr;
+    let seeds: Vec<SocketAddr> = opts
+        .seeds
+        .iter()
+        .copied()
+        .filter(|a| *a != local && *a != own)
+        .collect();
+    let (join_tx, mut join_rx) = oneshot::channel();
+    let mut joining = !seeds.is_empty();
+    if joining {
+        let dialer = transport.dialer();
+        let policy = opts.join.clone();
+        tokio::spawn(async move {
+            let _ = join_tx.send(reach_seeds(&dialer, &seeds, &policy).await);
+        });
+    }
+    let mut d = Driver {
+        clock: opts.clock,
+        node,
+        transport,
+        shim: opts.shim.take(),
+        events,
+        stats: DriverStats::default(),
+        logs: Logs::new(me, opts.log_period),
+        drained: None,
+    };
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut linger_until: Option<Instant> = None;
+    let reason = loop {
+        let now = Instant::now();
+        if d.node.poll_timeout().is_some_and(|t| d.clock.instant(t) <= now) {
+            d.node.handle_timeout(d.clock.at(now));
+        }
+        d.pump(now);
+        if let Some(left_behind) = d.drained {
+            let until = *linger_until.get_or_insert(now + opts.linger);
+            if now >= until {
+                break StopReason::Drained { left_behind };
             }
         }
-        None => stats.send_errors += 1,
+        let mut wake = d
+            .node
+            .poll_timeout()
+            .map(|t| d.clock.instant(t))
+            .unwrap_or(now + Duration::from_secs(1));
+        if let Some(due) = d.shim.as_ref().and_then(DelayShim::next_due) {
+            wake = wake.min(due);
+        }
+        if let Some(u) = linger_until {
+            wake = wake.min(u);
+        }
+        tokio::select! {
+            ev = d.transport.recv() => d.on_transport(ev),
+            cmd = commands.recv() => match cmd {
+                Some(Command::Stop) => break StopReason::Stopped,
+                Some(c) => d.on_command(c),
+                None => break StopReason::HandleDropped,
+            },
+            r = &mut join_rx, if joining => {
+                joining = false;
+                match r {
+                    Ok(Ok(hellos)) => d.join(hellos),
+                    Ok(Err(e)) => {
+                        tracing::error!(node = me.0, error = %e, "cannot join");
+                        return Err(e.into());
+                    }
+                    Err(_) => {}
+                }
+            }
+            _ = tokio::time::sleep_until(wake.into()) => {}
+            _ = tick.tick() => d.logs.flush(Instant::now()),
+        }
+    };
+    d.pump(Instant::now());
+    d.logs.flush_all();
+    if let Some(s) = &d.shim {
+        d.stats.shim_dropped = s.dropped;
+    }
+    let ended = d.clock.now();
+    let transport_stats = d.transport.stats();
+    Ok(RunOutcome {
+        node: d.node,
+        transport: d.transport,
+        transport_stats,
+        driver: d.stats,
+        reason,
+        ended,
+    })
+}
+
+struct Driver<O: GameObject, T> {
+    clock: Clock,
+    node: Node<O>,
+    transport: T,
+    shim: Option<DelayShim>,
+    events: mpsc::Sender<NodeEvent>,
+    stats: DriverStats,
+    logs: Logs,
+    drained: Option<usize>,
+}
+
+impl<O: GameObject, T: Transport> Driver<O, T> {
+    /// Sends what the node queued (and what the shim released) and handles its events.
+    fn pump(&mut self, now: Instant) {
+        while let Some(t) = self.node.poll_transmit() {
+            match &mut self.shim {
+                Some(shim) => shim.push(now, t.dst, t.datagram),
+                None => self.transport.send(t.dst, t.class, t.datagram),
+            }
+        }
+        if let Some(shim) = &mut self.shim {
+            while let Some((dst, d)) = shim.pop_due(now) {
+                let class = class_of(&d).unwrap_or(MessageClass::Control);
+                self.transport.send(dst, class, d);
+            }
+        }
+        while let Some(e) = self.node.poll_event() {
+            self.on_node_event(e);
+        }
+    }
+
+    fn emit(&mut self, kind: EventKind) {
+        let e = NodeEvent {
+            unix_ms: unix_ms(),
+            at: self.clock.now(),
+            kind,
+        };
+        if self.events.try_send(e).is_err() {
+            self.stats.events_dropped += 1;
+        }
+    }
+
+    fn on_node_event(&mut self, e: Event) {
+        match &e {
+            Event::MemberUp(m) => {
+                self.transport.set_addr(m.node, m.addr);
+                tracing::info!(node = self.node.id().0, member = m.node.0, generation = m.generation, addr = %m.addr, members = self.node.members().len() + 1, "member up");
+            }
+            Event::MemberDown(m) => {
+                self.transport.forget(m.node, u64::from(m.generation));
+                tracing::info!(
+                    node = self.node.id().0,
+                    member = m.node.0,
+                    generation = m.generation,
+                    members = self.node.members().len() + 1,
+                    "member down"
+                );
+            }
+            Event::Joined => tracing::info!(node = self.node.id().0, "joined the cluster"),
+            Event::Rejoined(m) => {
+                self.transport.set_generation(u64::from(m.generation));
+                tracing::warn!(
+                    node = self.node.id().0,
+                    generation = m.generation,
+                    "declared failed while alive: dropped everything, rejoining as a new generation"
+                );
+            }
+            Event::Adopted { dead, .. } => self.logs.adopted(*dead),
+            Event::OrphanDropped { dead, .. } => self.logs.orphan_dropped(*dead),
+            Event::Drained { left_behind } => {
+                self.drained = Some(*left_behind);
+                tracing::info!(
+                    node = self.node.id().0,
+                    left_behind,
+                    "drained and left the cluster"
+                );
+            }
+            Event::Rejected { reason, .. } => self.logs.rejected(reason.to_string()),
+            Event::Migration(worldmesh_node::MigrationEvent::Refused { target, reason, .. }) => {
+                tracing::debug!(
+                    node = self.node.id().0,
+                    target = target.0,
+                    ?reason,
+                    "migration refused"
+                );
+            }
+            _ => {}
+        }
+        self.emit(EventKind::Node(e));
+    }
+
+    fn on_transport(&mut self, ev: TransportEvent) {
+        match ev {
+            TransportEvent::Datagram { from, bytes } => {
+                let now = self.clock.now();
+                self.node.handle_datagram(now, from, &bytes);
+            }
+            TransportEvent::PeerUp(h) => {
+                tracing::debug!(node = self.node.id().0, peer = h.hello.node.0, generation = h.hello.generation, remote = %h.remote, "connection up");
+                self.emit(EventKind::PeerUp {
+                    node: h.hello.node,
+                    generation: h.hello.generation,
+                    remote: h.remote,
+                });
+            }
+            TransportEvent::PeerLost {
+                node,
+                generation,
+                reason,
+            } => {
+                tracing::debug!(node = self.node.id().0, peer = node.0, generation, %reason, "connection lost");
+                self.emit(EventKind::PeerLost {
+                    node,
+                    generation,
+                    reason,
+                });
+            }
+            TransportEvent::Refused {
+                addr,
+                node,
+                reason,
+                detail,
+            } => {
+                self.logs.refused(reason, &addr, &detail);
+                self.emit(EventKind::Refused {
+                    addr,
+                    node,
+                    reason,
+                    detail,
+                });
+            }
+        }
+    }
+
+    fn on_command(&mut self, c: Command<O>) {
+        self.stats.commands += 1;
+        let now = self.clock.now();
+        match c {
+            Command::Spawn { object, reply } => {
+                let id = self.node.spawn(now, object);
+                if let Some(r) = reply {
+                    let _ = r.send(id);
+                }
+            }
+            Command::Write { target, write } => self.node.write(now, target, &write),
+            Command::Drain => {
+                tracing::info!(
+                    node = self.node.id().0,
+                    primaries = self.node.store().primary_count(),
+                    "draining"
+                );
+                self.node.drain(now);
+            }
+            Command::Stop => {}
+            Command::Snapshot { from, reply } => {
+                let origin = self.node.stats().origin;
+                let from_s = from.map_or(0.0, |t| t.saturating_since(origin).as_secs_f64());
+                let to_s = now.saturating_since(origin).as_secs_f64();
+                let mut driver = self.stats.clone();
+                if let Some(s) = &self.shim {
+                    driver.shim_dropped = s.dropped;
+                }
+                let _ = reply.send(Snapshot {
+                    at: now,
+                    summary: self.node.summary_window(now, from_s, to_s),
+                    transport: self.transport.stats(),
+                    driver,
+                    primaries: self.node.store().primary_ids(),
+                    members: self.node.members().to_vec(),
+                });
+            }
+        }
+    }
+
+    fn join(&mut self, hellos: Vec<crate::hello::PeerHello>) {
+        let seeds: Vec<Member> = hellos
+            .iter()
+            .map(|h| Member {
+                node: h.hello.node,
+                generation: u32::try_from(h.hello.generation).unwrap_or(u32::MAX),
+                addr: h.hello.advertise,
+            })
+            .collect();
+        self.stats.seeds_reached = seeds.len() as u64;
+        for s in &seeds {
+            self.transport.set_addr(s.node, s.addr);
+        }
+        tracing::info!(node = self.node.id().0, seeds = ?seeds.iter().map(|s| s.node.0).collect::<Vec<_>>(), "seeds reached, joining");
+        let now = self.clock.now();
+        self.node.join(now, &seeds);
+        self.emit(EventKind::SeedsReached(seeds));
+    }
+}
+
+/// Log lines that could flood, summarised: transport refusals (the first of each reason
+/// in a period is logged with its detail, the rest counted), node rejections, and
+/// adoptions (one line per failed member per second).
+struct Logs {
+    me: NodeId,
+    period: Duration,
+    /// Per refusal reason: when its last line was written, and how many since.
+    refusals: BTreeMap<RefusalReason, (Option<Instant>, u64)>,
+    rejections: BTreeMap<String, u64>,
+    last_rejection_line: Option<Instant>,
+    adopted: BTreeMap<NodeId, (u64, u64)>,
+}
+
+impl Logs {
+    fn new(me: NodeId, period: Duration) -> Self {
+        Self {
+            me,
+            period,
+            refusals: BTreeMap::new(),
+            rejections: BTreeMap::new(),
+            last_rejection_line: None,
+            adopted: BTreeMap::new(),
+        }
+    }
+
+    fn refused(&mut self, reason: RefusalReason, addr: &SocketAddr, detail: &str) {
+        let now = Instant::now();
+        let e = self.refusals.entry(reason).or_insert((None, 0));
+        if e.0.is_none_or(|t| now.duration_since(t) >= self.period) {
+            tracing::warn!(node = self.me.0, %reason, %addr, detail, suppressed_before = e.1, "connection refused");
+            *e = (Some(now), 0);
+        } else {
+            e.1 += 1;
+        }
+    }
+
+    fn rejected(&mut self, reason: String) {
+        *self.rejections.entry(reason).or_default() += 1;
+    }
+
+    fn adopted(&mut self, dead: NodeId) {
+        self.adopted.entry(dead).or_default().0 += 1;
+    }
+
+    fn orphan_dropped(&mut self, dead: NodeId) {
+        self.adopted.entry(dead).or_default().1 += 1;
+    }
+
+    /// Once a second: adoption lines; rejections and suppressed refusals once a period.
+    fn flush(&mut self, now: Instant) {
+        for (dead, (adopted, dropped)) in std::mem::take(&mut self.adopted) {
+            tracing::info!(
+                node = self.me.0,
+                failed = dead.0,
+                adopted,
+                dropped,
+                "adopted orphans of a failed member"
+            );
+        }
+        if self
+            .last_rejection_line
+            .is_none_or(|t| now.duration_since(t) >= self.period)
+        {
+            self.flush_periodic(now);
+        }
+    }
+
+    fn flush_periodic(&mut self, now: Instant) {
+        if !self.rejections.is_empty() {
+            let r = std::mem::take(&mut self.rejections);
+            let total: u64 = r.values().sum();
+            tracing::info!(node = self.me.0, total, by_reason = ?r, "refused datagrams");
+            self.last_rejection_line = Some(now);
+        }
+        for (reason, (_, n)) in &mut self.refusals {
+            if *n > 0 {
+                tracing::warn!(node = self.me.0, %reason, count = *n, "more connections refused");
+                *n = 0;
+            }
+        }
+    }
+
+    fn flush_all(&mut self) {
+        let now = Instant::now();
+        self.flush(now);
+        self.flush_periodic(now);
     }
 }

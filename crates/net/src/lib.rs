@@ -1,12 +1,12 @@
 //! # worldmesh-net
 //!
-//! The real runtime: a thin tokio driver that runs the same sans-IO
-//! [`worldmesh_node::Node`] the simulator runs, over UDP (BRIEF §2.3). The driver owns
-//! the socket, the clock and the timers; it makes no protocol decision. Each loop turn it
-//!
-//! 1. feeds `now` to `handle_timeout` when the node's timer is due,
-//! 2. sends what `poll_transmit` returns (through the [`shim`] when WAN emulation is on),
-//! 3. waits for a datagram, the node's next timeout, the shim's next release, or shutdown.
+//! The real runtime: a thin tokio driver ([`driver`]) that runs the same sans-IO
+//! [`worldmesh_node::Node`] the simulator runs, over a node-to-node [`transport`] — QUIC
+//! with mutual TLS in production (BRIEF §2.3). The driver owns the transport, the clock and
+//! the timers; it makes no protocol decision. An application embeds a node through the
+//! driver's [`driver::NodeHandle`]: commands in (spawn objects, inject writes, drain,
+//! stop, snapshots), every node event out on a bounded channel. [`join`] reaches the
+//! seed members at start-up, with retries and backoff.
 //!
 //! The kernel here has no netem, so [`shim::DelayShim`] emulates wide-area delay and loss
 //! inside the process: each outgoing datagram waits RTT/2 of a latency matrix (rows mapped
@@ -24,7 +24,7 @@
 pub mod clock;
 pub mod driver;
 pub mod hello;
-pub mod peers;
+pub mod join;
 pub mod pki;
 pub mod quic;
 pub mod shim;
@@ -32,6 +32,9 @@ pub mod transport;
 pub mod udp;
 
 pub use clock::Clock;
-pub use driver::{NetError, RunOptions, run_node};
-pub use peers::{PeerError, PeerTable};
+pub use driver::{
+    Command, DriverOptions, DriverStats, EventKind, NetError, NodeEvent, NodeHandle, RunOutcome, Snapshot,
+    StopReason, run_node, start,
+};
+pub use join::{JoinError, JoinPolicy};
 pub use shim::DelayShim;

@@ -64,7 +64,7 @@ use worldmesh_core::wire::{HEADER_LEN, MAX_PAYLOAD};
 
 use crate::hello::{HELLO_HEADER_LEN, Hello, PeerHello};
 use crate::pki::{NodeIdentity, node_name};
-use crate::transport::{RefusalReason, Transport, TransportError, TransportEvent, TransportStats};
+use crate::transport::{Dialer, RefusalReason, Transport, TransportError, TransportEvent, TransportStats};
 
 /// ALPN protocol id of worldmesh node-to-node connections.
 pub const ALPN: &[u8] = b"worldmesh";
@@ -198,7 +198,8 @@ struct Shared {
     me: NodeId,
     local: SocketAddr,
     hello: Hello,
-    hello_frame: Vec<u8>,
+    /// The encoded hello (re-encoded when the generation changes).
+    hello_frame: Mutex<Vec<u8>>,
     limits: Limits,
     endpoint: Endpoint,
     client: quinn::ClientConfig,
@@ -396,7 +397,7 @@ impl QuicTransport {
             me: config.identity.node(),
             local,
             hello,
-            hello_frame,
+            hello_frame: Mutex::new(hello_frame),
             limits: Limits {
                 handshake_timeout: config.handshake_timeout,
                 peer_queue: config.peer_queue,
@@ -436,6 +437,28 @@ impl QuicTransport {
         self.shared.connect(addr, None).await
     }
 
+    /// A handle that dials addresses while the transport is busy receiving (see
+    /// [`QuicTransport::dial`]).
+    pub fn dialer(&self) -> Dialer {
+        let shared = Arc::clone(&self.shared);
+        Dialer::new(move |addr| {
+            let s = Arc::clone(&shared);
+            Box::pin(async move { s.connect(addr, None).await })
+        })
+    }
+
+    /// Later handshakes announce `generation` (this node came back as a new generation
+    /// after the cluster declared it dead). Connections already up keep theirs.
+    pub fn set_generation(&self, generation: u64) {
+        let mut hello = self.shared.hello.clone();
+        hello.generation = generation;
+        hello.advertise = self.shared.hello.advertise;
+        // Our own hello was encodable at bind; only the generation changed.
+        if let Ok(frame) = hello.encode() {
+            *lock(&self.shared.hello_frame) = frame;
+        }
+    }
+
     /// Records where `node` can be reached (fed by membership), and lifts a
     /// [`QuicTransport::forget`] of it.
     pub fn set_addr(&self, node: NodeId, addr: SocketAddr) {
@@ -447,14 +470,21 @@ impl QuicTransport {
         p.backoff = Duration::ZERO;
     }
 
-    /// A dead member: closes its connections, drops what is queued for it, stops dialing
-    /// it, and refuses its current generation from now on (a restart with a larger
-    /// generation is accepted). No [`TransportEvent::PeerLost`] is reported for it.
-    pub fn forget(&self, node: NodeId) {
+    /// Member `node`'s incarnation `generation` is dead (membership says so): closes its
+    /// connections, drops what is queued for it, stops dialing it, and refuses that
+    /// generation and older ones from now on (a restart with a larger generation is
+    /// accepted). If a newer generation of `node` is already connected (a restart that
+    /// reached us before the old one was declared dead), that connection stays. No
+    /// [`TransportEvent::PeerLost`] is reported for it.
+    pub fn forget(&self, node: NodeId, generation: u64) {
         let mut st = lock(&self.shared.state);
         let Some(p) = st.peers.get_mut(&node) else {
             return;
         };
+        p.dead = p.dead.max(Some(generation));
+        if p.generation.is_some_and(|g| g > generation) && !p.links.is_empty() {
+            return;
+        }
         p.addr = None;
         p.dead = p.dead.max(p.generation);
         let dropped = p.queue.len() as u64;
@@ -538,8 +568,8 @@ impl Transport for QuicTransport {
     fn set_addr(&self, node: NodeId, addr: SocketAddr) {
         QuicTransport::set_addr(self, node, addr)
     }
-    fn forget(&self, node: NodeId) {
-        QuicTransport::forget(self, node)
+    fn forget(&self, node: NodeId, generation: u64) {
+        QuicTransport::forget(self, node, generation)
     }
     fn send(&self, dst: NodeId, class: MessageClass, datagram: Vec<u8>) {
         QuicTransport::send(self, dst, class, datagram)
@@ -549,6 +579,15 @@ impl Transport for QuicTransport {
     }
     fn stats(&self) -> TransportStats {
         QuicTransport::stats(self)
+    }
+    fn dialer(&self) -> Dialer {
+        QuicTransport::dialer(self)
+    }
+    fn set_generation(&self, generation: u64) {
+        QuicTransport::set_generation(self, generation)
+    }
+    async fn close(self) {
+        QuicTransport::close(self).await
     }
 }
 
@@ -724,7 +763,8 @@ impl Shared {
         mut recv: quinn::RecvStream,
         expected: Option<NodeId>,
     ) -> Result<PeerHello, Failure> {
-        send.write_all(&self.hello_frame).await.map_err(write_failure)?;
+        let frame = lock(&self.hello_frame).clone();
+        send.write_all(&frame).await.map_err(write_failure)?;
         let mut header = [0u8; HELLO_HEADER_LEN];
         recv.read_exact(&mut header).await.map_err(read_failure)?;
         let len = match Hello::payload_len(&header) {

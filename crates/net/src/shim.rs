@@ -23,6 +23,16 @@ pub struct DelayShim {
     pub dropped: u64,
 }
 
+impl std::fmt::Debug for DelayShim {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DelayShim")
+            .field("me", &self.me)
+            .field("loss", &self.loss)
+            .field("queued", &self.queue.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl DelayShim {
     /// A shim for node `me` of a `nodes`-node cluster seeded with `seed`.
     pub fn new(matrix: LatencyMatrix, nodes: usize, me: NodeId, seed: u64, loss: f64) -> Self {

@@ -7,8 +7,11 @@
 //! ([`Transport::set_addr`], [`Transport::forget`]). Sending never blocks: what cannot be
 //! sent is dropped and counted.
 
+use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -296,14 +299,48 @@ pub enum TransportError {
     Unsupported(&'static str),
 }
 
+/// A dial in progress: resolves to the verified hello of whoever answered at the address.
+pub type DialFuture = Pin<Box<dyn Future<Output = Result<PeerHello, TransportError>> + Send>>;
+
+/// A handle that dials addresses on behalf of a transport, usable while the transport
+/// itself is busy receiving (a driver joins through seeds concurrently with its loop).
+#[derive(Clone)]
+pub struct Dialer(Arc<dyn Fn(SocketAddr) -> DialFuture + Send + Sync>);
+
+impl Dialer {
+    /// A dialer calling `f` for every address.
+    pub fn new(f: impl Fn(SocketAddr) -> DialFuture + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// A dialer for a transport that cannot dial addresses: every dial fails with
+    /// [`TransportError::Unsupported`].
+    pub fn unsupported() -> Self {
+        Self::new(|_| Box::pin(async { Err(TransportError::Unsupported("dialing an address")) }))
+    }
+
+    /// Dials `addr`: a connection (or its insecure equivalent) to whoever listens there,
+    /// and that member's hello.
+    pub fn dial(&self, addr: SocketAddr) -> DialFuture {
+        (self.0)(addr)
+    }
+}
+
+impl fmt::Debug for Dialer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Dialer")
+    }
+}
+
 /// A node-to-node transport, as a driver uses it.
 pub trait Transport: Send {
     /// The UDP address it listens on.
     fn local_addr(&self) -> SocketAddr;
     /// Records where `node` can be reached (fed by membership).
     fn set_addr(&self, node: NodeId, addr: SocketAddr);
-    /// A dead member: close its connections, drop what is queued for it, stop dialing it.
-    fn forget(&self, node: NodeId);
+    /// Member `node`'s incarnation `generation` is dead: close its connections, drop what
+    /// is queued for it, stop dialing it (unless a newer generation is already connected).
+    fn forget(&self, node: NodeId, generation: u64);
     /// Sends one datagram to `dst`; never blocks (what cannot be sent is dropped and
     /// counted). `class` is the frame's class, for the counters.
     fn send(&self, dst: NodeId, class: MessageClass, datagram: Vec<u8>);
@@ -311,6 +348,15 @@ pub trait Transport: Send {
     fn recv(&mut self) -> impl Future<Output = TransportEvent> + Send;
     /// The counters so far.
     fn stats(&self) -> TransportStats;
+    /// A handle that dials addresses (seeds whose node id is not known yet).
+    fn dialer(&self) -> Dialer;
+    /// This node came back as a new generation (membership declared it dead while it was
+    /// alive): later handshakes announce `generation`.
+    fn set_generation(&self, generation: u64);
+    /// Closes every connection, giving the peers a moment to learn it.
+    fn close(self) -> impl Future<Output = ()> + Send
+    where
+        Self: Sized;
 }
 
 #[cfg(test)]

@@ -457,7 +457,7 @@ fn forgotten_members_stay_out_until_they_restart_with_a_new_generation() {
             while !matches!(a.recv().await, TransportEvent::PeerUp(_)) {}
         })
         .await;
-        a.forget(NodeId(2));
+        a.forget(NodeId(2), 1);
         assert!(a.connected().is_empty());
         // The same incarnation comes back: refused.
         let e = b.dial(a.local_addr()).await.unwrap_err();
@@ -480,6 +480,11 @@ fn forgotten_members_stay_out_until_they_restart_with_a_new_generation() {
         .await;
         assert_eq!((up.hello.node, up.hello.generation), (NodeId(2), 2));
         assert_eq!(a.connected(), vec![(NodeId(2), 2)]);
+        // Membership declares the old incarnation dead only now: the new one stays.
+        a.forget(NodeId(2), 1);
+        assert_eq!(a.connected(), vec![(NodeId(2), 2)]);
+        a.forget(NodeId(2), 2);
+        assert!(a.connected().is_empty());
     });
 }
 
