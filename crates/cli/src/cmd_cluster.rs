@@ -1,25 +1,37 @@
-//! `worldmesh cluster`: spawn real node processes on loopback, run them, summarize.
+//! `worldmesh cluster`: spawn real node processes on loopback — QUIC with mutual TLS under
+//! a throwaway CA by default — start them together, run them, summarize.
+//!
+//! Node 0 starts first and founds the world; the others are started at once with node
+//! 0's address as their seed. Every node prints a ready line once bound and joined; when
+//! all are ready the launcher releases them together (a `start` line on each one's
+//! standard input), so the runs overlap. A run whose nodes did not overlap for at least
+//! 90 % of the duration, or in which some node did not see every other member, is
+//! reported as invalid.
 
 use anyhow::{Context as _, bail};
-use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, BufReader};
-use tokio::process::{Child, Command};
-use worldmesh_node::{NodeSummary, RunSummary};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+use worldmesh_core::NodeId;
+use worldmesh_net::pki;
+use worldmesh_node::RunSummary;
 
-use crate::cmd_node::{SUMMARY_PREFIX, cluster_file_text};
 use crate::duration::parse_duration;
+use crate::node_config::TransportKind;
+use crate::node_report::{NodeReport, READY_PREFIX, Ready, SUMMARY_PREFIX};
 use crate::summary;
 
 /// Arguments of `worldmesh cluster`.
 #[derive(clap::Args, Debug)]
 pub struct ClusterArgs {
-    /// Number of node processes to start.
+    /// Number of node processes to start (all founders of the world).
     #[arg(long, default_value_t = 4)]
     nodes: usize,
-    /// How long the nodes run, e.g. 10s.
+    /// How long the nodes run after the start barrier, e.g. 10s.
     #[arg(long, value_parser = parse_duration, default_value = "10s")]
     duration: Duration,
     /// Players of the model workload per node.
@@ -42,10 +54,17 @@ pub struct ClusterArgs {
     /// (passed on to every node) [default: x].
     #[arg(long, value_parser = ["x", "y", "hilbert"])]
     range_key: Option<String>,
+    /// Node-to-node transport: `quic` (mutual TLS with a throwaway CA made for this run)
+    /// or `udp-insecure` (plain UDP trusting source addresses: the benchmark baseline).
+    #[arg(long, value_enum, default_value = "quic")]
+    transport: TransportKind,
+    /// Membership profile passed to every node: `lan` or `wan`.
+    #[arg(long, value_parser = ["lan", "wan"], default_value = "lan")]
+    membership: String,
     /// Print one row per node as well.
     #[arg(long)]
     per_node: bool,
-    /// Write report.json with every node's summary into this folder.
+    /// Write report.json with every node's report into this folder.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
 }
@@ -58,50 +77,82 @@ pub fn run(args: ClusterArgs) -> anyhow::Result<()> {
     if !(0.0..=1.0).contains(&args.loss) {
         bail!("--loss must be a probability in [0, 1], got {}", args.loss);
     }
+    if args.transport == TransportKind::UdpInsecure {
+        eprintln!(
+            "WARNING: --transport udp-insecure: plain UDP that trusts source addresses, no authentication, \
+             no encryption. A benchmark baseline only."
+        );
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(run_async(args))
 }
 
-/// Free loopback UDP ports, found by binding port 0 and releasing.
-fn free_addrs(n: usize) -> anyhow::Result<Vec<SocketAddr>> {
-    let socks: Vec<UdpSocket> = (0..n)
-        .map(|_| UdpSocket::bind("127.0.0.1:0"))
-        .collect::<Result<_, _>>()
-        .context("cannot bind a loopback port")?;
-    socks.iter().map(|s| s.local_addr().map_err(Into::into)).collect()
+/// What a node's output reader reports.
+enum Line {
+    Ready(usize, Ready),
+    Summary(usize, Box<NodeReport>),
+    Exited(usize, String),
+}
+
+/// A started node process.
+struct Proc {
+    child: Child,
+    stdin: Option<ChildStdin>,
 }
 
 async fn run_async(args: ClusterArgs) -> anyhow::Result<()> {
-    let addrs = free_addrs(args.nodes)?;
     let dir = std::env::temp_dir().join(format!("worldmesh-cluster-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let cluster_file = dir.join("cluster.toml");
-    std::fs::write(&cluster_file, cluster_file_text(&addrs))?;
-    let exe = std::env::current_exe().context("cannot find the worldmesh executable")?;
-    let epoch_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    let r = run_in(&args, &dir).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
 
-    let mut children: Vec<Child> = Vec::new();
-    for i in 0..args.nodes {
+async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
+    let ids: Vec<NodeId> = (0..args.nodes as u32).map(NodeId).collect();
+    let certs = match args.transport {
+        TransportKind::Quic => {
+            let (ca, nodes) = pki::throwaway(dir, ids.iter().copied()).context("throwaway CA")?;
+            Some((ca, nodes))
+        }
+        TransportKind::UdpInsecure => None,
+    };
+    let exe = std::env::current_exe().context("cannot find the worldmesh executable")?;
+    let (tx, mut rx) = mpsc::channel::<Line>(4 * args.nodes + 16);
+    let mut procs: Vec<Proc> = Vec::new();
+    let setup_limit = Duration::from_secs(30 + args.nodes as u64 / 2);
+
+    let command = |i: usize, seed: Option<SocketAddr>| {
         let mut cmd = Command::new(&exe);
         cmd.arg("node")
             .args(["--id", &i.to_string()])
-            .arg("--cluster")
-            .arg(&cluster_file)
+            .args(["--listen", "127.0.0.1:0"])
+            .args(["--founders", &args.nodes.to_string()])
             .args(["--players", &args.players_per_node.to_string()])
             .args(["--duration", &format!("{}ms", args.duration.as_millis())])
             .args(["--seed", &args.seed.to_string()])
-            .args(["--epoch-ms", &epoch_ms.to_string()])
-            .args(["--loss", &args.loss.to_string()])
+            .args(["--transport", args.transport.name()])
+            .args(["--membership", &args.membership])
             .arg("--summary-json")
+            .arg("--wait-start")
             .arg("--exit-on-stdin-close")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        if let Some((ca, nodes)) = &certs {
+            cmd.arg("--ca").arg(&ca.cert);
+            cmd.arg("--cert").arg(&nodes[i].cert);
+            cmd.arg("--key").arg(&nodes[i].key);
+        }
+        if let Some(s) = seed {
+            cmd.args(["--seeds", &s.to_string()]);
+        }
+        if args.loss > 0.0 {
+            cmd.args(["--loss", &args.loss.to_string()]);
+        }
         if let Some(l) = &args.latency {
             cmd.args(["--latency", l]);
         }
@@ -111,44 +162,68 @@ async fn run_async(args: ClusterArgs) -> anyhow::Result<()> {
         if let Some(k) = &args.range_key {
             cmd.args(["--range-key", k]);
         }
-        match cmd.spawn() {
-            Ok(c) => children.push(c),
-            Err(e) => {
-                kill_all(&mut children).await;
-                bail!("cannot start node {i}: {e}");
-            }
-        }
-    }
-    eprintln!(
-        "started {} node processes on {}",
-        args.nodes,
-        addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
-    );
-    let bar = crate::progress::bar(true, args.duration.as_millis() as u64, "cluster");
-    let started = Instant::now();
-    let outcome = {
-        let collect = collect_all(&mut children);
-        tokio::pin!(collect);
-        let ticker = async {
-            loop {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                bar.set_position(started.elapsed().as_millis() as u64);
-            }
-        };
-        let limit = args.duration + Duration::from_secs(30);
-        tokio::select! {
-            r = &mut collect => r,
-            _ = ticker => unreachable!("the ticker never ends"),
-            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
-            _ = tokio::time::sleep(limit) => Err(anyhow::anyhow!("nodes did not finish within {} s", limit.as_secs())),
-        }
+        cmd
     };
-    bar.finish_and_clear();
-    kill_all(&mut children).await;
-    let _ = std::fs::remove_dir_all(&dir);
-    let summaries = outcome?;
-    let wall = started.elapsed().as_secs_f64();
+
+    let outcome = async {
+        // Node 0 founds the world; the others join it.
+        procs.push(launch(command(0, None), 0, &tx)?);
+        let first = wait_ready(&mut rx, 1, setup_limit).await?;
+        let seed = first[0].1.addr;
+        for i in 1..args.nodes {
+            procs.push(launch(command(i, Some(seed)), i, &tx)?);
+        }
+        let mut ready = first;
+        ready.extend(wait_ready(&mut rx, args.nodes - 1, setup_limit).await?);
+        eprintln!(
+            "{} node processes ready ({}), releasing them together",
+            args.nodes,
+            args.transport.name()
+        );
+        // The start barrier.
+        for p in procs.iter_mut() {
+            if let Some(s) = p.stdin.as_mut() {
+                s.write_all(b"start\n").await.context("cannot release a node")?;
+                s.flush().await?;
+            }
+        }
+        let released = Instant::now();
+        let bar = crate::progress::bar(true, args.duration.as_millis() as u64, "cluster");
+        let mut reports: Vec<Option<NodeReport>> = vec![None; args.nodes];
+        let limit = tokio::time::Instant::now() + args.duration + Duration::from_secs(30);
+        let mut ticker = tokio::time::interval(Duration::from_millis(200));
+        while reports.iter().any(Option::is_none) {
+            tokio::select! {
+                l = rx.recv() => match l {
+                    Some(Line::Summary(i, r)) => reports[i] = Some(*r),
+                    Some(Line::Exited(i, err)) if reports[i].is_none() => {
+                        bar.finish_and_clear();
+                        bail!("node {i} exited without a report: {err}");
+                    }
+                    Some(_) => {}
+                    None => bail!("lost the nodes' output"),
+                },
+                _ = ticker.tick() => bar.set_position(released.elapsed().as_millis() as u64),
+                _ = tokio::signal::ctrl_c() => bail!("interrupted"),
+                _ = tokio::time::sleep_until(limit) => bail!("nodes did not finish within {} s", (args.duration + Duration::from_secs(30)).as_secs()),
+            }
+        }
+        bar.finish_and_clear();
+        let wall = released.elapsed().as_secs_f64();
+        let reports: Vec<NodeReport> = reports.into_iter().flatten().collect();
+        anyhow::Ok((reports, wall))
+    }
+    .await;
+    stop_all(&mut procs).await;
+    let (mut reports, wall) = outcome?;
+    reports.sort_by_key(|r| r.node.node);
+    print_report(args, &reports, wall)
+}
+
+fn print_report(args: &ClusterArgs, reports: &[NodeReport], wall: f64) -> anyhow::Result<()> {
+    let summaries: Vec<_> = reports.iter().map(|r| r.node.clone()).collect();
     let run = RunSummary::from_nodes(&summaries);
+    let validity = validity(reports, args.duration);
     let title = format!(
         "worldmesh cluster: {} real node processes on 127.0.0.1 x {} players (model workload), {:.0} s, {}{}",
         args.nodes,
@@ -168,71 +243,148 @@ async fn run_async(args: ClusterArgs) -> anyhow::Result<()> {
             .map(|l| format!(", emulated latency {l}"))
             .unwrap_or_default()
     );
-    let extra = [
-        ("run time, s", summary::f(args.duration.as_secs_f64(), 1)),
-        ("wall time, s", summary::f(wall, 2)),
+    let mut extra = vec![
+        (
+            "run time, s".to_string(),
+            summary::f(args.duration.as_secs_f64(), 1),
+        ),
+        ("wall time, s".to_string(), summary::f(wall, 2)),
     ];
+    extra.extend(summary::transport_lines(reports));
+    extra.push((
+        "run validity (nodes overlapped and saw every member)".into(),
+        match &validity {
+            Ok(overlap) => format!("valid (overlap {overlap:.2} s)"),
+            Err(why) => format!("INVALID: {why}"),
+        },
+    ));
     println!("{}", summary::headline(&title, &run, &extra));
     println!("{}", summary::by_class(&run, args.duration.as_secs_f64()));
     if args.per_node {
         println!("{}", summary::per_node(&summaries));
     }
+    if let Err(why) = &validity {
+        eprintln!("warning: this run is INVALID: {why}");
+    }
     if let Some(out) = &args.out {
         std::fs::create_dir_all(out)?;
         let path = out.join("report.json");
-        let json = serde_json::json!({ "summary": run, "nodes": summaries, "wall_seconds": wall });
+        let json = serde_json::json!({
+            "summary": run,
+            "nodes": reports,
+            "wall_seconds": wall,
+            "valid": validity.is_ok(),
+            "invalid_reason": validity.as_ref().err(),
+        });
         std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")?;
         println!("report written to {}", path.display());
     }
     Ok(())
 }
 
-/// Waits for every child and parses its summary line. Fails on the first child that
-/// exits badly (the caller then kills the rest).
-async fn collect_all(children: &mut [Child]) -> anyhow::Result<Vec<NodeSummary>> {
-    let mut readers = Vec::new();
-    for (i, c) in children.iter_mut().enumerate() {
-        let stdout = c.stdout.take().context("child stdout")?;
-        let mut stderr = c.stderr.take().context("child stderr")?;
-        readers.push(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            let mut summary = None;
-            while let Ok(Some(line)) = lines.next_line().await {
-                if let Some(json) = line.strip_prefix(SUMMARY_PREFIX) {
-                    summary = Some(
-                        serde_json::from_str::<NodeSummary>(json)
-                            .with_context(|| format!("node {i}: bad summary"))?,
-                    );
+/// Ok(overlap in seconds) if every node ran for (nearly) the same interval and saw every
+/// other member at the end; otherwise why not.
+fn validity(reports: &[NodeReport], duration: Duration) -> Result<f64, String> {
+    let start = reports.iter().map(|r| r.started_unix_ms).max().unwrap_or(0);
+    let end = reports.iter().map(|r| r.ended_unix_ms).min().unwrap_or(0);
+    let overlap = end.saturating_sub(start) as f64 / 1000.0;
+    let need = duration.as_secs_f64() * 0.9;
+    if overlap < need {
+        let first = reports.iter().map(|r| r.started_unix_ms).min().unwrap_or(0);
+        return Err(format!(
+            "the nodes ran together for {overlap:.2} s of {:.2} s (starts spread over {:.2} s)",
+            duration.as_secs_f64(),
+            start.saturating_sub(first) as f64 / 1000.0
+        ));
+    }
+    let n = reports.len();
+    if let Some(r) = reports.iter().find(|r| r.members.len() + 1 < n) {
+        return Err(format!(
+            "node {} saw only {} of {n} members at the end",
+            r.node.node,
+            r.members.len() + 1
+        ));
+    }
+    Ok(overlap)
+}
+
+/// Starts one node and a task that reads its output.
+fn launch(mut cmd: Command, i: usize, tx: &mpsc::Sender<Line>) -> anyhow::Result<Proc> {
+    let mut child = cmd.spawn().with_context(|| format!("cannot start node {i}"))?;
+    let stdout = child.stdout.take().context("child stdout")?;
+    let stderr = child.stderr.take().context("child stderr")?;
+    let stdin = child.stdin.take();
+    let tx = tx.clone();
+    tokio::spawn(async move {
+        // The last lines of the log, for an error message.
+        let err_tail = tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            let mut tail: std::collections::VecDeque<String> = Default::default();
+            while let Ok(Some(l)) = lines.next_line().await {
+                if tail.len() == 5 {
+                    tail.pop_front();
+                }
+                tail.push_back(l);
+            }
+            tail.into_iter().collect::<Vec<_>>().join("\n")
+        });
+        let mut lines = BufReader::new(stdout).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(j) = line.strip_prefix(READY_PREFIX)
+                && let Ok(r) = serde_json::from_str::<Ready>(j)
+            {
+                let _ = tx.send(Line::Ready(i, r)).await;
+            } else if let Some(j) = line.strip_prefix(SUMMARY_PREFIX) {
+                match serde_json::from_str::<NodeReport>(j) {
+                    Ok(r) => {
+                        let _ = tx.send(Line::Summary(i, Box::new(r))).await;
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Line::Exited(i, format!("bad report: {e}"))).await;
+                    }
                 }
             }
-            let mut err = String::new();
-            let _ = stderr.read_to_string(&mut err).await;
-            summary.ok_or_else(|| anyhow::anyhow!("node {i} exited without a summary: {}", err.trim()))
-        });
-    }
+        }
+        let err = err_tail.await.unwrap_or_default();
+        let _ = tx.send(Line::Exited(i, err)).await;
+    });
+    Ok(Proc { child, stdin })
+}
+
+/// Waits for `n` ready lines.
+async fn wait_ready(
+    rx: &mut mpsc::Receiver<Line>,
+    n: usize,
+    limit: Duration,
+) -> anyhow::Result<Vec<(usize, Ready)>> {
+    let deadline = tokio::time::Instant::now() + limit;
     let mut out = Vec::new();
-    for r in readers {
-        out.push(r.await?);
-    }
-    for (i, c) in children.iter_mut().enumerate() {
-        let status = c.wait().await?;
-        if !status.success() {
-            bail!("node {i} exited with {status}");
+    while out.len() < n {
+        tokio::select! {
+            l = rx.recv() => match l {
+                Some(Line::Ready(i, r)) => out.push((i, r)),
+                Some(Line::Exited(i, err)) => bail!("node {i} exited before it was ready: {err}"),
+                Some(Line::Summary(..)) => {}
+                None => bail!("lost the nodes' output"),
+            },
+            _ = tokio::time::sleep_until(deadline) => bail!("{} of {n} nodes were not ready within {} s", n - out.len(), limit.as_secs()),
+            _ = tokio::signal::ctrl_c() => bail!("interrupted"),
         }
     }
-    out.sort_by_key(|s| s.node);
     Ok(out)
 }
 
-async fn kill_all(children: &mut [Child]) {
-    for c in children.iter_mut() {
+async fn stop_all(procs: &mut [Proc]) {
+    for p in procs.iter_mut() {
         // Closing stdin asks the node to stop; kill is the backstop.
-        drop(c.stdin.take());
-        if tokio::time::timeout(Duration::from_secs(2), c.wait())
+        drop(p.stdin.take());
+    }
+    for p in procs.iter_mut() {
+        if tokio::time::timeout(Duration::from_secs(3), p.child.wait())
             .await
             .is_err()
         {
-            let _ = c.kill().await;
+            let _ = p.child.kill().await;
         }
     }
 }

@@ -1,254 +1,665 @@
-//! `worldmesh node`: run one real node over UDP.
+//! `worldmesh node`: run one real node process — QUIC with mutual TLS, SWIM membership
+//! through seeds, the model workload, graceful drain on SIGTERM/SIGINT.
 
 use anyhow::{Context as _, bail};
-use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::io::AsyncReadExt as _;
-use worldmesh_core::{NodeId, Time};
-use worldmesh_game::{GameMap, ModelConfig, ModelObject, workload};
-use worldmesh_locator::Locator;
-use worldmesh_net::{Clock, DelayShim, PeerTable, RunOptions, run_node};
-use worldmesh_node::{Mode, Node, NodeConfig, RunSummary};
-use worldmesh_sim::config::SimConfig;
-use worldmesh_sim::scenario;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::io::AsyncBufReadExt as _;
+use worldmesh_core::wire::PROTOCOL_VERSION;
+use worldmesh_core::{NodeId, ObjectId, Time};
+use worldmesh_game::{GameMap, MapKind, ModelConfig, ModelObject, workload};
+use worldmesh_locator::{Locator, LocatorSettings};
+use worldmesh_net::hello::Hello;
+use worldmesh_net::pki::NodeIdentity;
+use worldmesh_net::quic::{QuicConfig, QuicTransport};
+use worldmesh_net::transport::Transport;
+use worldmesh_net::udp::UdpTransport;
+use worldmesh_net::{Clock, DelayShim, DriverOptions, EventKind, JoinPolicy, NodeHandle, StopReason};
+use worldmesh_node::drain::DrainConfig;
+use worldmesh_node::{Event, Mode, Node, NodeConfig, RunSummary};
 
 use crate::duration::parse_duration;
+use crate::node_config::{
+    self, FileConfig, LogFormat, NodeSettings, Overrides, TransportKind, check_backups, check_founders,
+    check_frame_hz, check_loss, check_players,
+};
+use crate::node_report::{
+    EVENT_PREFIX, NodeReport, READY_PREFIX, Ready, STARTED_PREFIX, SUMMARY_PREFIX, Started, cpu_seconds,
+    event_json,
+};
 use crate::summary;
 
-/// Prefix of the machine-readable summary line printed with `--summary-json`.
-pub const SUMMARY_PREFIX: &str = "WORLDMESH-SUMMARY ";
-
-/// Arguments of `worldmesh node`.
+/// Arguments of `worldmesh node`. Every setting can also come from `--config FILE`
+/// (flags override the file); see `node_config` for the file format.
 #[derive(clap::Args, Debug)]
 pub struct NodeArgs {
-    /// This node's id (0-based; ids index the latency matrix rows of the WAN shim).
+    /// TOML configuration file (flags override it).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// This node's id (its certificate must name it).
     #[arg(long)]
-    id: u32,
-    /// Cluster file (TOML: `[[node]]` tables with `id` and `addr`); this node listens on
-    /// its own entry's address. Alternative to --listen/--peer.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["listen", "peer"])]
-    cluster: Option<PathBuf>,
-    /// UDP address to listen on, e.g. 127.0.0.1:7000.
+    id: Option<u32>,
+    /// UDP address to listen on, e.g. 0.0.0.0:7000 (port 0: any free port).
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
-    /// Another member, as ID=HOST:PORT (repeat for each peer).
-    #[arg(long, value_name = "ID=ADDR")]
-    peer: Vec<String>,
-    /// Players of the model workload whose primaries this node holds. The map is sized for
-    /// players × members, so every node must be given the same value.
-    #[arg(long, alias = "bots", default_value_t = 8)]
-    players: usize,
-    /// Stop after this long (e.g. 10s); default: run until Ctrl-C.
-    #[arg(long, value_parser = parse_duration)]
-    duration: Option<std::time::Duration>,
-    /// Seed of the node's random stream and of the WAN shim's node-to-row mapping.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Shared epoch (UNIX ms) so timestamps agree across processes; 0 = start of this process.
-    #[arg(long, default_value_t = 0)]
-    epoch_ms: u64,
-    /// Emulate WAN delay on outgoing datagrams: `planetlab`, `uniform:RTT_MS` or a matrix file.
+    /// The address the others dial (default: the listen address).
+    #[arg(long, value_name = "ADDR")]
+    advertise: Option<SocketAddr>,
+    /// Seed addresses founders meet at (comma-separated or repeated). A founder whose seeds
+    /// are only itself starts the world and waits to be joined.
+    #[arg(long, value_name = "ADDR", value_delimiter = ',')]
+    seeds: Vec<SocketAddr>,
+    /// Join a running world through ADDR (repeatable): the node spawns nothing.
+    #[arg(long, value_name = "ADDR")]
+    join: Vec<SocketAddr>,
+    /// The cluster CA certificate (`ca.pem`).
+    #[arg(long, value_name = "FILE")]
+    ca: Option<PathBuf>,
+    /// This node's certificate chain (`node-<ID>.pem`).
+    #[arg(long, value_name = "FILE")]
+    cert: Option<PathBuf>,
+    /// This node's private key (`node-<ID>.key`).
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
+    /// Node-to-node transport: `quic` (mutual TLS; default) or `udp-insecure` (plain UDP
+    /// trusting source addresses: a benchmark baseline, never for production).
+    #[arg(long, value_enum)]
+    transport: Option<TransportKind>,
+    /// World: players per founder [default: 8].
+    #[arg(long, alias = "bots", value_parser = players)]
+    players: Option<usize>,
+    /// World: map shape, `rect` or `sqr` [default: rect].
+    #[arg(long, value_parser = map_kind)]
+    map: Option<MapKind>,
+    /// World: seed of the map, the initial objects and every random choice [default: 1].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// World: `broadcast` (every node replicates everything; default) or interest-driven
+    /// replication with the distributed locator inside the node, `rangedht` or `dht`.
+    #[arg(long, value_parser = ["broadcast", "rangedht", "dht"])]
+    locator: Option<String>,
+    /// World: with `--locator rangedht`, the key: `x`, `y` or `hilbert` [default: x].
+    #[arg(long, value_parser = ["x", "y", "hilbert"])]
+    range_key: Option<String>,
+    /// World: nodes 0..N create the initial objects and size the map [default: 1].
+    #[arg(long, value_parser = founders)]
+    founders: Option<usize>,
+    /// World: time origin, UNIX ms (equal on every member) [default: 2025-01-01].
+    #[arg(long)]
+    epoch_ms: Option<u64>,
+    /// World: frames per second [default: 10].
+    #[arg(long, value_parser = frame_hz)]
+    frame_hz: Option<f64>,
+    /// World: backups of every primary [default: 2].
+    #[arg(long, value_parser = backups)]
+    backups: Option<usize>,
+    /// Membership timing profile: `lan` (default) or `wan`.
+    #[arg(long, value_parser = ["lan", "wan"])]
+    membership: Option<String>,
+    /// Placeholder: directory for persistence (issue 19); not used yet.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Placeholder: metrics endpoint address (issue 17); not served yet.
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<SocketAddr>,
+    /// Log format on standard error (filter with RUST_LOG).
+    #[arg(long, value_enum)]
+    log_format: Option<LogFormat>,
+    /// Emulate WAN delay on outgoing datagrams: `planetlab`, `uniform:RTT_MS` or a file.
     #[arg(long)]
     latency: Option<String>,
-    /// Emulated loss probability for outgoing datagrams (needs no --latency).
-    #[arg(long, default_value_t = 0.0)]
-    loss: f64,
-    /// Frames per second.
-    #[arg(long, default_value_t = 10.0)]
-    frame_hz: f64,
-    /// Interest-driven replication with the distributed object locator running inside the
-    /// node (paper `000` §3, §6): `rangedht` or `dht`. Without it every node replicates
-    /// every object (broadcast). Every member must use the same value.
-    #[arg(long, value_parser = ["rangedht", "dht"])]
-    pub locator: Option<String>,
-    /// With `--locator rangedht`: the naming attribute keyed on, `x`, `y` or `hilbert`
-    /// [default: x]. Every member must use the same value.
-    #[arg(long, value_parser = ["x", "y", "hilbert"])]
-    pub range_key: Option<String>,
-    /// Print the final summary as one JSON line (prefixed `WORLDMESH-SUMMARY `) instead of a table.
+    /// Emulated loss probability of outgoing datagrams.
+    #[arg(long, value_parser = loss)]
+    loss: Option<f64>,
+    /// Give up reaching the seeds after this long [default: 30s].
+    #[arg(long, value_parser = parse_duration)]
+    join_timeout: Option<Duration>,
+    /// A drain leaves after this long even if primaries remain [default: 30s].
+    #[arg(long, value_parser = parse_duration)]
+    drain_deadline: Option<Duration>,
+    /// Stop after this long (from the start); default: until a signal.
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+    /// Start a drain this long after the start (as SIGTERM would).
+    #[arg(long, value_parser = parse_duration)]
+    drain_after: Option<Duration>,
+    /// Print the final report as one JSON line (prefixed `WORLDMESH-SUMMARY `), and the
+    /// ready and started lines, instead of a table.
     #[arg(long)]
     summary_json: bool,
-    /// Stop when standard input closes (the cluster launcher uses this so that nodes never
-    /// outlive it).
+    /// Print membership, adoption, drain and refusal events as JSON lines
+    /// (`WORLDMESH-EVENT `) with wall-clock timestamps.
+    #[arg(long)]
+    events_json: bool,
+    /// After the ready line, wait for a `start` line on standard input (a launcher's
+    /// start barrier).
+    #[arg(long)]
+    wait_start: bool,
+    /// Stop when standard input closes (launchers use this so nodes never outlive them).
     #[arg(long)]
     exit_on_stdin_close: bool,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClusterFile {
-    node: Vec<ClusterEntry>,
+fn players(s: &str) -> Result<usize, String> {
+    let v: usize = s.parse().map_err(|e| format!("{e}"))?;
+    check_players(v, "--players").map(|_| v)
 }
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ClusterEntry {
-    id: u32,
-    addr: SocketAddr,
+fn founders(s: &str) -> Result<usize, String> {
+    let v: usize = s.parse().map_err(|e| format!("{e}"))?;
+    check_founders(v, "--founders").map(|_| v)
 }
-
-/// Writes a cluster file for `addrs` (node i at `addrs[i]`).
-pub fn cluster_file_text(addrs: &[SocketAddr]) -> String {
-    addrs
-        .iter()
-        .enumerate()
-        .map(|(i, a)| format!("[[node]]\nid = {i}\naddr = \"{a}\"\n\n"))
-        .collect()
+fn frame_hz(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    check_frame_hz(v, "--frame-hz").map(|_| v)
+}
+fn backups(s: &str) -> Result<usize, String> {
+    let v: usize = s.parse().map_err(|e| format!("{e}"))?;
+    check_backups(v, "--backups").map(|_| v)
+}
+fn loss(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    check_loss(v, "--loss").map(|_| v)
+}
+fn map_kind(s: &str) -> Result<MapKind, String> {
+    match s {
+        "rect" => Ok(MapKind::Rect),
+        "sqr" => Ok(MapKind::Sqr),
+        _ => Err(format!("`{s}` is not a map; valid: rect, sqr")),
+    }
 }
 
 impl NodeArgs {
-    fn membership(&self) -> anyhow::Result<(SocketAddr, PeerTable)> {
-        let me = NodeId(self.id);
-        let mut table = PeerTable::new();
-        let listen = if let Some(path) = &self.cluster {
-            let text =
-                std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-            let file: ClusterFile =
-                toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            let mut listen = None;
-            for e in file.node {
-                if e.id == self.id {
-                    listen = Some(e.addr);
-                } else {
-                    table
-                        .insert(NodeId(e.id), e.addr)
-                        .with_context(|| format!("in {}", path.display()))?;
-                }
-            }
-            match listen {
-                Some(a) => a,
-                None => bail!("{}: no [[node]] entry with id = {}", path.display(), self.id),
-            }
-        } else {
-            for p in &self.peer {
-                let (id, addr) = PeerTable::parse_entry(p)?;
-                if id == me {
-                    bail!("--peer {p}: that is this node's own id");
-                }
-                table.insert(id, addr)?;
-            }
-            match self.listen {
-                Some(a) => a,
-                None => bail!("give --listen ADDR (with --peer ID=ADDR for each peer) or --cluster FILE"),
-            }
-        };
-        Ok((listen, table))
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            id: self.id,
+            listen: self.listen,
+            advertise: self.advertise,
+            seeds: (!self.seeds.is_empty()).then(|| self.seeds.clone()),
+            join: (!self.join.is_empty()).then(|| self.join.clone()),
+            ca: self.ca.clone(),
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            transport: self.transport,
+            frame_hz: self.frame_hz,
+            backups: self.backups,
+            players: self.players,
+            map: self.map,
+            seed: self.seed,
+            locator: self.locator.clone(),
+            range_key: self.range_key.clone(),
+            founders: self.founders,
+            epoch_ms: self.epoch_ms,
+            membership: self.membership.clone(),
+            data_dir: self.data_dir.clone(),
+            metrics: self.metrics,
+            log_format: self.log_format,
+            latency: self.latency.clone(),
+            loss: self.loss,
+            join_timeout: self.join_timeout,
+            drain_deadline: self.drain_deadline,
+        }
     }
+}
+
+/// How the process runs (not part of the node's configuration).
+struct Run {
+    duration: Option<Duration>,
+    drain_after: Option<Duration>,
+    summary_json: bool,
+    events_json: bool,
+    wait_start: bool,
+    exit_on_stdin_close: bool,
 }
 
 /// Runs the command.
 pub fn run(args: NodeArgs) -> anyhow::Result<()> {
-    if !(0.0..=1.0).contains(&args.loss) {
-        bail!("--loss must be a probability in [0, 1], got {}", args.loss);
-    }
-    if !(args.frame_hz.is_finite() && args.frame_hz > 0.0 && args.frame_hz <= 1000.0) {
-        bail!("--frame-hz must be in (0, 1000], got {}", args.frame_hz);
-    }
-    if args.players > 100_000 {
-        bail!("--players must be at most 100000, got {}", args.players);
-    }
-    let (listen, peers) = args.membership()?;
+    let (file, source) = match &args.config {
+        Some(p) => (FileConfig::load(p)?, p.display().to_string()),
+        None => (FileConfig::default(), "a --config file".to_string()),
+    };
+    let settings = node_config::resolve(file, args.overrides(), &source)?;
+    crate::logging::init(settings.log_format);
+    let run = Run {
+        duration: args.duration,
+        drain_after: args.drain_after,
+        summary_json: args.summary_json,
+        events_json: args.events_json,
+        wait_start: args.wait_start,
+        exit_on_stdin_close: args.exit_on_stdin_close,
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let result = rt.block_on(async move {
-        let socket = tokio::net::UdpSocket::bind(listen)
-            .await
-            .with_context(|| format!("cannot bind {listen}"))?;
-        let me = NodeId(args.id);
-        let nodes = peers.len() + 1;
-        let clock = Clock::new(args.epoch_ms);
-        let shim = if args.latency.is_some() || args.loss > 0.0 {
-            let matrix = match &args.latency {
-                Some(spec) => worldmesh_sim::config::load_latency(spec)?,
-                None => worldmesh_core::LatencyMatrix::uniform(nodes, 0.0),
-            };
-            Some(DelayShim::new(matrix, nodes, me, args.seed, args.loss))
-        } else {
-            None
-        };
-        let mut cfg = NodeConfig::new(me, peers.ids(), args.seed);
-        cfg.frame_interval = std::time::Duration::from_secs_f64(1.0 / args.frame_hz);
-        // The simulator's settings for this membership: the locator and interest prediction.
-        let sim_cfg = SimConfig {
-            nodes,
-            players_per_node: args.players,
-            seed: args.seed,
-            locator: worldmesh_sim::config::LocatorConfig {
-                kind: args.locator.clone().unwrap_or_default(),
-                range_key: args.range_key.clone().unwrap_or_else(|| "x".into()),
-                ..Default::default()
-            },
-            ..SimConfig::default()
-        };
-        if args.locator.is_some() {
-            cfg = cfg.with_mode(Mode::Interest);
-            cfg.replica.interest_margin = sim_cfg.locator.interest_margin;
-            cfg.replica.interest_lead =
-                std::time::Duration::from_secs_f64(sim_cfg.locator.interest_lead_ms / 1000.0);
-        }
-        // Every member builds the same map and the same initial objects from the seed.
-        let world = Arc::new(GameMap::generate(
-            &ModelConfig::default(),
-            nodes * args.players,
-            args.seed,
-        ));
-        let now: Time = clock.now();
-        let mut node: Node<ModelObject> = Node::new(cfg, Arc::clone(&world), now);
-        if let Some(kc) = scenario::locator_config(&sim_cfg, &world) {
-            let mut ids = peers.ids();
-            ids.push(me);
-            ids.sort_unstable();
-            let loc = Locator::new(me, kc, &ids, &ids, args.seed, now).context("locator")?;
-            node.attach_locator(loc);
-        }
-        let mine = workload::initial_objects(&world, nodes, args.players, args.seed)
-            .into_iter()
-            .nth(args.id as usize)
-            .unwrap_or_default();
-        for o in mine {
-            node.spawn(now, o);
-        }
-        let watch_stdin = args.exit_on_stdin_close;
-        let shutdown = async move {
-            let stdin_closed = async {
-                if watch_stdin {
-                    let mut buf = [0u8; 64];
-                    let mut stdin = tokio::io::stdin();
-                    while matches!(stdin.read(&mut buf).await, Ok(n) if n > 0) {}
-                } else {
-                    std::future::pending::<()>().await;
-                }
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = stdin_closed => {}
-            }
-        };
-        let opts = RunOptions {
-            duration: args.duration,
-            clock,
-            shim,
-        };
-        let (summary, dstats, _) = run_node(node, socket, peers, opts, shutdown).await?;
-        if args.summary_json {
-            println!("{SUMMARY_PREFIX}{}", serde_json::to_string(&summary)?);
-        } else {
-            let run = RunSummary::from_nodes(std::slice::from_ref(&summary));
-            let extra = [(
-                "datagrams from unknown senders",
-                dstats.unknown_sender.to_string(),
-            )];
-            println!(
-                "{}",
-                summary::headline(&format!("worldmesh node {me} on {listen}"), &run, &extra)
-            );
-        }
-        Ok(())
-    });
-    // The stdin watcher sits in a blocking read; do not wait for it.
+    let result = rt.block_on(start(settings, run));
+    // The stdin reader sits in a blocking read; do not wait for it.
     rt.shutdown_background();
     result
+}
+
+/// This process's generation: UNIX seconds at start (a restarted process is a new member).
+fn generation_now() -> u32 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
+}
+
+async fn start(s: NodeSettings, run: Run) -> anyhow::Result<()> {
+    let me = NodeId(s.id);
+    let generation = generation_now();
+    let hello = Hello {
+        protocol: PROTOCOL_VERSION,
+        node: me,
+        generation: u64::from(generation),
+        advertise: s.advertise,
+        world: s.world.hello_list(),
+    };
+    match s.transport {
+        TransportKind::Quic => {
+            let tls = s.tls.clone().context("the QUIC transport needs certificates")?;
+            let identity = NodeIdentity::load(&tls.cert, &tls.key, &tls.ca, me)?;
+            let t = QuicTransport::bind(QuicConfig::new(s.listen, identity, hello))?;
+            serve(s, run, generation, t).await
+        }
+        TransportKind::UdpInsecure => {
+            tracing::warn!(
+                "INSECURE transport udp-insecure: datagrams are trusted by source address, unauthenticated \
+                 and unencrypted; a benchmark baseline only"
+            );
+            let t = UdpTransport::bind_with_hello(s.listen, hello).await?;
+            serve(s, run, generation, t).await
+        }
+    }
+}
+
+/// The model world every member builds from the world settings.
+fn build_node(
+    s: &NodeSettings,
+    generation: u32,
+    advertise: SocketAddr,
+    now: Time,
+) -> anyhow::Result<Node<ModelObject>> {
+    let me = NodeId(s.id);
+    let w = &s.world;
+    let mut cfg = NodeConfig::new(me, Vec::new(), w.seed);
+    cfg.frame_interval = Duration::from_secs_f64(1.0 / w.frame_hz);
+    cfg.generation = generation;
+    cfg.membership = Some(s.membership.clone());
+    cfg.address = Some(advertise);
+    cfg.replica.backups = w.backups;
+    cfg.drain = DrainConfig {
+        deadline: s.drain_deadline,
+        ..DrainConfig::default()
+    };
+    let loc = LocatorSettings {
+        kind: if w.locator == "broadcast" {
+            "oracle".into()
+        } else {
+            w.locator.clone()
+        },
+        range_key: w.range_key.clone(),
+        ..LocatorSettings::default()
+    };
+    loc.validate().map_err(anyhow::Error::msg)?;
+    if w.locator != "broadcast" {
+        cfg = cfg.with_mode(Mode::Interest);
+        cfg.replica.interest_margin = loc.interest_margin;
+        cfg.replica.interest_lead = loc.interest_lead();
+    }
+    let game = ModelConfig {
+        map: w.map,
+        ..ModelConfig::default()
+    };
+    let world = Arc::new(GameMap::generate(&game, w.founders * w.players, w.seed));
+    let mut node: Node<ModelObject> = Node::new(cfg, Arc::clone(&world), now);
+    let regions = (w.founders * w.players).clamp(1, 1 << 20) as u32;
+    if let Some(kc) = loc.build(world.locator_bounds(), regions, game.player_speed) {
+        // Every member computes the same ring geometry: the founders form the initial ring
+        // (evenly placed, without messages); a joiner starts outside and joins through its
+        // seed. The member list has founders + 1 entries on every node, so that key ranges
+        // are cut into pieces of the same size everywhere (the locator sizes them by the
+        // member count it starts with, and rendezvous recompute them).
+        let founders: Vec<NodeId> = (0..w.founders as u32).map(NodeId).collect();
+        let mut members = founders.clone();
+        members.push(if s.is_founder() {
+            NodeId(w.founders as u32)
+        } else {
+            me
+        });
+        let ring: &[NodeId] = if s.is_founder() { &founders } else { &[] };
+        let l = Locator::new(me, kc, &members, ring, w.seed, now).context("locator")?;
+        node.attach_locator(l);
+    }
+    Ok(node)
+}
+
+async fn serve<T: Transport + 'static>(
+    s: NodeSettings,
+    run: Run,
+    generation: u32,
+    transport: T,
+) -> anyhow::Result<()> {
+    let me = NodeId(s.id);
+    let local = transport.local_addr();
+    let mut advertise = s.advertise;
+    if advertise.port() == 0 {
+        advertise.set_port(local.port());
+    }
+    let clock = Clock::new(s.world.epoch_ms);
+    let node = build_node(&s, generation, advertise, clock.now())?;
+    let shim = match (&s.shim_latency, s.shim_loss) {
+        (None, 0.0) => None,
+        (spec, l) => {
+            let matrix = match spec {
+                Some(spec) => worldmesh_core::latency::load_spec(spec)?,
+                None => worldmesh_core::LatencyMatrix::uniform(1, 0.0),
+            };
+            // Rows for every founder, and spare ones for joiners, mapped the same way on
+            // every member (ids beyond the mapped rows get no delay).
+            Some(DelayShim::new(
+                matrix,
+                s.world.founders.max(256),
+                me,
+                s.world.seed,
+                l,
+            ))
+        }
+    };
+    let mut opts = DriverOptions::new(clock);
+    opts.shim = shim;
+    opts.seeds = s.contacts().to_vec();
+    opts.join = JoinPolicy {
+        timeout: s.join_timeout,
+        ..JoinPolicy::default()
+    };
+    let dials = opts.seeds.iter().any(|a| *a != local && *a != advertise);
+    tracing::info!(
+        node = s.id,
+        listen = %local,
+        advertise = %advertise,
+        version = env!("CARGO_PKG_VERSION"),
+        protocol = PROTOCOL_VERSION,
+        digest = %s.digest(),
+        transport = s.transport.name(),
+        generation,
+        founder = s.is_founder(),
+        locator = %s.world.locator,
+        founders = s.world.founders,
+        membership = %s.membership_profile,
+        data_dir = ?s.data_dir,
+        metrics = ?s.metrics,
+        "worldmesh node starting"
+    );
+    let (mut handle, driver) = worldmesh_net::start(node, transport, opts);
+    let mut task = tokio::spawn(driver);
+    let mut stdin = stdin_lines(run.wait_start || run.exit_on_stdin_close);
+
+    // Ready: bound, and joined if there was anyone to join.
+    if dials {
+        let deadline = tokio::time::Instant::now() + s.join_timeout + Duration::from_secs(5);
+        loop {
+            tokio::select! {
+                e = handle.events.recv() => match e {
+                    Some(e) => {
+                        print_event(&run, &e);
+                        if matches!(e.kind, EventKind::Node(Event::Joined)) {
+                            break;
+                        }
+                    }
+                    None => break,
+                },
+                r = &mut task => {
+                    return match r {
+                        Ok(Err(e)) => Err(e.into()),
+                        Ok(Ok(_)) => bail!("the node stopped before it joined"),
+                        Err(e) => Err(e.into()),
+                    };
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    bail!("reached the seeds but did not join the cluster within {:?}", s.join_timeout + Duration::from_secs(5));
+                }
+            }
+        }
+    }
+    let members = handle.snapshot(None).await.map_or(1, |sn| sn.members.len() + 1);
+    tracing::info!(node = s.id, members, "ready");
+    if run.summary_json || run.wait_start {
+        let r = Ready {
+            node: me,
+            addr: advertise,
+            generation,
+            members,
+        };
+        println!("{READY_PREFIX}{}", serde_json::to_string(&r)?);
+    }
+    if run.wait_start {
+        loop {
+            match stdin.recv().await {
+                Some(l) if l.trim() == "start" => break,
+                Some(_) => continue,
+                None => {
+                    tracing::info!(node = s.id, "standard input closed before the start: stopping");
+                    handle.stop().await;
+                    let _ = task.await;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    // The run.
+    let started_at = handle.snapshot(None).await.map_or(Time::ZERO, |sn| sn.at);
+    let started_unix = worldmesh_net::driver::unix_ms();
+    let cpu0 = cpu_seconds().unwrap_or(0.0);
+    let mut primaries: Vec<ObjectId> = Vec::new();
+    if s.is_founder() {
+        let game = ModelConfig {
+            map: s.world.map,
+            ..ModelConfig::default()
+        };
+        let world = GameMap::generate(&game, s.world.founders * s.world.players, s.world.seed);
+        let mine = workload::initial_objects(&world, s.world.founders, s.world.players, s.world.seed)
+            .into_iter()
+            .nth(s.id as usize)
+            .unwrap_or_default();
+        for o in mine {
+            if let Some(id) = handle.spawn(o).await {
+                primaries.push(id);
+            }
+        }
+    }
+    tracing::info!(node = s.id, spawned = primaries.len(), "run started");
+    if run.summary_json || run.wait_start {
+        let st = Started {
+            node: me,
+            unix_ms: started_unix,
+            primaries,
+        };
+        println!("{STARTED_PREFIX}{}", serde_json::to_string(&st)?);
+    }
+
+    let end = run.duration.map(|d| tokio::time::Instant::now() + d);
+    let drain_at = run.drain_after.map(|d| tokio::time::Instant::now() + d);
+    let mut draining: Option<tokio::time::Instant> = None;
+    let mut signals = Signals::new()?;
+    loop {
+        let drain_deadline = draining.map(|t| t + s.drain_deadline + Duration::from_secs(5));
+        tokio::select! {
+            e = handle.events.recv() => match e {
+                Some(e) => print_event(&run, &e),
+                None => break,
+            },
+            _ = sleep_opt(end) => {
+                handle.stop().await;
+                break;
+            }
+            _ = sleep_opt(drain_at), if draining.is_none() => {
+                start_drain(&handle, &mut draining, "--drain-after").await;
+            }
+            sig = signals.next() => {
+                if draining.is_none() {
+                    start_drain(&handle, &mut draining, sig).await;
+                } else {
+                    tracing::warn!(node = s.id, signal = sig, "second signal: stopping without finishing the drain");
+                    handle.stop().await;
+                    break;
+                }
+            }
+            _ = sleep_opt(drain_deadline) => {
+                tracing::warn!(node = s.id, "the drain did not finish in time: stopping");
+                handle.stop().await;
+                break;
+            }
+            l = stdin.recv(), if run.exit_on_stdin_close => {
+                if l.is_none() {
+                    tracing::info!(node = s.id, "standard input closed: stopping");
+                    handle.stop().await;
+                    break;
+                }
+            }
+            r = &mut task => {
+                return finish(&s, &run, r?, started_at, started_unix, cpu0, generation).await;
+            }
+        }
+    }
+    // Events still queued.
+    while let Ok(e) = handle.events.try_recv() {
+        print_event(&run, &e);
+    }
+    let out = task.await?;
+    finish(&s, &run, out, started_at, started_unix, cpu0, generation).await
+}
+
+async fn start_drain(
+    handle: &NodeHandle<ModelObject>,
+    draining: &mut Option<tokio::time::Instant>,
+    why: &str,
+) {
+    tracing::info!(reason = why, "starting a graceful drain");
+    handle.drain().await;
+    *draining = Some(tokio::time::Instant::now());
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn finish<T: Transport>(
+    s: &NodeSettings,
+    run: &Run,
+    out: Result<worldmesh_net::RunOutcome<ModelObject, T>, worldmesh_net::NetError>,
+    started_at: Time,
+    started_unix: u64,
+    cpu0: f64,
+    generation: u32,
+) -> anyhow::Result<()> {
+    let out = out?;
+    let cpu = cpu_seconds().map_or(0.0, |c| c - cpu0);
+    let node = &out.node;
+    let origin = node.stats().origin;
+    let from_s = started_at.saturating_since(origin).as_secs_f64();
+    let to_s = out
+        .ended
+        .saturating_since(origin)
+        .as_secs_f64()
+        .max(from_s + 1e-3);
+    let summary = node.summary_window(out.ended, from_s, to_s);
+    let (stop, left_behind) = match out.reason {
+        StopReason::Stopped => ("stopped", 0),
+        StopReason::HandleDropped => ("handle_dropped", 0),
+        StopReason::Drained { left_behind } => ("drained", left_behind),
+    };
+    let report = NodeReport {
+        node: summary,
+        transport_kind: s.transport.name().into(),
+        transport_overhead_bytes: out.transport_stats.overhead_sent_bytes(),
+        transport: out.transport_stats.clone(),
+        driver: out.driver.clone(),
+        primary_ids: node.store().primary_ids(),
+        members: node.members().to_vec(),
+        generation,
+        started_unix_ms: started_unix,
+        ended_unix_ms: worldmesh_net::driver::unix_ms(),
+        cpu_seconds: cpu,
+        stop: stop.into(),
+        left_behind,
+    };
+    tracing::info!(
+        node = s.id,
+        stop,
+        left_behind,
+        primaries = report.node.primaries,
+        replicas = report.node.replicas,
+        members = report.members.len() + 1,
+        "stopped"
+    );
+    out.transport.close().await;
+    if run.summary_json {
+        println!("{SUMMARY_PREFIX}{}", serde_json::to_string(&report)?);
+    } else {
+        let rs = RunSummary::from_nodes(std::slice::from_ref(&report.node));
+        let title = format!("worldmesh node {} on {}", s.id, s.advertise);
+        let extra = summary::transport_lines(std::slice::from_ref(&report));
+        println!("{}", summary::headline(&title, &rs, &extra));
+    }
+    Ok(())
+}
+
+fn print_event(run: &Run, e: &worldmesh_net::NodeEvent) {
+    if run.events_json
+        && let Some(v) = event_json(e)
+    {
+        println!("{EVENT_PREFIX}{v}");
+    }
+}
+
+async fn sleep_opt(t: Option<tokio::time::Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Lines of standard input, read on a blocking thread (only if `enabled`; otherwise a
+/// channel that never yields).
+fn stdin_lines(enabled: bool) -> tokio::sync::mpsc::Receiver<String> {
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    if enabled {
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+            while let Ok(Some(l)) = lines.next_line().await {
+                if tx.send(l).await.is_err() {
+                    return;
+                }
+            }
+        });
+    } else {
+        // Hold the sender so the channel stays open (and silent).
+        tokio::spawn(async move {
+            let _tx = tx;
+            std::future::pending::<()>().await
+        });
+    }
+    rx
+}
+
+/// SIGTERM and SIGINT.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            term: signal(SignalKind::terminate()).context("cannot watch SIGTERM")?,
+            int: signal(SignalKind::interrupt()).context("cannot watch SIGINT")?,
+        })
+    }
+
+    async fn next(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.int.recv() => "SIGINT",
+        }
+    }
 }

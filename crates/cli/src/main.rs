@@ -13,6 +13,9 @@ mod cmd_node;
 mod cmd_plan;
 mod cmd_simulate;
 mod duration;
+mod logging;
+mod node_config;
+mod node_report;
 mod progress;
 mod summary;
 
@@ -30,7 +33,8 @@ enum Command {
     Simulate(cmd_simulate::SimulateArgs),
     /// Spawn real node processes on loopback, run them, print the same summary.
     Cluster(cmd_cluster::ClusterArgs),
-    /// Run one real node over UDP (static membership from flags or a cluster file).
+    /// Run one real node: QUIC with mutual TLS, membership through seeds, graceful drain
+    /// on SIGTERM (settings from flags or --config FILE).
     Node(cmd_node::NodeArgs),
     /// Run a named experiment that reproduces a paper's figure or table.
     Experiment(cmd_experiment::ExperimentArgs),

@@ -1,7 +1,10 @@
 //! The run summary printed by `simulate` and `cluster` (the same table for both).
 
+use worldmesh_net::transport::TransportStats;
 use worldmesh_node::{NodeSummary, RunSummary};
 use worldmesh_report::Table;
+
+use crate::node_report::NodeReport;
 
 /// Formats a float with `d` decimals.
 pub fn f(v: f64, d: usize) -> String {
@@ -9,7 +12,7 @@ pub fn f(v: f64, d: usize) -> String {
 }
 
 /// The headline table: bandwidth, objects, staleness, time.
-pub fn headline(title: &str, run: &RunSummary, extra: &[(&str, String)]) -> Table {
+pub fn headline<K: AsRef<str>>(title: &str, run: &RunSummary, extra: &[(K, String)]) -> Table {
     let mut t = Table::new(title, &["metric", "value"]);
     t.push(["nodes".into(), run.nodes.to_string()]);
     t.push(["per-node outbound kbps, mean".into(), f(run.out_kbps_mean, 1)]);
@@ -39,9 +42,87 @@ pub fn headline(title: &str, run: &RunSummary, extra: &[(&str, String)]) -> Tabl
         format!("{} / {}", run.malformed, run.rejected_states),
     ]);
     for (k, v) in extra {
-        t.push([(*k).to_owned(), v.clone()]);
+        t.push([k.as_ref().to_owned(), v.clone()]);
     }
     t
+}
+
+/// `name=count` pairs with a non-zero count, or `none`.
+fn nonzero<'a>(pairs: impl IntoIterator<Item = (&'a str, u64)>) -> String {
+    let v: Vec<String> = pairs
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| format!("{k}={n}"))
+        .collect();
+    if v.is_empty() { "none".into() } else { v.join(" ") }
+}
+
+/// The rows a real run adds to the headline: the transport (wire bytes, its overhead over
+/// the application's bytes, refusals by reason), the node's refusals by reason, unknown
+/// senders, membership and adoption figures, and CPU.
+pub fn transport_lines(nodes: &[NodeReport]) -> Vec<(String, String)> {
+    let mut t = TransportStats::default();
+    for n in nodes {
+        t.merge(&n.transport);
+    }
+    let app = t.app_sent().bytes;
+    let wire = t.wire_sent.bytes;
+    let overhead = t.overhead_sent_bytes();
+    let kind = nodes.first().map_or("?", |n| n.transport_kind.as_str());
+    let kind = match kind {
+        "quic" => "quic (mutual TLS, cluster CA)".to_string(),
+        "udp-insecure" => "udp-insecure (INSECURE baseline: trusts source addresses)".to_string(),
+        other => other.to_string(),
+    };
+    let mut rejections = worldmesh_node::Rejections::default();
+    for n in nodes {
+        rejections.merge(&n.node.rejections);
+    }
+    let cluster: Vec<_> = nodes.iter().filter_map(|n| n.node.cluster.as_ref()).collect();
+    let members_min = cluster.iter().map(|c| c.members).min().unwrap_or(0);
+    let members_max = cluster.iter().map(|c| c.members).max().unwrap_or(0);
+    let ups: u64 = cluster.iter().map(|c| c.members_up).sum();
+    let downs: u64 = cluster.iter().map(|c| c.members_down).sum();
+    let adopted: u64 = cluster.iter().map(|c| c.adoption.adopted).sum();
+    let dropped: u64 = cluster.iter().map(|c| c.adoption.dropped).sum();
+    let refused: u64 = cluster.iter().map(|c| c.adoption.refused).sum();
+    let drained: u64 = cluster.iter().map(|c| c.drained_regions).sum();
+    let cpu: f64 = nodes.iter().map(|n| n.cpu_seconds).sum::<f64>() / nodes.len().max(1) as f64;
+    vec![
+        ("transport".into(), kind),
+        (
+            "wire bytes sent (all nodes) / application bytes sent".into(),
+            format!("{wire} / {app}"),
+        ),
+        (
+            "transport overhead: wire - application bytes sent (all nodes)".into(),
+            format!(
+                "{overhead} ({:.1}% of application bytes)",
+                overhead as f64 * 100.0 / app.max(1) as f64
+            ),
+        ),
+        (
+            "connections refused, by reason".into(),
+            nonzero(t.refusals_named()),
+        ),
+        (
+            "datagrams refused by nodes, by reason".into(),
+            nonzero(rejections.labelled()),
+        ),
+        (
+            "unknown senders (transport) / non-members (node)".into(),
+            format!("{} / {}", t.unknown_sender, rejections.not_member),
+        ),
+        (
+            "membership: members seen at end (min-max), member ups / downs".into(),
+            format!("{members_min}-{members_max}, {ups} / {downs}"),
+        ),
+        (
+            "adoption: orphans adopted / dropped / refused claims; regions drained".into(),
+            format!("{adopted} / {dropped} / {refused}; {drained}"),
+        ),
+        ("CPU per node over the run, s (mean)".into(), f(cpu, 2)),
+    ]
 }
 
 /// Messages by class, summed over nodes.

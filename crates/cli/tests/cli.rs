@@ -220,17 +220,19 @@ fn bad_inputs_fail_with_clear_errors() {
         .args([
             "node",
             "--id",
-            "0",
+            "3",
             "--listen",
             "127.0.0.1:0",
-            "--peer",
-            "1:127.0.0.1:9",
+            "--founders",
+            "2",
+            "--transport",
+            "udp-insecure",
         ])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        !o.status.success() && err.contains("expected ID=HOST:PORT"),
+        !o.status.success() && err.contains("node 3 is not a founder") && err.contains("--join"),
         "{err}"
     );
     std::fs::remove_dir_all(dir).unwrap();
