@@ -61,6 +61,10 @@ pub struct ClusterArgs {
     /// Membership profile passed to every node: `lan` or `wan`.
     #[arg(long, value_parser = ["lan", "wan"], default_value = "lan")]
     membership: String,
+    /// A node config file (`worldmesh node --config`) every node reads, e.g. for `[quic]`
+    /// or `[membership]` tuning; the launcher's own flags override it.
+    #[arg(long, value_name = "FILE")]
+    node_config: Option<PathBuf>,
     /// Print one row per node as well.
     #[arg(long)]
     per_node: bool,
@@ -149,6 +153,9 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
         }
         if let Some(s) = seed {
             cmd.args(["--seeds", &s.to_string()]);
+        }
+        if let Some(f) = &args.node_config {
+            cmd.arg("--config").arg(f);
         }
         if args.loss > 0.0 {
             cmd.args(["--loss", &args.loss.to_string()]);

@@ -39,6 +39,12 @@
 //! probe_period_ms = 250
 //! suspect_to_down_after_ms = 600
 //!
+//! [quic]                           # transport tuning (defaults shown where set)
+//! mtu_discovery = false            # every node datagram fits QUIC's minimum packet
+//! cid_len = 4
+//! # ack_threshold = 10             # QUIC ack-frequency: helps on WAN paths (quinn clamps
+//! # max_ack_delay_ms = 100         # the requested delay to the path's RTT)
+//!
 //! [shim]                           # in-process WAN emulation (tests, demos)
 //! latency = "uniform:40"
 //! loss = 0.0
@@ -140,6 +146,26 @@ impl WorldSettings {
     }
 }
 
+/// QUIC tuning (the transport's defaults unless set; `[quic]` in the file).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuicTuning {
+    /// Ask peers to acknowledge only every this many ack-eliciting packets (QUIC
+    /// ack-frequency extension); unset: QUIC's default (every second packet, or after
+    /// 25 ms).
+    pub ack_threshold: Option<u32>,
+    /// With `ack_threshold`: the longest a peer may delay an acknowledgement, ms.
+    pub max_ack_delay_ms: Option<u64>,
+    /// Probe for a larger path MTU (default off: the node's datagrams fit QUIC's minimum).
+    pub mtu_discovery: Option<bool>,
+    /// Connection id length, bytes (4..=20; default 4).
+    pub cid_len: Option<usize>,
+    /// A connection silent this long is dead, ms.
+    pub idle_timeout_ms: Option<u64>,
+    /// Keep-alive interval, ms.
+    pub keep_alive_ms: Option<u64>,
+}
+
 /// Certificate paths.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -169,6 +195,8 @@ pub struct NodeSettings {
     pub tls: Option<TlsPaths>,
     /// Transport.
     pub transport: TransportKind,
+    /// QUIC tuning.
+    pub quic: QuicTuning,
     /// World settings.
     pub world: WorldSettings,
     /// SWIM settings.
@@ -213,7 +241,7 @@ impl NodeSettings {
         let _ = write!(
             s,
             "id={} listen={} advertise={} seeds={:?} join={:?} tls={:?} transport={} world={:?} \
-             membership={:?} data_dir={:?} metrics={:?} shim={:?}/{} join_timeout={:?} drain={:?}",
+             membership={:?} data_dir={:?} metrics={:?} shim={:?}/{} join_timeout={:?} drain={:?} quic={:?}",
             self.id,
             self.listen,
             self.advertise,
@@ -228,7 +256,8 @@ impl NodeSettings {
             self.shim_latency,
             self.shim_loss,
             self.join_timeout,
-            self.drain_deadline
+            self.drain_deadline,
+            self.quic
         );
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in s.bytes() {
@@ -265,6 +294,8 @@ pub struct FileConfig {
     #[serde(default, deserialize_with = "secs")]
     drain_deadline_s: Option<f64>,
     tls: Option<TlsPaths>,
+    #[serde(default)]
+    quic: QuicTuning,
     #[serde(default)]
     world: FileWorld,
     #[serde(default)]
@@ -652,6 +683,24 @@ pub fn resolve(file: FileConfig, o: Overrides, source: &str) -> Result<NodeSetti
         return bad(format!("[membership] in {source}: {e}"));
     }
     let shim_loss = o.loss.or(file.shim.loss).unwrap_or(0.0);
+    let q = &file.quic;
+    if q.cid_len.is_some_and(|n| !(4..=20).contains(&n)) {
+        return bad(format!("[quic] cid_len in {source} must be in 4..=20, got {:?}", q.cid_len));
+    }
+    if q.ack_threshold.is_some_and(|n| n == 0 || n > 1000)
+        || q.max_ack_delay_ms.is_some_and(|n| n == 0 || n > 10_000)
+    {
+        return bad(format!(
+            "[quic] in {source}: ack_threshold must be in 1..=1000 and max_ack_delay_ms in 1..=10000"
+        ));
+    }
+    if let (Some(idle), Some(ka)) = (q.idle_timeout_ms, q.keep_alive_ms)
+        && ka >= idle
+    {
+        return bad(format!(
+            "[quic] in {source}: keep_alive_ms ({ka}) must be shorter than idle_timeout_ms ({idle})"
+        ));
+    }
     Ok(NodeSettings {
         id,
         listen,
@@ -660,6 +709,7 @@ pub fn resolve(file: FileConfig, o: Overrides, source: &str) -> Result<NodeSetti
         join,
         tls,
         transport,
+        quic: file.quic,
         world,
         membership,
         membership_profile: profile,
@@ -791,6 +841,10 @@ mod tests {
         assert!(e.contains("--advertise"), "{e}");
         let e = err("[membership]\nprobe_rtt_ms = 900\n", base());
         assert!(e.contains("[membership]") && e.contains("probe_rtt"), "{e}");
+        let e = err("[quic]\ncid_len = 2\n", base());
+        assert!(e.contains("[quic] cid_len") && e.contains("4..=20"), "{e}");
+        let e = err("[quic]\nidle_timeout_ms = 1000\nkeep_alive_ms = 1000\n", base());
+        assert!(e.contains("keep_alive_ms (1000) must be shorter"), "{e}");
     }
 
     #[test]

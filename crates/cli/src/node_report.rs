@@ -60,6 +60,14 @@ pub struct NodeReport {
     /// The transport's counters: application bytes by class, real wire bytes, refusals by
     /// reason, unknown senders.
     pub transport: TransportStats,
+    /// Connections the transport refused, by reason (every reason, zeros included).
+    pub transport_refusals: std::collections::BTreeMap<String, u64>,
+    /// Datagrams the node refused, by reason (every reason, zeros included).
+    pub node_rejections: std::collections::BTreeMap<String, u64>,
+    /// Datagrams from unknown senders: from an address outside the transport's book
+    /// (UDP baseline; QUIC drops unauthenticated packets before they are datagrams) and
+    /// from authenticated non-members (refused by the node).
+    pub unknown_senders: UnknownSenders,
     /// Wire bytes sent − application bytes sent (QUIC headers, acks, handshakes,
     /// keep-alives; hellos for the UDP baseline).
     pub transport_overhead_bytes: i64,
@@ -81,6 +89,35 @@ pub struct NodeReport {
     pub stop: String,
     /// Primaries left behind by a drain.
     pub left_behind: usize,
+}
+
+/// Datagrams from senders that are not members, at both layers.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct UnknownSenders {
+    /// At the transport (an address outside the address book).
+    pub transport: u64,
+    /// At the node (an authenticated peer that is not a live member).
+    pub not_member: u64,
+}
+
+impl NodeReport {
+    /// The labelled refusal maps and unknown-sender counts from the counters.
+    pub fn labels(
+        t: &TransportStats,
+        r: &worldmesh_node::Rejections,
+    ) -> (
+        std::collections::BTreeMap<String, u64>,
+        std::collections::BTreeMap<String, u64>,
+        UnknownSenders,
+    ) {
+        let tr = t.refusals_named().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        let nr = r.labelled().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        let u = UnknownSenders {
+            transport: t.unknown_sender,
+            not_member: r.not_member,
+        };
+        (tr, nr, u)
+    }
 }
 
 /// CPU time this process has used so far, in seconds: the sum over its threads of

@@ -22,13 +22,26 @@ fn s<T: ToString>(v: T) -> String {
 /// start barrier, releases them together, and returns node 0's address. They run until
 /// [`Nodes::stop`].
 fn start_founders(n: &mut Nodes, count: u32, extra: &[String]) -> SocketAddr {
+    start_founders_with(n, count, extra, |_| Vec::new())
+}
+
+/// [`start_founders`] with extra arguments for some nodes.
+fn start_founders_with(
+    n: &mut Nodes,
+    count: u32,
+    extra: &[String],
+    per_node: impl Fn(u32) -> Vec<String>,
+) -> SocketAddr {
     let mut args = vec![s("--founders"), s(count), s("--wait-start")];
     args.extend_from_slice(extra);
-    n.spawn(0, &args);
+    let mut first = args.clone();
+    first.extend(per_node(0));
+    n.spawn(0, &first);
     let a0 = n.ready(0, WAIT);
-    let mut seeded = args.clone();
-    seeded.extend([s("--seeds"), s(a0)]);
     for i in 1..count {
+        let mut seeded = args.clone();
+        seeded.extend([s("--seeds"), s(a0)]);
+        seeded.extend(per_node(i));
         n.spawn(i, &seeded);
     }
     for i in 1..count {
