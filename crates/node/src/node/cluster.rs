@@ -286,11 +286,17 @@ impl<O: GameObject> Node<O> {
         self.send_migration(now, out);
         for e in events {
             match e {
-                AdoptionEvent::Adopted { id, dead, binding } => {
+                AdoptionEvent::Adopted {
+                    id,
+                    dead,
+                    binding,
+                    version,
+                } => {
                     self.push_event(Event::Adopted {
                         id,
                         dead,
                         epoch: binding.epoch,
+                        version,
                     });
                 }
                 AdoptionEvent::Dropped { id, dead } => self.push_event(Event::OrphanDropped { id, dead }),
