@@ -9,6 +9,7 @@
 //! ExperimentError>` and add one [`Experiment`] entry to [`registry`].
 #![forbid(unsafe_code)]
 
+pub mod adoption;
 pub mod cma;
 pub mod cma_speed;
 pub mod colyseus;
@@ -176,6 +177,12 @@ pub fn registry() -> Vec<Experiment> {
             reproduces: "paper 003 Tables 4 and 5, Algorithms 3/4",
             summary: "LL latency vs client-server, PD failure probability (and the hazard finding), failover takeover time under 5 % loss",
             run: instances_qos::run,
+        },
+        Experiment {
+            name: "adoption",
+            reproduces: "issue 13 acceptance (no paper figure: paper 000 §8 leaves node failure open)",
+            summary: "10% of nodes crash: objects re-homed, lost, duplicated; crash-to-adoption p50/p99; versions lost; false suspicions vs loss 0-20%",
+            run: adoption::run,
         },
         Experiment {
             name: "failover",

@@ -60,6 +60,13 @@ pub struct CrashOutcome {
     pub transient_duplicates: usize,
     /// Adoptions made from another holder's offered copy (the adopter held none).
     pub adopted_from_offer: u64,
+    /// Members declared down that had not crashed (false suspicions under loss), counted
+    /// once per (observer, member) pair.
+    pub false_downs: usize,
+    /// Nodes that learned they were declared down and came back as a new generation.
+    pub rejoins: usize,
+    /// Objects (of any node) held as primary by more than one live node at the end.
+    pub duplicated_anywhere: usize,
 }
 
 /// Nearest-rank percentile of sorted values (0 when empty).
@@ -115,8 +122,15 @@ pub fn run(cfg: &SimConfig, plan: &CrashPlan) -> Result<CrashOutcome, ConfigErro
     let mut first_adopted: BTreeMap<ObjectId, (Time, u64)> = BTreeMap::new();
     let mut deleted_after: BTreeSet<ObjectId> = BTreeSet::new();
     let mut dropped: BTreeSet<ObjectId> = BTreeSet::new();
-    for (at, _, e) in sim.take_events() {
+    let crashed: BTreeSet<NodeId> = plan.crash.iter().copied().collect();
+    let mut false_downs = BTreeSet::new();
+    let mut rejoins = 0;
+    for (at, node, e) in sim.take_events() {
         match e {
+            Event::MemberDown(m) if !crashed.contains(&m.node) => {
+                false_downs.insert((node, m.node));
+            }
+            Event::Rejoined(_) => rejoins += 1,
             Event::Adopted { id, version, .. } if orphans.contains_key(&id) => {
                 first_adopted.entry(id).or_insert((at, version));
             }
@@ -130,9 +144,20 @@ pub fn run(cfg: &SimConfig, plan: &CrashPlan) -> Result<CrashOutcome, ConfigErro
         }
     }
     let holders = primary_holders(&sim, &orphans);
+    let mut every: BTreeMap<ObjectId, usize> = BTreeMap::new();
+    for n in sim.nodes().iter().filter(|n| sim.is_up(n.id())) {
+        for (id, e) in n.store().iter() {
+            if e.role == Role::Primary {
+                *every.entry(id).or_insert(0) += 1;
+            }
+        }
+    }
     let mut out = CrashOutcome {
         orphans: orphans.len(),
         transient_duplicates: transient.len(),
+        false_downs: false_downs.len(),
+        rejoins,
+        duplicated_anywhere: every.values().filter(|c| **c > 1).count(),
         ..CrashOutcome::default()
     };
     for (id, version) in &orphans {
