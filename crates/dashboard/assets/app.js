@@ -30,13 +30,13 @@
     world: null, quantum: 1, tickMs: 100, classes: [], kinds: [],
     seq: null, time: 0, finished: false,
     // The current objects, sorted by id (parallel arrays).
-    n: 0, ids: [], qx: new Uint16Array(0), qy: new Uint16Array(0),
+    n: 0, ids: new Float64Array(0), qx: new Uint16Array(0), qy: new Uint16Array(0),
     kind: new Uint8Array(0), owner: new Uint32Array(0),
     fromX: new Float32Array(0), fromY: new Float32Array(0),
     toX: new Float32Array(0), toY: new Float32Array(0),
-    arrived: 0, index: new Map(),
+    arrived: 0,
     nodes: [], nodeUpdates: 0, moves: [0, 0], dropped: 0, frames: 0,
-    series: [], flashes: new Map(), focus: null, focusId: null, hoverIdx: -1,
+    series: [], flashes: new Map(), focus: null, lastFocus: null, focusId: null,
     selectedNode: null, errors: [],
     perf: { fps: 0, drawMsMean: 0, drawMsMax: 0, history: [] },
   };
@@ -64,13 +64,20 @@
 
   const idText = (id) => 'n' + Math.floor(id / 4294967296) + '.' + (id % 4294967296);
 
-  function readRecords(r, out) {
+  // An object list in parallel typed arrays (no per-object allocation: 10 lists a second).
+  function objectList(n) {
+    return { n, ids: new Float64Array(n), qx: new Uint16Array(n), qy: new Uint16Array(n), kind: new Uint8Array(n), owner: new Uint32Array(n) };
+  }
+  function readRecords(r) {
     const n = r.varint();
+    if (n * 7 > r.dv.byteLength - r.p) throw new Error('object count ' + n + ' exceeds the message');
+    const o = objectList(n);
     let id = 0;
     for (let k = 0; k < n; k++) {
       id += r.varint();
-      out.push([id, r.u16(), r.u16(), r.u8(), r.varint()]);
+      o.ids[k] = id; o.qx[k] = r.u16(); o.qy[k] = r.u16(); o.kind[k] = r.u8(); o.owner[k] = r.varint();
     }
+    return o;
   }
 
   // Applies a frame; returns its events and node section.
@@ -78,10 +85,9 @@
     const r = new Reader(buf);
     if (r.u8() !== 1) throw new Error('not a frame');
     const flags = r.u8(), seq = r.u32(), time = r.f64();
-    let rows;
+    let cur;
     if (flags & 1) {
-      rows = [];
-      readRecords(r, rows);
+      cur = readRecords(r);
     } else {
       if (wm.seq === null || ((wm.seq + 1) >>> 0) !== seq) {
         throw new Error('delta ' + seq + ' does not follow frame ' + wm.seq);
@@ -96,31 +102,31 @@
         gone[idx] = 1;
         next = idx + 1;
       }
-      const kept = prevN - nr;
+      const kept = objectList(prevN - nr);
       const codesAt = r.p;
-      r.p += Math.ceil(kept / 4);
-      rows = [];
+      r.p += Math.ceil(kept.n / 4);
       let k = 0;
       for (let i = 0; i < prevN; i++) {
         if (gone[i]) continue;
         const code = (r.dv.getUint8(codesAt + (k >> 2)) >> ((k & 3) * 2)) & 3;
-        k++;
         let x = wm.qx[i], y = wm.qy[i], kind = wm.kind[i], owner = wm.owner[i];
         if (code === 1) { x += r.i8(); y += r.i8(); }
         else if (code === 2) { x = r.u16(); y = r.u16(); }
         else if (code === 3) { x = r.u16(); y = r.u16(); kind = r.u8(); owner = r.varint(); }
-        rows.push([wm.ids[i], x, y, kind, owner]);
+        kept.ids[k] = wm.ids[i]; kept.qx[k] = x; kept.qy[k] = y; kept.kind[k] = kind; kept.owner[k] = owner;
+        k++;
       }
-      const added = [];
-      readRecords(r, added);
-      if (added.length) {
-        const merged = [];
+      const added = readRecords(r);
+      if (added.n === 0) {
+        cur = kept;
+      } else {
+        cur = objectList(kept.n + added.n);
         let i = 0, j = 0;
-        while (i < rows.length || j < added.length) {
-          if (j >= added.length || (i < rows.length && rows[i][0] < added[j][0])) merged.push(rows[i++]);
-          else merged.push(added[j++]);
+        for (let m = 0; m < cur.n; m++) {
+          const a = j >= added.n || (i < kept.n && kept.ids[i] < added.ids[j]);
+          const src = a ? kept : added, s = a ? i++ : j++;
+          cur.ids[m] = src.ids[s]; cur.qx[m] = src.qx[s]; cur.qy[m] = src.qy[s]; cur.kind[m] = src.kind[s]; cur.owner[m] = src.owner[s];
         }
-        rows = merged;
       }
     }
     const events = [];
@@ -145,7 +151,7 @@
     }
     if (r.p !== buf.byteLength) throw new Error((buf.byteLength - r.p) + ' bytes after the frame');
     if (wm.seq !== null && ((wm.seq + 1) >>> 0) !== seq) wm.dropped += (seq - wm.seq - 1 + 4294967296) % 4294967296;
-    setObjects(rows);
+    setObjects(cur);
     wm.seq = seq;
     wm.time = time;
     wm.frames++;
@@ -153,37 +159,42 @@
     return { events, nodes };
   }
 
-  // Installs the new object list; positions slide from where they were.
-  function setObjects(rows) {
-    const n = rows.length, q = wm.quantum, b = wm.world.bounds;
+  // Installs the new object list; positions slide from where they were drawn.
+  function setObjects(o) {
+    const n = o.n, q = wm.quantum, b = wm.world.bounds;
     const now = performance.now();
-    const ids = new Array(n), qx = new Uint16Array(n), qy = new Uint16Array(n);
-    const kind = new Uint8Array(n), owner = new Uint32Array(n);
     const fromX = new Float32Array(n), fromY = new Float32Array(n), toX = new Float32Array(n), toY = new Float32Array(n);
-    // Where each old object is drawn now (mid-slide), to continue smoothly.
     const t = Math.min(1, (now - wm.arrived) / wm.tickMs);
     let j = 0;
-    const index = new Map();
     for (let i = 0; i < n; i++) {
-      const row = rows[i];
-      ids[i] = row[0]; qx[i] = row[1]; qy[i] = row[2]; kind[i] = row[3]; owner[i] = row[4];
-      toX[i] = b.min_x + row[1] * q; toY[i] = b.min_y + row[2] * q;
-      index.set(row[0], i);
-      while (j < wm.n && wm.ids[j] < row[0]) j++;
-      if (j < wm.n && wm.ids[j] === row[0]) {
+      const id = o.ids[i];
+      toX[i] = b.min_x + o.qx[i] * q; toY[i] = b.min_y + o.qy[i] * q;
+      while (j < wm.n && wm.ids[j] < id) j++;
+      if (j < wm.n && wm.ids[j] === id) {
         const cx = wm.fromX[j] + (wm.toX[j] - wm.fromX[j]) * t;
         const cy = wm.fromY[j] + (wm.toY[j] - wm.fromY[j]) * t;
         const jump = Math.abs(toX[i] - cx) + Math.abs(toY[i] - cy) > JUMP_UNITS;
         fromX[i] = jump ? toX[i] : cx; fromY[i] = jump ? toY[i] : cy;
-        if (wm.owner[j] !== row[4]) {
+        if (wm.owner[j] !== o.owner[i]) {
           if (wm.flashes.size > 20000) wm.flashes.clear();
-          wm.flashes.set(row[0], { t0: now, from: wm.owner[j], x: cx, y: cy });
+          wm.flashes.set(id, now);
         }
       } else {
         fromX[i] = toX[i]; fromY[i] = toY[i];
       }
     }
-    Object.assign(wm, { n, ids, qx, qy, kind, owner, fromX, fromY, toX, toY, index, arrived: now });
+    Object.assign(wm, { n, ids: o.ids, qx: o.qx, qy: o.qy, kind: o.kind, owner: o.owner, fromX, fromY, toX, toY, arrived: now });
+  }
+
+  // Index of object `id` in the current list, or -1 (binary search: ids are sorted).
+  function indexOf(id) {
+    let lo = 0, hi = wm.n - 1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1, v = wm.ids[mid];
+      if (v === id) return mid;
+      if (v < id) lo = mid + 1; else hi = mid - 1;
+    }
+    return -1;
   }
 
   function applyFocus(buf) {
@@ -195,6 +206,7 @@
     const f = { id, seq, kind: r.u8(), owner: r.varint(), x: r.f32(), y: r.f32(), aoi: null };
     if (bits & 2) f.aoi = { min_x: r.f32(), min_y: r.f32(), max_x: r.f32(), max_y: r.f32() };
     wm.focus = f;
+    wm.lastFocus = f;
   }
 
   // ---------------------------------------------------------------- connection
@@ -205,6 +217,7 @@
     socket = ws;
     setStatus('connecting', '');
     ws.onmessage = (ev) => {
+      const t0 = performance.now();
       try {
         if (typeof ev.data === 'string') onText(JSON.parse(ev.data));
         else if (new Uint8Array(ev.data, 0, 1)[0] === 2) applyFocus(ev.data);
@@ -214,6 +227,7 @@
         console.error('dashboard: cannot apply a message:', e);
         ws.close();
       }
+      msgSum += performance.now() - t0;
     };
     ws.onopen = () => { retry = 500; };
     ws.onclose = () => {
@@ -225,9 +239,13 @@
     };
   }
 
+  // DOM writes only when something changed (each write costs style and layout work).
+  function setText(e, s) {
+    if (e.textContent !== s) e.textContent = s;
+  }
   function setStatus(text, cls) {
-    el.status.textContent = text;
-    el.status.className = 'status ' + cls;
+    setText(el.status, text);
+    if (el.status.className !== 'status ' + cls) el.status.className = 'status ' + cls;
   }
 
   function onText(msg) {
@@ -264,6 +282,7 @@
       })));
     }
     if (nodes) {
+      const t0 = performance.now();
       wm.nodes = nodes.list;
       wm.nodeUpdates++;
       wm.series.push({ t: wm.time, bytes: nodes.bytes, missing: nodes.missing, objects: wm.n, moves: nodes.moves });
@@ -271,14 +290,15 @@
       renderNodes();
       drawAssignment();
       drawCharts();
+      panelSum += performance.now() - t0;
     }
-    el.time.textContent = wm.time.toFixed(1);
-    el.count.textContent = String(wm.n);
+    setText(el.time, wm.time.toFixed(1));
+    setText(el.count, String(wm.n));
     el.count.dataset.count = String(wm.n);
-    el.migrations.textContent = String(wm.moves[0]);
+    setText(el.migrations, String(wm.moves[0]));
     el.migrations.dataset.count = String(wm.moves[0]);
-    el.adoptions.textContent = String(wm.moves[1]);
-    el.dropped.textContent = String(wm.dropped);
+    setText(el.adoptions, String(wm.moves[1]));
+    setText(el.dropped, String(wm.dropped));
     setStatus(wm.finished ? 'finished' : 'live', wm.finished ? 'finished' : 'live');
   }
 
@@ -324,47 +344,78 @@
       default: return n[k];
     }
   }
+  // The table shows only the rows in view (spacers stand in for the others): a 512-node
+  // table rewritten twice a second would cost more layout and paint than the whole map.
+  const ROW_H = 18;
+  const wrap = document.querySelector('.table-wrap');
+  const spacerTop = document.createElement('tr'), spacerBottom = document.createElement('tr');
+  for (const sp of [spacerTop, spacerBottom]) {
+    sp.className = 'spacer';
+    const td = document.createElement('td');
+    td.colSpan = 10;
+    sp.appendChild(td);
+  }
+  el.tbody.append(spacerTop, spacerBottom);
+  let sorted = [], scrollPending = false;
+  wrap.addEventListener('scroll', () => {
+    if (scrollPending) return;
+    scrollPending = true;
+    requestAnimationFrame(() => { scrollPending = false; paintRows(); });
+  }, { passive: true });
+
   function renderNodes() {
-    const list = wm.nodes.slice().sort((a, b) => {
+    sorted = wm.nodes.slice().sort((a, b) => {
       const d = nodeValue(a, sortKey) - nodeValue(b, sortKey);
       return (sortDesc ? -d : d) || a.id - b.id;
     });
-    while (rowPool.length < list.length) {
+    paintRows();
+    setText(el.nodes, String(wm.nodes.length));
+    setText(el.nodeUpdated, 'at ' + wm.time.toFixed(1) + ' s');
+    el.nodeUpdated.dataset.updates = String(wm.nodeUpdates);
+    renderLegend();
+  }
+
+  function paintRows() {
+    const first = Math.max(0, Math.floor(wrap.scrollTop / ROW_H) - 2);
+    const last = Math.min(sorted.length, first + Math.ceil(wrap.clientHeight / ROW_H) + 4);
+    spacerTop.firstChild.style.height = first * ROW_H + 'px';
+    spacerBottom.firstChild.style.height = (sorted.length - last) * ROW_H + 'px';
+    while (rowPool.length < last - first) {
       const tr = document.createElement('tr');
+      tr.className = 'node';
       for (let c = 0; c < 10; c++) tr.appendChild(document.createElement('td'));
       tr.addEventListener('click', () => selectNode(Number(tr.dataset.id)));
       rowPool.push(tr);
     }
     const tbody = el.tbody;
-    while (tbody.children.length > list.length) tbody.lastChild.remove();
-    list.forEach((n, i) => {
-      const tr = rowPool[i];
-      if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
+    for (let k = 0; k < rowPool.length; k++) {
+      const tr = rowPool[k];
+      if (k >= last - first) {
+        if (tr.parentNode) tr.remove();
+        continue;
+      }
+      const want = k === 0 ? spacerTop.nextSibling : rowPool[k - 1].nextSibling;
+      if (tr !== want) tbody.insertBefore(tr, want);
+      const n = sorted[first + k];
       tr.dataset.id = n.id;
-      tr.className = (n.up ? '' : 'down ') + (wm.selectedNode === n.id ? 'sel' : '');
+      const cls = 'node' + (n.up ? '' : ' down') + (wm.selectedNode === n.id ? ' sel' : '');
+      if (tr.className !== cls) tr.className = cls;
       const cells = [
         null, n.players, n.primaries, n.replicas, n.missing === null ? '–' : n.missing,
         n.frameUs === null ? '–' : (n.frameUs / 1000).toFixed(2), kb(nodeValue(n, 'out')),
         kb(nodeValue(n, 'c0')), kb(nodeValue(n, 'loc')), kb(nodeValue(n, 'c4')),
       ];
-      const first = tr.children[0];
-      if (first.dataset.id !== String(n.id)) {
-        first.dataset.id = String(n.id);
-        first.innerHTML = '';
+      const cell0 = tr.children[0];
+      if (cell0.dataset.id !== String(n.id)) {
+        cell0.dataset.id = String(n.id);
+        cell0.textContent = '';
         const sw = document.createElement('span');
         sw.className = 'sw';
         sw.style.background = colour(n.id);
-        first.append(sw, String(n.id));
+        cell0.append(sw, String(n.id));
       }
-      for (let c = 1; c < 10; c++) {
-        const s = String(cells[c]);
-        if (tr.children[c].textContent !== s) tr.children[c].textContent = s;
-      }
-    });
-    el.nodes.textContent = String(wm.nodes.length);
-    el.nodeUpdated.textContent = 'at ' + wm.time.toFixed(1) + ' s';
-    el.nodeUpdated.dataset.updates = String(wm.nodeUpdates);
-    renderLegend();
+      for (let c = 1; c < 10; c++) setText(tr.children[c], String(cells[c]));
+    }
   }
 
   function selectNode(id) {
@@ -439,6 +490,9 @@
         g.fillText('x ' + Math.round(b.min_x + r * lay.seg), lay.ox + 2, lay.oy + r * lay.pitch + H * lay.scale + 9);
       }
     }
+    bg32 = new Uint32Array(g.getImageData(0, 0, bg.width, bg.height).data.buffer);
+    img = c.getContext('2d').createImageData(bg.width, bg.height);
+    img32 = new Uint32Array(img.data.buffer);
     layoutDirty = false;
     return true;
   }
@@ -473,60 +527,65 @@
     return [b.min_x + r * lay.seg + (sx - lay.ox) / lay.scale, b.min_y + (sy - lay.oy - r * lay.pitch) / lay.scale];
   }
 
-  let sx = new Float32Array(0), sy = new Float32Array(0), order = new Uint32Array(0);
+  let sx = new Float32Array(0), sy = new Float32Array(0);
+  let img = null, img32 = new Uint32Array(0), bg32 = new Uint32Array(0);
   const pt = [0, 0];
-  const NB = PALETTE.length * 4;
-  const counts = new Uint32Array(NB + 1);
+  // Palette colours as pixels (RGBA bytes, little-endian), solid, items (75 % over the
+  // map's ground) and faded (12 %, for objects of nodes not highlighted).
+  const GROUND = [0xf1, 0xf1, 0xec];
+  const pixel = (hex, a) => {
+    const c = [1, 3, 5].map((k) => parseInt(hex.slice(k, k + 2), 16));
+    const m = c.map((v, k) => Math.round(v * a + GROUND[k] * (1 - a)));
+    return (255 << 24 | m[2] << 16 | m[1] << 8 | m[0]) >>> 0;
+  };
+  const SOLID_U32 = Uint32Array.from(PALETTE, (h) => pixel(h, 1));
+  const ITEM_U32 = Uint32Array.from(PALETTE, (h) => pixel(h, 0.75));
+  const FADED_U32 = Uint32Array.from(PALETTE, (h) => pixel(h, 0.12));
 
   function drawMap(now) {
     if (!wm.world) return;
     if (layoutDirty && !layout()) return;
     const c = el.map, g = c.getContext('2d');
-    g.setTransform(1, 0, 0, 1, 0, 0);
-    g.drawImage(bg, 0, 0);
-    g.setTransform(lay.dpr, 0, 0, lay.dpr, 0, 0);
     const n = wm.n;
-    if (sx.length < n) { sx = new Float32Array(n * 2); sy = new Float32Array(n * 2); order = new Uint32Array(n * 2); }
+    if (sx.length < n) { sx = new Float32Array(n * 2); sy = new Float32Array(n * 2); }
     const t = Math.min(1, (now - wm.arrived) / wm.tickMs);
-    // Screen positions, and a counting sort by (kind, colour) so each colour is set once.
-    counts.fill(0);
     for (let i = 0; i < n; i++) {
       toScreen(wm.fromX[i] + (wm.toX[i] - wm.fromX[i]) * t, wm.fromY[i] + (wm.toY[i] - wm.fromY[i]) * t, pt);
       sx[i] = pt[0]; sy[i] = pt[1];
-      counts[bucket(i) + 1]++;
     }
-    for (let k = 0; k < NB; k++) counts[k + 1] += counts[k];
-    for (let i = 0; i < n; i++) order[counts[bucket(i)]++] = i;
-    // Draw in kind order: items, missiles, players on top.
-    const sel = wm.selectedNode;
-    let start = 0;
-    const ranges = [];
-    for (let k = 0; k < NB; k++) { ranges.push([start, counts[k]]); start = counts[k]; }
+    // Objects are written straight into a pixel buffer over the background, then put on
+    // the canvas in one call: thousands of fillRect calls cost far more to rasterize.
+    img32.set(bg32);
+    const W = img.width, H = img.height, dpr = lay.dpr, sel = wm.selectedNode;
     // Players about their real size (32 units) when the map is large enough, 4-9 px.
     const player = Math.max(4, Math.min(9, 48 * lay.scale));
     for (const kind of [2, 3, 1, 0]) {
-      const px = Math.max(2, Math.round(player * KIND_SCALE[kind])), h = px / 2;
-      const alpha = kind === 2 ? 0.75 : 1;
-      for (let ci = 0; ci < PALETTE.length; ci++) {
-        const [a, z] = ranges[kind * PALETTE.length + ci];
-        if (a === z) continue;
-        g.fillStyle = PALETTE[ci];
-        g.globalAlpha = alpha;
-        for (let k = a; k < z; k++) {
-          const i = order[k];
-          if (sel !== null) g.globalAlpha = wm.owner[i] === sel ? alpha : 0.12;
-          g.fillRect(sx[i] - h, sy[i] - h, px, px);
-        }
+      const px = Math.max(2, Math.round(player * KIND_SCALE[kind] * dpr));
+      const half = px / 2;
+      const solid = kind === 2 ? ITEM_U32 : SOLID_U32;
+      for (let i = 0; i < n; i++) {
+        if (Math.min(wm.kind[i], 3) !== kind) continue;
+        const ci = wm.owner[i] % PALETTE.length;
+        const v = sel === null || wm.owner[i] === sel ? solid[ci] : FADED_U32[ci];
+        let x0 = Math.round(sx[i] * dpr - half), y0 = Math.round(sy[i] * dpr - half);
+        let x1 = x0 + px, y1 = y0 + px;
+        if (x0 < 0) x0 = 0;
+        if (y0 < 0) y0 = 0;
+        if (x1 > W) x1 = W;
+        if (y1 > H) y1 = H;
+        for (let y = y0; y < y1; y++) img32.fill(v, y * W + x0, y * W + x1);
       }
     }
+    g.putImageData(img, 0, 0);
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
     g.globalAlpha = 1;
     // Ownership changes: a shrinking ring in the new owner's colour.
     if (wm.flashes.size) {
       g.lineWidth = 2;
-      for (const [id, f] of wm.flashes) {
-        const age = now - f.t0;
-        const i = wm.index.get(id);
-        if (age > FLASH_MS || i === undefined) { wm.flashes.delete(id); continue; }
+      for (const [id, t0] of wm.flashes) {
+        const age = now - t0;
+        const i = indexOf(id);
+        if (age > FLASH_MS || i < 0) { wm.flashes.delete(id); continue; }
         const k = 1 - age / FLASH_MS;
         g.globalAlpha = k;
         g.strokeStyle = '#000';
@@ -539,7 +598,7 @@
     // The hovered object and its area of interest.
     const f = wm.focus;
     if (wm.focusId !== null && f && f.id === wm.focusId && !f.gone) {
-      const i = wm.index.get(f.id);
+      const i = indexOf(f.id);
       if (f.aoi) {
         g.setLineDash([5, 3]);
         g.lineWidth = 1.5;
@@ -548,16 +607,12 @@
         eachPiece(f.aoi, (x, y, w, h) => { g.fillRect(x, y, w, h); g.strokeRect(x, y, w, h); });
         g.setLineDash([]);
       }
-      if (i !== undefined) {
+      if (i >= 0) {
         g.lineWidth = 2;
         g.strokeStyle = '#000';
         g.beginPath(); g.arc(sx[i], sy[i], 6, 0, 6.2832); g.stroke();
       }
     }
-  }
-  function bucket(i) {
-    const kind = Math.min(wm.kind[i], 3);
-    return kind * PALETTE.length + (wm.owner[i] % PALETTE.length);
   }
 
   // Hover: the nearest object within 8 px.
@@ -581,7 +636,10 @@
       wm.focus = null;
       if (socket && socket.readyState === 1) socket.send(JSON.stringify({ hover: id === null ? null : idText(id) }));
     }
-    if (best < 0) { el.tooltip.hidden = true; return; }
+    if (best < 0) {
+      if (!el.tooltip.hidden) el.tooltip.hidden = true;
+      return;
+    }
     const kindName = (wm.kinds[wm.kind[best]] || { name: 'object' }).name;
     const [wx, wy] = [wm.toX[best], wm.toY[best]];
     const f = wm.focus && wm.focus.id === id ? wm.focus : null;
@@ -591,15 +649,29 @@
     el.tooltip.style.left = Math.min(mouse[0] + 14, el.map.clientWidth - el.tooltip.offsetWidth) + 'px';
     el.tooltip.style.top = (mouse[1] + 16) + 'px';
   }
+  // Where object i is drawn, in viewport coordinates (for tests and tools).
+  wm.viewportOf = (i) => {
+    const r = el.map.getBoundingClientRect();
+    return [r.left + sx[i], r.top + sy[i]];
+  };
   window.addEventListener('resize', () => { layoutDirty = true; drawAssignment(); drawCharts(); });
+
+  // A canvas's 2-D context, its backing store resized only when its box changed (resizing
+  // reallocates it), scaled to CSS pixels.
+  function sized(c) {
+    const dpr = window.devicePixelRatio || 1;
+    const W = Math.round(c.clientWidth * dpr), H = Math.round(c.clientHeight * dpr);
+    if (c.width !== W || c.height !== H) { c.width = W; c.height = H; }
+    const g = c.getContext('2d');
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    return g;
+  }
 
   // ---------------------------------------------------------------- assignment panel
   function drawAssignment() {
-    const c = el.assignment, dpr = window.devicePixelRatio || 1, w = c.clientWidth, h = c.clientHeight;
+    const c = el.assignment, w = c.clientWidth, h = c.clientHeight;
     if (!w) return;
-    c.width = w * dpr; c.height = h * dpr;
-    const g = c.getContext('2d');
-    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const g = sized(c);
     g.clearRect(0, 0, w, h);
     const nodes = wm.nodes.slice().sort((a, b) => a.id - b.id);
     if (!nodes.length) return;
@@ -622,11 +694,9 @@
 
   // ---------------------------------------------------------------- charts
   function chart(canvas, series, opts) {
-    const dpr = window.devicePixelRatio || 1, w = canvas.clientWidth, h = canvas.clientHeight;
+    const w = canvas.clientWidth, h = canvas.clientHeight;
     if (!w || !h) return;
-    canvas.width = w * dpr; canvas.height = h * dpr;
-    const g = canvas.getContext('2d');
-    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const g = sized(canvas);
     g.clearRect(0, 0, w, h);
     const L = 46, R = 8, T = 16, B = 18, pw = w - L - R, ph = h - T - B;
     const pts = wm.series;
@@ -695,6 +765,7 @@
 
   // ---------------------------------------------------------------- animation loop
   let fpsCount = 0, fpsStart = performance.now(), drawSum = 0, drawMax = 0;
+  let msgSum = 0, panelSum = 0;
   function tick(now) {
     const t0 = performance.now();
     try {
@@ -709,10 +780,14 @@
     fpsCount++;
     if (now - fpsStart >= 1000) {
       const fps = (fpsCount * 1000) / (now - fpsStart);
-      wm.perf = {
-        fps, drawMsMean: drawSum / fpsCount, drawMsMax: drawMax,
-        history: wm.perf.history.concat([{ fps, drawMsMean: drawSum / fpsCount, drawMsMax: drawMax, objects: wm.n }]).slice(-120),
+      // Per second: frames, map drawing time per frame, and the time spent applying
+      // messages and updating the panels (tables, charts) in that second.
+      const p = {
+        fps, drawMsMean: drawSum / fpsCount, drawMsMax: drawMax, objects: wm.n,
+        msgMsPerS: msgSum, panelMsPerS: panelSum,
       };
+      wm.perf = { ...p, history: wm.perf.history.concat([p]).slice(-120) };
+      msgSum = 0; panelSum = 0;
       el.fps.textContent = fps.toFixed(0);
       fpsCount = 0; fpsStart = now; drawSum = 0; drawMax = 0;
     }
