@@ -84,9 +84,11 @@ pub fn run_paced(
     between: &mut dyn FnMut(&mut Sim),
     progress: &mut dyn FnMut(f64),
 ) -> Paced {
-    let mut observer = Observer::new(hub.world(), true);
+    let mut observer = Observer::new(hub.world());
     let step = TICK.mul_f64(speed);
-    hub.publish(observer.observe(sim.now().as_secs_f64(), sim.nodes(), &|_| true));
+    let observe =
+        |o: &mut Observer, sim: &Sim, t: f64| o.observe(t, sim.nodes(), &|_| true, hub.next_has_nodes());
+    hub.publish(observe(&mut observer, sim, sim.now().as_secs_f64()));
     let mut start = Instant::now();
     let (mut k, mut late) = (0u32, 0u64);
     loop {
@@ -97,7 +99,7 @@ pub fn run_paced(
         }
         sim.run_until(t);
         between(sim);
-        hub.publish(observer.observe(t.as_secs_f64(), sim.nodes(), &|_| true));
+        hub.publish(observe(&mut observer, sim, t.as_secs_f64()));
         if let Some(e) = end {
             progress(t.as_secs_f64() / e.as_secs_f64().max(1e-9));
             if t >= e {

@@ -376,3 +376,37 @@ fn measure_the_page_on_the_512_node_simulation() {
     let _ = dash.wait_line("dashboard: http://", SECOND);
     assert!(b.errors.is_empty(), "console errors: {:#?}", b.errors);
 }
+
+/// The README's screenshot (`docs/dashboard.png`): the default `worldmesh dashboard`
+/// (64 × 8) during a migration, a player hovered. Run in release with `--ignored`, then
+/// check the picture and its size (< 150 kB) before committing it.
+#[test]
+#[ignore = "regenerates docs/dashboard.png"]
+fn readme_screenshot() {
+    if !browser_available() {
+        return;
+    }
+    let _one = serial();
+    let mut dash = Dashboard::start(&["--migrate-every", "4s"]);
+    let mut b = Browser::launch("readme", 1400, 860);
+    b.navigate(&dash.url);
+    b.wait_for(
+        "window.wm && wm.n > 0 && wm.series.length > 8",
+        120 * SECOND,
+        "a few seconds of charts",
+    );
+    // Just after the second migration starts, while its objects flash.
+    let _ = dash.wait_line(" players from node ", 60 * SECOND);
+    let moves = b.eval("wm.moves[0]").as_u64().unwrap();
+    b.wait_for(&format!("wm.moves[0] > {moves}"), 60 * SECOND, "a migration");
+    let target = b.wait_for(
+        "(() => { for (let i = 0; i < wm.n; i++) if (wm.kind[i] === 0 && wm.fromX[i] === wm.toX[i]) return [...wm.viewportOf(i)]; return null; })()",
+        30 * SECOND,
+        "a player standing still",
+    );
+    b.mouse_move(target[0].as_f64().unwrap(), target[1].as_f64().unwrap());
+    b.wait_for("wm.lastFocus && wm.lastFocus.aoi", 10 * SECOND, "the focus");
+    std::thread::sleep(Duration::from_millis(150));
+    b.screenshot_scaled(&out_dir().join("readme.png"), 1400, 860, 0.7);
+    assert!(b.errors.is_empty(), "console errors: {:#?}", b.errors);
+}

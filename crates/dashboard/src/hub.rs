@@ -268,6 +268,24 @@ impl Hub {
         }
     }
 
+    /// True when the next [`Hub::publish`] sends the node table (every `node_every` ticks):
+    /// figures that are costly to produce are needed only then.
+    pub fn next_has_nodes(&self) -> bool {
+        let s = self.state();
+        s.ticks == 0
+            || s.seq
+                .wrapping_add(1)
+                .is_multiple_of(self.config.node_every.max(1))
+    }
+
+    /// Sizes in bytes of the last published frame as a delta (0 for the first frame) and as
+    /// a key frame (built now if no browser needed it yet). For measurements.
+    pub fn last_frame_sizes(&self) -> Option<(usize, usize)> {
+        let s = self.state();
+        let p = s.latest.as_ref()?;
+        Some((p.delta.as_ref().map_or(0, |d| d.len()), p.key().len()))
+    }
+
     /// The last tick's object `id`: (kind, owner, x, y, area of interest).
     pub fn object(&self, id: ObjectId) -> Option<(u8, NodeId, f32, f32, Option<Rect>)> {
         let s = self.state();

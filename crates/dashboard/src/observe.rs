@@ -29,7 +29,6 @@ pub fn class_names() -> Vec<String> {
 /// Reads nodes into ticks; keeps scratch buffers between calls.
 pub struct Observer {
     player_kind: Vec<bool>,
-    count_missing: bool,
     grid: FastMap<(i32, i32), Vec<u32>>,
     stamp: Vec<u32>,
 }
@@ -43,23 +42,24 @@ struct Found<'a, O> {
 }
 
 impl Observer {
-    /// An observer for `world` (its kinds say which objects are players); with
-    /// `count_missing`, every tick counts each node's missing replicas (needs every node).
-    pub fn new(world: &WorldInfo, count_missing: bool) -> Self {
+    /// An observer for `world` (its kinds say which objects are players).
+    pub fn new(world: &WorldInfo) -> Self {
         Self {
             player_kind: world.kinds.iter().map(|k| k.player).collect(),
-            count_missing,
             grid: FastMap::default(),
             stamp: Vec::new(),
         }
     }
 
     /// The state of `nodes` at producer time `time_s`; `up(id)` says whether a node runs.
+    /// With `count_missing` (and every node of the world given), each node's missing
+    /// replicas are counted too.
     pub fn observe<O: GameObject>(
         &mut self,
         time_s: f64,
         nodes: &[Node<O>],
         up: &dyn Fn(NodeId) -> bool,
+        count_missing: bool,
     ) -> Tick {
         let mut found: Vec<Found<'_, O>> = Vec::new();
         for (k, n) in nodes.iter().enumerate() {
@@ -100,7 +100,7 @@ impl Observer {
                 }
             })
             .collect();
-        let missing = if self.count_missing {
+        let missing = if count_missing {
             Some(self.missing(nodes, &found))
         } else {
             None

@@ -286,7 +286,19 @@ impl Browser {
 
     /// Saves a PNG of the page to `path`.
     pub fn screenshot(&mut self, path: &Path) {
-        let r = self.call("Page.captureScreenshot", json!({ "format": "png" }));
+        self.capture(path, json!({ "format": "png" }));
+    }
+
+    /// Saves a PNG of the `width` × `height` top of the page, scaled by `scale`.
+    pub fn screenshot_scaled(&mut self, path: &Path, width: u32, height: u32, scale: f64) {
+        self.capture(
+            path,
+            json!({ "format": "png", "clip": { "x": 0, "y": 0, "width": width, "height": height, "scale": scale } }),
+        );
+    }
+
+    fn capture(&mut self, path: &Path, params: Value) {
+        let r = self.call("Page.captureScreenshot", params);
         let png = base64_decode(r["data"].as_str().unwrap());
         assert!(png.starts_with(b"\x89PNG"), "not a PNG");
         if let Some(d) = path.parent() {
