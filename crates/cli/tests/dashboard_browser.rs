@@ -387,26 +387,29 @@ fn readme_screenshot() {
         return;
     }
     let _one = serial();
-    let mut dash = Dashboard::start(&["--migrate-every", "4s"]);
+    let dash = Dashboard::start(&["--migrate-every", "4s"]);
     let mut b = Browser::launch("readme", 1400, 860);
     b.navigate(&dash.url);
     b.wait_for(
-        "window.wm && wm.n > 0 && wm.series.length > 8",
+        "window.wm && wm.n > 0 && wm.series.length > 30",
         120 * SECOND,
-        "a few seconds of charts",
+        "15 s of charts",
     );
-    // Just after the second migration starts, while its objects flash.
-    let _ = dash.wait_line(" players from node ", 60 * SECOND);
+    // Just after a migration starts, while its objects flash, with a player hovered: move
+    // the mouse onto the stillest player until the page shows its area of interest.
     let moves = b.eval("wm.moves[0]").as_u64().unwrap();
     b.wait_for(&format!("wm.moves[0] > {moves}"), 60 * SECOND, "a migration");
-    let target = b.wait_for(
-        "(() => { for (let i = 0; i < wm.n; i++) if (wm.kind[i] === 0 && wm.fromX[i] === wm.toX[i]) return [...wm.viewportOf(i)]; return null; })()",
-        30 * SECOND,
-        "a player standing still",
-    );
-    b.mouse_move(target[0].as_f64().unwrap(), target[1].as_f64().unwrap());
-    b.wait_for("wm.lastFocus && wm.lastFocus.aoi", 10 * SECOND, "the focus");
-    std::thread::sleep(Duration::from_millis(150));
+    for _ in 0..20 {
+        let target = b.eval(
+            "(() => { let best = -1; for (let i = 0; i < wm.n; i++) if (wm.kind[i] === 0 && (best < 0 || Math.abs(wm.toX[i] - wm.fromX[i]) < Math.abs(wm.toX[best] - wm.fromX[best]))) best = i; return best < 0 ? null : [wm.ids[best], ...wm.viewportOf(best)]; })()",
+        );
+        b.mouse_move(target[1].as_f64().unwrap(), target[2].as_f64().unwrap());
+        std::thread::sleep(Duration::from_millis(60));
+        let shown = format!("wm.focusId === {} && !!wm.focus && !!wm.focus.aoi", target[0]);
+        if b.eval(&shown).as_bool() == Some(true) {
+            break;
+        }
+    }
     b.screenshot_scaled(&out_dir().join("readme.png"), 1400, 860, 0.7);
     assert!(b.errors.is_empty(), "console errors: {:#?}", b.errors);
 }

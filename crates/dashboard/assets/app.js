@@ -707,9 +707,11 @@
       return;
     }
     const t0 = pts[0].t, t1 = Math.max(pts[pts.length - 1].t, t0 + 1e-9);
+    // Series with their own scale (counts beside large totals) get a right-hand axis.
+    const maxOf = (s) => { let m = 0; for (const p of pts) { const v = s.get(p); if (v !== null && v > m) m = v; } return niceCeil(m || 1); };
     let ymax = 0;
-    for (const s of series) for (const p of pts) { const v = s.get(p); if (v !== null && v > ymax) ymax = v; }
-    ymax = niceCeil(ymax || 1);
+    for (const s of series) if (!s.own) ymax = Math.max(ymax, maxOf(s));
+    ymax = ymax || 1;
     g.strokeStyle = '#e6e6e6'; g.fillStyle = '#666'; g.lineWidth = 1;
     for (let k = 0; k <= 4; k++) {
       const y = T + ph - (k / 4) * ph;
@@ -719,12 +721,18 @@
     g.fillText(t0.toFixed(0) + ' s', L, h - 4);
     const end = t1.toFixed(0) + ' s';
     g.fillText(end, L + pw - g.measureText(end).width, h - 4);
-    const X = (t) => L + ((t - t0) / (t1 - t0)) * pw, Y = (v) => T + ph - (v / ymax) * ph;
+    const X = (t) => L + ((t - t0) / (t1 - t0)) * pw;
     let lx = L + 2;
     for (const s of series) {
+      const top = s.own ? maxOf(s) : ymax;
+      const Y = (v) => T + ph - (v / top) * ph;
       g.strokeStyle = g.fillStyle = s.colour;
+      if (s.own) {
+        const label = fmt(top);
+        g.fillText(label, L + pw - g.measureText(label).width - 2, T + 9);
+      }
       if (s.bars) {
-        for (const p of pts) { const v = s.get(p); if (v) g.fillRect(X(p.t) - 1, Y(v), 2, T + ph - Y(v)); }
+        for (const p of pts) { const v = s.get(p); if (v) g.fillRect(X(p.t) - 1.5, Y(v), 3, T + ph - Y(v)); }
       } else {
         g.lineWidth = 1.5;
         g.beginPath();
@@ -759,7 +767,7 @@
       { none: 'not reported by this producer (needs a global view)' });
     chart(el.objectsChart, [
       { name: 'objects', colour: '#0067A5', get: (p) => p.objects },
-      { name: 'ownership changes', colour: '#F38400', get: (p) => p.moves, bars: true },
+      { name: 'ownership changes (right scale)', colour: '#F38400', get: (p) => p.moves, bars: true, own: true },
     ], { none: '' });
   }
 
