@@ -14,6 +14,7 @@ pub mod cma;
 pub mod cma_speed;
 pub mod colyseus;
 pub mod core_selection;
+pub mod dashboard_wire;
 pub mod failover;
 pub mod instances_balance;
 pub mod instances_comm;
@@ -135,6 +136,12 @@ pub fn registry() -> Vec<Experiment> {
             reproduces: "issue 2 benchmark (no paper figure)",
             summary: "simulated time / wall time of the default scenario and a sweep over nodes",
             run: sim_speed::run,
+        },
+        Experiment {
+            name: "dashboard-wire",
+            reproduces: "issue 17 measurement (no paper figure)",
+            summary: "bytes/s of the live dashboard's WebSocket stream at 512 nodes x 8 players: binary deltas, key frames, compact JSON; observe and encode time per tick",
+            run: dashboard_wire::run,
         },
         Experiment {
             name: "vivaldi",
