@@ -82,7 +82,9 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                 cfg.cluster.profile = profile.into();
                 cfg.cluster.backups = 2;
                 // Crash every tenth node (spread over the id space).
-                let crash: Vec<NodeId> = (0..crashed).map(|i| NodeId((i * nodes / crashed) as u32 + 1)).collect();
+                let crash: Vec<NodeId> = (0..crashed)
+                    .map(|i| NodeId((i * nodes / crashed) as u32 + 1))
+                    .collect();
                 let plan = CrashPlan {
                     crash_at_s: CRASH_AT,
                     crash,
@@ -123,7 +125,11 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                 "rejoins": all.rejoins, "transient_duplicates": all.transient_duplicates,
             }));
             if ctx.progress {
-                eprintln!("  {label}, loss {:.0}%: p99 {p99:.0} ms, lost {}", loss * 100.0, all.lost);
+                eprintln!(
+                    "  {label}, loss {:.0}%: p99 {p99:.0} ms, lost {}",
+                    loss * 100.0,
+                    all.lost
+                );
             }
         }
         plot = plot.with(Series::marked(label, p99s));
@@ -131,7 +137,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let files = vec![
         ctx.out.write_csv("adoption.csv", &table)?,
         ctx.out.write_plot("adoption_p99.svg", &plot)?,
-        ctx.out.write_json("adoption.json", &serde_json::json!({ "runs": json }))?,
+        ctx.out
+            .write_json("adoption.json", &serde_json::json!({ "runs": json }))?,
     ];
     Ok(Outcome {
         tables: vec![table],

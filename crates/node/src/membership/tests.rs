@@ -253,7 +253,6 @@ fn bad_settings_are_refused() {
     }
 }
 
-
 #[test]
 fn ten_percent_loss_causes_no_false_suspicion_and_a_crash_is_still_detected() {
     let mut net = Net::new();
@@ -272,12 +271,17 @@ fn ten_percent_loss_causes_no_false_suspicion_and_a_crash_is_still_detected() {
     };
     run(&mut net, Duration::from_secs(30));
     assert!(
-        !net.events.iter().any(|(_, e)| matches!(e, MembershipEvent::Down(_) | MembershipEvent::Rejoined(_))),
+        !net.events
+            .iter()
+            .any(|(_, e)| matches!(e, MembershipEvent::Down(_) | MembershipEvent::Rejoined(_))),
         "false suspicions under 10 % loss"
     );
     net.nodes[15] = None;
     run(&mut net, Duration::from_secs(5));
     for i in 0..15 {
-        assert!(!net.live_ids(i).contains(&15), "node {i} still sees the crashed node");
+        assert!(
+            !net.live_ids(i).contains(&15),
+            "node {i} still sees the crashed node"
+        );
     }
 }
