@@ -275,7 +275,7 @@ impl Adoption {
         }
     }
 
-    /// Offers from `from` for orphans this node should adopt.
+    /// Offers (from any member) for orphans this node should adopt.
     pub fn on_offers<O: GameObject>(
         &mut self,
         now: Time,
@@ -283,10 +283,8 @@ impl Adoption {
         live: &[NodeId],
         rm: &ReplicaManager<O>,
         is_live: impl Fn(NodeId) -> bool,
-        from: NodeId,
         offers: Vec<OrphanOffer>,
     ) {
-        let _ = from;
         for o in offers {
             let agreed = !is_live(o.dead) && adopter(o.id, me, live, o.dead) == Some(me);
             if !agreed {
