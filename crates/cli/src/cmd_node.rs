@@ -340,19 +340,17 @@ fn build_node(
     let world = Arc::new(GameMap::generate(&game, w.founders * w.players, w.seed));
     let mut node: Node<ModelObject> = Node::new(cfg, Arc::clone(&world), now);
     let regions = (w.founders * w.players).clamp(1, 1 << 20) as u32;
-    if let Some(kc) = loc.build(world.locator_bounds(), regions, game.player_speed) {
+    if let Some(mut kc) = loc.build(world.locator_bounds(), regions, game.player_speed) {
         // Every member computes the same ring geometry: the founders form the initial ring
         // (evenly placed, without messages); a joiner starts outside and joins through its
-        // seed. The member list has founders + 1 entries on every node, so that key ranges
-        // are cut into pieces of the same size everywhere (the locator sizes them by the
-        // member count it starts with, and rendezvous recompute them).
+        // seed. Key ranges are cut into pieces sized for the founders on every node, so
+        // lookups are split alike everywhere.
+        kc.chunk_members = w.founders;
         let founders: Vec<NodeId> = (0..w.founders as u32).map(NodeId).collect();
         let mut members = founders.clone();
-        members.push(if s.is_founder() {
-            NodeId(w.founders as u32)
-        } else {
-            me
-        });
+        if !s.is_founder() {
+            members.push(me);
+        }
         let ring: &[NodeId] = if s.is_founder() { &founders } else { &[] };
         let l = Locator::new(me, kc, &members, ring, w.seed, now).context("locator")?;
         node.attach_locator(l);

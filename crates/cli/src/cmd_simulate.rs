@@ -2,85 +2,21 @@
 
 use anyhow::Context as _;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
+use worldmesh_core::Time;
 use worldmesh_game::MapKind;
 use worldmesh_sim::config::Architecture;
 use worldmesh_sim::{SimConfig, scenario};
 
 use crate::duration::parse_duration;
-use crate::summary;
+use crate::{live, summary};
 
-/// Arguments of `worldmesh simulate`. Flags override the config file, which overrides the
-/// defaults (64 nodes × 8 players of the model workload, 60 s, Colyseus replication with the
-/// oracle locator, PlanetLab delays).
+/// Arguments of `worldmesh simulate`.
 #[derive(clap::Args, Debug)]
 pub struct SimulateArgs {
-    /// TOML config file with any subset of the settings (see README "Configuration").
-    #[arg(long, value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// Number of nodes (servers) [default: 64].
-    #[arg(long)]
-    nodes: Option<usize>,
-    /// Players per node: 1 is the paper's p2p scenario, 8 fed [default: 8].
-    #[arg(long, alias = "bots-per-node")]
-    players_per_node: Option<usize>,
-    /// Architecture: colyseus (interest-driven replicas) or broadcast [default: colyseus].
-    #[arg(long, value_parser = ["colyseus", "broadcast"])]
-    arch: Option<String>,
-    /// Map shape: rect or sqr [default: rect].
-    #[arg(long, value_parser = ["rect", "sqr"])]
-    map: Option<String>,
-    /// Object locator: oracle (ideal global index), rangedht (Mercury-style range DHT) or
-    /// dht (hashed DHT over map regions) [default: oracle].
-    #[arg(long, value_parser = ["oracle", "rangedht", "dht"])]
-    locator: Option<String>,
-    /// rangedht: the naming attribute keyed on: x, y, or hilbert (the position on a
-    /// Hilbert curve over the map; a subscription is a few key ranges) [default: x].
-    #[arg(long, value_parser = ["x", "y", "hilbert"])]
-    range_key: Option<String>,
-    /// DHT locators: leave-and-rejoin load balancing on or off [default: off].
-    #[arg(long, value_parser = ["on", "off"])]
-    loadbal: Option<String>,
-    /// DHT locators: PredTime in ms, how far ahead subscriptions are predicted [default: 1000].
-    #[arg(long, value_name = "MS")]
-    pred_time: Option<f64>,
-    /// DHT locators: PubTime in ms, the discovery allowance subscriptions grow by
-    /// (× top speed) [default: 100].
-    #[arg(long, value_name = "MS")]
-    pub_time: Option<f64>,
-    /// Interest prediction lead in ms, any locator: areas of interest swept along their
-    /// object's velocity, and positions published, this far ahead (0 = margin only)
-    /// [default: 300].
-    #[arg(long, value_name = "MS")]
-    interest_lead: Option<f64>,
-    /// Turn off proactive replication of missiles (attach_to).
-    #[arg(long)]
-    no_proactive: bool,
-    /// Seconds at the start excluded from the figures [default: 5].
-    #[arg(long)]
-    warmup: Option<f64>,
-    /// Simulated duration, e.g. 60s, 500ms, 2m [default: 60s].
-    #[arg(long, value_parser = parse_duration)]
-    duration: Option<std::time::Duration>,
-    /// Seed for every random choice; same seed ⇒ identical report [default: 1].
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Latency source: `planetlab`, `uniform:RTT_MS`, or a matrix file (whitespace or CSV)
-    /// [default: planetlab].
-    #[arg(long)]
-    latency: Option<String>,
-    /// Probability that a datagram is lost [default: 0].
-    #[arg(long)]
-    loss: Option<f64>,
-    /// Probability that a datagram is duplicated [default: 0].
-    #[arg(long)]
-    duplicate: Option<f64>,
-    /// Extra one-way delay, uniform in [0, JITTER] ms [default: 0].
-    #[arg(long, value_name = "MS")]
-    jitter_ms: Option<f64>,
-    /// Frames per second on each node [default: 10].
-    #[arg(long)]
-    frame_hz: Option<f64>,
+    #[command(flatten)]
+    scenario: ScenarioArgs,
     /// Write report.json (and the effective config.toml) into this folder.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
@@ -90,10 +26,114 @@ pub struct SimulateArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// Serve the live dashboard while the simulation runs, paced at real time (or
+    /// `--speed` × real time), and keep serving the final state until Ctrl-C. ADDR
+    /// defaults to 127.0.0.1:8080; the URL to open is printed. The report is the same as
+    /// without the dashboard.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = DEFAULT_ADDR)]
+    dashboard: Option<String>,
+    /// With --dashboard: run K times faster than real time (e.g. 0.5, 4) [default: 1].
+    #[arg(long, value_name = "K", requires = "dashboard")]
+    speed: Option<f64>,
 }
 
-impl SimulateArgs {
-    fn config(&self) -> anyhow::Result<SimConfig> {
+/// Where the dashboard listens by default.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
+
+/// Parses a dashboard address flag.
+pub fn parse_addr(flag: &str, s: &str) -> anyhow::Result<std::net::SocketAddr> {
+    s.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "{flag} {s:?} is not an address: use IP:PORT, e.g. {DEFAULT_ADDR} (port 0 picks a free one)"
+        )
+    })
+}
+
+/// Checks a `--speed` value.
+pub fn check_speed(k: f64) -> anyhow::Result<f64> {
+    if k.is_finite() && k > 0.0 && k <= 1e6 {
+        Ok(k)
+    } else {
+        anyhow::bail!("--speed must be a number in (0, 1e6], got {k}")
+    }
+}
+
+/// The scenario flags shared by `simulate` and `dashboard`. Flags override the config file,
+/// which overrides the defaults (64 nodes × 8 players of the model workload, 60 s, Colyseus
+/// replication with the oracle locator, PlanetLab delays).
+#[derive(clap::Args, Debug)]
+pub struct ScenarioArgs {
+    /// TOML config file with any subset of the settings (see README "Configuration").
+    #[arg(long, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Number of nodes (servers) [default: 64].
+    #[arg(long)]
+    pub(crate) nodes: Option<usize>,
+    /// Players per node: 1 is the paper's p2p scenario, 8 fed [default: 8].
+    #[arg(long, alias = "bots-per-node")]
+    pub(crate) players_per_node: Option<usize>,
+    /// Architecture: colyseus (interest-driven replicas) or broadcast [default: colyseus].
+    #[arg(long, value_parser = ["colyseus", "broadcast"])]
+    pub(crate) arch: Option<String>,
+    /// Map shape: rect or sqr [default: rect].
+    #[arg(long, value_parser = ["rect", "sqr"])]
+    pub(crate) map: Option<String>,
+    /// Object locator: oracle (ideal global index), rangedht (Mercury-style range DHT) or
+    /// dht (hashed DHT over map regions) [default: oracle].
+    #[arg(long, value_parser = ["oracle", "rangedht", "dht"])]
+    pub(crate) locator: Option<String>,
+    /// rangedht: the naming attribute keyed on: x, y, or hilbert (the position on a
+    /// Hilbert curve over the map; a subscription is a few key ranges) [default: x].
+    #[arg(long, value_parser = ["x", "y", "hilbert"])]
+    pub(crate) range_key: Option<String>,
+    /// DHT locators: leave-and-rejoin load balancing on or off [default: off].
+    #[arg(long, value_parser = ["on", "off"])]
+    pub(crate) loadbal: Option<String>,
+    /// DHT locators: PredTime in ms, how far ahead subscriptions are predicted [default: 1000].
+    #[arg(long, value_name = "MS")]
+    pub(crate) pred_time: Option<f64>,
+    /// DHT locators: PubTime in ms, the discovery allowance subscriptions grow by
+    /// (× top speed) [default: 100].
+    #[arg(long, value_name = "MS")]
+    pub(crate) pub_time: Option<f64>,
+    /// Interest prediction lead in ms, any locator: areas of interest swept along their
+    /// object's velocity, and positions published, this far ahead (0 = margin only)
+    /// [default: 300].
+    #[arg(long, value_name = "MS")]
+    pub(crate) interest_lead: Option<f64>,
+    /// Turn off proactive replication of missiles (attach_to).
+    #[arg(long)]
+    pub(crate) no_proactive: bool,
+    /// Seconds at the start excluded from the figures [default: 5].
+    #[arg(long)]
+    pub(crate) warmup: Option<f64>,
+    /// Simulated duration, e.g. 60s, 500ms, 2m [default: 60s].
+    #[arg(long, value_parser = parse_duration)]
+    pub(crate) duration: Option<std::time::Duration>,
+    /// Seed for every random choice; same seed ⇒ identical report [default: 1].
+    #[arg(long)]
+    pub(crate) seed: Option<u64>,
+    /// Latency source: `planetlab`, `uniform:RTT_MS`, or a matrix file (whitespace or CSV)
+    /// [default: planetlab].
+    #[arg(long)]
+    pub(crate) latency: Option<String>,
+    /// Probability that a datagram is lost [default: 0].
+    #[arg(long)]
+    pub(crate) loss: Option<f64>,
+    /// Probability that a datagram is duplicated [default: 0].
+    #[arg(long)]
+    pub(crate) duplicate: Option<f64>,
+    /// Extra one-way delay, uniform in [0, JITTER] ms [default: 0].
+    #[arg(long, value_name = "MS")]
+    pub(crate) jitter_ms: Option<f64>,
+    /// Frames per second on each node [default: 10].
+    #[arg(long)]
+    pub(crate) frame_hz: Option<f64>,
+}
+
+impl ScenarioArgs {
+    /// The configuration these flags describe (validated).
+    pub(crate) fn config(&self) -> anyhow::Result<SimConfig> {
         let mut c = match &self.config {
             Some(p) => SimConfig::load(p)?,
             None => SimConfig::default(),
@@ -166,10 +206,32 @@ impl SimulateArgs {
 
 /// Runs the command.
 pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
-    let cfg = args.config()?;
+    let cfg = args.scenario.config()?;
     let bar = crate::progress::bar(!args.quiet, 1000, "simulating");
+    let mut progress = |frac: f64| bar.set_position((frac * 1000.0) as u64);
     let started = Instant::now();
-    let report = scenario::run(&cfg, &mut |frac| bar.set_position((frac * 1000.0) as u64))?;
+    let mut server = None;
+    let report = match &args.dashboard {
+        None => scenario::run(&cfg, &mut progress)?,
+        Some(addr) => {
+            let addr = parse_addr("--dashboard", addr)?;
+            let speed = check_speed(args.speed.unwrap_or(1.0))?;
+            let mut sim = scenario::build(&cfg)?;
+            let hub = live::hub_for(&cfg, &sim, speed);
+            let handle = worldmesh_dashboard::spawn(addr, Arc::clone(&hub))?;
+            bar.suspend(|| {
+                println!(
+                    "dashboard: {} (open it in a browser; {speed}x real time)",
+                    handle.url()
+                )
+            });
+            let end = Time::from_secs_f64(cfg.duration_s);
+            live::run_paced(&mut sim, Some(end), speed, &hub, &mut |_| {}, &mut progress);
+            hub.finish();
+            server = Some(handle);
+            scenario::report(&cfg, &sim)
+        }
+    };
     let wall = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
     let arch = match cfg.architecture {
@@ -281,6 +343,13 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         std::fs::write(&path, serde_json::to_string_pretty(&json)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;
         println!("report written to {}", path.display());
+    }
+    if let Some(handle) = server {
+        println!(
+            "dashboard: still serving the final state at {} (Ctrl-C to stop)",
+            handle.url()
+        );
+        handle.wait()?;
     }
     Ok(())
 }

@@ -8,11 +8,13 @@ use clap::{Parser, Subcommand};
 mod cmd_assign;
 mod cmd_ca;
 mod cmd_cluster;
+mod cmd_dashboard;
 mod cmd_experiment;
 mod cmd_node;
 mod cmd_plan;
 mod cmd_simulate;
 mod duration;
+mod live;
 mod logging;
 mod node_config;
 mod node_report;
@@ -41,6 +43,9 @@ enum Command {
     /// Assign players to capacity-limited mirrors from a stream of join/leave events
     /// (optimal J-SA/L-SA or the greedy variants; paper 002).
     Assign(cmd_assign::AssignArgs),
+    /// Serve the live dashboard (world map, node table, charts) on a simulation it runs
+    /// itself, paced at real time; prints the URL to open.
+    Dashboard(cmd_dashboard::DashboardArgs),
     /// Plan capacity before launch: predict relationships, updates, bandwidth and CPU for a
     /// map and player counts (density and visibility maps, Rel(N), Pack(b); paper 004).
     Plan(cmd_plan::PlanArgs),
@@ -69,5 +74,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Assign(args) => cmd_assign::run(args),
         Command::Plan(args) => cmd_plan::run(args),
         Command::Ca(args) => cmd_ca::run(args),
+        Command::Dashboard(args) => cmd_dashboard::run(args),
     }
 }

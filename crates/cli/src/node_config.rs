@@ -685,7 +685,10 @@ pub fn resolve(file: FileConfig, o: Overrides, source: &str) -> Result<NodeSetti
     let shim_loss = o.loss.or(file.shim.loss).unwrap_or(0.0);
     let q = &file.quic;
     if q.cid_len.is_some_and(|n| !(4..=20).contains(&n)) {
-        return bad(format!("[quic] cid_len in {source} must be in 4..=20, got {:?}", q.cid_len));
+        return bad(format!(
+            "[quic] cid_len in {source} must be in 4..=20, got {:?}",
+            q.cid_len
+        ));
     }
     if q.ack_threshold.is_some_and(|n| n == 0 || n > 1000)
         || q.max_ack_delay_ms.is_some_and(|n| n == 0 || n > 10_000)

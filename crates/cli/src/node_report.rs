@@ -110,7 +110,11 @@ impl NodeReport {
         std::collections::BTreeMap<String, u64>,
         UnknownSenders,
     ) {
-        let tr = t.refusals_named().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
+        let tr = t
+            .refusals_named()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
         let nr = r.labelled().into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
         let u = UnknownSenders {
             transport: t.unknown_sender,
@@ -147,8 +151,13 @@ pub fn event_json(e: &NodeEvent) -> Option<serde_json::Value> {
         EventKind::Node(Event::Rejoined(m)) => {
             json!({"unix_ms": t, "event": "rejoined", "generation": m.generation})
         }
-        EventKind::Node(Event::Adopted { id, dead, epoch }) => {
-            json!({"unix_ms": t, "event": "adopted", "id": id, "dead": dead, "epoch": epoch})
+        EventKind::Node(Event::Adopted {
+            id,
+            dead,
+            epoch,
+            version,
+        }) => {
+            json!({"unix_ms": t, "event": "adopted", "id": id, "dead": dead, "epoch": epoch, "version": version})
         }
         EventKind::Node(Event::OrphanDropped { id, dead }) => {
             json!({"unix_ms": t, "event": "orphan_dropped", "id": id, "dead": dead})

@@ -9,10 +9,12 @@
 //! ExperimentError>` and add one [`Experiment`] entry to [`registry`].
 #![forbid(unsafe_code)]
 
+pub mod adoption;
 pub mod cma;
 pub mod cma_speed;
 pub mod colyseus;
 pub mod core_selection;
+pub mod dashboard_wire;
 pub mod failover;
 pub mod instances_balance;
 pub mod instances_comm;
@@ -136,6 +138,12 @@ pub fn registry() -> Vec<Experiment> {
             run: sim_speed::run,
         },
         Experiment {
+            name: "dashboard-wire",
+            reproduces: "issue 17 measurement (no paper figure)",
+            summary: "bytes/s of the live dashboard's WebSocket stream at 512 nodes x 8 players: binary deltas, key frames, compact JSON; observe and encode time per tick",
+            run: dashboard_wire::run,
+        },
+        Experiment {
             name: "vivaldi",
             reproduces: "paper 001 §6.3.1, Fig. 6 and Table 3",
             summary: "Vivaldi and landmark latency-estimate accuracy on PlanetLab: error CDFs, probe rates, neighbours, drift",
@@ -176,6 +184,12 @@ pub fn registry() -> Vec<Experiment> {
             reproduces: "paper 003 Tables 4 and 5, Algorithms 3/4",
             summary: "LL latency vs client-server, PD failure probability (and the hazard finding), failover takeover time under 5 % loss",
             run: instances_qos::run,
+        },
+        Experiment {
+            name: "adoption",
+            reproduces: "issue 13 acceptance (no paper figure: paper 000 §8 leaves node failure open)",
+            summary: "10% of nodes crash: objects re-homed, lost, duplicated; crash-to-adoption p50/p99; versions lost; false suspicions vs loss 0-20%",
+            run: adoption::run,
         },
         Experiment {
             name: "failover",

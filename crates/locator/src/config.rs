@@ -36,6 +36,11 @@ pub struct LocatorConfig {
     /// bandwidth with balancing 8.31 with pieces of 2 vs 4.58 without; dht 10.40).
     #[serde(default = "default_chunk_nodes")]
     pub chunk_nodes: usize,
+    /// The member count pieces are sized for (0: the members known at construction). A
+    /// world whose membership changes sets it to a number every node agrees on (e.g. the
+    /// founding member count): pieces must be computed alike everywhere.
+    #[serde(default)]
+    pub chunk_members: usize,
     /// Map bounds: the `rangedht` key range and the `dht` region grid cover this box.
     pub world: Aabb,
     /// `dht` regions (paper: as many as players).
@@ -133,6 +138,7 @@ impl LocatorConfig {
             range_key: RangeKey::X,
             max_sub_ranges: DEFAULT_MAX_SUB_RANGES,
             chunk_nodes: default_chunk_nodes(),
+            chunk_members: 0,
             world,
             dht_regions: 64,
             salt: 0x5eed_10ca_7012,

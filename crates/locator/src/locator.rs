@@ -354,7 +354,12 @@ impl Locator {
             .with_chunk(if cfg.chunk_nodes == 0 || cfg.loadbal {
                 0
             } else {
-                (u64::MAX / members.len() as u64).saturating_mul(cfg.chunk_nodes as u64)
+                let n = if cfg.chunk_members > 0 {
+                    cfg.chunk_members
+                } else {
+                    members.len()
+                };
+                (u64::MAX / n as u64).saturating_mul(cfg.chunk_nodes as u64)
             });
         let cell = cfg.index_cell;
         let max_cells = {

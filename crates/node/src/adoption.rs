@@ -90,6 +90,8 @@ pub enum AdoptionEvent {
         dead: NodeId,
         /// The new binding (this node, the next epoch).
         binding: Binding,
+        /// The version the adopted state had (the new primary continues from it).
+        version: u64,
     },
     /// An orphan was dropped (despawn policy, or nobody adopted it).
     Dropped {
@@ -214,7 +216,8 @@ impl Adoption {
     ) {
         self.waiting.remove(&id);
         if let Ok(binding) = rm.adopt(now, id, dead) {
-            self.adopted(now, me, live, id, dead, binding, out, events);
+            let version = rm.store().get(id).map_or(0, |e| e.version);
+            self.adopted(now, me, live, (id, version), dead, binding, out, events);
         }
     }
 
@@ -224,14 +227,19 @@ impl Adoption {
         now: Time,
         me: NodeId,
         live: &[NodeId],
-        id: ObjectId,
+        (id, version): (ObjectId, u64),
         dead: NodeId,
         binding: Binding,
         out: &mut Vec<(NodeId, MigrationMsg)>,
         events: &mut Vec<AdoptionEvent>,
     ) {
         self.stats.adopted += 1;
-        events.push(AdoptionEvent::Adopted { id, dead, binding });
+        events.push(AdoptionEvent::Adopted {
+            id,
+            dead,
+            binding,
+            version,
+        });
         for p in live.iter().filter(|p| **p != me) {
             self.notices
                 .entry(*p)
@@ -267,7 +275,7 @@ impl Adoption {
         }
     }
 
-    /// Offers from `from` for orphans this node should adopt.
+    /// Offers (from any member) for orphans this node should adopt.
     pub fn on_offers<O: GameObject>(
         &mut self,
         now: Time,
@@ -275,10 +283,8 @@ impl Adoption {
         live: &[NodeId],
         rm: &ReplicaManager<O>,
         is_live: impl Fn(NodeId) -> bool,
-        from: NodeId,
         offers: Vec<OrphanOffer>,
     ) {
-        let _ = from;
         for o in offers {
             let agreed = !is_live(o.dead) && adopter(o.id, me, live, o.dead) == Some(me);
             if !agreed {
@@ -395,7 +401,16 @@ impl Adoption {
             }
             if let Ok(binding) = rm.adopt_offer(now, &offer) {
                 self.stats.from_offer += 1;
-                self.adopted(now, me, live, id, offer.dead, binding, out, events);
+                self.adopted(
+                    now,
+                    me,
+                    live,
+                    (id, offer.version),
+                    offer.dead,
+                    binding,
+                    out,
+                    events,
+                );
             }
         }
         // Orphans waiting for their adopter.

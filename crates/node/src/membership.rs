@@ -110,15 +110,20 @@ impl Default for MembershipConfig {
 }
 
 impl MembershipConfig {
-    /// Settings for nodes one LAN or data centre apart (round trips well under 100 ms):
-    /// a failed member is declared down in about a second.
+    /// Settings for nodes one LAN or data centre apart (round trips well under 100 ms): a
+    /// failed member is declared down in about 2.5 s, with no false suspicion at 10 %
+    /// datagram loss. Measured on 16 members (membership alone, 5 ms one way, 30 s per
+    /// point): with a 250 ms probe period, 3 indirect probes and 1.5 s of suspicion, every
+    /// member was falsely declared down once in 30 s at 10 % loss; these settings, 0 at
+    /// 10 % and 22 at 20 %, detection 2.4–2.8 s. (Suspicions that nobody forwards to the
+    /// suspect cannot be refuted: more indirect probes and retransmissions are what helps.)
     pub fn lan() -> Self {
         Self {
-            probe_period: Duration::from_millis(250),
+            probe_period: Duration::from_millis(300),
             probe_rtt: Duration::from_millis(100),
-            indirect_probes: 3,
-            suspect_to_down_after: Duration::from_millis(600),
-            max_transmissions: 8,
+            indirect_probes: 5,
+            suspect_to_down_after: Duration::from_millis(2000),
+            max_transmissions: 16,
             gossip_members: 3,
             gossip_every: Duration::from_millis(100),
             announce_every: Duration::from_secs(10),
@@ -126,12 +131,12 @@ impl MembershipConfig {
         }
     }
 
-    /// Settings for members spread over a wide-area network (round trips up to ~500 ms).
+    /// Settings for members spread over a wide-area network (round trips up to ~800 ms).
     pub fn wan() -> Self {
         Self {
-            probe_period: Duration::from_millis(1000),
-            probe_rtt: Duration::from_millis(600),
-            suspect_to_down_after: Duration::from_millis(2500),
+            probe_period: Duration::from_millis(1500),
+            probe_rtt: Duration::from_millis(700),
+            suspect_to_down_after: Duration::from_millis(4500),
             gossip_every: Duration::from_millis(250),
             ..Self::lan()
         }

@@ -163,6 +163,8 @@ pub enum Event {
         dead: NodeId,
         /// The epoch of the new binding.
         epoch: u32,
+        /// The version of the adopted state.
+        version: u64,
     },
     /// An orphan was dropped: its policy despawns it, or nobody adopted it in time.
     OrphanDropped {
@@ -223,6 +225,11 @@ impl<O: GameObject> Node<O> {
         let rng = DetRng::new(config.seed).fork(u64::from(config.id.0));
         let migrator = Migrator::new(config.id, config.migration.clone());
         let mut replica_cfg = config.replica.clone();
+        if replica_cfg.max_version_rate > 0.0 {
+            // At most a version per frame (plus migrations): twice the frame rate is ample.
+            let hz = 1.0 / config.frame_interval.as_secs_f64().max(1e-6);
+            replica_cfg.max_version_rate = replica_cfg.max_version_rate.max(2.0 * hz + 20.0);
+        }
         if config.membership.is_some() {
             // SWIM decides failures; the replicas of a failed member are what adoption needs.
             replica_cfg.drop_silent_peers = false;

@@ -304,3 +304,81 @@ proptest! {
         prop_assert_eq!(b.store().primary_count(), 1);
     }
 }
+
+/// A member (authenticated, so only its own objects are at stake) sends a state at version
+/// 2^40 for one of its objects: refused as a version jump, and the genuine updates that
+/// follow keep applying (before the cap, the bogus version froze the replica).
+#[test]
+fn a_huge_version_jump_is_refused_and_does_not_freeze_the_replica() {
+    let mut b = node(1, 2, Mode::Broadcast);
+    let id = ObjectId::new(NodeId(0), 0);
+    let t = |ms| Time::from_millis(ms);
+    b.handle_datagram(
+        t(100),
+        NodeId(0),
+        &packet(vec![ReplicaMsg::Update(vec![full(id, 1)])]),
+    );
+    assert_eq!(b.store().get(id).map(|e| e.version), Some(1));
+    b.handle_datagram(
+        t(200),
+        NodeId(0),
+        &packet(vec![ReplicaMsg::Update(vec![full(id, 1 << 40)])]),
+    );
+    assert_eq!(b.store().get(id).map(|e| e.version), Some(1));
+    assert_eq!(b.replicas().stats().refused_version_jump, 1);
+    b.handle_datagram(
+        t(300),
+        NodeId(0),
+        &packet(vec![ReplicaMsg::Update(vec![full(id, 2)])]),
+    );
+    assert_eq!(
+        b.store().get(id).map(|e| e.version),
+        Some(2),
+        "genuine updates still apply"
+    );
+    // A jump the elapsed time allows (a node that was cut off for a minute) is accepted.
+    b.handle_datagram(
+        t(60_300),
+        NodeId(0),
+        &packet(vec![ReplicaMsg::Update(vec![full(id, 500)])]),
+    );
+    assert_eq!(b.store().get(id).map(|e| e.version), Some(500));
+    // A new object's version is bounded by the world's age too.
+    let fresh = ObjectId::new(NodeId(0), 1);
+    b.handle_datagram(
+        t(60_400),
+        NodeId(0),
+        &packet(vec![ReplicaMsg::Update(vec![full(fresh, 1 << 40)])]),
+    );
+    assert!(b.store().get(fresh).is_none());
+    assert_eq!(b.replicas().stats().refused_version_jump, 2);
+}
+
+/// A member claims 150,000 objects in 100 datagrams: replicas beyond its creation budget are
+/// refused and counted, so memory stays bounded (before the cap all were accepted).
+#[test]
+fn a_flood_of_phantom_objects_is_capped() {
+    let mut b = node(1, 2, Mode::Broadcast);
+    let mut sent = 0u32;
+    for d in 0..100u32 {
+        let items: Vec<UpdateItem> = (0..1500u32)
+            .map(|i| full(ObjectId::new(NodeId(0), d * 1500 + i), 1))
+            .collect();
+        sent += items.len() as u32;
+        b.handle_datagram(
+            Time::from_millis(u64::from(d)),
+            NodeId(0),
+            &packet(vec![ReplicaMsg::Update(items)]),
+        );
+    }
+    assert_eq!(sent, 150_000);
+    let held = b.store().replica_count();
+    let cfg = worldmesh_replica::ReplicaConfig::default();
+    // The burst, plus what 100 ms of refill allows.
+    assert!(
+        held as f64 <= cfg.new_replicas_burst + cfg.new_replicas_per_sec * 0.1 + 1.0,
+        "{held}"
+    );
+    assert!(held >= 50_000, "{held}");
+    assert_eq!(b.replicas().stats().refused_creation_cap as usize + held, 150_000);
+}

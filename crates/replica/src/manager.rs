@@ -321,6 +321,8 @@ struct ReplicaMeta<O> {
     registered_at: Option<Time>,
     /// Per-writer log snapshots received as a backup, oldest first (see [`LogItem`]).
     logs: VecDeque<(u64, Vec<(NodeId, WriterLog)>)>,
+    /// The primary was adopted by another node: its next full state jumps versions.
+    adopted: bool,
 }
 
 impl<O> ReplicaMeta<O> {
@@ -330,6 +332,7 @@ impl<O> ReplicaMeta<O> {
             wanted_at: now,
             registered_at: Some(now),
             logs: VecDeque::new(),
+            adopted: false,
         }
     }
 }
@@ -975,6 +978,18 @@ impl<O: GameObject> ReplicaManager<O> {
         dropped
     }
 
+    /// True if the node this node's name service binds `id` to is alive: a live peer, or
+    /// this node for an object it created in its current generation.
+    fn binding_is_live(&self, id: ObjectId) -> bool {
+        match self.names.resolve(id) {
+            Resolution::Local(_) => true,
+            r => {
+                let n = r.binding(self.me).node;
+                n != self.me && self.peers.binary_search(&n).is_ok()
+            }
+        }
+    }
+
     fn remove_replica(&mut self, id: ObjectId) {
         if let Some(Role::Replica { primary }) = self.store.get(id).map(|e| e.role) {
             self.store.remove(id);
@@ -1287,18 +1302,21 @@ impl<O: GameObject> ReplicaManager<O> {
             }
             Some((Role::Replica { .. }, v, at)) => (Some(v), at),
             // An unheld object: accept it only from the node the name service binds it to,
-            // or from the node this node asked for it.
+            // from the node this node asked for it, or — when the binding known here points
+            // at no live member (its node failed or restarted before this node learned the
+            // adoption) — from the member that serves it.
             None if self.names.resolve(it.id).binding(self.me).node != from
-                && self.fetching.get(&it.id).is_none_or(|(_, n)| *n != from) =>
+                && self.fetching.get(&it.id).is_none_or(|(_, n)| *n != from)
+                && self.binding_is_live(it.id) =>
             {
                 self.stats.refused_updates += 1;
                 return;
             }
             None => (None, Time::ZERO),
         };
-        // A replica whose version line restarted (an adoption) counts as new.
-        let bound = held.filter(|v| *v > 0).map(|v| (v, held_at));
-        if !self.version_ok(bound, it.version, now) {
+        // The first full state of an adopted primary jumps versions by design.
+        let adopted = it.base == 0 && self.repl.get(&it.id).is_some_and(|m| m.adopted);
+        if !adopted && !self.version_ok(held.map(|v| (v, held_at)), it.version, now) {
             return;
         }
         // One lookup of the replica's history serves the duplicate check and the baseline.
@@ -1381,6 +1399,7 @@ impl<O: GameObject> ReplicaManager<O> {
                 }
                 let m = self.repl.entry(it.id).or_insert_with(|| ReplicaMeta::new(now));
                 m.history.push(it.version, object, hist);
+                m.adopted = false;
             }
             Err(_) => self.stats.refused_updates += 1,
         }

@@ -24,6 +24,8 @@ struct Probe {
     writes: Vec<(ObjectId, u32)>,
     /// Whether [`GameObject::velocity`] states the speed (else the manager estimates it).
     says_velocity: bool,
+    /// Writes are made only in frames up to this one (0: every frame).
+    write_until: u32,
 }
 
 impl Probe {
@@ -38,6 +40,7 @@ impl Probe {
             frame: 0,
             writes: vec![],
             says_velocity: true,
+            write_until: 0,
         }
     }
 }
@@ -55,8 +58,10 @@ impl GameObject for Probe {
             child.parent = Some(ctx.id);
             ctx.spawn(child);
         }
-        for (t, v) in self.writes.clone() {
-            ctx.write(t, v);
+        if self.write_until == 0 || self.frame <= self.write_until {
+            for (t, v) in self.writes.clone() {
+                ctx.write(t, v);
+            }
         }
     }
     fn position(&self) -> Point3 {
@@ -127,16 +132,22 @@ struct Net {
     step: u64,
     /// Every (object, version) → state a primary ever had.
     versions: BTreeMap<(ObjectId, u64), Probe>,
+    /// Crashed nodes: not stepped, nothing delivered to them.
+    down: Vec<bool>,
 }
 
 impl Net {
     fn new(n: u32, mode: Mode, seed: u64) -> Self {
+        Self::with_config(n, mode, seed, ReplicaConfig::default())
+    }
+
+    fn with_config(n: u32, mode: Mode, seed: u64, cfg: ReplicaConfig) -> Self {
         let ids: Vec<NodeId> = (0..n).map(NodeId).collect();
         let nodes = ids
             .iter()
             .map(|&me| {
                 let peers = ids.iter().copied().filter(|p| *p != me).collect();
-                ReplicaManager::new(me, mode, ReplicaConfig::default(), peers)
+                ReplicaManager::new(me, mode, cfg.clone(), peers)
             })
             .collect();
         Net {
@@ -149,6 +160,7 @@ impl Net {
             in_flight: vec![],
             step: 0,
             versions: BTreeMap::new(),
+            down: vec![false; n as usize],
         }
     }
 
@@ -174,6 +186,9 @@ impl Net {
     fn step(&mut self) {
         let now = self.now();
         for i in 0..self.nodes.len() {
+            if self.down[i] {
+                continue;
+            }
             let mut rng = self.rngs[i].clone();
             self.nodes[i].frame(now, Duration::from_millis(100), &mut rng, &());
             self.rngs[i] = rng;
@@ -198,6 +213,9 @@ impl Net {
                 break;
             }
             for (_, from, to, p) in due {
+                if self.down[to.0 as usize] || self.down[from.0 as usize] {
+                    continue;
+                }
                 let urgent = self.nodes[to.0 as usize].handle_packet(now, from, p);
                 self.check_replicas();
                 if urgent {
@@ -551,4 +569,71 @@ fn a_pushed_state_creates_the_replica_without_a_fetch_and_is_not_resent() {
         net.step();
     }
     assert!(net.nodes[1].store().get(m).is_some());
+}
+
+/// A write the primary acknowledged survives the primary's node failing, and is applied
+/// exactly once: the backup holds a version containing it before the acknowledgement goes
+/// out, and holds the primary's per-writer logs, so a resend to the adopter is recognised.
+#[test]
+fn acknowledged_writes_survive_the_primary_failing_and_apply_exactly_once() {
+    for seed in 0..24 {
+        let cfg = ReplicaConfig {
+            backups: 1,
+            drop_silent_peers: false,
+            ..ReplicaConfig::default()
+        };
+        let mut net = Net::with_config(3, Mode::Broadcast, seed, cfg);
+        net.loss = 0.25;
+        net.dup = 0.1;
+        net.max_delay = 2;
+        let target = net.spawn(0, Probe::at(0.0));
+        let mut writer = Probe::at(10.0);
+        writer.writes = vec![(target, 7)];
+        writer.write_until = 30;
+        net.spawn(2, writer);
+        // Crash the primary's node at a seed-dependent moment while writes are in flight.
+        let crash_at = 8 + seed % 17;
+        for _ in 0..crash_at {
+            net.step();
+        }
+        net.down[0] = true;
+        let now = net.now();
+        let survivors = [NodeId(1), NodeId(2)];
+        let adopter = worldmesh_core::rendezvous::top(target, survivors, Some(NodeId(0))).unwrap();
+        for n in survivors {
+            let orphans = net.nodes[n.0 as usize].member_down(NodeId(0));
+            assert!(orphans.contains(&target), "seed {seed}: {n} holds the target");
+        }
+        let binding = net.nodes[adopter.0 as usize]
+            .adopt(now, target, NodeId(0))
+            .unwrap();
+        for n in survivors.into_iter().filter(|n| *n != adopter) {
+            net.nodes[n.0 as usize].learn_adoption(now, adopter, target, binding);
+        }
+        // Writes go on, then everything settles on a lossless network.
+        for _ in 0..30 {
+            net.step();
+        }
+        net.loss = 0.0;
+        net.dup = 0.0;
+        for _ in 0..40 {
+            net.step();
+        }
+        let made = net.nodes[2].stats().writes_forwarded + net.nodes[2].stats().writes_applied;
+        let a = &net.nodes[adopter.0 as usize];
+        assert_eq!(
+            net.nodes[2].pending_writes(),
+            0,
+            "seed {seed}: every write acknowledged"
+        );
+        assert_eq!(net.nodes[2].stats().writes_expired, 0, "seed {seed}");
+        let log = &a.store().object(target).unwrap().log;
+        assert!(made >= 20, "seed {seed}: the writer wrote ({made})");
+        assert_eq!(
+            log.len() as u64,
+            made,
+            "seed {seed}: {made} writes made, {} applied",
+            log.len()
+        );
+    }
 }

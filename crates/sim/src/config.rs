@@ -93,6 +93,47 @@ pub struct SimConfig {
     pub network: NetworkConfig,
     /// The model workload.
     pub game: ModelConfig,
+    /// Dynamic membership and adoption (absent from reports when off, the default).
+    #[serde(skip_serializing_if = "ClusterConfig::is_static")]
+    pub cluster: ClusterConfig,
+}
+
+/// Membership of a simulated world (`[cluster]`): fixed, as in the papers' experiments, or
+/// SWIM with adoption of a failed member's objects (`node::membership`, `node::adoption`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// Run SWIM inside every node (members can fail, leave, join and be adopted from).
+    pub membership: bool,
+    /// SWIM timing: `lan` or `wan` (`node::membership::MembershipConfig`).
+    pub profile: String,
+    /// Backups per primary (`replica::ReplicaConfig::backups`).
+    pub backups: usize,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self {
+            membership: false,
+            profile: "lan".into(),
+            backups: 0,
+        }
+    }
+}
+
+impl ClusterConfig {
+    /// True for the default: a fixed member list, no backups.
+    pub fn is_static(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// The SWIM settings, if membership is on.
+    pub fn membership_config(&self) -> Option<worldmesh_node::membership::MembershipConfig> {
+        self.membership.then(|| match self.profile.as_str() {
+            "wan" => worldmesh_node::membership::MembershipConfig::wan(),
+            _ => worldmesh_node::membership::MembershipConfig::lan(),
+        })
+    }
 }
 
 impl Default for SimConfig {
@@ -108,6 +149,7 @@ impl Default for SimConfig {
             frame_hz: 10.0,
             network: NetworkConfig::default(),
             game: ModelConfig::default(),
+            cluster: ClusterConfig::default(),
         }
     }
 }
@@ -140,6 +182,18 @@ impl SimConfig {
     /// Checks every value.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
+        if !["lan", "wan"].contains(&self.cluster.profile.as_str()) {
+            return bad(format!(
+                "cluster.profile `{}` is not available; known: lan, wan",
+                self.cluster.profile
+            ));
+        }
+        if self.cluster.backups > 8 {
+            return bad(format!(
+                "cluster.backups must be at most 8, got {}",
+                self.cluster.backups
+            ));
+        }
         if self.nodes == 0 || self.nodes > MAX_NODES {
             return bad(format!("nodes must be in 1..={MAX_NODES}, got {}", self.nodes));
         }

@@ -14,7 +14,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use worldmesh_core::{NodeId, Time};
-use worldmesh_node::{Node, NodeSummary};
+use worldmesh_node::{Event, Node, NodeSummary};
 use worldmesh_replica::GameObject;
 
 use crate::metrics::Collector;
@@ -59,6 +59,8 @@ pub struct Simulation<O: GameObject> {
     collector: Option<(Collector<O>, std::time::Duration)>,
     /// Reused buffer for the oracle's discoveries.
     found: Vec<Discovery>,
+    /// Node events kept for the caller (when recording is on), with time and node.
+    recorded: Option<Vec<(Time, NodeId, Event)>>,
 }
 
 impl<O: GameObject> Simulation<O> {
@@ -84,6 +86,7 @@ impl<O: GameObject> Simulation<O> {
             oracle: None,
             collector: None,
             found: Vec::new(),
+            recorded: None,
         };
         for i in 0..n {
             sim.after_input(i);
@@ -160,6 +163,51 @@ impl<O: GameObject> Simulation<O> {
         self.up[id.0 as usize] = false;
     }
 
+    /// True if node `id` runs (not crashed).
+    pub fn is_up(&self, id: NodeId) -> bool {
+        self.up.get(id.0 as usize).copied().unwrap_or(false)
+    }
+
+    /// Restarts node `id` as `node` (a new process: its state is whatever `node` holds —
+    /// nothing, or what its persistence kept — and usually a higher generation). Datagrams
+    /// still in flight to the old process reach the new one, as on a real network.
+    pub fn restart(&mut self, node: Node<O>) {
+        let i = node.id().0 as usize;
+        assert!(i < self.nodes.len(), "restart of an unknown node");
+        self.nodes[i] = node;
+        self.up[i] = true;
+        self.timers[i] = None;
+        self.after_input(i);
+    }
+
+    /// Adds a node that joins the running world; its id must be the next free one.
+    pub fn add_node(&mut self, node: Node<O>) {
+        assert_eq!(node.id().0 as usize, self.nodes.len(), "node ids are dense");
+        self.nodes.push(node);
+        self.up.push(true);
+        self.timers.push(None);
+        self.after_input(self.nodes.len() - 1);
+    }
+
+    /// Keeps every node event from now on (see [`Simulation::take_events`]).
+    pub fn record_events(&mut self) {
+        self.recorded.get_or_insert_with(Vec::new);
+    }
+
+    /// The node events recorded since the last call, with their time and node.
+    pub fn take_events(&mut self) -> Vec<(Time, NodeId, Event)> {
+        self.recorded.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Runs `f` on node `id` at the current time and routes what it sends (e.g. a drain, a
+    /// join or a migration started by the experiment).
+    pub fn with_node(&mut self, id: NodeId, f: impl FnOnce(&mut Node<O>, Time)) {
+        let i = id.0 as usize;
+        let now = self.now;
+        f(&mut self.nodes[i], now);
+        self.after_input(i);
+    }
+
     fn push(&mut self, at: Time, kind: Kind) {
         self.seq += 1;
         let slot = match self.free.pop() {
@@ -207,8 +255,11 @@ impl<O: GameObject> Simulation<O> {
                 }
             }
         }
-        while self.nodes[i].poll_event().is_some() {
+        while let Some(e) = self.nodes[i].poll_event() {
             self.events_seen += 1;
+            if let Some(r) = &mut self.recorded {
+                r.push((self.now, NodeId(i as u32), e));
+            }
         }
         if let Some(slot) = &mut self.oracle {
             let ops = self.nodes[i].drain_locator_ops();

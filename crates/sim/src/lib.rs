@@ -13,12 +13,15 @@
 //!   broadcast baselines computed on the same trace;
 //! - [`config`] and [`scenario`]: the `worldmesh simulate` scenario (wandering bots on
 //!   N nodes), loaded from TOML with clear errors;
+//! - [`churn`]: members crashing in a running world with dynamic membership, and what
+//!   becomes of their objects (adoption time, objects lost or duplicated);
 //! - [`report`]: what a run produces (per-node and aggregate figures, network counters).
 //!
 //! Same seed ⇒ same run: all randomness comes from `worldmesh_core::DetRng`, the event
 //! queue breaks ties by insertion order, and no clock or hash-map order is consulted.
 #![forbid(unsafe_code)]
 
+pub mod churn;
 pub mod config;
 pub mod engine;
 pub mod failover;

@@ -22,10 +22,16 @@ pub type Sim = Simulation<ModelObject>;
 
 /// Builds the simulation described by `cfg` (nodes created, bots spawned, nothing run).
 pub fn build(cfg: &SimConfig) -> Result<Sim, ConfigError> {
+    build_with_spares(cfg, 0)
+}
+
+/// Like [`build`], with room in the network model for `spares` more nodes (ids `cfg.nodes`
+/// onwards) that join the running world later ([`new_member`], `Simulation::add_node`).
+pub fn build_with_spares(cfg: &SimConfig, spares: usize) -> Result<Sim, ConfigError> {
     cfg.validate()?;
     let matrix = cfg.latency_matrix()?;
     let root = DetRng::new(cfg.seed);
-    let net = NetworkModel::new(matrix, cfg.nodes, &cfg.network, &root);
+    let net = NetworkModel::new(matrix, cfg.nodes + spares, &cfg.network, &root);
     let world = Arc::new(GameMap::generate(
         &cfg.game,
         cfg.nodes * cfg.players_per_node,
@@ -52,6 +58,8 @@ pub fn build(cfg: &SimConfig) -> Result<Sim, ConfigError> {
             nc.replica.interest_margin = cfg.locator.interest_margin;
             nc.replica.interest_lead =
                 Duration::from_secs_f64(cfg.locator.interest_lead_ms.max(0.0) / 1000.0);
+            nc.membership = cfg.cluster.membership_config();
+            nc.replica.backups = cfg.cluster.backups;
             // Frames of different nodes are not aligned: start each at a random phase.
             let phase = root
                 .fork(u64::from(id.0) + 1)
@@ -78,6 +86,44 @@ pub fn build(cfg: &SimConfig) -> Result<Sim, ConfigError> {
     Ok(sim)
 }
 
+/// A node that joins the running world of `cfg` (membership must be on): no objects, no
+/// fixed members, the given generation (a restarted node uses a higher one than before).
+/// Add it with `Simulation::add_node` or `Simulation::restart`, then call `Node::join` with
+/// a seed member.
+pub fn new_member(
+    cfg: &SimConfig,
+    world: Arc<GameMap>,
+    id: NodeId,
+    generation: u32,
+    now: Time,
+) -> Result<Node<ModelObject>, ConfigError> {
+    if !cfg.cluster.membership {
+        return Err(ConfigError::Invalid(
+            "joining needs cluster.membership = true".into(),
+        ));
+    }
+    let mode = match cfg.architecture {
+        Architecture::Colyseus => Mode::Interest,
+        Architecture::Broadcast => Mode::Broadcast,
+    };
+    let mut nc = NodeConfig::new(id, Vec::new(), cfg.seed).with_mode(mode);
+    nc.frame_interval = cfg.frame_interval();
+    nc.replica.interest_margin = cfg.locator.interest_margin;
+    nc.replica.interest_lead = Duration::from_secs_f64(cfg.locator.interest_lead_ms.max(0.0) / 1000.0);
+    nc.membership = cfg.cluster.membership_config();
+    nc.replica.backups = cfg.cluster.backups;
+    nc.generation = generation;
+    let mut node = Node::new(nc, Arc::clone(&world), now);
+    if cfg.architecture == Architecture::Colyseus
+        && let Some(kc) = locator_config(cfg, &world)
+    {
+        let loc = Locator::new(id, kc, &[id], &[], cfg.seed, now)
+            .map_err(|e| ConfigError::Invalid(format!("locator: {e}")))?;
+        node.attach_locator(loc);
+    }
+    Ok(node)
+}
+
 /// The distributed locator's configuration for `cfg` on `world` (paper `000` §6): `None`
 /// unless `cfg.locator.kind` is `dht` or `rangedht`. The simulator and the real node
 /// process (`worldmesh node --locator`) build their locators with
@@ -85,8 +131,12 @@ pub fn build(cfg: &SimConfig) -> Result<Sim, ConfigError> {
 pub fn locator_config(cfg: &SimConfig, world: &GameMap) -> Option<LocatorConfig> {
     // `dht`: as many regions as players by default (paper `000` §6.3).
     let regions = (cfg.nodes * cfg.players_per_node).clamp(1, 1 << 20) as u32;
-    cfg.locator
-        .build(world.locator_bounds(), regions, cfg.game.player_speed)
+    let mut kc = cfg
+        .locator
+        .build(world.locator_bounds(), regions, cfg.game.player_speed)?;
+    // Pieces of key ranges are sized alike on every node, joiners included.
+    kc.chunk_members = cfg.nodes;
+    Some(kc)
 }
 
 /// Fraction of (node, remote primary) pairs for which the node holds a replica.

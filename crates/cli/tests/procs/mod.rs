@@ -106,9 +106,23 @@ impl Nodes {
     /// Starts node `id` with `args` on top of the defaults (loopback, certificates,
     /// machine-readable lines, exit when the harness goes away).
     pub fn spawn(&mut self, id: u32, args: &[String]) {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_worldmesh"));
+        self.spawn_in(id, None, "127.0.0.1:0", args);
+    }
+
+    /// [`Nodes::spawn`] inside the network namespace `netns` (through `ip netns exec`),
+    /// listening on `listen`.
+    pub fn spawn_in(&mut self, id: u32, netns: Option<&str>, listen: &str, args: &[String]) {
+        let bin = env!("CARGO_BIN_EXE_worldmesh");
+        let mut cmd = match netns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, bin]);
+                c
+            }
+            None => Command::new(bin),
+        };
         cmd.arg("node")
-            .args(["--id", &id.to_string(), "--listen", "127.0.0.1:0"])
+            .args(["--id", &id.to_string(), "--listen", listen])
             .args(self.cert_args(id))
             .args(["--summary-json", "--events-json", "--exit-on-stdin-close"])
             .args(args)

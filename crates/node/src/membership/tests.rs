@@ -252,3 +252,36 @@ fn bad_settings_are_refused() {
         ));
     }
 }
+
+#[test]
+fn ten_percent_loss_causes_no_false_suspicion_and_a_crash_is_still_detected() {
+    let mut net = Net::new();
+    let members: Vec<Member> = (0..16).map(|i| net.start(i, 0)).collect();
+    for i in 0..16 {
+        net.node(i).assume_up(Time::ZERO, &members);
+    }
+    let mut rng = DetRng::new(5);
+    // Each datagram is in flight 5 ms; dropping 1/5 of 10 % at each millisecond loses 10 %.
+    let mut run = |net: &mut Net, d: Duration| {
+        let end = net.now + d;
+        while net.now < end {
+            net.run(Duration::from_millis(1));
+            net.flight.retain(|_| !rng.chance(0.1 / 5.0));
+        }
+    };
+    run(&mut net, Duration::from_secs(30));
+    assert!(
+        !net.events
+            .iter()
+            .any(|(_, e)| matches!(e, MembershipEvent::Down(_) | MembershipEvent::Rejoined(_))),
+        "false suspicions under 10 % loss"
+    );
+    net.nodes[15] = None;
+    run(&mut net, Duration::from_secs(5));
+    for i in 0..15 {
+        assert!(
+            !net.live_ids(i).contains(&15),
+            "node {i} still sees the crashed node"
+        );
+    }
+}

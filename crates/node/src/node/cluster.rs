@@ -265,7 +265,7 @@ impl<O: GameObject> Node<O> {
         match msg {
             MigrationMsg::Offer(offers) => {
                 self.adoption
-                    .on_offers(now, me, &self.members, &self.replicas, live, from, offers);
+                    .on_offers(now, me, &self.members, &self.replicas, live, offers);
             }
             MigrationMsg::Adopted(items) => {
                 let acks =
@@ -286,11 +286,17 @@ impl<O: GameObject> Node<O> {
         self.send_migration(now, out);
         for e in events {
             match e {
-                AdoptionEvent::Adopted { id, dead, binding } => {
+                AdoptionEvent::Adopted {
+                    id,
+                    dead,
+                    binding,
+                    version,
+                } => {
                     self.push_event(Event::Adopted {
                         id,
                         dead,
                         epoch: binding.epoch,
+                        version,
                     });
                 }
                 AdoptionEvent::Dropped { id, dead } => self.push_event(Event::OrphanDropped { id, dead }),

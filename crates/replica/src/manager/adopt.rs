@@ -21,14 +21,15 @@
 //!   views differed for a moment) settle on one — the higher epoch, then the higher
 //!   rendezvous score — and the other gives its primary up.
 //!
-//! Versions continue from the adopted state's version. A replica holder that had a fresher
-//! version from the dead primary than the adopter had restarts its version line when it
-//! learns the adoption (its next full state comes from the adopter), so it never mistakes
-//! the adopter's updates for stale ones.
+//! Versions jump at adoption: the new primary starts above any version the failed one can
+//! have produced after the adopted state (at most one per frame: `max_version_rate` × the
+//! time since, plus a second's worth), so an (object, version) pair names one state across
+//! the failure, and a replica holder that had fresher versions from the dead primary than
+//! the adopter had simply replaces them with the adopter's next full state.
 
 use worldmesh_core::{NodeId, ObjectId, Time, rendezvous};
 
-use super::{GameObject, PrimaryMeta, ReplicaManager, ReplicaMeta, Role, WriterLog};
+use super::{GameObject, PrimaryMeta, ReplicaManager, Role, WriterLog};
 use crate::message::InterestItem;
 use crate::naming::Binding;
 
@@ -161,8 +162,10 @@ impl<O: GameObject> ReplicaManager<O> {
         let Some((version, object)) = self.confirmed(id).map(|(v, o)| (v, o.clone())) else {
             return Err(AdoptError::NotHeld(id));
         };
+        let since = self.store.get(id).map_or(now, |e| e.updated_at);
         let logs = self.logs_contained(id, version);
-        let binding = self.install_adopted(now, id, epoch + 1, version, object, logs);
+        let next = self.adoption_version(version, since, now);
+        let binding = self.install_adopted(now, id, epoch + 1, next, object, logs);
         self.stats.adopted += 1;
         Ok(binding)
     }
@@ -200,16 +203,26 @@ impl<O: GameObject> ReplicaManager<O> {
         }
         let object = O::decode_state(&offer.state).map_err(|_| AdoptError::Undecodable(offer.id))?;
         let epoch = offer.epoch.max(known.epoch);
-        let binding = self.install_adopted(
-            now,
-            offer.id,
-            epoch + 1,
-            offer.version,
-            object,
-            offer.logs.clone(),
-        );
+        // The offer's age is unknown here: allow for the collection window and more.
+        let since = Time::from_micros(now.as_micros().saturating_sub(2_000_000));
+        let next = self.adoption_version(offer.version, since, now);
+        let binding = self.install_adopted(now, offer.id, epoch + 1, next, object, offer.logs.clone());
         self.stats.adopted_from_offer += 1;
         Ok(binding)
+    }
+
+    /// The first version of an adopted primary whose confirmed state had `version` and was
+    /// received at `since`: above every version the failed primary can have produced since.
+    fn adoption_version(&self, version: u64, since: Time, now: Time) -> u64 {
+        let rate = if self.cfg.max_version_rate > 0.0 {
+            self.cfg.max_version_rate
+        } else {
+            100.0
+        };
+        let elapsed = now.saturating_since(since).as_secs_f64() + 1.0;
+        version
+            .saturating_add((rate * elapsed).ceil().min(1e12) as u64)
+            .saturating_add(1)
     }
 
     fn install_adopted(
@@ -282,13 +295,9 @@ impl<O: GameObject> ReplicaManager<O> {
         self.names.learn_over(id, binding);
         self.stats.adoptions_learned += 1;
         if self.rebind_replica(id, binding.node) {
-            // Restart the replica's version line: the adopter may be behind what the dead
-            // primary had sent here.
-            if let Some(e) = self.store.get_mut(id) {
-                e.version = 0;
-            }
+            // The adopter's first full state jumps versions (see the module docs): let it in.
             if let Some(m) = self.repl.get_mut(&id) {
-                *m = ReplicaMeta::new(now);
+                m.adopted = true;
             }
             self.fetching.insert(id, (now, binding.node));
             self.peer(binding.node)

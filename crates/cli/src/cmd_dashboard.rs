@@ -1,0 +1,165 @@
+//! `worldmesh dashboard`: serve the live dashboard on a simulation it runs itself (the
+//! model workload, paced at real time), or on a synthetic feed of many objects.
+//!
+//! The real-cluster data source (nodes streaming their state) comes with the production
+//! runtime (issue 13); the page and its protocol do not change.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use worldmesh_core::Time;
+use worldmesh_dashboard::{Hub, HubConfig, SyntheticFeed};
+use worldmesh_sim::scenario;
+
+use crate::cmd_simulate::{DEFAULT_ADDR, ScenarioArgs, check_speed, parse_addr};
+use crate::duration::parse_duration;
+use crate::live::{self, DemoMigrations, TICK};
+
+/// Arguments of `worldmesh dashboard`.
+#[derive(clap::Args, Debug)]
+pub struct DashboardArgs {
+    #[command(flatten)]
+    scenario: ScenarioArgs,
+    /// Address to serve on (port 0 picks a free one; the URL is printed).
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_ADDR)]
+    addr: String,
+    /// Run K times faster than real time (e.g. 0.5, 4) [default: 1].
+    #[arg(long, value_name = "K")]
+    speed: Option<f64>,
+    /// Every this much simulated time one node moves all its players to another node
+    /// (region migration, paper 001 §3.2), so migrations show on the map; `off` for
+    /// none [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_every)]
+    migrate_every: Option<Every>,
+    /// Serve a synthetic feed of N objects (cheap: for looking at, or measuring, the page
+    /// at thousands of objects) instead of a simulation. Nodes: --nodes [default: 512].
+    #[arg(long, value_name = "N")]
+    synthetic: Option<usize>,
+}
+
+/// `--migrate-every`: a period or off.
+#[derive(Clone, Copy, Debug)]
+pub struct Every(Option<Duration>);
+
+fn parse_every(s: &str) -> Result<Every, String> {
+    if s == "off" || s == "0" {
+        Ok(Every(None))
+    } else {
+        parse_duration(s).map(|d| Every(Some(d)))
+    }
+}
+
+/// Runs the command.
+pub fn run(args: DashboardArgs) -> anyhow::Result<()> {
+    let speed = check_speed(args.speed.unwrap_or(1.0))?;
+    let addr = parse_addr("--addr", &args.addr)?;
+    let every = args.migrate_every.map_or(Some(Duration::from_secs(10)), |e| e.0);
+    if let Some(n) = args.synthetic {
+        return run_synthetic(&args, n, addr, speed, every);
+    }
+    let mut cfg = args.scenario.config()?;
+    // Without --duration the simulation runs until Ctrl-C.
+    let end = args
+        .scenario
+        .duration
+        .map(|_| Time::from_secs_f64(cfg.duration_s));
+    if end.is_none() {
+        cfg.duration_s = 1e7;
+    }
+    let mut sim = scenario::build(&cfg)?;
+    let hub = live::hub_for(&cfg, &sim, speed);
+    let handle = worldmesh_dashboard::spawn(addr, Arc::clone(&hub))?;
+    println!(
+        "dashboard: {} (open it in a browser; Ctrl-C to stop)",
+        handle.url()
+    );
+    println!(
+        "simulating {} nodes x {} players at {speed}x real time{}",
+        cfg.nodes,
+        cfg.players_per_node,
+        match end {
+            Some(e) => format!(" for {:.1} s", e.as_secs_f64()),
+            None => String::new(),
+        }
+    );
+    let mut demo = every.map(|d| DemoMigrations::new(d, cfg.seed));
+    let paced = live::run_paced(
+        &mut sim,
+        end,
+        speed,
+        &hub,
+        &mut |sim| {
+            if let Some(d) = demo.as_mut() {
+                d.step(sim);
+            }
+        },
+        &mut |_| {},
+    );
+    hub.finish();
+    let objects: usize = sim.nodes().iter().map(|n| n.store().primary_count()).sum();
+    println!(
+        "simulation finished at {:.1} s: {objects} objects on {} nodes ({} of {} ticks late)",
+        sim.now().as_secs_f64(),
+        cfg.nodes,
+        paced.late,
+        paced.ticks
+    );
+    println!(
+        "dashboard: still serving the final state at {} (Ctrl-C to stop)",
+        handle.url()
+    );
+    handle.wait()?;
+    Ok(())
+}
+
+fn run_synthetic(
+    args: &DashboardArgs,
+    objects: usize,
+    addr: std::net::SocketAddr,
+    speed: f64,
+    every: Option<Duration>,
+) -> anyhow::Result<()> {
+    if objects == 0 || objects > 1 << 20 {
+        anyhow::bail!("--synthetic must be in 1..=1048576, got {objects}");
+    }
+    let nodes = args.scenario.nodes.unwrap_or(512);
+    let seed = args.scenario.seed.unwrap_or(1);
+    let mut feed = SyntheticFeed::new(objects, nodes, every.map_or(0.0, |d| d.as_secs_f64()), seed);
+    let hub = Hub::new(
+        feed.world(),
+        HubConfig {
+            tick_hz: 1.0 / TICK.as_secs_f64(),
+            ..HubConfig::default()
+        },
+    );
+    let handle = worldmesh_dashboard::spawn(addr, Arc::clone(&hub))?;
+    println!(
+        "dashboard: {} (open it in a browser; Ctrl-C to stop)",
+        handle.url()
+    );
+    println!("synthetic feed: {objects} objects on {nodes} nodes at {speed}x");
+    let end = args.scenario.duration;
+    let start = std::time::Instant::now();
+    let mut k = 0u32;
+    hub.publish(feed.step(0.0));
+    loop {
+        k += 1;
+        hub.publish(feed.step(TICK.as_secs_f64() * speed));
+        if end.is_some_and(|e| TICK.mul_f64(speed) * k >= e) {
+            break;
+        }
+        let due = start + TICK * k;
+        let now = std::time::Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+    }
+    hub.finish();
+    println!("synthetic feed finished: {objects} objects");
+    println!(
+        "dashboard: still serving the final state at {} (Ctrl-C to stop)",
+        handle.url()
+    );
+    handle.wait()?;
+    Ok(())
+}

@@ -1,0 +1,415 @@
+//! The dashboard in a real browser (issue 17): `worldmesh dashboard` runs as a process,
+//! headless Chromium loads the page, and the Chrome DevTools Protocol checks what a person
+//! would see — the object count equals the simulation's, a migration shows up, the node
+//! table updates, hovering shows an area of interest, and no console errors. Screenshots go
+//! to `out/dashboard/`.
+//!
+//! Chromium comes from `scripts/setup-ci.sh` (CI runs it); without it these tests fail with
+//! that instruction, unless `WORLDMESH_SKIP_BROWSER=1` asks to skip them.
+
+#[path = "browser/cdp.rs"]
+mod cdp;
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use cdp::{Browser, browser_available};
+use serde_json::Value;
+
+/// Browser tests run one at a time (each starts a browser and a simulation; frame rates
+/// are measured).
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn out_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../out/dashboard")
+}
+
+/// A `worldmesh dashboard` process and the lines it prints.
+struct Dashboard {
+    child: Child,
+    lines: Receiver<String>,
+    seen: Vec<String>,
+    url: String,
+}
+
+impl Dashboard {
+    fn start(args: &[&str]) -> Dashboard {
+        let mut child = common::worldmesh()
+            .arg("dashboard")
+            .args(["--addr", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                eprintln!("worldmesh: {l}");
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut d = Dashboard {
+            child,
+            lines,
+            seen: Vec::new(),
+            url: String::new(),
+        };
+        let l = d.wait_line("dashboard: http://", Duration::from_secs(60));
+        d.url = l
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .unwrap()
+            .to_owned();
+        d
+    }
+
+    /// The first printed line containing `pat` (waiting for it).
+    fn wait_line(&mut self, pat: &str, timeout: Duration) -> String {
+        if let Some(l) = self.seen.iter().find(|l| l.contains(pat)) {
+            return l.clone();
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if l.contains(pat) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!(
+                    "worldmesh dashboard never printed {pat:?}; it printed {:?}",
+                    self.seen
+                ),
+            }
+        }
+    }
+
+    fn api_state(&self) -> Value {
+        let addr = self.url.trim_start_matches("http://").trim_end_matches('/');
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        use std::io::{Read, Write};
+        s.write_all(b"GET /api/state HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut t = String::new();
+        s.read_to_string(&mut t).unwrap();
+        serde_json::from_str(t.split_once("\r\n\r\n").unwrap().1).unwrap()
+    }
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const SECOND: Duration = Duration::from_secs(1);
+
+#[test]
+fn the_dashboard_shows_a_running_simulation_in_a_real_browser() {
+    if !browser_available() {
+        return;
+    }
+    let _one = serial();
+    let mut dash = Dashboard::start(&[
+        "--nodes",
+        "4",
+        "--players-per-node",
+        "8",
+        "--seed",
+        "3",
+        "--duration",
+        "14s",
+        "--migrate-every",
+        "3s",
+    ]);
+    let mut b = Browser::launch("sim", 1400, 900);
+    b.navigate(&dash.url);
+    b.wait_for(
+        "window.wm && wm.n > 0 && wm.nodeUpdates > 0",
+        60 * SECOND,
+        "the first frames",
+    );
+
+    // The node table: one row per node, and it changes between two reads.
+    let rows = b.eval("document.querySelectorAll('#node-table tbody tr.node').length");
+    assert_eq!(rows, 4);
+    let read_table = |b: &mut Browser| {
+        b.eval("document.getElementById('node-updated').textContent + '\\n' + document.querySelector('#node-table tbody').innerText")
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let first = read_table(&mut b);
+    let updates = b.eval("wm.nodeUpdates").as_u64().unwrap();
+    b.wait_for(
+        &format!("wm.nodeUpdates >= {}", updates + 2),
+        30 * SECOND,
+        "two node-table updates",
+    );
+    let second = read_table(&mut b);
+    assert_ne!(first, second, "the node table did not change");
+    b.screenshot(&out_dir().join("running.png"));
+
+    // A migration: the CLI says which node moved its players where; the page must show
+    // that move in its counter and its log.
+    // "migration at 3.0 s: 8 players from node 2 to node 0"
+    let line = dash.wait_line(" players from node ", 60 * SECOND);
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let (from, to) = (words[8], words[11]);
+    b.wait_for(
+        &format!(
+            "Number(document.getElementById('migration-count').dataset.count) > 0 && \
+             document.querySelector('#event-log li.migration[data-from=\"{from}\"][data-to=\"{to}\"]') !== null"
+        ),
+        30 * SECOND,
+        "the migration in the event log",
+    );
+    b.screenshot(&out_dir().join("migration.png"));
+
+    // Hover a player that stands still: the page shows its owner and area of interest.
+    let target = b.wait_for(
+        "(() => { for (let i = 0; i < wm.n; i++) if (wm.kind[i] === 0 && wm.fromX[i] === wm.toX[i] && wm.fromY[i] === wm.toY[i]) return [i, wm.ids[i], wm.owner[i], ...wm.viewportOf(i)]; return null; })()",
+        30 * SECOND,
+        "a player standing still",
+    );
+    let (id, owner) = (target[1].as_f64().unwrap(), target[2].as_u64().unwrap());
+    b.mouse_move(target[3].as_f64().unwrap(), target[4].as_f64().unwrap());
+    let focus = b.wait_for(
+        &format!("wm.lastFocus && wm.lastFocus.id === {id} && wm.lastFocus.aoi ? wm.lastFocus : null"),
+        10 * SECOND,
+        "the hovered player's focus",
+    );
+    assert_eq!(focus["owner"].as_u64(), Some(owner));
+    let aoi = &focus["aoi"];
+    let w = aoi["max_x"].as_f64().unwrap() - aoi["min_x"].as_f64().unwrap();
+    assert!(
+        (w - 900.0).abs() < 1.0,
+        "the model game's area of interest is 900 wide: {aoi}"
+    );
+    let tip = b.eval(
+        "document.getElementById('tooltip').hidden ? '' : document.getElementById('tooltip').textContent",
+    );
+    let tip = tip.as_str().unwrap_or("");
+    if !tip.is_empty() {
+        // The player may have started walking away since; when the tooltip is up it names
+        // the owner.
+        assert!(tip.contains("on node"), "{tip}");
+    }
+    b.screenshot(&out_dir().join("hover.png"));
+
+    // The end: the page shows exactly as many objects as the simulation holds.
+    let end = dash.wait_line("simulation finished at", 120 * SECOND);
+    let objects: usize = end
+        .split(": ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no object count in {end:?}"));
+    b.wait_for("wm.finished", 30 * SECOND, "the finished state");
+    let shown = b.eval("document.getElementById('object-count').textContent");
+    assert_eq!(
+        shown.as_str(),
+        Some(objects.to_string().as_str()),
+        "objects shown vs simulated"
+    );
+    assert_eq!(dash.api_state()["objects"].as_u64(), Some(objects as u64));
+    b.screenshot(&out_dir().join("finished.png"));
+
+    assert!(b.errors.is_empty(), "console errors: {:#?}", b.errors);
+    assert!(b.warnings.is_empty(), "console warnings: {:#?}", b.warnings);
+}
+
+/// Measures the page at `objects` objects from the synthetic feed: frame rate and draw
+/// time from the page's requestAnimationFrame counter, WebSocket bytes per second from the
+/// server's counter. Writes `out/dashboard/<name>.json`.
+fn measure(dash: &Dashboard, b: &mut Browser, name: &str, objects: usize, secs: u64) -> Value {
+    b.navigate(&dash.url);
+    b.wait_for(
+        &format!("window.wm && wm.n === {objects} && wm.perf.history.length >= 2"),
+        120 * SECOND,
+        "the objects on the page",
+    );
+    let shown = b.eval("document.getElementById('object-count').textContent");
+    assert_eq!(shown.as_str(), Some(objects.to_string().as_str()));
+    let s0 = dash.api_state();
+    let m0 = b.metrics();
+    let t0 = Instant::now();
+    let h0 = b.eval("wm.perf.history.length").as_u64().unwrap();
+    std::thread::sleep(Duration::from_secs(secs));
+    let s1 = dash.api_state();
+    let m1 = b.metrics();
+    let wall = t0.elapsed().as_secs_f64();
+    // Main-thread time per second of wall time, by what Chromium says it was doing.
+    let busy: serde_json::Map<String, Value> = [
+        "TaskDuration",
+        "ScriptDuration",
+        "LayoutDuration",
+        "RecalcStyleDuration",
+    ]
+    .iter()
+    .map(|k| {
+        let d = m1.get(*k).copied().unwrap_or(0.0) - m0.get(*k).copied().unwrap_or(0.0);
+        (
+            format!("{k}_ms_per_s"),
+            serde_json::json!((d * 1000.0 / wall * 10.0).round() / 10.0),
+        )
+    })
+    .collect();
+    let hist = b.eval(&format!("wm.perf.history.slice({h0})"));
+    let h = hist.as_array().unwrap();
+    assert!(!h.is_empty(), "the page's frame counter did not run");
+    let mean = |k: &str| h.iter().map(|p| p[k].as_f64().unwrap()).sum::<f64>() / h.len() as f64;
+    let bytes = s1["ws_bytes"].as_f64().unwrap() - s0["ws_bytes"].as_f64().unwrap();
+    let ticks = s1["ticks"].as_f64().unwrap() - s0["ticks"].as_f64().unwrap();
+    let report = serde_json::json!({
+        "objects": objects,
+        "seconds": wall,
+        "fps_mean": mean("fps"),
+        "fps_min": h.iter().map(|p| p["fps"].as_f64().unwrap()).fold(f64::INFINITY, f64::min),
+        "draw_ms_mean": mean("drawMsMean"),
+        "draw_ms_max": h.iter().map(|p| p["drawMsMax"].as_f64().unwrap()).fold(0.0, f64::max),
+        "messages_ms_per_s": mean("msgMsPerS"),
+        "panels_ms_per_s": mean("panelMsPerS"),
+        "ws_bytes_per_s": bytes / wall,
+        "ticks_per_s": ticks / wall,
+        "frames_dropped": s1["frames_dropped"],
+        "key_frames": s1["key_frames"],
+        "main_thread": busy,
+    });
+    std::fs::create_dir_all(out_dir()).unwrap();
+    std::fs::write(out_dir().join(format!("{name}.json")), format!("{report:#}\n")).unwrap();
+    eprintln!("{name}: {report}");
+    report
+}
+
+#[test]
+fn the_page_at_4096_objects_shows_them_all_and_reports_its_frame_rate() {
+    if !browser_available() {
+        return;
+    }
+    let _one = serial();
+    let dash = Dashboard::start(&["--synthetic", "4096", "--nodes", "512", "--migrate-every", "2s"]);
+    let mut b = Browser::launch("synthetic", 1400, 900);
+    let r = measure(&dash, &mut b, "fps-synthetic-4096", 4096, 10);
+    // Ownership changes animate while measuring.
+    b.wait_for(
+        "wm.moves[0] > 0",
+        30 * SECOND,
+        "a migration in the synthetic feed",
+    );
+    b.screenshot(&out_dir().join("synthetic-4096.png"));
+    assert!(r["ticks_per_s"].as_f64().unwrap() > 0.0);
+    assert!(b.errors.is_empty(), "console errors: {:#?}", b.errors);
+    assert!(b.warnings.is_empty(), "console warnings: {:#?}", b.warnings);
+}
+
+/// The 512-node × 8-player simulation (about 5,700 objects: 4,096 players, 1,536 items
+/// and missiles). Needs a release build to be worth measuring:
+/// `cargo test --release -p worldmesh-cli --test dashboard_browser -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement: run in release with --ignored"]
+fn measure_the_page_on_the_512_node_simulation() {
+    if !browser_available() {
+        return;
+    }
+    let _one = serial();
+    let mut dash = Dashboard::start(&[
+        "--nodes",
+        "512",
+        "--players-per-node",
+        "8",
+        "--migrate-every",
+        "5s",
+    ]);
+    let mut b = Browser::launch("sim512", 1400, 900);
+    b.navigate(&dash.url);
+    let n = b
+        .wait_for(
+            "window.wm && wm.n > 4000 && wm.perf.history.length >= 2 ? wm.n : 0",
+            300 * SECOND,
+            "the 512-node world",
+        )
+        .as_u64()
+        .unwrap() as usize;
+    // The count drifts with missiles; measure at whatever is shown.
+    let _ = n;
+    let h0 = b.eval("wm.perf.history.length").as_u64().unwrap();
+    let s0 = dash.api_state();
+    let t0 = Instant::now();
+    std::thread::sleep(Duration::from_secs(20));
+    let s1 = dash.api_state();
+    let wall = t0.elapsed().as_secs_f64();
+    let hist = b.eval(&format!("wm.perf.history.slice({h0})"));
+    let h = hist.as_array().unwrap();
+    let mean = |k: &str| h.iter().map(|p| p[k].as_f64().unwrap()).sum::<f64>() / h.len().max(1) as f64;
+    let report = serde_json::json!({
+        "objects_mean": mean("objects"),
+        "seconds": wall,
+        "fps_mean": mean("fps"),
+        "fps_min": h.iter().map(|p| p["fps"].as_f64().unwrap()).fold(f64::INFINITY, f64::min),
+        "draw_ms_mean": mean("drawMsMean"),
+        "draw_ms_max": h.iter().map(|p| p["drawMsMax"].as_f64().unwrap()).fold(0.0, f64::max),
+        "ws_bytes_per_s": (s1["ws_bytes"].as_f64().unwrap() - s0["ws_bytes"].as_f64().unwrap()) / wall,
+        "ticks_per_s": (s1["ticks"].as_f64().unwrap() - s0["ticks"].as_f64().unwrap()) / wall,
+        "sim_seconds_per_s": (s1["time_s"].as_f64().unwrap() - s0["time_s"].as_f64().unwrap()) / wall,
+    });
+    std::fs::create_dir_all(out_dir()).unwrap();
+    std::fs::write(out_dir().join("fps-sim-512x8.json"), format!("{report:#}\n")).unwrap();
+    eprintln!("512x8: {report}");
+    b.screenshot(&out_dir().join("sim-512x8.png"));
+    let _ = dash.wait_line("dashboard: http://", SECOND);
+    assert!(b.errors.is_empty(), "console errors: {:#?}", b.errors);
+}
+
+/// The README's screenshot (`docs/dashboard.png`): the default `worldmesh dashboard`
+/// (64 × 8) during a migration, a player hovered. Run in release with `--ignored`, then
+/// check the picture and its size (< 150 kB) before committing it.
+#[test]
+#[ignore = "regenerates docs/dashboard.png"]
+fn readme_screenshot() {
+    if !browser_available() {
+        return;
+    }
+    let _one = serial();
+    let dash = Dashboard::start(&["--migrate-every", "4s"]);
+    let mut b = Browser::launch("readme", 1400, 860);
+    b.navigate(&dash.url);
+    b.wait_for(
+        "window.wm && wm.n > 0 && wm.series.length > 30",
+        120 * SECOND,
+        "15 s of charts",
+    );
+    // Just after a migration starts, while its objects flash, with a player hovered: move
+    // the mouse onto the stillest player until the page shows its area of interest.
+    let moves = b.eval("wm.moves[0]").as_u64().unwrap();
+    b.wait_for(&format!("wm.moves[0] > {moves}"), 60 * SECOND, "a migration");
+    for _ in 0..20 {
+        let target = b.eval(
+            "(() => { let best = -1; for (let i = 0; i < wm.n; i++) if (wm.kind[i] === 0 && (best < 0 || Math.abs(wm.toX[i] - wm.fromX[i]) < Math.abs(wm.toX[best] - wm.fromX[best]))) best = i; return best < 0 ? null : [wm.ids[best], ...wm.viewportOf(best)]; })()",
+        );
+        b.mouse_move(target[1].as_f64().unwrap(), target[2].as_f64().unwrap());
+        std::thread::sleep(Duration::from_millis(60));
+        let shown = format!("wm.focusId === {} && !!wm.focus && !!wm.focus.aoi", target[0]);
+        if b.eval(&shown).as_bool() == Some(true) {
+            break;
+        }
+    }
+    b.screenshot_scaled(&out_dir().join("readme.png"), 1400, 860, 0.7);
+    assert!(b.errors.is_empty(), "console errors: {:#?}", b.errors);
+}

@@ -1,0 +1,249 @@
+//! Members crash in a simulated world with SWIM membership: their objects are adopted.
+
+use worldmesh_core::NodeId;
+use worldmesh_sim::churn::{self, CrashOutcome, CrashPlan};
+use worldmesh_sim::config::{Architecture, SimConfig};
+
+fn world(arch: Architecture, backups: usize) -> SimConfig {
+    let mut cfg = SimConfig {
+        nodes: 8,
+        players_per_node: 8,
+        duration_s: 12.0,
+        architecture: arch,
+        ..SimConfig::default()
+    };
+    cfg.network.latency = "uniform:20".into();
+    cfg.cluster.membership = true;
+    cfg.cluster.backups = backups;
+    cfg
+}
+
+fn plan() -> CrashPlan {
+    CrashPlan {
+        crash_at_s: 4.0,
+        crash: vec![NodeId(2), NodeId(5)],
+        settle_s: 6.0,
+    }
+}
+
+fn check(o: &CrashOutcome) {
+    assert!(o.orphans >= 10, "{o:?}");
+    assert_eq!(o.duplicated, 0, "{o:?}");
+    assert_eq!(o.lost, 0, "{o:?}");
+    assert_eq!(o.rehomed + o.dropped, o.orphans, "{o:?}");
+    assert_eq!(
+        o.adoption_ms.len(),
+        o.rehomed,
+        "every re-homed object was adopted: {o:?}"
+    );
+    // Simulated time, deterministic: every orphan had a primary again within 3 s.
+    assert!(
+        o.adoption_ms.last().is_some_and(|t| *t <= 3000.0),
+        "{:?}",
+        o.adoption_ms
+    );
+}
+
+#[test]
+fn killing_two_of_eight_nodes_rehomes_every_object_once_in_broadcast_mode() {
+    let o = churn::run(&world(Architecture::Broadcast, 2), &plan()).unwrap();
+    check(&o);
+}
+
+#[test]
+fn killing_two_of_eight_nodes_rehomes_every_object_once_with_interest_and_backups() {
+    let o = churn::run(&world(Architecture::Colyseus, 2), &plan()).unwrap();
+    check(&o);
+}
+
+#[test]
+fn the_same_seed_gives_the_same_outcome() {
+    let a = churn::run(&world(Architecture::Colyseus, 2), &plan()).unwrap();
+    let b = churn::run(&world(Architecture::Colyseus, 2), &plan()).unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn without_backups_the_holders_offers_rehome_every_watched_object() {
+    // A small map: every object is in some player's interest, so some node holds a replica
+    // of each; the adopter rarely does, and adopts the freshest offered copy.
+    let o = churn::run(&world(Architecture::Colyseus, 0), &plan()).unwrap();
+    check(&o);
+    assert!(o.adopted_from_offer > 0, "{o:?}");
+    let with = churn::run(&world(Architecture::Colyseus, 2), &plan()).unwrap();
+    // With backups the adopter holds a copy (all but objects born in the last frames).
+    assert!(
+        with.adopted_from_offer * 4 < o.adopted_from_offer,
+        "{with:?} vs {o:?}"
+    );
+}
+
+mod membership_changes {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use worldmesh_core::{NodeId, ObjectId, Time};
+    use worldmesh_node::membership::Member;
+    use worldmesh_node::{Event, drain::DrainState};
+    use worldmesh_replica::Role;
+    use worldmesh_sim::config::Architecture;
+    use worldmesh_sim::scenario::{self, Sim};
+
+    use super::world;
+
+    /// Live nodes holding each object as primary.
+    fn primaries(sim: &Sim) -> BTreeMap<ObjectId, Vec<NodeId>> {
+        let mut m: BTreeMap<ObjectId, Vec<NodeId>> = BTreeMap::new();
+        for n in sim.nodes().iter().filter(|n| sim.is_up(n.id())) {
+            for (id, e) in n.store().iter() {
+                if e.role == Role::Primary {
+                    m.entry(id).or_default().push(n.id());
+                }
+            }
+        }
+        m
+    }
+
+    fn assert_single_primaries(sim: &Sim) {
+        for (id, at) in primaries(sim) {
+            assert_eq!(at.len(), 1, "{id} is a primary on {at:?}");
+        }
+    }
+
+    #[test]
+    fn a_joining_node_gets_replicas_and_then_primaries() {
+        let cfg = world(Architecture::Broadcast, 2);
+        let mut sim = scenario::build_with_spares(&cfg, 1).unwrap();
+        sim.run_until(Time::from_millis(3000));
+        let world = Arc::clone(sim.nodes()[0].world());
+        let joiner = NodeId(8);
+        let node = scenario::new_member(&cfg, world, joiner, 0, sim.now()).unwrap();
+        sim.add_node(node);
+        sim.with_node(joiner, |n, now| n.join(now, &[Member::simulated(NodeId(0), 0)]));
+        sim.run_until(Time::from_millis(6000));
+        for n in sim.nodes().iter().take(8) {
+            assert!(
+                n.members().contains(&joiner),
+                "{} does not see the joiner",
+                n.id()
+            );
+        }
+        let total: usize = primaries(&sim).len();
+        let j = &sim.nodes()[8];
+        assert_eq!(j.members().len(), 8);
+        // Broadcast: it replicates every object (allowing for objects born this frame).
+        assert!(
+            j.store().replica_count() + 8 >= total,
+            "{} of {total}",
+            j.store().replica_count()
+        );
+        // Node 1 drains: the joiner takes its share of node 1's objects.
+        sim.record_events();
+        sim.with_node(NodeId(1), |n, now| n.drain(now));
+        sim.run_until(Time::from_millis(10_000));
+        assert!(
+            sim.nodes()[8].store().primary_count() > 0,
+            "the joiner got no primaries"
+        );
+        assert_eq!(sim.nodes()[1].store().primary_count(), 0);
+        assert_single_primaries(&sim);
+    }
+
+    #[test]
+    fn a_drain_moves_every_primary_once_then_the_node_leaves() {
+        let cfg = world(Architecture::Colyseus, 2);
+        let mut sim = scenario::build(&cfg).unwrap();
+        sim.run_until(Time::from_millis(3000));
+        let before: BTreeSet<ObjectId> = sim.nodes()[3]
+            .store()
+            .iter()
+            .filter(|(_, e)| e.role == Role::Primary)
+            .map(|(id, _)| id)
+            .collect();
+        assert!(!before.is_empty());
+        sim.record_events();
+        sim.with_node(NodeId(3), |n, now| n.drain(now));
+        let mut drained = None;
+        let mut deleted = BTreeSet::new();
+        let mut t = sim.now();
+        while drained.is_none() && t < Time::from_millis(20_000) {
+            t += Duration::from_millis(100);
+            sim.run_until(t);
+            assert_single_primaries(&sim);
+            for (at, node, e) in sim.take_events() {
+                match e {
+                    Event::Drained { left_behind } if node == NodeId(3) => drained = Some((at, left_behind)),
+                    Event::PrimaryDeleted { id } => {
+                        deleted.insert(id);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let (_, left_behind) = drained.expect("the drain finished");
+        assert_eq!(left_behind, 0);
+        assert_eq!(sim.nodes()[3].drain_state(), Some(DrainState::Done));
+        assert_eq!(sim.nodes()[3].store().primary_count(), 0);
+        let now_held = primaries(&sim);
+        for id in &before {
+            let holders = now_held.get(id).map_or(0, Vec::len);
+            assert!(holders == 1 || deleted.contains(id), "{id} lost by the drain");
+        }
+        // The others see it gone (it left; nobody adopted anything from it).
+        sim.run_until(t + Duration::from_millis(2000));
+        for n in sim.nodes().iter().filter(|n| n.id() != NodeId(3)) {
+            assert!(!n.members().contains(&NodeId(3)), "{} still sees 3", n.id());
+            assert_eq!(n.summary(sim.now(), 1.0).cluster.unwrap().adoption.adopted, 0);
+        }
+    }
+
+    #[test]
+    fn a_restarted_node_is_a_new_member_and_its_old_objects_live_on_elsewhere() {
+        let cfg = world(Architecture::Broadcast, 2);
+        let mut sim = scenario::build(&cfg).unwrap();
+        sim.run_until(Time::from_millis(3000));
+        let old: BTreeSet<ObjectId> = sim.nodes()[4]
+            .store()
+            .iter()
+            .filter(|(_, e)| e.role == Role::Primary)
+            .map(|(id, _)| id)
+            .collect();
+        sim.crash(NodeId(4));
+        // Back before anyone could declare it down.
+        sim.run_until(Time::from_millis(3200));
+        let world = Arc::clone(sim.nodes()[0].world());
+        let node = scenario::new_member(&cfg, world, NodeId(4), 1, sim.now()).unwrap();
+        sim.restart(node);
+        sim.with_node(NodeId(4), |n, now| {
+            n.join(now, &[Member::simulated(NodeId(0), 0)])
+        });
+        sim.run_until(Time::from_millis(9000));
+        let held = primaries(&sim);
+        for id in &old {
+            // Missiles may have ended; every other object is held once, not by the new node.
+            if let Some(at) = held.get(id) {
+                assert_eq!(at.len(), 1, "{id}: {at:?}");
+                assert_ne!(at[0], NodeId(4));
+            }
+        }
+        let items = old.iter().filter(|id| held.contains_key(id)).count();
+        assert!(
+            items >= 8,
+            "the old node's lasting objects came back: {items} of {}",
+            old.len()
+        );
+        let new = &sim.nodes()[4];
+        assert_eq!(new.identity().generation, 1);
+        assert_eq!(new.members().len(), 7);
+        // It replicates the adopted objects like everything else.
+        assert!(
+            old.iter()
+                .filter(|id| held.contains_key(id))
+                .all(|id| new.store().get(*id).is_some())
+        );
+        for n in sim.nodes().iter().filter(|n| n.id() != NodeId(4)) {
+            assert!(n.members().contains(&NodeId(4)));
+        }
+    }
+}
