@@ -219,6 +219,17 @@ impl Nodes {
         }
     }
 
+    /// Collects the lines that arrive during `d` (exits included; nothing is awaited).
+    pub fn gather(&mut self, d: Duration) {
+        let deadline = Instant::now() + d;
+        while let Ok(r) = self
+            .rx
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+        {
+            self.records.push(r);
+        }
+    }
+
     /// True if an exit ends the wait (the process was not expected to exit).
     fn awaited_exit(&self, r: &Record, _what: &str) -> bool {
         // A process that exited without a summary failed.
