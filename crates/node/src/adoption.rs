@@ -171,6 +171,11 @@ impl Adoption {
     ) {
         // A notice to the failed node will never be acknowledged.
         self.notices.remove(&dead);
+        // Orphans of an earlier failure may have been offered to this member: offer them
+        // again at the next frame, to their adopter in the new view.
+        for w in self.waiting.values_mut() {
+            w.offered_at = None;
+        }
         let mut offers: BTreeMap<NodeId, Vec<OrphanOffer>> = BTreeMap::new();
         for id in orphans {
             let policy = rm.store().object(id).map(GameObject::orphan_policy);
@@ -192,6 +197,7 @@ impl Adoption {
                             offered_at: Some(now),
                         },
                     );
+                    rm.keep_orphan(id);
                     if let Some(o) = rm.offer(id, dead) {
                         offers.entry(a).or_default().push(o);
                     }
@@ -215,6 +221,7 @@ impl Adoption {
         events: &mut Vec<AdoptionEvent>,
     ) {
         self.waiting.remove(&id);
+        rm.release_orphan(id);
         if let Ok(binding) = rm.adopt(now, id, dead) {
             let version = rm.store().get(id).map_or(0, |e| e.version);
             self.adopted(now, me, live, (id, version), dead, binding, out, events);
@@ -275,18 +282,19 @@ impl Adoption {
         }
     }
 
-    /// Offers (from any member) for orphans this node should adopt.
+    /// Offers (from any member) for orphans this node should adopt. An offer may arrive
+    /// before this node has seen the failure itself: it is kept, and used only once this
+    /// node's own view has the old node down (see [`Adoption::on_frame`]).
     pub fn on_offers<O: GameObject>(
         &mut self,
         now: Time,
         me: NodeId,
         live: &[NodeId],
         rm: &ReplicaManager<O>,
-        is_live: impl Fn(NodeId) -> bool,
         offers: Vec<OrphanOffer>,
     ) {
         for o in offers {
-            let agreed = !is_live(o.dead) && adopter(o.id, me, live, o.dead) == Some(me);
+            let agreed = adopter(o.id, me, live, o.dead) == Some(me);
             if !agreed {
                 self.stats.refused += 1;
                 continue;
@@ -334,6 +342,7 @@ impl Adoption {
             match rm.learn_adoption(now, from, id, binding) {
                 MovedOutcome::Accepted | MovedOutcome::Superseded => {
                     self.waiting.remove(&id);
+                    rm.release_orphan(id);
                     self.offers.remove(&id);
                     acks.push((id, binding.epoch));
                 }
@@ -393,9 +402,16 @@ impl Adoption {
             .map(|(id, _)| *id)
             .collect();
         for id in ready {
-            let Some((_, offer)) = self.offers.remove(&id) else {
+            let Some((first, offer)) = self.offers.remove(&id) else {
                 continue;
             };
+            if live.contains(&offer.dead) {
+                // Not down in this node's view yet: wait for it (or give up).
+                if now.saturating_since(first) < self.cfg.orphan_timeout {
+                    self.offers.insert(id, (first, offer));
+                }
+                continue;
+            }
             if adopter(id, me, live, offer.dead) != Some(me) {
                 continue;
             }
@@ -421,10 +437,12 @@ impl Adoption {
             let dead = w.dead;
             if rm.binding_of(id).node != dead {
                 self.waiting.remove(&id); // adopted and learned (or gone)
+                rm.release_orphan(id);
                 continue;
             }
             if now.saturating_since(w.since) > self.cfg.orphan_timeout {
                 self.waiting.remove(&id);
+                rm.release_orphan(id);
                 if rm.drop_orphan(id) {
                     self.stats.dropped += 1;
                     events.push(AdoptionEvent::Dropped { id, dead });

@@ -436,6 +436,9 @@ pub struct ReplicaManager<O: GameObject> {
     generation: u32,
     /// Acknowledgements of writes applied here, held until every backup has them.
     deferred: Vec<backup::DeferredAck>,
+    /// Replicas of a failed member's objects awaiting their adoption: kept whatever the
+    /// local interest, since they may be the only copy left (see [`Self::keep_orphan`]).
+    kept_orphans: BTreeSet<ObjectId>,
 }
 
 /// A write of this node awaiting its primary's acknowledgement.
@@ -471,6 +474,7 @@ impl<O: GameObject> ReplicaManager<O> {
             prim: VecMap::new(),
             repl: BTreeMap::new(),
             fetching: BTreeMap::new(),
+            kept_orphans: BTreeSet::new(),
             net: VecMap::new(),
             stats: ReplicaStats::default(),
             names: NameService::new(me, cfg_lease),
@@ -962,6 +966,7 @@ impl<O: GameObject> ReplicaManager<O> {
             .iter()
             .filter(|(_, m)| now - m.wanted_at > self.cfg.linger)
             .map(|(id, _)| *id)
+            .filter(|id| !self.kept_orphans.contains(id))
             .filter(|id| {
                 // A backup keeps its replica whatever its interest.
                 self.cfg.backups == 0
@@ -990,7 +995,23 @@ impl<O: GameObject> ReplicaManager<O> {
         }
     }
 
+    /// Keeps the replica of `id` (a failed member's object awaiting adoption) even when no
+    /// local interest wants it any more, until [`Self::release_orphan`] or its removal: a
+    /// replica that lingers out while the failure is being detected and the adopter
+    /// found may be the only copy left (without backups).
+    pub fn keep_orphan(&mut self, id: ObjectId) {
+        if matches!(self.store.get(id).map(|e| e.role), Some(Role::Replica { .. })) {
+            self.kept_orphans.insert(id);
+        }
+    }
+
+    /// Ends [`Self::keep_orphan`] for `id`: it was adopted, or given up.
+    pub fn release_orphan(&mut self, id: ObjectId) {
+        self.kept_orphans.remove(&id);
+    }
+
     fn remove_replica(&mut self, id: ObjectId) {
+        self.kept_orphans.remove(&id);
         if let Some(Role::Replica { primary }) = self.store.get(id).map(|e| e.role) {
             self.store.remove(id);
             self.stats.replicas_dropped += 1;

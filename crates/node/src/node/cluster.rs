@@ -265,7 +265,7 @@ impl<O: GameObject> Node<O> {
         match msg {
             MigrationMsg::Offer(offers) => {
                 self.adoption
-                    .on_offers(now, me, &self.members, &self.replicas, live, offers);
+                    .on_offers(now, me, &self.members, &self.replicas, offers);
             }
             MigrationMsg::Adopted(items) => {
                 let acks =
