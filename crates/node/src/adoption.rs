@@ -31,7 +31,7 @@
 //! survived anywhere) is dropped and counted: what can be lost is documented in
 //! `replica::manager::backup`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use worldmesh_core::{NodeId, ObjectId, Time, rendezvous};
@@ -119,6 +119,11 @@ pub struct Adoption {
     offers: BTreeMap<ObjectId, (Time, OrphanOffer)>,
     /// Unacknowledged notices per peer: object → (binding, failed node, last sent).
     notices: BTreeMap<NodeId, BTreeMap<ObjectId, (Binding, NodeId, Time)>>,
+    /// Node ids this node has seen fail (in any generation). A failed member may be back
+    /// as a new generation under the same id while its old objects are still being
+    /// adopted: "is it live?" asks about the id, so the failure seen is what counts.
+    /// Bounded by the ids the cluster's certificates name.
+    seen_down: BTreeSet<NodeId>,
     stats: AdoptionStats,
 }
 
@@ -143,6 +148,17 @@ impl Adoption {
     /// Counters.
     pub fn stats(&self) -> &AdoptionStats {
         &self.stats
+    }
+
+    /// This node was declared failed and is back as a new generation (its store was
+    /// reset): what it was doing for earlier failures is void, and its own previous
+    /// generation counts as failed, so it follows the members that adopted its objects
+    /// (and gives up any copy it adopts again with a lower epoch).
+    pub fn rejoined(&mut self, me: NodeId) {
+        self.waiting.clear();
+        self.offers.clear();
+        self.notices.clear();
+        self.seen_down.insert(me);
     }
 
     /// Orphans held here awaiting adoption elsewhere.
@@ -171,6 +187,7 @@ impl Adoption {
     ) {
         // A notice to the failed node will never be acknowledged.
         self.notices.remove(&dead);
+        self.seen_down.insert(dead);
         // Orphans of an earlier failure may have been offered to this member: offer them
         // again at the next frame, to their adopter in the new view.
         for w in self.waiting.values_mut() {
@@ -327,7 +344,6 @@ impl Adoption {
         me: NodeId,
         live: &[NodeId],
         rm: &mut ReplicaManager<O>,
-        is_live: impl Fn(NodeId) -> bool,
         from: NodeId,
         items: Vec<(ObjectId, Binding, NodeId)>,
     ) -> Vec<(ObjectId, u32)> {
@@ -335,7 +351,7 @@ impl Adoption {
         for (id, binding, dead) in items {
             // Only the adopter this node's own view agrees on, once the old node is down
             // here too; otherwise no acknowledgement (the notice comes again).
-            if is_live(dead) || adopter(id, me, live, dead) != Some(from) {
+            if !self.seen_down.contains(&dead) || adopter(id, me, live, dead) != Some(from) {
                 self.stats.refused += 1;
                 continue;
             }
@@ -405,8 +421,8 @@ impl Adoption {
             let Some((first, offer)) = self.offers.remove(&id) else {
                 continue;
             };
-            if live.contains(&offer.dead) {
-                // Not down in this node's view yet: wait for it (or give up).
+            if !self.seen_down.contains(&offer.dead) {
+                // Not seen failing here yet: wait for it (or give up).
                 if now.saturating_since(first) < self.cfg.orphan_timeout {
                     self.offers.insert(id, (first, offer));
                 }

@@ -101,6 +101,8 @@ pub struct NetworkModel {
     /// Partitions as (from, until, side membership per node).
     partitions: Vec<(Time, Time, Vec<bool>)>,
     manual_partition: Option<Vec<bool>>,
+    /// Nodes whose datagrams to the others are dropped (they still hear the others).
+    muted: Option<Vec<bool>>,
     rng: DetRng,
 }
 
@@ -146,6 +148,7 @@ impl NetworkModel {
             duplicate: cfg.duplicate,
             partitions,
             manual_partition: None,
+            muted: None,
             rng: rng.fork(0x6c6f_7373),
         }
     }
@@ -180,14 +183,33 @@ impl NetworkModel {
         self.manual_partition = Some(s);
     }
 
-    /// Removes a manual partition.
+    /// A one-way partition: datagrams from `side` to nodes outside it are dropped, while
+    /// `side` still hears the others (until [`NetworkModel::heal`]).
+    pub fn mute(&mut self, side: &[NodeId]) {
+        let mut s = vec![false; self.row.len()];
+        for n in side {
+            if let Some(x) = s.get_mut(n.0 as usize) {
+                *x = true;
+            }
+        }
+        self.muted = Some(s);
+    }
+
+    /// Removes a manual partition (both ways and one way).
     pub fn heal(&mut self) {
         self.manual_partition = None;
+        self.muted = None;
     }
 
     fn cut(&self, now: Time, a: usize, b: usize) -> bool {
         if let Some(s) = &self.manual_partition
             && s[a] != s[b]
+        {
+            return true;
+        }
+        if let Some(m) = &self.muted
+            && m[a]
+            && !m[b]
         {
             return true;
         }

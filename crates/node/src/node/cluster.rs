@@ -246,6 +246,7 @@ impl<O: GameObject> Node<O> {
     /// carry on as the next generation (objects it creates from now on carry it).
     fn rejoined(&mut self, now: Time, m: Member) {
         self.config.generation = m.generation;
+        self.adoption.rejoined(self.config.id);
         let dropped = self.replicas.reset();
         self.replicas.set_generation(m.generation);
         for id in dropped {
@@ -257,20 +258,19 @@ impl<O: GameObject> Node<O> {
 
     pub(super) fn on_adoption_msg(&mut self, now: Time, from: NodeId, msg: MigrationMsg) {
         let me = self.config.id;
-        let Some(m) = &self.membership else {
+        if self.membership.is_none() {
             self.reject(from, Rejection::NoHandler(MessageClass::Migration));
             return;
-        };
-        let live = |n: NodeId| m.is_live(n);
+        }
         match msg {
             MigrationMsg::Offer(offers) => {
                 self.adoption
                     .on_offers(now, me, &self.members, &self.replicas, offers);
             }
             MigrationMsg::Adopted(items) => {
-                let acks =
-                    self.adoption
-                        .on_notices(now, me, &self.members, &mut self.replicas, live, from, items);
+                let acks = self
+                    .adoption
+                    .on_notices(now, me, &self.members, &mut self.replicas, from, items);
                 if !acks.is_empty() {
                     self.send_migration(now, vec![(from, MigrationMsg::MovedAck(acks))]);
                 }
