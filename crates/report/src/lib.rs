@@ -11,7 +11,7 @@
 //! text from a system TrueType font.
 #![forbid(unsafe_code)]
 
-mod document;
+pub mod document;
 mod heatmap;
 mod output;
 mod plot;

@@ -677,13 +677,28 @@ impl Plot {
         let clamp_y = |y: f64| y.clamp(by.0, by.1);
         let inside =
             |p: &(f64, f64)| finite(p, xs, ys) && p.0 >= bx.0 && p.0 <= bx.1 && p.1 >= by.0 && p.1 <= by.1;
-        // Stacked areas first (underneath everything).
+        // Stacked areas first (underneath everything); over categories they are stacked bars.
         let tops = self.stacked_tops();
+        if !self.categories.is_empty() {
+            for (k, (i, _)) in self
+                .series
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.mark == Mark::Area)
+                .enumerate()
+            {
+                let c = colour(i);
+                for (x, lo, hi) in &tops[k] {
+                    let (a, b) = (px((x - 0.3, clamp_y(lo.max(by.0)))), px((x + 0.3, clamp_y(*hi))));
+                    root.draw(&Rectangle::new([a, b], c.mix(0.8).filled()))?;
+                }
+            }
+        }
         for (k, (i, _)) in self
             .series
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.mark == Mark::Area)
+            .filter(|(_, s)| s.mark == Mark::Area && self.categories.is_empty())
             .enumerate()
         {
             let c = colour(i);
