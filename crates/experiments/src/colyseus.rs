@@ -4,7 +4,7 @@
 //! Each point is a run of the model workload in the simulator with the Colyseus
 //! architecture. The client-server and broadcast figures are computed on the same run's
 //! trace by the metrics collector (`worldmesh_sim::metrics`), so all architectures see
-//! exactly the same game. Headline points run over [`crate::HEADLINE_SEEDS`] seeds, in
+//! exactly the same game. Headline points run over [`crate::HEADLINE_SEEDS`] seeds ([`Context::headline_seeds`]), in
 //! parallel ([`crate::stats::parallel`]), and are reported with 95 % intervals.
 //!
 //! Conditions that differ from the paper, stated in every output: our model workload (not
@@ -19,7 +19,7 @@ use worldmesh_sim::{SimConfig, SimReport, scenario};
 
 use crate::claim::{Better, Check, Claim, Estimate, Expect, Tol};
 use crate::stats::{self, parallel};
-use crate::{Context, ExperimentError, HEADLINE_SEEDS, Outcome};
+use crate::{Context, ExperimentError, Outcome};
 
 /// The model-workload simulation of an experiment: `nodes` × `per_node` players on a `map`
 /// map, simulated for `(duration_s, warmup_s)`, with the context's seed; everything else
@@ -78,7 +78,7 @@ pub(crate) fn run_all(ctx: &Context, cfgs: &[SimConfig]) -> Result<Vec<SimReport
 
 /// `n` copies of `cfg`, one per headline seed.
 pub(crate) fn seeded(ctx: &Context, cfg: &SimConfig, n: usize) -> Vec<SimConfig> {
-    ctx.seeds(n)
+    ctx.seeds()[..n.min(ctx.headline_seeds.max(1))].to_vec()
         .into_iter()
         .map(|s| SimConfig {
             seed: s,
@@ -178,7 +178,7 @@ pub fn scaling(ctx: &Context) -> Result<Outcome, ExperimentError> {
     } else {
         &[9, 25, 50, 100, 200, 400]
     };
-    let seeds = HEADLINE_SEEDS;
+    let seeds = ctx.headline_seeds.max(1);
     let mut cfgs = Vec::new();
     for &n in sizes {
         let mut c = sim_config(ctx, n, 1, MapKind::Rect, times(ctx));
@@ -391,7 +391,7 @@ pub const PROACTIVE_CLAIMS: &[Claim] = &[PRO_ON_0, PRO_OFF_0, PRO_ON_100, PRO_OF
 /// `proactive`: missing missiles with and without proactive replication (Table 1).
 pub fn proactive(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let sizes: &[usize] = if ctx.quick { &[16, 32] } else { &[100, 200, 400] };
-    let seeds = HEADLINE_SEEDS;
+    let seeds = ctx.headline_seeds.max(1);
     let mut cfgs = Vec::new();
     for &n in sizes {
         for on in [false, true] {
@@ -548,7 +548,7 @@ pub fn node_scaling(ctx: &Context) -> Result<Outcome, ExperimentError> {
     } else {
         (400, &[16, 25, 40, 80, 100, 200, 400], (16, 80))
     };
-    let seeds = HEADLINE_SEEDS;
+    let seeds = ctx.headline_seeds.max(1);
     let mut cfgs = Vec::new();
     for &n in nodes {
         let per = (players / n).max(1);
@@ -741,7 +741,7 @@ pub const CONSISTENCY_CLAIMS: &[Claim] = &[C_0, C_100, C_400, C_SUBSTRATE, C_VAN
 /// (Figure 11), for each locator (the oracle's ideal discovery and the distributed
 /// `rangedht` — keyed by `x`, and by the Hilbert curve — and `dht` locators of paper `000`
 /// §6.1). The headline (64 nodes) runs on PlanetLab rescaled to the 85 ms median RTT of
-/// the King samples the paper used, over [`HEADLINE_SEEDS`] seeds; the sweep over nodes
+/// the King samples the paper used, over [`crate::HEADLINE_SEEDS`] seeds; the sweep over nodes
 /// and the raw PlanetLab comparison run one seed each.
 pub fn consistency(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let (nodes, head): (&[usize], usize) = if ctx.quick {
@@ -750,7 +750,7 @@ pub fn consistency(ctx: &Context) -> Result<Outcome, ExperimentError> {
         (&[16, 32, 64, 128], 64)
     };
     let paper_lat = "planetlab@median=85";
-    let seeds = HEADLINE_SEEDS;
+    let seeds = ctx.headline_seeds.max(1);
     let locators = [
         ("oracle", "oracle", "x"),
         ("rangedht", "rangedht", "x"),

@@ -23,7 +23,7 @@
 use crate::claim::{Better, Check, Claim, Estimate, Expect, Tol};
 use crate::stats::parallel;
 use crate::vivaldi::{load_matrix, tuned};
-use crate::{Context, ExperimentError, HEADLINE_SEEDS, Outcome};
+use crate::{Context, ExperimentError, Outcome};
 
 const F7B_VIV: Claim = Claim {
     id: "fig7b-vivaldi-10ms",
@@ -857,7 +857,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
 
     // ---- Headline figures over seeds (a new topology, host sample and estimates each).
     progress(ctx, "headline seeds");
-    let seeds = ctx.seeds(HEADLINE_SEEDS);
+    let seeds = ctx.seeds();
     let nums = parallel(ctx.threads, &seeds, |s| seed_nums(ctx, *s))?;
     let col = |f: &dyn Fn(&SeedNums) -> f64| Estimate::of(&nums.iter().map(f).collect::<Vec<_>>());
     let cond7 = format!(

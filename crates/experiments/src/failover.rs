@@ -17,7 +17,6 @@ use std::time::Duration;
 use worldmesh_core::LatencyMatrix;
 use worldmesh_report::{Plot, Series, Table};
 
-use crate::HEADLINE_SEEDS;
 use crate::claim::{Check, Claim, Estimate, Expect};
 
 const TAKEOVER: Claim = Claim {
@@ -257,7 +256,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "confirmed_lost": lost, "confirmed_total": total,
         }));
         if vi == 0 {
-            let groups = HEADLINE_SEEDS.min(reports.len()).max(1);
+            let groups = ctx.headline_seeds.min(reports.len()).max(1);
             let per = reports.len() / groups;
             let meds: Vec<f64> = (0..groups)
                 .map(|g| {

@@ -69,6 +69,8 @@ pub struct Context {
     /// Worker threads for independent runs (seeds, sweep points); results do not depend
     /// on it.
     pub threads: usize,
+    /// Seeds behind headline figures ([`HEADLINE_SEEDS`]; tests use fewer).
+    pub headline_seeds: usize,
 }
 
 impl Context {
@@ -84,12 +86,14 @@ impl Context {
             latency_file: None,
             progress: false,
             threads: 2,
+            headline_seeds: 2,
         })
     }
 
-    /// The seeds of headline figures: `n` consecutive seeds from the context's.
-    pub fn seeds(&self, n: usize) -> Vec<u64> {
-        (0..n as u64).map(|k| self.seed.wrapping_add(k)).collect()
+    /// The seeds of headline figures: [`Context::headline_seeds`] consecutive seeds from
+    /// the context's.
+    pub fn seeds(&self) -> Vec<u64> {
+        (0..self.headline_seeds.max(1) as u64).map(|k| self.seed.wrapping_add(k)).collect()
     }
 }
 
@@ -394,6 +398,65 @@ mod tests {
             "visibility.svg",
         ] {
             assert!(ctx.out.path(f).exists(), "{f}");
+        }
+        std::fs::remove_dir_all(ctx.out.root()).unwrap();
+    }
+
+    #[test]
+    fn every_experiment_declares_its_claims_and_metrics() {
+        let mut ids = std::collections::BTreeSet::new();
+        for e in registry() {
+            assert!(!e.claims.is_empty(), "{} declares no claim", e.name);
+            for c in e.claims {
+                assert!(ids.insert(c.id), "claim id {} used twice", c.id);
+                assert!(c.quote.len() > 20, "{}: quote the sentence", c.id);
+                assert!(c.metric.len() > 20, "{}: define the metric", c.id);
+                assert!(!c.location.is_empty() && !c.paper.is_empty(), "{}: say where", c.id);
+                assert!(!c.unit.is_empty(), "{}: give the unit", c.id);
+                if ["000", "001", "002", "003", "004"].contains(&c.paper) {
+                    // A paper's claim quotes the paper: its first words appear in the text.
+                    let text = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/seeds"))
+                        .ok()
+                        .and_then(|mut d| d.find_map(|f| f.ok().filter(|f| f.file_name().to_string_lossy().starts_with(c.paper))))
+                        .and_then(|f| std::fs::read_to_string(f.path()).ok());
+                    if let Some(text) = text {
+                        // Verbatim but for [bracketed] editorial insertions where the plain
+                        // text lost a symbol: every other piece appears, in order.
+                        let squash = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+                        let text = squash(&text);
+                        let mut at = 0;
+                        let mut rest = c.quote;
+                        while !rest.is_empty() {
+                            let (piece, next) = match rest.find('[') {
+                                Some(i) if !text[at..].contains(&squash(&rest[..rest.find(']').map_or(rest.len(), |j| j + 1)])) => {
+                                    let j = rest[i..].find(']').map_or(rest.len(), |j| i + j + 1);
+                                    (&rest[..i], &rest[j..])
+                                }
+                                _ => (rest, ""),
+                            };
+                            let piece = squash(piece);
+                            if !piece.is_empty() {
+                                let found = text[at..].find(&piece);
+                                assert!(found.is_some(), "{}: not in paper {}: {piece:?}", c.id, c.paper);
+                                at += found.unwrap_or(0) + piece.len();
+                            }
+                            rest = next;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn checks_of_a_quick_run_use_declared_claims() {
+        let ctx = quick_ctx("instances-comm");
+        let e = find("instances-comm").unwrap();
+        let out = (e.run)(&ctx).unwrap();
+        assert!(!out.checks.is_empty());
+        for c in &out.checks {
+            assert!(e.claims.iter().any(|d| d.id == c.claim.id), "{} not declared", c.claim.id);
+            assert_eq!(c.verdict, claim::judge(c.claim.expect, &c.ours), "verdict is computed");
         }
         std::fs::remove_dir_all(ctx.out.root()).unwrap();
     }

@@ -19,7 +19,7 @@ use worldmesh_report::{Plot, Scale, Series, Table};
 use crate::claim::{Check, Claim, Estimate, Expect};
 use crate::locator_runs::{delay, keying_name, matrix, median_rtt, run_tweaked, spec};
 use crate::stats::parallel;
-use crate::{Context, ExperimentError, HEADLINE_SEEDS, Outcome};
+use crate::{Context, ExperimentError, Outcome};
 
 const HOPS: Claim = Claim {
     id: "fig10-hops",
@@ -55,7 +55,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let sizes: &[usize] = if ctx.quick { &[8] } else { &[16, 32, 64, 128] };
     let head = *sizes.last().unwrap_or(&8);
     let (warm, meas) = if ctx.quick { (2, 2) } else { (10, 20) };
-    let seeds = ctx.seeds(HEADLINE_SEEDS);
+    let seeds = ctx.seeds();
     // (keying, rect, nodes, seed, route cache)
     let mut plan = Vec::new();
     for keying in [Keying::Dht, Keying::RangeDht] {

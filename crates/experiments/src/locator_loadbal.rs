@@ -19,7 +19,7 @@ use worldmesh_report::{Plot, Series, Table};
 use crate::claim::{Better, Check, Claim, Estimate, Expect, Tol};
 use crate::locator_runs::{delay, matrix, median_rtt, run_tweaked, spec};
 use crate::stats::{self, parallel};
-use crate::{Context, ExperimentError, HEADLINE_SEEDS, Outcome};
+use crate::{Context, ExperimentError, Outcome};
 
 const LB_TOTAL: Claim = Claim {
     id: "table2-max-bandwidth",
@@ -62,7 +62,7 @@ fn imbalance(r: &ScenarioResult, f: impl Fn(&NodeRates) -> f64) -> f64 {
 pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let m = matrix(ctx)?;
     let med = median_rtt(&m);
-    let (nodes, warm, meas) = if ctx.quick { (8, 8, 4) } else { (96, 40, 20) };
+    let (nodes, warm, meas) = if ctx.quick { (8, 6, 3) } else { (96, 40, 20) };
     let per_node = if ctx.quick { 4 } else { 8 };
     let configs = [
         ("dht", Keying::Dht, RangeKey::X, false),
@@ -76,7 +76,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             true,
         ),
     ];
-    let seeds = ctx.seeds(HEADLINE_SEEDS);
+    let seeds = ctx.seeds();
     let mut plan = Vec::new();
     for (ci, c) in configs.iter().enumerate() {
         let ss: &[u64] = if c.0 == "dht" || c.0 == "rangedht loadbal" {

@@ -20,7 +20,7 @@ use worldmesh_sim::scenario;
 
 use crate::claim::{Better, Check, Claim, Estimate, Expect, Tol};
 use crate::stats::{self, parallel};
-use crate::{Context, ExperimentError, HEADLINE_SEEDS, Outcome};
+use crate::{Context, ExperimentError, Outcome};
 
 const SWEET: Claim = Claim {
     id: "fig8a-sweet-spot",
@@ -120,7 +120,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     } else {
         &[0.0, 250.0, 500.0, 1000.0, 2000.0, 4000.0, 8000.0]
     };
-    let seeds = ctx.seeds(HEADLINE_SEEDS);
+    let seeds = ctx.seeds();
     let mut plan = Vec::new();
     for &p in preds {
         for &s in &seeds {

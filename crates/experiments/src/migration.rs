@@ -39,7 +39,7 @@ use worldmesh_report::{Plot, Series, Table};
 
 use crate::claim::{Check, Claim, Estimate, Expect};
 use crate::stats::parallel;
-use crate::{Context, ExperimentError, HEADLINE_SEEDS, Outcome};
+use crate::{Context, ExperimentError, Outcome};
 
 const CLOSER: Claim = Claim {
     id: "s3-migrate-closer",
@@ -491,7 +491,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             loss: 0.01,
         }
     };
-    let seeds = ctx.seeds(HEADLINE_SEEDS);
+    let seeds = ctx.seeds();
     let runs = parallel(ctx.threads, &seeds, |s| simulate(&m, None, &setup, *s))?;
     let ratio = Estimate::of(
         &runs

@@ -17,7 +17,7 @@ use worldmesh_sim::scenario;
 use crate::claim::{Better, Check, Claim, Estimate, Expect, Tol};
 use crate::colyseus::{PAPER_LOCATOR, sim_config, times};
 use crate::stats::parallel;
-use crate::{Context, ExperimentError, HEADLINE_SEEDS, Outcome};
+use crate::{Context, ExperimentError, Outcome};
 
 const NONE_0: Claim = Claim {
     id: "fig13b-none-missing-0ms",
@@ -107,7 +107,7 @@ fn hist_cdf(h: &[u64], scale: f64) -> Vec<(f64, f64)> {
 /// Runs the experiment.
 pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let (nodes, per) = if ctx.quick { (8, 8) } else { (40, 8) };
-    let seeds = ctx.seeds(HEADLINE_SEEDS);
+    let seeds = ctx.seeds();
     let runs = parallel(
         ctx.threads,
         &seeds,

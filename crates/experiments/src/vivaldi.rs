@@ -20,7 +20,7 @@
 
 use crate::claim::{Better, Check, Claim, Estimate, Expect, Tol};
 use crate::stats::{self, parallel};
-use crate::{Context, ExperimentError, HEADLINE_SEEDS, Outcome};
+use crate::{Context, ExperimentError, Outcome};
 use worldmesh_report::Plot;
 
 const VIV80: Claim = Claim {
@@ -226,7 +226,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         ctx,
         "paper setting (100 hosts, 12 neighbours, 5/s, 240 s), headline seeds",
     );
-    let seeds = ctx.seeds(HEADLINE_SEEDS);
+    let seeds = ctx.seeds();
     let per_seed = parallel(ctx.threads, &seeds, |s| paper_setting(&m, q, *s))?;
     let viv: Vec<f64> = per_seed.iter().map(|p| p80_abs(p.iter().map(|x| x.1))).collect();
     let lm: Vec<f64> = per_seed.iter().map(|p| p80_abs(p.iter().map(|x| x.2))).collect();

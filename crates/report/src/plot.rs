@@ -980,8 +980,12 @@ fn dashed<DB: DrawingBackend>(
         let mut t = 0.0;
         while t < len {
             let in_on = phase < on;
-            let left = if in_on { on - phase } else { on + off - phase };
+            // At least a tenth of a pixel per step, so float rounding cannot stall the walk.
+            let left = if in_on { on - phase } else { on + off - phase }.max(0.1);
             let t1 = (t + left).min(len);
+            if t1 <= t {
+                break;
+            }
             if in_on {
                 let p = |s: f64| {
                     (
