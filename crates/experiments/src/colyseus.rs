@@ -78,7 +78,8 @@ pub(crate) fn run_all(ctx: &Context, cfgs: &[SimConfig]) -> Result<Vec<SimReport
 
 /// `n` copies of `cfg`, one per headline seed.
 pub(crate) fn seeded(ctx: &Context, cfg: &SimConfig, n: usize) -> Vec<SimConfig> {
-    ctx.seeds()[..n.min(ctx.headline_seeds.max(1))].to_vec()
+    ctx.seeds()[..n.min(ctx.headline_seeds.max(1))]
+        .to_vec()
         .into_iter()
         .map(|s| SimConfig {
             seed: s,
@@ -799,7 +800,9 @@ pub fn consistency(ctx: &Context) -> Result<Outcome, ExperimentError> {
     );
     let mut plot = Plot::of(
         "paper 000 Fig. 11",
-        format!("missing replicas vs nodes, p2p-sqr, {paper_lat} (64 nodes: mean, 95% CI of {seeds} seeds)"),
+        format!(
+            "missing replicas vs nodes, p2p-sqr, {paper_lat} ({head} nodes: mean, 95% CI of {seeds} seeds)"
+        ),
         "nodes",
         "required replicas missing (%)",
     );

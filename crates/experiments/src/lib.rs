@@ -93,7 +93,9 @@ impl Context {
     /// The seeds of headline figures: [`Context::headline_seeds`] consecutive seeds from
     /// the context's.
     pub fn seeds(&self) -> Vec<u64> {
-        (0..self.headline_seeds.max(1) as u64).map(|k| self.seed.wrapping_add(k)).collect()
+        (0..self.headline_seeds.max(1) as u64)
+            .map(|k| self.seed.wrapping_add(k))
+            .collect()
     }
 }
 
@@ -411,14 +413,24 @@ mod tests {
                 assert!(ids.insert(c.id), "claim id {} used twice", c.id);
                 assert!(c.quote.len() > 20, "{}: quote the sentence", c.id);
                 assert!(c.metric.len() > 20, "{}: define the metric", c.id);
-                assert!(!c.location.is_empty() && !c.paper.is_empty(), "{}: say where", c.id);
+                assert!(
+                    !c.location.is_empty() && !c.paper.is_empty(),
+                    "{}: say where",
+                    c.id
+                );
                 assert!(!c.unit.is_empty(), "{}: give the unit", c.id);
                 if ["000", "001", "002", "003", "004"].contains(&c.paper) {
                     // A paper's claim quotes the paper: its first words appear in the text.
-                    let text = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/seeds"))
-                        .ok()
-                        .and_then(|mut d| d.find_map(|f| f.ok().filter(|f| f.file_name().to_string_lossy().starts_with(c.paper))))
-                        .and_then(|f| std::fs::read_to_string(f.path()).ok());
+                    let text =
+                        std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/seeds"))
+                            .ok()
+                            .and_then(|mut d| {
+                                d.find_map(|f| {
+                                    f.ok()
+                                        .filter(|f| f.file_name().to_string_lossy().starts_with(c.paper))
+                                })
+                            })
+                            .and_then(|f| std::fs::read_to_string(f.path()).ok());
                     if let Some(text) = text {
                         // Verbatim but for [bracketed] editorial insertions where the plain
                         // text lost a symbol: every other piece appears, in order.
@@ -428,7 +440,11 @@ mod tests {
                         let mut rest = c.quote;
                         while !rest.is_empty() {
                             let (piece, next) = match rest.find('[') {
-                                Some(i) if !text[at..].contains(&squash(&rest[..rest.find(']').map_or(rest.len(), |j| j + 1)])) => {
+                                Some(i)
+                                    if !text[at..].contains(&squash(
+                                        &rest[..rest.find(']').map_or(rest.len(), |j| j + 1)],
+                                    )) =>
+                                {
                                     let j = rest[i..].find(']').map_or(rest.len(), |j| i + j + 1);
                                     (&rest[..i], &rest[j..])
                                 }
@@ -455,8 +471,16 @@ mod tests {
         let out = (e.run)(&ctx).unwrap();
         assert!(!out.checks.is_empty());
         for c in &out.checks {
-            assert!(e.claims.iter().any(|d| d.id == c.claim.id), "{} not declared", c.claim.id);
-            assert_eq!(c.verdict, claim::judge(c.claim.expect, &c.ours), "verdict is computed");
+            assert!(
+                e.claims.iter().any(|d| d.id == c.claim.id),
+                "{} not declared",
+                c.claim.id
+            );
+            assert_eq!(
+                c.verdict,
+                claim::judge(c.claim.expect, &c.ours),
+                "verdict is computed"
+            );
         }
         std::fs::remove_dir_all(ctx.out.root()).unwrap();
     }

@@ -139,7 +139,11 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             for &n in sizes {
                 // The claim compares dht and rangedht keyed by x: those get every seed at
                 // the largest size; the Hilbert keying (ours) one.
-                let ss: &[u64] = if n == head && v.1 == RangeKey::X { &seeds } else { &seeds[..1] };
+                let ss: &[u64] = if n == head && v.1 == RangeKey::X {
+                    &seeds
+                } else {
+                    &seeds[..1]
+                };
                 for &s in ss {
                     plan.push((v, rect, n, s));
                 }

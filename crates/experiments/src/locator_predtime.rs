@@ -163,7 +163,14 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     );
     let mut miss = Plot::of(
         "paper 000 Fig. 8a",
-        "missing player replicas vs PredTime, 50-fed-rect",
+        format!(
+            "missing player replicas vs PredTime, {}",
+            if ctx.quick {
+                "8 nodes x 4 players, rect"
+            } else {
+                "50-fed-rect"
+            }
+        ),
         "PredTime (ms)",
         "player replicas missing (%)",
     );

@@ -361,7 +361,10 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     for (name, hm) in [
         ("density.svg", {
             let mut h = density_heatmap(
-                "hotspot density P(i) on a 95 × 179 grid like the paper's level",
+                &format!(
+                    "hotspot density P(i) on a {} × {} grid (the paper's level: 95 × 179)",
+                    grid.nx, grid.ny
+                ),
                 &density,
                 &limited2,
             );

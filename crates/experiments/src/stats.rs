@@ -97,7 +97,7 @@ mod tests {
         let (m, h) = mean_ci95(&[1.0, 2.0, 3.0, 4.0, 5.0]);
         assert_eq!(m, 3.0);
         // sd = 1.5811, se = 0.7071, t(4) = 2.776.
-        assert!((h - 2.776 * 0.707_106_78).abs() < 1e-6, "{h}");
+        assert!((h - 2.776 * std::f64::consts::FRAC_1_SQRT_2).abs() < 1e-6, "{h}");
         assert_eq!(mean_ci95(&[7.0]), (7.0, 0.0));
         assert_eq!(quantile(&[3.0, 1.0, 2.0, 4.0], 0.5), 2.0);
     }

@@ -434,7 +434,7 @@ impl Plot {
         let legend_w = if entries.is_empty() {
             0
         } else {
-            (widest + 56.0).clamp(150.0, 300.0) as u32
+            (widest + 64.0).clamp(150.0, 300.0) as u32
         };
         let chars = ((f64::from(legend_w) - 56.0) / (LEGEND_SIZE * 0.6)).max(8.0) as usize;
         let legend: Vec<(Entry, Vec<String>)> =
