@@ -109,7 +109,7 @@ fn looks_numeric(c: &str) -> bool {
 
 const CSS: &str = "body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}\
 h1{font-size:1.7em}h2{margin-top:2.2em;border-bottom:1px solid #ccc;padding-bottom:.2em}\
-table{border-collapse:collapse;margin:1em 0;font-size:.86em}th,td{border:1px solid #ccc;padding:.25em .5em;vertical-align:top}\
+table{border-collapse:collapse;margin:1em 0;font-size:.86em;display:block;overflow-x:auto;max-width:100%}th,td{border:1px solid #ccc;padding:.25em .5em;vertical-align:top}\
 th{background:#f2f2f2}td.n{text-align:right;white-space:nowrap}\
 blockquote{margin:1em 0;padding:.4em 1em;border-left:4px solid #999;background:#f7f7f7}blockquote cite{display:block;color:#555;font-size:.9em;margin-top:.3em}\
 pre{background:#f4f4f4;padding:.6em;overflow-x:auto}figure{margin:1.2em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}\
