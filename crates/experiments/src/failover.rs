@@ -72,7 +72,7 @@ impl Variant {
 pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let path = ctx.latency_file.clone().unwrap_or_else(shipped_planetlab_path);
     let matrix = Arc::new(LatencyMatrix::load(&path).map_err(|e| ExperimentError::Input(e.to_string()))?);
-    let trials = if ctx.quick { 10 } else { 300 };
+    let trials = if ctx.quick { 4 } else { 300 };
     let fcfg = FailoverConfig::default();
     let two_t_ms = 2.0 * fcfg.heartbeat.as_secs_f64() * 1000.0;
     let partition = Fault::Partition {
