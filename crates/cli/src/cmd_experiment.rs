@@ -211,7 +211,7 @@ fn document(ran: &[Ran], args: &ExperimentArgs, threads: usize, total: f64) -> D
                 for c in &o.checks {
                     *counts.entry(c.verdict.name()).or_insert(0usize) += 1;
                     summary.push([
-                        r.exp.name.to_string(),
+                        format!("{} ({})", r.exp.name, c.conditions.split(';').next().unwrap_or("")),
                         format!("{} {}", c.claim.paper, c.claim.location),
                         c.claim.quote.to_string(),
                         c.claim.paper_text(),

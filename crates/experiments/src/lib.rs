@@ -138,7 +138,7 @@ impl Outcome {
         );
         for c in &self.checks {
             t.push([
-                c.claim.id.to_string(),
+                format!("{} ({})", c.claim.id, c.conditions.split(';').next().unwrap_or("")),
                 format!("paper {} {}", c.claim.paper, c.claim.location),
                 c.claim.paper_text(),
                 c.ours.text(c.claim.unit),
