@@ -18,7 +18,20 @@ use worldmesh_dashboard::{Hub, HubConfig, KindInfo, Observer, Rect, Tick, WorldI
 use worldmesh_report::Table;
 use worldmesh_sim::{SimConfig, scenario};
 
+use crate::claim::{Check, Claim, Estimate, Expect};
 use crate::{Context, ExperimentError, Outcome};
+
+const COMPACT: Claim = Claim {
+    id: "issue17-compact",
+    paper: "issue 17",
+    location: "What to build, item 2 (no paper figure)",
+    quote: "nodes stream compact stats and object positions to it",
+    metric: "bytes/s of the binary delta stream ÷ bytes/s of the same ticks as compact JSON (ours: the design check behind the binary wire)",
+    unit: "ratio",
+    expect: Expect::Below(1.0),
+};
+/// Claims of `dashboard-wire`.
+pub const CLAIMS: &[Claim] = &[COMPACT];
 
 /// The tick's content as compact JSON (what a JSON protocol would send per frame).
 fn json_frame(tick: &Tick, with_nodes: bool) -> usize {
@@ -174,9 +187,18 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             }),
         )?,
     ];
+    let checks = vec![Check::new(
+        COMPACT,
+        Estimate::exact(delta as f64 / json.max(1) as f64),
+        format!(
+            "{nodes} nodes x 8 players of the model workload, one tick every 100 ms of simulated time, seed {}",
+            ctx.seed
+        ),
+    )];
     Ok(Outcome {
         tables: vec![table],
         files,
         notes,
+        checks,
     })
 }

@@ -6,7 +6,30 @@
 use crate::{Context, ExperimentError, Outcome};
 use serde::Serialize;
 use worldmesh_instances::sim::{Method, ScenarioConfig, ScenarioResult, run as run_scenario};
-use worldmesh_report::{LinePlot, Series, Table};
+use worldmesh_report::{Plot, Series, Table};
+
+use crate::claim::{Check, Claim, Estimate, Expect};
+
+const BALANCED: Claim = Claim {
+    id: "fig9-no-overload",
+    paper: "003",
+    location: "§5.1, Fig. 9",
+    quote: "We can see that there were five overloaded servers at the beginning (S 4, S 7, S 8, S 9, S 10); whereas the final distribution of players is balanced in both cases, thus avoiding overloaded servers.",
+    metric: "servers above max_S_load after the first balancing round, Hybrid (Algorithm 1), scenario A, per seed",
+    unit: "servers",
+    expect: Expect::Below(0.5),
+};
+const CLASSIC_NEAR: Claim = Claim {
+    id: "fig9-classic-near-stress",
+    paper: "003",
+    location: "§5.1, Fig. 9",
+    quote: "However, the Classic method lets more servers near the stress situation (S i .load ≃5,500) due to the fact that movements are applied taking individual players as an entity, instead of taking Auxiliary Games as in our Hybrid method.",
+    metric: "servers at ≥ 95 % of max_S_load after the first round, Classic − Hybrid, same seed",
+    unit: "servers",
+    expect: Expect::Above(0.0),
+};
+/// Claims of `instances-balance`.
+pub const CLAIMS: &[Claim] = &[BALANCED, CLASSIC_NEAR];
 
 /// The scenario-A configuration used; quick mode scales players, capacity and rates down
 /// ×10 (same times, same shape).
@@ -64,7 +87,8 @@ fn summary(name: &str, r: &ScenarioResult, c: &ScenarioConfig) -> MethodSummary 
 
 /// Runs the experiment.
 pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
-    let seeds: u64 = if ctx.quick { 2 } else { 10 };
+    let seeds: u64 = if ctx.quick { 5 } else { 10 };
+    let (mut over_h, mut near_diff) = (Vec::new(), Vec::new());
     let mut out = Outcome::default();
     let mut per_seed = Table::new(
         "instances-balance: scenario A, one row per seed and method",
@@ -88,6 +112,16 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         let cc = scenario(Method::Classic, seed, ctx.quick);
         let h = run_scenario(&ch).map_err(|e| ExperimentError::Input(e.to_string()))?;
         let c = run_scenario(&cc).map_err(|e| ExperimentError::Input(e.to_string()))?;
+        over_h.push(
+            h.after_first_round
+                .iter()
+                .filter(|&&l| l > ch.cluster.max_s_load)
+                .count() as f64,
+        );
+        near_diff.push(
+            near(&c.after_first_round, cc.cluster.max_s_load) as f64
+                - near(&h.after_first_round, ch.cluster.max_s_load) as f64,
+        );
         for (i, (name, r, conf)) in [("Hybrid", &h, &ch), ("Classic", &c, &cc)]
             .into_iter()
             .enumerate()
@@ -142,20 +176,24 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                 ]);
             }
             out.files.push(ctx.out.write_csv("figure9_loads.csv", &fig)?);
-            let pts = |v: &[u32]| {
-                v.iter()
-                    .enumerate()
-                    .map(|(i, &l)| ((i + 1) as f64, f64::from(l)))
-                    .collect::<Vec<_>>()
-            };
-            let cap: Vec<(f64, f64)> = (1..=ch.cluster.servers)
-                .map(|i| (i as f64, f64::from(ch.cluster.max_s_load)))
-                .collect();
-            let plot = LinePlot::new("Figure 9: load per server, scenario A", "server", "players")
-                .with(Series::marked("before", pts(&h.before_first_round)))
-                .with(Series::marked("Classic after", pts(&c.after_first_round)))
-                .with(Series::marked("Hybrid after", pts(&h.after_first_round)))
-                .with(Series::line("max_S_load", cap));
+            let vals = |v: &[u32]| v.iter().map(|&l| f64::from(l)).collect::<Vec<_>>();
+            let plot = Plot::of(
+                "paper 003 Fig. 9",
+                format!(
+                    "players per server before and after the first balancing round, scenario A (seed {seed})"
+                ),
+                "server",
+                "players",
+            )
+            .with_categories((1..=ch.cluster.servers).map(|i| format!("S{i}")))
+            .with(Series::bars("before", &vals(&h.before_first_round)))
+            .with(Series::bars("Classic after", &vals(&c.after_first_round)))
+            .with(Series::bars("Hybrid after", &vals(&h.after_first_round)))
+            .with_hline("max_S_load", f64::from(ch.cluster.max_s_load))
+            .with_hline(
+                "95% of max_S_load (near stress)",
+                0.95 * f64::from(ch.cluster.max_s_load),
+            );
             out.files.push(ctx.out.write_plot("figure9_loads.svg", &plot)?);
             let ns = |r: &ScenarioResult| {
                 r.samples
@@ -163,10 +201,11 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                     .map(|s| (s.t / 60.0, s.near_stress as f64))
                     .collect::<Vec<_>>()
             };
-            let plot = LinePlot::new(
-                "Servers near stress (≥ 95 % of max_S_load), scenario A",
-                "minute",
-                "servers",
+            let plot = Plot::of(
+                "paper 003 §5.1 (ours: the dynamic phase after Fig. 9)",
+                "servers near stress (≥ 95% of max_S_load) over time, scenario A",
+                "time (min)",
+                "servers near stress",
             )
             .with(Series::line("Classic", ns(&c)))
             .with(Series::line("Hybrid", ns(&h)));
@@ -221,6 +260,20 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         agg[0][2] / n,
         agg[1][2] / n
     ));
+    let cond = format!(
+        "scenario A ({}), 10 servers, max_S_load {}; {seeds} seeds from {}",
+        if ctx.quick {
+            "scaled down ×10"
+        } else {
+            "the paper's sizes"
+        },
+        scenario(Method::Hybrid, ctx.seed, ctx.quick).cluster.max_s_load,
+        ctx.seed
+    );
+    out.checks
+        .push(Check::new(BALANCED, Estimate::of(&over_h), cond.clone()));
+    out.checks
+        .push(Check::new(CLASSIC_NEAR, Estimate::of(&near_diff), cond));
     out.tables.push(mean);
     out.tables.push(per_seed);
     Ok(out)

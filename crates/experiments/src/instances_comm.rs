@@ -8,7 +8,30 @@ use crate::instances_balance::scenario;
 use crate::{Context, ExperimentError, Outcome};
 use worldmesh_instances::cost::{classic_cost, hybrid_cost};
 use worldmesh_instances::sim::{Method, ScenarioConfig, one_shot_round, run as run_scenario};
-use worldmesh_report::{LinePlot, Series, Table};
+use worldmesh_report::{Plot, Series, Table};
+
+use crate::claim::{Check, Claim, Estimate, Expect};
+
+const FEWER: Claim = Claim {
+    id: "fig10-hybrid-fewer",
+    paper: "003",
+    location: "§5.1, Fig. 10 (Table 1)",
+    quote: "In spite of these unfavorable conditions, the Hybrid method exchanges many fewer messages than the Classic one, which corresponds with the analytical results obtained in the Section 3.3.",
+    metric: "Classic ÷ Hybrid messages of one balancing round at extra_S_players = 1000 (Table 1: Interaction 10 %, F = 20 messages/s; Hybrid 2 · (extra + 10 % · max_S_load))",
+    unit: "ratio",
+    expect: Expect::Above(1.0),
+};
+const FEWER_SIM: Claim = Claim {
+    id: "fig10-hybrid-fewer-measured",
+    paper: "003",
+    location: "§5.1, Fig. 10",
+    quote: "In spite of these unfavorable conditions, the Hybrid method exchanges many fewer messages than the Classic one, which corresponds with the analytical results obtained in the Section 3.3.",
+    metric: "the same ratio with the players actually moved and the Interaction actually broken in a simulated one-shot round (scenario A), F = 20",
+    unit: "ratio",
+    expect: Expect::Above(1.0),
+};
+/// Claims of `instances-comm`.
+pub const CLAIMS: &[Claim] = &[FEWER, FEWER_SIM];
 
 /// Runs the experiment.
 pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
@@ -29,7 +52,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "Hybrid (Table 1)",
             "Hybrid moved (sim)",
             "Classic moved (sim)",
-            "Classic Interaction (sim)",
+            "Classic Interaction (sim, fraction)",
             "Classic F=20 (sim)",
             "Classic F=25 (sim)",
             "Hybrid (sim)",
@@ -74,8 +97,9 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         "Classic F=25 (measured Interaction)",
         "Hybrid (measured moves)",
     ];
-    let mut plot = LinePlot::new(
-        "Figure 10: communication cost, scenario A",
+    let mut plot = Plot::of(
+        "paper 003 Fig. 10",
+        "messages caused by one balancing round vs extra_S_players, scenario A",
         "extra_S_players",
         "messages",
     );
@@ -127,6 +151,13 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         }),
     )?);
     if let Some(r) = ratio_1000 {
+        let cond = format!(
+            "scenario A cluster (10 servers, max_S_load 5500), extra_S_players = 1000, seed {}",
+            ctx.seed
+        );
+        out.checks
+            .push(Check::new(FEWER, Estimate::exact(r.0), cond.clone()));
+        out.checks.push(Check::new(FEWER_SIM, Estimate::exact(r.2), cond));
         out.notes.push(format!(
             "Classic/Hybrid cost at extra_S_players = 1000: Table 1 with Interaction 10 %: {:.2}× (F=20), {:.2}× (F=25); \
              with the Interaction measured when Classic moves individual players: {:.2}× (F=20), {:.2}× (F=25).",

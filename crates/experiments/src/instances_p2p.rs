@@ -6,7 +6,34 @@
 use crate::{Context, ExperimentError, Outcome};
 use worldmesh_instances::cost::p2p_cost;
 use worldmesh_instances::sim::{ScenarioConfig, run as run_scenario};
-use worldmesh_report::{LinePlot, Series, Table};
+use worldmesh_report::{Plot, Series, Table};
+
+use crate::claim::{Better, Check, Claim, Estimate, Expect, Tol};
+
+const BEYOND: Claim = Claim {
+    id: "fig11-beyond-capacity",
+    paper: "003",
+    location: "§5.1, Fig. 11 (scenario B)",
+    quote: "From this Figure, we can see that the Hybrid proposal is able to exploit the P2P area distributing players and avoiding the overload situation.",
+    metric: "players in the game at the end of scenario B ÷ the Central Area's capacity (10 × max_S_load), Return RATE 50 %",
+    unit: "ratio",
+    expect: Expect::Above(1.0),
+};
+const KB719: Claim = Claim {
+    id: "fig12-worst-719kb",
+    paper: "003",
+    location: "§5.1, Fig. 12 (Table 2)",
+    quote: "However, it is remarkable that even in the worst case (Return RATE = 100 % and extra_S_players = 1,000), the total amount of communications, assuming a message size equal to 141 Bytes [16], supposes an extra bandwidth of 719 KB for the CS, which is only slightly higher than a conventional ADSL connection.",
+    metric: "Table 2 messages (2 · (extra + 10 % · max_S_load) + (extra + 10 % · max_S_load) · Return RATE) × 141 B, KB (1000 B), extra = 1000, Return RATE 100 %",
+    unit: "KB",
+    expect: Expect::Value {
+        value: 719.0,
+        tol: Tol::Rel(0.05),
+        better: Better::Neither,
+    },
+};
+/// Claims of `instances-p2p`.
+pub const CLAIMS: &[Claim] = &[BEYOND, KB719];
 
 /// Message size used to turn messages into bandwidth (§5.2, citing ref. 16: 141 bytes).
 pub const MESSAGE_BYTES: f64 = 141.0;
@@ -43,7 +70,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let mut measured = Table::new(
         "Scenario B per Return RATE: players and balancing messages over the run",
         &[
-            "Return RATE",
+            "Return RATE (%)",
             "players at end",
             "CS capacity",
             "in CS",
@@ -57,6 +84,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         ],
     );
     let mut fig11 = None;
+    let mut beyond: Option<(f64, String)> = None;
     let mut over_time = None;
     for &rr in &rates {
         let c = config(rr, ctx.seed, ctx.quick);
@@ -71,7 +99,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             )
         });
         measured.push([
-            format!("{:.0} %", rr * 100.0),
+            format!("{:.0}", rr * 100.0),
             total.to_string(),
             c.cluster.capacity().to_string(),
             cs.to_string(),
@@ -84,6 +112,15 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             format!("{:.1}", r.p2p_instance_seconds / status_period_s() / c.duration_s),
         ]);
         if (rr - 0.5).abs() < 1e-9 || (ctx.quick && rr == 0.0) {
+            beyond = Some((
+                total as f64 / c.cluster.capacity() as f64,
+                format!(
+                    "scenario B{}, Return RATE {:.0}%, seed {}",
+                    if ctx.quick { " scaled down ×10" } else { "" },
+                    rr * 100.0,
+                    ctx.seed
+                ),
+            ));
             let mut t = Table::new(
                 format!(
                     "Figure 11 (Return RATE {:.0} %): per server at the end of scenario B",
@@ -104,33 +141,20 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                     r.distributed_from[s].to_string(),
                 ]);
             }
-            let pts = |v: Vec<f64>| {
-                v.into_iter()
-                    .enumerate()
-                    .map(|(i, y)| ((i + 1) as f64, y))
-                    .collect::<Vec<_>>()
-            };
-            let plot = LinePlot::new(
-                "Figure 11: hybrid distributed area, scenario B",
+            let plot = Plot::of(
+                "paper 003 Fig. 11",
+                format!("players per server and players it distributed to the P2P area, end of scenario B (Return RATE {:.0}%)", rr * 100.0),
                 "server",
                 "players",
             )
-            .with(Series::marked(
-                "in server",
-                pts(r.final_loads.iter().map(|&l| f64::from(l)).collect()),
+            .with_categories((1..=c.cluster.servers).map(|i| format!("S{i}")))
+            .with(Series::area("in the server", (0..c.cluster.servers).map(|i| (i as f64, f64::from(r.final_loads[i]))).collect()))
+            .with(Series::area(
+                "in the P2P area (from this server)",
+                (0..c.cluster.servers).map(|i| (i as f64, r.final_p2p_by_origin[i] as f64)).collect(),
             ))
-            .with(Series::marked(
-                "in P2P (from this server)",
-                pts(r.final_p2p_by_origin.iter().map(|&l| l as f64).collect()),
-            ))
-            .with(Series::line(
-                "max_S_load",
-                pts(vec![f64::from(c.cluster.max_s_load); c.cluster.servers]),
-            ))
-            .with(Series::line(
-                "target (max − 10 %)",
-                pts(vec![f64::from(c.cluster.target_load()); c.cluster.servers]),
-            ));
+            .with_hline("max_S_load", f64::from(c.cluster.max_s_load))
+            .with_hline("target (max_S_load − 10%)", f64::from(c.cluster.target_load()));
             out.files.push(ctx.out.write_plot("figure11.svg", &plot)?);
             out.files.push(ctx.out.write_csv("figure11.csv", &t)?);
             let tot: Vec<(f64, f64)> = r
@@ -153,11 +177,16 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                 .iter()
                 .map(|s| (s.t / 60.0, c.cluster.capacity() as f64))
                 .collect();
-            let plot = LinePlot::new("Scenario B: players over time", "minute", "players")
-                .with(Series::line("total", tot))
-                .with(Series::line("in Central Area", csl))
-                .with(Series::line("in P2P area", p2l))
-                .with(Series::line("Central Area capacity", cap));
+            let plot = Plot::of(
+                "paper 003 §5.1 scenario B (ours: players over time)",
+                format!("players over time, Return RATE {:.0}%", rr * 100.0),
+                "time (min)",
+                "players",
+            )
+            .with(Series::line("total", tot))
+            .with(Series::line("in Central Area", csl))
+            .with(Series::line("in P2P area", p2l))
+            .with(Series::line("Central Area capacity", cap));
             out.files
                 .push(ctx.out.write_plot("players_over_time.svg", &plot)?);
             fig11 = Some(t);
@@ -193,8 +222,9 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         }
         t12.push(row);
     }
-    let mut plot = LinePlot::new(
-        "Figure 12: communication cost, scenario B (Table 2)",
+    let mut plot = Plot::of(
+        "paper 003 Fig. 12",
+        "messages of one distribution to the P2P area (Table 2) vs extra_S_players",
         "extra_S_players",
         "messages",
     );
@@ -222,6 +252,14 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
          (paper: 719 KB). Scenario B exceeds the Central Area's capacity through the P2P area: see 'players at end' vs \
          'CS capacity'.",
         worst * MESSAGE_BYTES / 1000.0
+    ));
+    if let Some((v, cond)) = beyond {
+        out.checks.push(Check::new(BEYOND, Estimate::exact(v), cond));
+    }
+    out.checks.push(Check::new(
+        KB719,
+        Estimate::exact(worst * MESSAGE_BYTES / 1000.0),
+        "Table 2 formula, max_S_load 5500, extra_S_players 1000, Return RATE 100%, 141-byte messages",
     ));
     out.tables.push(measured);
     if let Some(t) = fig11 {

@@ -55,7 +55,25 @@ use worldmesh_loadmodel::mixed::{MixedCost, MixedPrediction, ObjectClass, predic
 use worldmesh_loadmodel::validate::{count_cross_relationships_at, count_relationships_at, relative_error};
 use worldmesh_loadmodel::{AoiRule, DensityMap, Grid, Map, PacketModel, PairSums, SightRule, VisibilityMap};
 use worldmesh_replica::{GameObject, Role};
-use worldmesh_report::{LinePlot, Scale, Series, Table};
+use worldmesh_report::{Plot, Scale, Series, Table};
+
+use crate::claim::{Better, Check, Claim, Estimate, Expect, Tol};
+
+const REL_SIM: Claim = Claim {
+    id: "s5.2-rel-vs-simulator",
+    paper: "004",
+    location: "§5.2",
+    quote: "Given the number of logged-in users N, Rel(N) provides the number of visibility relationships that must be maintained.",
+    metric: "relationships predicted from the run's measured density map (N(N−1) Σ P(i)P(j)V(i,j)A(i,j)) ÷ player relationships counted in the simulator's snapshots, largest N, model workload",
+    unit: "ratio",
+    expect: Expect::Value {
+        value: 1.0,
+        tol: Tol::Rel(0.15),
+        better: Better::Neither,
+    },
+};
+/// Claims of `plan-validate`.
+pub const CLAIMS: &[Claim] = &[REL_SIM];
 use worldmesh_sim::metrics::MetricsReport;
 use worldmesh_sim::{SimConfig, scenario};
 
@@ -1223,7 +1241,12 @@ pub fn run_validation(
             &["cs client down kbps", "cs server out kbps", "wm node update kbps"][..],
         ),
     ] {
-        let mut plot = LinePlot::new(title, "players N", y);
+        let mut plot = Plot::of(
+            "paper 004 §4–§5 (ours: predictions held against the simulator)",
+            title,
+            "players N",
+            y,
+        );
         for m in metrics {
             plot = plot
                 .with(Series::marked(format!("{m}: measured"), series(m, 0)))
@@ -1243,20 +1266,20 @@ pub fn run_validation(
     }
     if let Some((run_d, model_d, vis)) = results.last().and_then(|r| r.densities.as_ref()) {
         let n = results.last().map_or(0, |r| r.measured.players);
-        density_heatmap(
-            &format!("Player density measured in the run, N = {n}"),
+        let mut h = density_heatmap(
+            &format!("player density measured in the run, N = {n}"),
             run_d,
             vis,
-        )
-        .write_svg(&out.path("density_run.svg"))?;
-        density_heatmap(
-            &format!("Player density of the waypoint model, N = {n}"),
+        );
+        h.figure = "paper 004 Fig. 3 (ours: from a simulator run)".into();
+        files.push(out.write_heatmap("density_run.svg", &h)?);
+        let mut h = density_heatmap(
+            &format!("player density of the waypoint model, N = {n}"),
             model_d,
             vis,
-        )
-        .write_svg(&out.path("density_model.svg"))?;
-        files.push(out.path("density_run.svg"));
-        files.push(out.path("density_model.svg"));
+        );
+        h.figure = "paper 004 Fig. 3 (ours: from the game's description)".into();
+        files.push(out.write_heatmap("density_model.svg", &h)?);
     }
     Ok(Validation {
         results,
@@ -1309,7 +1332,34 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             e * 100.0
         )
     };
+    let mut checks = Vec::new();
+    if let Some(last) = results.last()
+        && let Some(e) = last
+            .rows
+            .iter()
+            .find(|r| r.metric == "player relationships")
+            .and_then(|r| r.error_run_density)
+    {
+        checks.push(Check::new(
+            REL_SIM,
+            Estimate::exact(1.0 + e),
+            format!(
+                "N = {} players ({} per node), {:.0} s ({:.1} s warm-up), seed {}{}",
+                last.measured.players,
+                cfg.players_per_node,
+                cfg.duration_s,
+                cfg.warmup_s,
+                cfg.seed,
+                if ctx.quick {
+                    "; quick mode is no steady state"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
     Ok(Outcome {
+        checks,
         tables,
         files,
         notes: {

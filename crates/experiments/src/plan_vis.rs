@@ -36,6 +36,42 @@ use worldmesh_loadmodel::{
 };
 use worldmesh_report::{HeatMap, Table};
 
+use crate::claim::{Check, Claim, Estimate, Expect, Tol};
+
+const REL_TIME: Claim = Claim {
+    id: "s5.2-rel10-time",
+    paper: "004",
+    location: "§5.2",
+    quote: "Using a custom Java-based analysis tool to run the equation, the computations took less than three seconds to run on a desktop computer.",
+    metric: "wall seconds to compute the pair sums behind Rel(10) on the 95 × 179 grid (one thread of this shared machine)",
+    unit: "s",
+    expect: Expect::Below(3.0),
+};
+const VIS_SIZE: Claim = Claim {
+    id: "s5.1-visibility-size",
+    paper: "004",
+    location: "§5.1",
+    quote: "The final data was represented as a 17, 005x17, 005 half-matrix of single-bit values. They were stored in a serialized Java Array, requiring less than 20 megabytes.",
+    metric: "storage of our visibility half-matrix of bits for the same 95 × 179 grid, unlimited range, MB",
+    unit: "MB",
+    expect: Expect::Below(20.0),
+};
+const REL_PREDICTS: Claim = Claim {
+    id: "s5.2-rel-predicts",
+    paper: "004",
+    location: "§5.2",
+    quote: "Given the number of logged-in users N, Rel(N) provides the number of visibility relationships that must be maintained.",
+    metric: "Rel(N) = N² Σ P(i) P(j) V(i,j) A(i,j) ÷ the mean number of (ordered) relationships counted in random placements of N avatars from the same density, N = 10",
+    unit: "ratio",
+    expect: Expect::Value {
+        value: 1.0,
+        tol: Tol::Rel(0.1),
+        better: crate::claim::Better::Neither,
+    },
+};
+/// Claims of `plan-vis`.
+pub const CLAIMS: &[Claim] = &[REL_TIME, VIS_SIZE, REL_PREDICTS];
+
 /// Heat map of a density map (log colour scale); obstacle cells grey, never-visited
 /// cells white.
 pub fn density_heatmap(title: &str, d: &DensityMap, vis: &VisibilityMap) -> HeatMap {
@@ -254,17 +290,17 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "Rel(N) paper N²S",
             "predicted N(N−1)S",
             "measured",
-            "error (pred)",
-            "error (paper)",
+            "error of N(N−1)S (%)",
+            "error of N²S (%)",
             "same-cell pairs",
-            "predict s",
+            "seconds to predict",
         ],
     );
     let cost = CostModel::default();
     let mut load_rows = Vec::new();
     let mut lt = Table::new(
         "loads predicted vs computed on the same random placements (paper cost model, 8 players/node, random assignment)",
-        &["N", "quantity", "predicted", "placements", "error"],
+        &["N", "quantity", "predicted", "placements", "error (%)"],
     );
     for &n in ns {
         let trials = trials(n);
@@ -286,8 +322,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                 c.metric.to_string(),
                 format!("{:.2}", c.predicted),
                 format!("{:.2}", c.measured),
-                c.rel_error
-                    .map_or("n/a".into(), |e| format!("{:+.1}%", 100.0 * e)),
+                c.rel_error.map_or(String::new(), |e| format!("{:.2}", 100.0 * e)),
             ]);
             load_rows.push(c);
         }
@@ -301,7 +336,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             error_vs_paper: relative_error(sums.rel_paper(n), measured),
             seconds_to_predict: secs,
         };
-        let pct = |e: Option<f64>| e.map_or("n/a".into(), |e| format!("{:+.1}%", 100.0 * e));
+        let pct = |e: Option<f64>| e.map_or(String::new(), |e| format!("{:.2}", 100.0 * e));
         rt.push([
             n.to_string(),
             format!("{:.2}", row.rel_paper),
@@ -324,22 +359,35 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         ctx.out.path("rel_check.csv"),
     ];
     for (name, hm) in [
-        (
-            "density.svg",
-            density_heatmap("Hotspot density P(i)", &density, &limited2),
-        ),
-        (
-            "visibility.svg",
-            visibility_heatmap("Cells visible within the AoI range", &grid, &limited2),
-        ),
-        (
-            "visibility_unlimited.svg",
-            visibility_heatmap("Cells visible, unlimited range", &grid, &unlimited),
-        ),
+        ("density.svg", {
+            let mut h = density_heatmap(
+                &format!(
+                    "hotspot density P(i) on a {} × {} grid (the paper's level: 95 × 179)",
+                    grid.nx, grid.ny
+                ),
+                &density,
+                &limited2,
+            );
+            h.figure = "paper 004 Fig. 3".into();
+            h
+        }),
+        ("visibility.svg", {
+            let mut h = visibility_heatmap(
+                "cells visible from each cell within the AoI range",
+                &grid,
+                &limited2,
+            );
+            h.figure = "paper 004 §5.1 (ours: no figure in the paper)".into();
+            h
+        }),
+        ("visibility_unlimited.svg", {
+            let mut h =
+                visibility_heatmap("cells visible from each cell, unlimited range", &grid, &unlimited);
+            h.figure = "paper 004 §5.1 (ours: no figure in the paper)".into();
+            h
+        }),
     ] {
-        let path = ctx.out.path(name);
-        hm.write_svg(&path)?;
-        files.push(path);
+        files.push(ctx.out.write_heatmap(name, &hm)?);
     }
     let report = Report {
         grid: (grid.nx, grid.ny),
@@ -374,9 +422,34 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
          same-cell pairs relate but the formula leaves them out (i ≠ j)."
             .into(),
     ];
+    let mut checks = Vec::new();
+    if let Some(r10) = report.relationships.iter().find(|r| r.players == 10) {
+        let cond = format!(
+            "{}×{} grid of {cell}-unit cells, hotspot density, {} placements; seed {}",
+            grid.nx,
+            grid.ny,
+            trials(10),
+            ctx.seed
+        );
+        checks.push(Check::new(
+            REL_TIME,
+            Estimate::exact(r10.seconds_to_predict),
+            cond.clone(),
+        ));
+        checks.push(Check::new(REL_PREDICTS, Estimate::exact(r10.rel_paper / r10.measured.max(1e-12)), cond)
+            .explain("the paper's N² counts N·Σ P(i)² self-pairs and over-counts by N/(N−1); N(N−1)·S (ours) removes that"));
+    }
+    if let Some(b) = report.builds.get(3) {
+        checks.push(Check::new(
+            VIS_SIZE,
+            Estimate::exact(b.storage_mb),
+            format!("{} cells, unlimited range", b.cells),
+        ));
+    }
     Ok(Outcome {
         tables: vec![t, rt, lt, paper],
         files,
         notes,
+        checks,
     })
 }

@@ -18,14 +18,109 @@
 //! Errors are `|est − true| / true` over all ordered pairs with a positive true RTT
 //! (see `worldmesh_netcoord::accuracy`).
 
+use crate::claim::{Better, Check, Claim, Estimate, Expect, Tol};
+use crate::stats::{self, parallel};
 use crate::{Context, ExperimentError, Outcome};
+use worldmesh_report::Plot;
+
+const VIV80: Claim = Claim {
+    id: "fig6-vivaldi-p80",
+    paper: "001",
+    location: "§6.3.1, Fig. 6 and Table 3",
+    quote: "Vivaldi estimations are best in configurations with a high packet rate, and yields 80% of the estimations within a 50% relative error for a 4-min log time.",
+    metric: "80th percentile of |estimate − ping RTT| / ping RTT over all ordered pairs of 100 random PlanetLab hosts; Vivaldi at the paper's setting (group of 12 neighbours, 5 probes/s, 240 s log time; 8-D + height)",
+    unit: "ratio",
+    expect: Expect::Value {
+        value: 0.5,
+        tol: Tol::Abs(0.1),
+        better: Better::Lower,
+    },
+};
+const LM80: Claim = Claim {
+    id: "fig6-netvigator-p80",
+    paper: "001",
+    location: "§6.3.1, Fig. 6",
+    quote: "Netvigator yields 80% of the estimations within a 15% relative error of the ping measurements and is clearly best.",
+    metric: "80th percentile of |estimate − RTT| / RTT over all ordered pairs of 100 random PlanetLab hosts; Netvigator is a closed PlanetLab service: our stand-in is landmark-based coordinates (20 random landmarks, 8-D + height)",
+    unit: "ratio",
+    expect: Expect::Value {
+        value: 0.15,
+        tol: Tol::Abs(0.05),
+        better: Better::Lower,
+    },
+};
+const OVER_UNDER: Claim = Claim {
+    id: "fig6-over-under",
+    paper: "001",
+    location: "§6.3.1, Fig. 6",
+    quote: "Furthermore, both Vivaldi, and to a lesser extent, Netvigator, overestimate RTTs for the smaller actual RTTs, while underestimating for longer distances.",
+    metric: "median directed error (estimate − RTT) / RTT of the pairs in the lowest RTT decile − that of the highest RTT decile; positive = over short, under long (Vivaldi, paper setting)",
+    unit: "ratio",
+    expect: Expect::Above(0.0),
+};
+/// Claims of `vivaldi`.
+pub const CLAIMS: &[Claim] = &[VIV80, LM80, OVER_UNDER];
+
+/// One seed of the paper setting: (true RTT, Vivaldi directed error, landmark directed
+/// error) per ordered pair of a random 100-host sample.
+fn paper_setting(m: &LatencyMatrix, quick: bool, seed: u64) -> Result<Vec<(f64, f64, f64)>, ExperimentError> {
+    let hn = 100.min(m.len());
+    let mut hosts: Vec<usize> = (0..m.len()).collect();
+    DetRng::new(seed ^ 0xF16).shuffle(&mut hosts);
+    hosts.truncate(hn);
+    hosts.sort_unstable();
+    let sub = m.select(&hosts);
+    let p = ProbeConfig {
+        neighbours: 12,
+        probe_rate: 5.0,
+        ..Default::default()
+    };
+    let mut sim = ProbeSim::new(&sub, VivaldiConfig::default(), p, seed)
+        .map_err(|e| ExperimentError::Run(e.to_string()))?;
+    sim.run_until(&sub, 240.0);
+    let vc = sim.coordinates();
+    let rtt = |i: usize, j: usize| f64::from(sub.rtt_ms(i, j));
+    let lcfg = LandmarkConfig {
+        landmarks: if quick { 10 } else { 20 },
+        iterations: if quick { 300 } else { 3000 },
+        restarts: if quick { 2 } else { 4 },
+        ..Default::default()
+    };
+    let fit = fit_all(hn, &rtt, &lcfg, seed).map_err(|e| ExperimentError::Run(e.to_string()))?;
+    let ev = estimate(&vc);
+    let el = estimate(&fit.coords);
+    let mut out = Vec::with_capacity(hn * hn);
+    for i in 0..hn {
+        for j in 0..hn {
+            let t = rtt(i, j);
+            if i != j && t > 0.0 {
+                out.push((t, (ev(i, j) - t) / t, (el(i, j) - t) / t));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn p80_abs(v: impl Iterator<Item = f64>) -> f64 {
+    let a: Vec<f64> = v.map(f64::abs).collect();
+    stats::quantile(&a, 0.8)
+}
+
+fn over_under(pairs: &[(f64, f64, f64)], pick: impl Fn(&(f64, f64, f64)) -> f64) -> f64 {
+    let mut s: Vec<&(f64, f64, f64)> = pairs.iter().collect();
+    s.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let d = (s.len() / 10).max(1);
+    let lo: Vec<f64> = s[..d].iter().map(|p| pick(p)).collect();
+    let hi: Vec<f64> = s[s.len() - d..].iter().map(|p| pick(p)).collect();
+    stats::quantile(&lo, 0.5) - stats::quantile(&hi, 0.5)
+}
 use serde::Serialize;
 use worldmesh_core::{DetRng, LatencyMatrix};
 use worldmesh_netcoord::VivaldiConfig;
 use worldmesh_netcoord::accuracy::{ErrorSummary, PairErrors, cdf_points, pair_errors};
 use worldmesh_netcoord::landmark::{LandmarkConfig, LandmarkSelection, fit_all};
 use worldmesh_netcoord::probe_sim::{Drift, DriftingMatrix, LatencyModel, ProbeConfig, ProbeSim, estimate};
-use worldmesh_report::{LinePlot, Scale, Series, Table};
+use worldmesh_report::{Scale, Series, Table};
 
 /// Loads the matrix named by the context (or the shipped PlanetLab one); in quick mode,
 /// keeps a deterministic random subset of `quick_hosts` hosts.
@@ -125,6 +220,88 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let n = m.len();
     let q = ctx.quick;
     let mut out = Outcome::default();
+
+    // 0. The paper's setting on 100-host samples (Fig. 6): one sample and probe seed each.
+    progress(
+        ctx,
+        "paper setting (100 hosts, 12 neighbours, 5/s, 240 s), headline seeds",
+    );
+    let seeds = ctx.seeds();
+    let per_seed = parallel(ctx.threads, &seeds, |s| paper_setting(&m, q, *s))?;
+    let viv: Vec<f64> = per_seed.iter().map(|p| p80_abs(p.iter().map(|x| x.1))).collect();
+    let lm: Vec<f64> = per_seed.iter().map(|p| p80_abs(p.iter().map(|x| x.2))).collect();
+    let ou: Vec<f64> = per_seed.iter().map(|p| over_under(p, |x| x.1)).collect();
+    let ou_lm: Vec<f64> = per_seed.iter().map(|p| over_under(p, |x| x.2)).collect();
+    let cond = format!(
+        "{} PlanetLab hosts drawn at random per seed (median RTT of the full matrix {:.0} ms); all ordered pairs; {} seeds from {}",
+        100.min(n),
+        crate::locator_runs::median_rtt(&m),
+        seeds.len(),
+        ctx.seed
+    );
+    out.checks
+        .push(Check::new(VIV80, Estimate::of(&viv), cond.clone()));
+    out.checks.push(Check::new(LM80, Estimate::of(&lm), cond.clone()));
+    out.checks
+        .push(Check::new(OVER_UNDER, Estimate::of(&ou), cond.clone()));
+    out.notes.push(format!(
+        "Ours: landmarks' low-decile minus high-decile directed error {} (the paper: the same tendency, to a lesser extent).",
+        Estimate::of(&ou_lm).text("")
+    ));
+    let thin = |v: Vec<(f64, f64)>| -> Vec<(f64, f64)> {
+        let every = (v.len() / 2500).max(1);
+        v.into_iter().step_by(every).collect()
+    };
+    let first = &per_seed[0];
+    let beyond = first
+        .iter()
+        .filter(|x| x.1.abs() > 3.0 || x.2.abs() > 3.0)
+        .count();
+    let mut scatter = Plot::of(
+        "paper 001 Fig. 6",
+        format!(
+            "directed relative error vs measured RTT, {} PlanetLab hosts (seed {}; {beyond} of {} pairs beyond ±3 not shown)",
+            100.min(n),
+            ctx.seed,
+            first.len()
+        ),
+        "measured RTT (ms)",
+        "directed relative error (estimate − RTT) / RTT",
+    )
+    .with(Series::points(
+        "Vivaldi, 12 neighbours, 5 probes/s, 240 s",
+        thin(first.iter().map(|x| (x.0, x.1)).collect()),
+    ))
+    .with(Series::points(
+        "landmarks (stand-in for Netvigator)",
+        thin(first.iter().map(|x| (x.0, x.2)).collect()),
+    ))
+    .with_hline("ideal: y = 0", 0.0)
+    .scales(Scale::Log, Scale::Linear);
+    scatter.y_range = Some((-1.0, 3.0));
+    out.files.push(ctx.out.write_plot("fig6_scatter.svg", &scatter)?);
+    let mut fig6 = Table::new(
+        "paper 001 Fig. 6: p80 of |relative error| per seed, paper setting",
+        &[
+            "seed",
+            "vivaldi p80",
+            "landmarks p80",
+            "vivaldi low-high decile directed error",
+            "landmarks low-high decile directed error",
+        ],
+    );
+    for (k, s) in seeds.iter().enumerate() {
+        fig6.push([
+            s.to_string(),
+            format!("{:.4}", viv[k]),
+            format!("{:.4}", lm[k]),
+            format!("{:.4}", ou[k]),
+            format!("{:.4}", ou_lm[k]),
+        ]);
+    }
+    out.files
+        .push(ctx.out.write_csv("fig6_paper_setting.csv", &fig6)?);
+    out.tables.push(fig6);
     let mut summary = Table::new(
         "Latency estimation accuracy (relative error |est-true|/true over ordered pairs)",
         &["method", "parameters", "probes/node", "median", "p80", "p90"],
@@ -208,8 +385,9 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "p90",
         ],
     );
-    let mut rate_plot = LinePlot::new(
-        "Vivaldi median relative error vs log time",
+    let mut rate_plot = Plot::of(
+        "paper 001 Table 3",
+        "Vivaldi 8-D + height, 12 neighbours: median relative error vs log time at several probe rates",
         "log time (s)",
         "median relative error",
     );
@@ -281,11 +459,13 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     // 4. Dimensions.
     progress(ctx, "dimensions");
     let mut dim_rows = Vec::new();
-    let mut cdf_plot = LinePlot::new(
-        "CDF of relative error (PlanetLab)",
-        "relative error",
+    let mut cdf_plot = Plot::of(
+        "paper 001 §6.3.1",
+        format!("CDF of relative error |estimate − RTT| / RTT, {n} PlanetLab hosts"),
+        "relative error (log scale)",
         "fraction of pairs",
-    );
+    )
+    .scales(Scale::Log, Scale::Linear);
     for (dims, height) in [(2, false), (2, true), (5, true), (8, false), (8, true)] {
         let v = VivaldiConfig {
             dims,
@@ -301,7 +481,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             &ErrorSummary::of_pairs(&e),
         ));
         if dims == 2 && !height {
-            cdf_plot = cdf_plot.with(Series::line("vivaldi 2D (default)", cdf_points(&e.relative, 200)));
+            cdf_plot = cdf_plot.with(Series::step("vivaldi 2D (default)", cdf_points(&e.relative, 200)));
         }
     }
     let mut dim_table = Table::new(
@@ -345,17 +525,20 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     for r in &lm_rows {
         push(&mut summary, r);
     }
-    cdf_plot = cdf_plot.with(Series::line(
+    cdf_plot = cdf_plot.with(Series::step(
         "vivaldi 8D+h tuned",
         cdf_points(&headline_errors, 200),
     ));
-    cdf_plot = cdf_plot.with(Series::line(
+    cdf_plot = cdf_plot.with(Series::step(
         "vivaldi 8D+h default",
         cdf_points(&def_e.relative, 200),
     ));
     if let Some((l, e)) = &best_lm {
-        cdf_plot = cdf_plot.with(Series::line(format!("landmarks L={l}"), cdf_points(e, 200)));
+        cdf_plot = cdf_plot.with(Series::step(format!("landmarks L={l}"), cdf_points(e, 200)));
     }
+    cdf_plot = cdf_plot
+        .with_vline("paper: Vivaldi p80 = 0.5", 0.5)
+        .with_vline("paper: Netvigator p80 = 0.15", 0.15);
     let mut cdf_table = Table::new("CDF of relative error", &["series", "relative_error", "fraction"]);
     for s in &cdf_plot.series {
         for (x, y) in &s.points {
@@ -411,8 +594,9 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         t += step;
     }
     out.files.push(ctx.out.write_csv("drift.csv", &drift_table)?);
-    let drift_plot = LinePlot::new(
-        "Vivaldi re-convergence after a route change",
+    let drift_plot = Plot::of(
+        "ours (paper 001 §6.3.1 discusses churn; no figure)",
+        "Vivaldi re-convergence after 20% of hosts gain +50 ms",
         "time (s)",
         "relative error",
     )

@@ -13,6 +13,8 @@ fn ctx(name: &str) -> Context {
         quick: true,
         latency_file: None,
         progress: false,
+        threads: 2,
+        headline_seeds: 2,
     }
 }
 

@@ -13,12 +13,12 @@ fn scaling_quick() {
     let t = &out.tables[0];
     assert_eq!(t.rows.len(), 3);
     // Broadcast per node grows with players faster than worldmesh per node.
-    let ratio = |r: &Vec<String>| r[6].trim_end_matches('x').parse::<f64>().unwrap();
+    let ratio = |r: &Vec<String>| r[8].trim_end_matches('x').parse::<f64>().unwrap();
     assert!(ratio(&t.rows[2]) > ratio(&t.rows[0]), "{t}");
     assert!(
         std::fs::read_to_string(c.out.path("scaling.csv"))
             .unwrap()
-            .starts_with("players,worldmesh/node")
+            .starts_with("players,seeds,worldmesh per node (kbit/s)")
     );
     assert!(
         std::fs::read_to_string(c.out.path("scaling.svg"))
@@ -38,5 +38,7 @@ fn proactive_quick() {
     let off: f64 = t.rows.iter().map(|r| p(&r[1])).sum();
     let on: f64 = t.rows.iter().map(|r| p(&r[2])).sum();
     assert!(on <= off, "{t}");
+    assert!(c.out.path("proactive.svg").exists() && c.out.path("proactive.png").exists());
+    assert_eq!(out.checks.len(), 5);
     std::fs::remove_dir_all(c.out.root()).unwrap();
 }

@@ -16,13 +16,13 @@ fn consistency_quick_covers_every_locator() {
     let c = ctx("consistency");
     let out = (find("consistency").unwrap().run)(&c).unwrap();
     let t = &out.tables[0];
-    // 2 sizes x 1 latency (quick) x 4 locators.
-    assert_eq!(t.rows.len(), 8, "{t}");
+    // 4 locators x (2 sizes on the paper's latencies + raw PlanetLab at the headline size).
+    assert_eq!(t.rows.len(), 12, "{t}");
     for loc in ["oracle", "rangedht", "rangedht hilbert", "dht"] {
-        assert_eq!(t.rows.iter().filter(|r| r[1] == loc).count(), 2, "{t}");
+        assert_eq!(t.rows.iter().filter(|r| r[1] == loc).count(), 3, "{t}");
     }
     for r in &t.rows {
-        let (g0, g100, g400) = (pct(&r[3]), pct(&r[4]), pct(&r[5]));
+        let (g0, g100, g400) = (pct(&r[4]), pct(&r[5]), pct(&r[6]));
         // A longer grace only removes required pairs that are young: never more missing.
         assert!(g0 >= g100 && g100 >= g400, "{r:?}");
         assert!(g0 < 50.0, "discovery works at all: {r:?}");
@@ -37,13 +37,14 @@ fn predtime_quick_sweeps_prediction_horizon() {
     let c = ctx("predtime");
     let out = (find("predtime").unwrap().run)(&c).unwrap();
     let t = &out.tables[0];
-    assert_eq!(t.rows.len(), 3, "{t}");
+    assert_eq!(t.rows.len(), 8, "4 PredTimes x 2 locators: {t}");
     let f = |s: &str| s.parse::<f64>().unwrap();
     for r in &t.rows {
         // The locator's traffic is part of, and smaller than, the node's total.
-        assert!(f(&r[4]) > 0.0 && f(&r[4]) < f(&r[2]), "{r:?}");
-        assert!(pct(&r[5]) < 50.0, "discovery works at all: {r:?}");
+        assert!(f(&r[6]) > 0.0 && f(&r[6]) < f(&r[3]), "{r:?}");
+        assert!(pct(&r[7]) < 50.0, "discovery works at all: {r:?}");
     }
+    assert_eq!(out.checks.len(), 3);
     for file in [
         "predtime.csv",
         "predtime-bandwidth.svg",

@@ -21,6 +21,14 @@ pub enum ReportError {
         /// The underlying error.
         source: serde_json::Error,
     },
+    /// No TrueType font was found for PNG text (SVG needs none).
+    #[error(
+        "{path}: no TrueType font found for PNG text; set WORLDMESH_FONT to a .ttf file (e.g. DejaVuSans.ttf)"
+    )]
+    NoFont {
+        /// The PNG that was not written.
+        path: PathBuf,
+    },
     /// Drawing a plot failed.
     #[error("{path}: cannot draw plot: {reason}")]
     Plot {
@@ -87,10 +95,33 @@ impl OutputDir {
         self.write_text(name, &table.to_csv())
     }
 
-    /// Draws a plot as SVG and returns the path.
-    pub fn write_plot(&self, name: &str, plot: &crate::LinePlot) -> Result<PathBuf, ReportError> {
+    /// Draws a plot as SVG (`name`) and as PNG beside it (same stem) and returns the SVG's
+    /// path. Without a font the PNG is skipped (see [`crate::raster::font`]); SVG is always
+    /// written.
+    pub fn write_plot(&self, name: &str, plot: &crate::Plot) -> Result<PathBuf, ReportError> {
         let path = self.path(name);
         plot.write_svg(&path)?;
+        skip_without_font(plot.write_png(&path.with_extension("png")))?;
         Ok(path)
+    }
+
+    /// Draws a heat map as SVG and PNG, like [`Self::write_plot`].
+    pub fn write_heatmap(&self, name: &str, map: &crate::HeatMap) -> Result<PathBuf, ReportError> {
+        let path = self.path(name);
+        map.write_svg(&path)?;
+        skip_without_font(map.write_png(&path.with_extension("png")))?;
+        Ok(path)
+    }
+}
+
+/// PNG output is best effort without a font: say so once, keep going.
+fn skip_without_font(r: Result<(), ReportError>) -> Result<(), ReportError> {
+    match r {
+        Err(e @ ReportError::NoFont { .. }) => {
+            static WARNED: std::sync::Once = std::sync::Once::new();
+            WARNED.call_once(|| eprintln!("warning: {e}; writing SVG only"));
+            Ok(())
+        }
+        r => r,
     }
 }

@@ -123,6 +123,11 @@ impl<O: GameObject> Simulation<O> {
         self.collector.as_ref().map(|(c, _)| c)
     }
 
+    /// The metrics collector, if attached, to change what it records.
+    pub fn collector_mut(&mut self) -> Option<&mut Collector<O>> {
+        self.collector.as_mut().map(|(c, _)| c)
+    }
+
     /// Current simulated time.
     pub fn now(&self) -> Time {
         self.now

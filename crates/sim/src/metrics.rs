@@ -72,6 +72,25 @@ pub struct MetricsReport {
     pub objects: f64,
 }
 
+/// Per-sample view detail for paper `000` Figure 13(b)/(c), recorded only when asked for
+/// ([`Collector::record_view_detail`]; off by default, so reports do not change).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ViewDetail {
+    /// Per grace (0, 100, 400 ms): histogram over (node, sample) of the number of required
+    /// replicas missing (`[g][k]` = samples with `k` missing; the last bucket holds more).
+    pub missing_per_node: [Vec<u64>; 3],
+    /// Histogram of the distance (game units, buckets of `DIST_BUCKET`) from the nearest
+    /// interested primary of the node to each required remote object, every sample.
+    pub dist_required: Vec<u64>,
+    /// The same for required objects that are missing (0 ms grace).
+    pub dist_missing: Vec<u64>,
+}
+
+/// Bucket width of [`ViewDetail`] distance histograms, game units.
+pub const DIST_BUCKET: f32 = 10.0;
+const DETAIL_MAX_MISSING: usize = 200;
+const DETAIL_MAX_DIST: usize = 400;
+
 #[derive(Default)]
 struct Counts {
     required: [u64; 3],
@@ -141,6 +160,7 @@ pub struct Collector<O: GameObject> {
     samples: u64,
     required_total: u64,
     objects_total: u64,
+    detail: Option<ViewDetail>,
 }
 
 fn cell(v: f32) -> i32 {
@@ -173,7 +193,24 @@ impl<O: GameObject> Collector<O> {
             samples: 0,
             required_total: 0,
             objects_total: 0,
+            detail: None,
         }
+    }
+
+    /// Records [`ViewDetail`] from now on (costs a distance per viewed object per sample).
+    pub fn record_view_detail(&mut self) {
+        if self.detail.is_none() {
+            self.detail = Some(ViewDetail {
+                missing_per_node: std::array::from_fn(|_| vec![0; DETAIL_MAX_MISSING + 1]),
+                dist_required: vec![0; DETAIL_MAX_DIST + 1],
+                dist_missing: vec![0; DETAIL_MAX_DIST + 1],
+            });
+        }
+    }
+
+    /// The view detail recorded so far, if asked for.
+    pub fn view_detail(&self) -> Option<&ViewDetail> {
+        self.detail.as_ref()
     }
 
     /// Takes one sample of `nodes` at `now`.
@@ -243,12 +280,25 @@ impl<O: GameObject> Collector<O> {
         let mut required_now = 0u64;
         let mut view = Vec::new();
         let mut req: Vec<usize> = Vec::new();
+        let detail_on = self.detail.is_some() && measuring;
+        let mut nearest: HashMap<usize, f32> = HashMap::default();
         for n in nodes {
             req.clear();
+            nearest.clear();
+            let mut missing_here = [0usize; 3];
             for &k in by_owner.get(&n.id()).into_iter().flatten() {
                 let o = prim[k].object;
                 view_of(o, &mut view);
                 req.extend(view.iter().copied().filter(|x| prim[*x].owner != n.id()));
+                if detail_on {
+                    let p = o.position();
+                    for &x in view.iter().filter(|x| prim[**x].owner != n.id()) {
+                        let q = prim[x].object.position();
+                        let d = ((p.x - q.x).powi(2) + (p.y - q.y).powi(2)).sqrt();
+                        let e = nearest.entry(x).or_insert(f32::INFINITY);
+                        *e = e.min(d);
+                    }
+                }
                 // Clients are the objects with an area of interest (players); missiles and
                 // items are not clients.
                 if o.interest().is_some() {
@@ -284,12 +334,20 @@ impl<O: GameObject> Collector<O> {
                             self.missiles.required[g] += 1;
                         }
                         if held.is_none() {
+                            missing_here[g] += 1;
                             self.all.missing[g] += 1;
                             self.by_kind[kind].missing[g] += 1;
                             if kind == 1 {
                                 self.missiles.missing[g] += 1;
                             }
                         }
+                    }
+                }
+                if let (true, Some(det), Some(d)) = (detail_on, self.detail.as_mut(), nearest.get(&k)) {
+                    let b = ((d / DIST_BUCKET) as usize).min(DETAIL_MAX_DIST);
+                    det.dist_required[b] += 1;
+                    if held.is_none() {
+                        det.dist_missing[b] += 1;
                     }
                 }
                 self.cont[kind].1 += 1;
@@ -305,6 +363,11 @@ impl<O: GameObject> Collector<O> {
                     self.stale_sum += ms;
                     self.stale_n += 1;
                     self.stale_hist[(ms.round() as usize).min(5000)] += 1;
+                }
+            }
+            if let (true, Some(det)) = (detail_on, self.detail.as_mut()) {
+                for (g, m) in missing_here.iter().enumerate() {
+                    det.missing_per_node[g][(*m).min(DETAIL_MAX_MISSING)] += 1;
                 }
             }
             entered.insert(n.id(), now_required);
