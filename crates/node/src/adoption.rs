@@ -197,10 +197,7 @@ impl Adoption {
         for id in orphans {
             let policy = rm.store().object(id).map(GameObject::orphan_policy);
             if policy == Some(OrphanPolicy::Despawn) {
-                if rm.drop_orphan(id) {
-                    self.stats.dropped += 1;
-                    events.push(AdoptionEvent::Dropped { id, dead });
-                }
+                self.drop_orphan(rm, id, dead, events);
                 continue;
             }
             match adopter(id, me, live, dead) {
@@ -223,6 +220,20 @@ impl Adoption {
             }
         }
         self.send_offers(offers, out);
+    }
+
+    /// Drops this node's replica of orphan `id` of `dead` (nobody adopts it), counted.
+    fn drop_orphan<O: GameObject>(
+        &mut self,
+        rm: &mut ReplicaManager<O>,
+        id: ObjectId,
+        dead: NodeId,
+        events: &mut Vec<AdoptionEvent>,
+    ) {
+        if rm.drop_orphan(id) {
+            self.stats.dropped += 1;
+            events.push(AdoptionEvent::Dropped { id, dead });
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -459,10 +470,7 @@ impl Adoption {
             if now.saturating_since(w.since) > self.cfg.orphan_timeout {
                 self.waiting.remove(&id);
                 rm.release_orphan(id);
-                if rm.drop_orphan(id) {
-                    self.stats.dropped += 1;
-                    events.push(AdoptionEvent::Dropped { id, dead });
-                }
+                self.drop_orphan(rm, id, dead, events);
                 continue;
             }
             match adopter(id, me, live, dead) {
