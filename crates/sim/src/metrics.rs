@@ -80,16 +80,21 @@ pub struct ViewDetail {
     /// replicas missing (`[g][k]` = samples with `k` missing; the last bucket holds more).
     pub missing_per_node: [Vec<u64>; 3],
     /// Histogram of the distance (game units, buckets of `DIST_BUCKET`) from the nearest
-    /// interested primary of the node to each required remote object, every sample.
+    /// interested primary of the node to each required remote object, every sample; it
+    /// ends at the largest distance seen.
     pub dist_required: Vec<u64>,
-    /// The same for required objects that are missing (0 ms grace).
+    /// The same for required objects that are missing (0 ms grace); as long as
+    /// `dist_required`.
     pub dist_missing: Vec<u64>,
 }
 
 /// Bucket width of [`ViewDetail`] distance histograms, game units.
 pub const DIST_BUCKET: f32 = 10.0;
 const DETAIL_MAX_MISSING: usize = 200;
-const DETAIL_MAX_DIST: usize = 400;
+/// Distance buckets at most (1,000 km of game units at 10 units each: far beyond any map the
+/// model generates, whose diagonal bounds every distance; the histograms grow to the
+/// largest distance seen, so no bucket lumps a tail together).
+const DETAIL_MAX_DIST: usize = 100_000;
 
 #[derive(Default)]
 struct Counts {
@@ -202,8 +207,8 @@ impl<O: GameObject> Collector<O> {
         if self.detail.is_none() {
             self.detail = Some(ViewDetail {
                 missing_per_node: std::array::from_fn(|_| vec![0; DETAIL_MAX_MISSING + 1]),
-                dist_required: vec![0; DETAIL_MAX_DIST + 1],
-                dist_missing: vec![0; DETAIL_MAX_DIST + 1],
+                dist_required: Vec::new(),
+                dist_missing: Vec::new(),
             });
         }
     }
@@ -291,7 +296,9 @@ impl<O: GameObject> Collector<O> {
                 view_of(o, &mut view);
                 req.extend(view.iter().copied().filter(|x| prim[*x].owner != n.id()));
                 if detail_on {
-                    let p = o.position();
+                    // From where the object looks: the centre of its area of interest
+                    // (a dead player already looks at its respawn point).
+                    let p = o.interest().map_or_else(|| o.position(), |b| b.center());
                     for &x in view.iter().filter(|x| prim[**x].owner != n.id()) {
                         let q = prim[x].object.position();
                         let d = ((p.x - q.x).powi(2) + (p.y - q.y).powi(2)).sqrt();
@@ -345,6 +352,10 @@ impl<O: GameObject> Collector<O> {
                 }
                 if let (true, Some(det), Some(d)) = (detail_on, self.detail.as_mut(), nearest.get(&k)) {
                     let b = ((d / DIST_BUCKET) as usize).min(DETAIL_MAX_DIST);
+                    if det.dist_required.len() <= b {
+                        det.dist_required.resize(b + 1, 0);
+                        det.dist_missing.resize(b + 1, 0);
+                    }
                     det.dist_required[b] += 1;
                     if held.is_none() {
                         det.dist_missing[b] += 1;
