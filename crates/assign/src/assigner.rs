@@ -175,6 +175,13 @@ pub struct Assigner {
     pot: Vec<Micros>,
 }
 
+/// The most mirrors an [`Assigner`] accepts. The optimal algorithm's move index keeps a
+/// heap per ordered mirror pair and each placed player has an entry in `m − 1` of them, so
+/// at this limit the empty index takes about 46 MB (`m² × 44` bytes) and each player about
+/// 12 KB (`(m − 1) × 12` bytes, up to 2.5× that before compaction). Paper `002` §4 uses
+/// tens of mirrors; a deployment with more would partition its players by region first.
+pub const MAX_MIRRORS: usize = 1_024;
+
 impl Assigner {
     /// An empty assignment over mirrors with the given capacities (players per mirror).
     pub fn new(algorithm: Algorithm, capacities: Vec<u32>) -> Result<Self, AssignError> {
@@ -182,6 +189,12 @@ impl Assigner {
             return Err(AssignError::NoMirrors);
         }
         let m = capacities.len();
+        if m > MAX_MIRRORS {
+            return Err(AssignError::TooManyMirrors {
+                mirrors: m,
+                limit: MAX_MIRRORS,
+            });
+        }
         Ok(Self {
             algorithm,
             m,
@@ -776,6 +789,15 @@ mod tests {
             Assigner::new(Algorithm::Optimal, vec![]).err(),
             Some(AssignError::NoMirrors)
         );
+        // Refused before the m × m index is allocated (20,000 mirrors would take ~18 GB).
+        assert_eq!(
+            Assigner::new(Algorithm::Optimal, vec![1; 20_000]).err(),
+            Some(AssignError::TooManyMirrors {
+                mirrors: 20_000,
+                limit: MAX_MIRRORS
+            })
+        );
+        assert!(Assigner::new(Algorithm::Optimal, vec![1; MAX_MIRRORS]).is_ok());
         let p = |i| PlayerId(i);
         let r = Assigner::from_assignment(Algorithm::Greedy, vec![1, 1], [(p(0), vec![1, 2], 2)]);
         assert_eq!(

@@ -43,6 +43,19 @@ pub enum AssignError {
     /// There are no mirrors.
     #[error("there are no mirrors")]
     NoMirrors,
+    /// More mirrors than [`crate::MAX_MIRRORS`]: the optimal algorithm's move index holds
+    /// one heap per ordered mirror pair, so its memory grows with the square of the mirror
+    /// count. Refused before anything is allocated.
+    #[error(
+        "{mirrors} mirrors is more than the {limit} supported (the move index keeps one heap per \
+         mirror pair: memory grows with the square of the mirror count)"
+    )]
+    TooManyMirrors {
+        /// Mirrors given.
+        mirrors: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// A mirror index is out of range.
     #[error("mirror {mirror} does not exist ({mirrors} mirrors)")]
     NoSuchMirror {

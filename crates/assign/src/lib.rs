@@ -25,7 +25,7 @@ pub mod reference;
 pub mod stream;
 pub mod topology;
 
-pub use assigner::{Algorithm, Assigner, JoinOutcome, LeaveOutcome};
+pub use assigner::{Algorithm, Assigner, JoinOutcome, LeaveOutcome, MAX_MIRRORS};
 pub use error::AssignError;
 pub use model::{
     MAX_DELAY_MS, Micros, MirrorResources, Move, PlayerDemand, PlayerId, Stats, capacity, micros_to_ms,

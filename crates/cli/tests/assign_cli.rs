@@ -215,6 +215,15 @@ fn bad_flags_are_refused() {
     assert!(stderr(&o).contains("--capacities"));
     let o = assign(&["--capacities", "1", "--events", "/nonexistent/x.jsonl"]);
     assert!(stderr(&o).contains("cannot open /nonexistent/x.jsonl"));
+    // The move index is m x m: 20,000 mirrors would need ~18 GB, refused before allocating.
+    let caps = vec!["1"; 20_000].join(",");
+    let o = assign(&["--capacities", &caps, "--events", p]);
+    assert!(!o.status.success());
+    assert!(
+        stderr(&o).contains("20000 mirrors is more than the 1024 supported"),
+        "{}",
+        stderr(&o)
+    );
     let o = assign(&["--resources", "10:1", "--demand", "1:x:1", "--events", p]);
     assert!(stderr(&o).contains("`x` is not a number"), "{}", stderr(&o));
 }

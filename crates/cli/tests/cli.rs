@@ -161,6 +161,34 @@ fn bad_inputs_fail_with_clear_errors() {
     assert!(!o.status.success());
     assert!(err.contains("lat.txt:2:3: `x` is not a number"), "{err}");
 
+    // Finite but huge: used to panic (exit 101) when the delay overflowed a Duration.
+    std::fs::write(&lat, "0 1e23\n1e23 0\n").unwrap();
+    let o = worldmesh()
+        .args(["simulate", "--quiet", "--duration", "1s", "--latency"])
+        .arg(&lat)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("lat.txt:1:2: round-trip time 1e23 is above the 60000 ms accepted"),
+        "{err}"
+    );
+
+    // All zeros: relative coordinate error is undefined (used to print NaN and exit 0).
+    let zeros = dir.join("zeros.txt");
+    std::fs::write(&zeros, "0 0 0 0 0 0 0 0 0 0\n".repeat(10)).unwrap();
+    let o = worldmesh()
+        .args(["experiment", "vivaldi", "--quick", "--latency"])
+        .arg(&zeros)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("only 0 of 90 host pairs have a positive round-trip time"),
+        "{err}"
+    );
+
     let o = worldmesh()
         .args(["simulate", "--quiet", "--loss", "1.5"])
         .output()

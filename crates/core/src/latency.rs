@@ -17,6 +17,28 @@ use std::time::Duration;
 /// The largest matrix accepted (hosts per side): 10,000² × 4 bytes = 400 MB at most.
 pub const MAX_HOSTS: usize = 10_000;
 
+/// The largest round-trip time accepted, ms: a minute. No terrestrial or satellite path is
+/// within two orders of magnitude of it (geostationary links are ~600 ms), and larger
+/// finite values (`1e23`) overflow the delays computed from them.
+pub const MAX_RTT_MS: f64 = 60_000.0;
+
+/// The largest latency file read, bytes (256 MiB: about 7,000 hosts at 5 bytes a value).
+/// Checked before reading, and the read itself stops there.
+pub const MAX_FILE_BYTES: u64 = 256 << 20;
+
+/// A number as a person would write it: `1e23` rather than 24 digits.
+struct Compact(f64);
+
+impl fmt::Display for Compact {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_finite() && self.0.abs() >= 1e6 {
+            write!(f, "{:e}", self.0)
+        } else {
+            write!(f, "{}", self.0)
+        }
+    }
+}
+
 /// Why a latency matrix could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LatencyError {
@@ -41,7 +63,7 @@ pub enum LatencyError {
         token: String,
     },
     /// A value is NaN, infinite or negative.
-    #[error("{source_name}:{line}:{column}: round-trip time {value} is {why}")]
+    #[error("{source_name}:{line}:{column}: round-trip time {} is {why}", Compact(*value))]
     BadValue {
         /// File name or other description of the input.
         source_name: String,
@@ -51,7 +73,7 @@ pub enum LatencyError {
         column: usize,
         /// The value.
         value: f64,
-        /// "negative" or "not finite".
+        /// "negative", "not finite" or above [`MAX_RTT_MS`].
         why: &'static str,
     },
     /// A row has the wrong number of values, or there are too many or too few rows.
@@ -63,6 +85,14 @@ pub enum LatencyError {
         line: usize,
         /// What is wrong.
         what: String,
+    },
+    /// The file is larger than [`MAX_FILE_BYTES`].
+    #[error("{path}: latency matrix file is larger than {limit} bytes")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit, bytes.
+        limit: u64,
     },
     /// The input holds no rows.
     #[error("{source_name}: latency matrix is empty")]
@@ -117,8 +147,8 @@ pub fn load_spec(spec: &str) -> Result<LatencyMatrix, LatencyError> {
         let v: f32 = rtt
             .parse()
             .ok()
-            .filter(|v: &f32| v.is_finite() && *v >= 0.0)
-            .ok_or_else(|| bad("expected uniform:RTT_MS with RTT_MS >= 0"))?;
+            .filter(|v: &f32| v.is_finite() && *v >= 0.0 && f64::from(*v) <= MAX_RTT_MS)
+            .ok_or_else(|| bad("expected uniform:RTT_MS with 0 <= RTT_MS <= 60000"))?;
         return Ok(LatencyMatrix::uniform(MAX_UNIFORM_HOSTS, v));
     }
     LatencyMatrix::load(spec)
@@ -166,11 +196,28 @@ impl LatencyMatrix {
     /// Loads a file; the format is CSV when the name ends in `.csv` or the first data line
     /// contains a comma, whitespace otherwise.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, LatencyError> {
+        use std::io::Read as _;
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| LatencyError::Io {
+        let io = |source| LatencyError::Io {
             path: path.to_path_buf(),
             source,
-        })?;
+        };
+        let too_large = || LatencyError::TooLarge {
+            path: path.to_path_buf(),
+            limit: MAX_FILE_BYTES,
+        };
+        let file = std::fs::File::open(path).map_err(io)?;
+        if file.metadata().map_err(io)?.len() > MAX_FILE_BYTES {
+            return Err(too_large());
+        }
+        // The size can change between the check and the read: the read is bounded too.
+        let mut text = String::new();
+        file.take(MAX_FILE_BYTES + 1)
+            .read_to_string(&mut text)
+            .map_err(io)?;
+        if text.len() as u64 > MAX_FILE_BYTES {
+            return Err(too_large());
+        }
         let is_csv = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("csv"))
             || text
                 .lines()
@@ -239,6 +286,8 @@ impl LatencyMatrix {
                     Some("not finite")
                 } else if value < 0.0 {
                     Some("negative")
+                } else if value > MAX_RTT_MS {
+                    Some("above the 60000 ms accepted")
                 } else {
                     None
                 };
@@ -288,9 +337,16 @@ impl LatencyMatrix {
         self.rtt_ms[i * self.n + j]
     }
 
-    /// One-way delay from `i` to `j`, taken as half the round-trip time.
+    /// One-way delay from `i` to `j`, taken as half the round-trip time (at most half of
+    /// [`MAX_RTT_MS`], whatever a matrix built in code holds).
     pub fn one_way(&self, i: usize, j: usize) -> Duration {
-        Duration::from_secs_f64(f64::from(self.rtt_ms(i, j)) / 2000.0)
+        let rtt = f64::from(self.rtt_ms(i, j));
+        let rtt = if rtt.is_finite() {
+            rtt.clamp(0.0, MAX_RTT_MS)
+        } else {
+            MAX_RTT_MS
+        };
+        Duration::from_secs_f64(rtt / 2000.0)
     }
 
     /// The row of round-trip times from `i`.
@@ -369,7 +425,7 @@ mod tests {
         assert!((s.median_rtt() - 85.0).abs() < 0.01);
         assert_eq!(
             load_spec("uniform:-1").unwrap_err().to_string(),
-            "latency `uniform:-1`: expected uniform:RTT_MS with RTT_MS >= 0"
+            "latency `uniform:-1`: expected uniform:RTT_MS with 0 <= RTT_MS <= 60000"
         );
         assert_eq!(
             load_spec("planetlab@median=abc").unwrap_err().to_string(),
@@ -418,6 +474,38 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("/definitely/not/here.txt: cannot read"), "{e}");
+    }
+
+    #[test]
+    fn rtts_beyond_a_minute_are_refused_and_never_overflow_a_delay() {
+        // `1e23` is finite, but half of it in seconds overflows a `Duration`.
+        let e = ws("0 1e23\n1e23 0\n").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "test.txt:1:2: round-trip time 1e23 is above the 60000 ms accepted"
+        );
+        assert!(ws("0 60000\n60000 0\n").is_ok(), "the bound itself is accepted");
+        assert!(load_spec("uniform:60001").is_err());
+        assert!(load_spec("uniform:1e30").is_err());
+        // A matrix built in code is not checked; its delays are clamped instead.
+        let m = LatencyMatrix::from_fn(2, |i, j| if i == j { 0.0 } else { f32::MAX });
+        assert_eq!(m.one_way(0, 1), Duration::from_secs(30));
+        let m = LatencyMatrix::from_fn(2, |_, _| f32::INFINITY);
+        assert_eq!(m.one_way(0, 1), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn files_beyond_the_size_limit_are_refused_before_reading() {
+        let path = std::env::temp_dir().join(format!("wm-latency-huge-{}.txt", std::process::id()));
+        let f = std::fs::File::create(&path).unwrap();
+        // Sparse: no disk space is used and nothing is read.
+        f.set_len(MAX_FILE_BYTES + 1).unwrap();
+        let r = LatencyMatrix::load(&path);
+        std::fs::remove_file(&path).unwrap();
+        match r {
+            Err(LatencyError::TooLarge { limit, .. }) => assert_eq!(limit, MAX_FILE_BYTES),
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
     }
 
     #[test]

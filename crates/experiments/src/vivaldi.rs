@@ -137,6 +137,20 @@ pub(crate) fn load_matrix(ctx: &Context, quick_hosts: usize) -> Result<LatencyMa
             m.len()
         )));
     }
+    // Relative error is undefined where the true RTT is 0 (such pairs are skipped), so a
+    // matrix of mostly zeros would summarise nothing and print NaN.
+    let pairs = m.len() * (m.len() - 1);
+    let positive = (0..m.len())
+        .flat_map(|i| (0..m.len()).filter(move |&j| j != i).map(move |j| (i, j)))
+        .filter(|&(i, j)| m.rtt_ms(i, j) > 0.0)
+        .count();
+    if positive * 2 < pairs {
+        return Err(ExperimentError::Input(format!(
+            "{}: only {positive} of {pairs} host pairs have a positive round-trip time; \
+             coordinate error is relative to the RTT, so at least half must be positive",
+            path.display()
+        )));
+    }
     if ctx.quick && m.len() > quick_hosts {
         let mut hosts: Vec<usize> = (0..m.len()).collect();
         DetRng::new(ctx.seed ^ 0x51C).shuffle(&mut hosts);
