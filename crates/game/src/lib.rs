@@ -23,4 +23,4 @@ pub mod workload;
 
 pub use config::{MapKind, ModelConfig};
 pub use map::GameMap;
-pub use model::{GameWrite, ModelObject};
+pub use model::{Control, GameWrite, ModelObject, PlayerInput, step_avatar};

@@ -17,6 +17,7 @@
 //! primary needs (its path, its fight target, timers) is not replicated.
 
 use std::time::Duration;
+use worldmesh_client::Playable;
 use worldmesh_core::{Aabb, NodeId, ObjectId, Point3};
 use worldmesh_replica::{GameObject, StateError, ThinkContext};
 
@@ -28,6 +29,8 @@ pub const PLAYER: u8 = 0;
 pub const MISSILE: u8 = 1;
 /// Item kind tag.
 pub const ITEM: u8 = 2;
+/// Wire tag of a player-controlled player (its kind is still [`PLAYER`]).
+const AVATAR: u8 = 3;
 
 /// Hit radius of a missile, units (a Quake player's bounding box is 32 × 32 × 56).
 const HIT_RADIUS: f32 = 40.0;
@@ -66,6 +69,63 @@ pub struct Player {
     next_shot: f32,
     /// While dead: where the player will respawn and the time left.
     respawn: Option<(Point3, f32)>,
+    /// Set when a person drives this player through the client protocol instead of the
+    /// bot logic (replicated, so a migrated or adopted avatar stays under control).
+    pub control: Option<Control>,
+}
+
+/// The state of a player-controlled avatar.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Control {
+    /// The player (the connect token's account id).
+    pub player: u64,
+    /// The last input applied (what the client reconciles against).
+    pub last_input: u32,
+    /// Move direction, each component in [−1, 1] (held until the next input).
+    pub intent: (f32, f32),
+    /// Aim while firing (held until the next input).
+    pub aim: Option<(f32, f32)>,
+    /// The player left: the avatar removes itself at its next think.
+    pub left: bool,
+}
+
+/// One input of a person playing the model game: a move direction and, while firing, an
+/// aim, each component quantised to a signed byte (127 = full). The avatar's think
+/// normalises the direction, so no input moves faster than the game's player speed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bitcode::Encode, bitcode::Decode)]
+pub struct PlayerInput {
+    /// Move direction, x.
+    pub dx: i8,
+    /// Move direction, y.
+    pub dy: i8,
+    /// Aim (x, y) while the fire button is held.
+    pub fire: Option<(i8, i8)>,
+}
+
+impl PlayerInput {
+    /// The move direction as a vector of length at most 1.
+    pub fn direction(&self) -> (f32, f32) {
+        unit(self.dx, self.dy)
+    }
+}
+
+/// `(x, y) / 127`, scaled down to length 1 if longer.
+fn unit(x: i8, y: i8) -> (f32, f32) {
+    let (x, y) = (f32::from(x) / 127.0, f32::from(y) / 127.0);
+    let len = (x * x + y * y).sqrt();
+    if len > 1.0 { (x / len, y / len) } else { (x, y) }
+}
+
+/// Where a controlled avatar is after `dt` seconds of moving in `direction` at `speed`
+/// from `pos` on `map`: blocked moves stay put. The node runs it in the avatar's think; a
+/// client runs the same function to predict its own avatar.
+pub fn step_avatar(map: &GameMap, pos: Point3, direction: (f32, f32), speed: f32, dt: f32) -> Point3 {
+    let next = Point3::new(
+        pos.x + direction.0 * speed * dt,
+        pos.y + direction.1 * speed * dt,
+        pos.z,
+    );
+    if map.is_free(next) { next } else { pos }
 }
 
 /// A missile.
@@ -107,6 +167,10 @@ pub enum ModelObject {
 pub enum GameWrite {
     /// Damage to a player.
     Damage(u8),
+    /// A person's input to their avatar (sequence number, input).
+    Input(u32, PlayerInput),
+    /// The person driving this avatar left.
+    Leave,
 }
 
 // Clone by hand for `clone_from`: the replica manager copies every changed primary into
@@ -125,6 +189,7 @@ impl Clone for Player {
             fight: self.fight,
             next_shot: self.next_shot,
             respawn: self.respawn,
+            control: self.control,
         }
     }
 
@@ -141,6 +206,7 @@ impl Clone for Player {
             fight,
             next_shot,
             respawn,
+            control,
         } = source;
         self.pos = *pos;
         self.vel = *vel;
@@ -152,6 +218,7 @@ impl Clone for Player {
         self.fight = *fight;
         self.next_shot = *next_shot;
         self.respawn = *respawn;
+        self.control = *control;
     }
 }
 
@@ -186,6 +253,21 @@ impl Player {
             fight: None,
             next_shot: 0.0,
             respawn: None,
+            control: None,
+        }
+    }
+
+    /// The avatar of `player`, standing at `pos`.
+    pub fn avatar(pos: Point3, aoi: f32, player: u64) -> Self {
+        Player {
+            control: Some(Control {
+                player,
+                last_input: 0,
+                intent: (0.0, 0.0),
+                aim: None,
+                left: false,
+            }),
+            ..Player::new(pos, aoi)
         }
     }
 
@@ -204,8 +286,16 @@ impl Player {
                     self.path.clear();
                 }
                 Some((at, left)) if left - dt > 0.0 => self.respawn = Some((at, left - dt)),
-                Some((at, _)) => *self = Player::new(at, self.aoi),
+                Some((at, _)) => {
+                    let control = self.control;
+                    *self = Player::new(at, self.aoi);
+                    self.control = control;
+                }
             }
+            return;
+        }
+        if let Some(c) = self.control {
+            self.think_controlled(ctx, c);
             return;
         }
         // Fights.
@@ -304,6 +394,45 @@ impl Player {
     }
 }
 
+impl Player {
+    /// A person's avatar: moves along the held intent (at the game's speed, never faster:
+    /// the direction is at most a unit vector), fires along the held aim at the game's fire
+    /// interval.
+    fn think_controlled(&mut self, ctx: &mut ThinkContext<'_, ModelObject>, c: Control) {
+        if c.left {
+            ctx.delete_self();
+            return;
+        }
+        let map = ctx.world;
+        let cfg = &map.config;
+        let dt = ctx.dt.as_secs_f32();
+        self.pos = step_avatar(map, self.pos, c.intent, cfg.player_speed, dt);
+        self.vel = (c.intent.0 * cfg.player_speed, c.intent.1 * cfg.player_speed);
+        self.next_shot = (self.next_shot - dt).max(0.0);
+        if let Some(aim) = c.aim
+            && self.next_shot <= 0.0
+            && (aim.0 != 0.0 || aim.1 != 0.0)
+        {
+            self.next_shot = cfg.fire_interval_s as f32;
+            let len = (aim.0 * aim.0 + aim.1 * aim.1).sqrt();
+            ctx.spawn(ModelObject::Missile(Missile {
+                pos: self.pos,
+                vel: (cfg.missile_speed * aim.0 / len, cfg.missile_speed * aim.1 / len),
+                shooter: ctx.id,
+                attached: cfg.proactive,
+                age: 0.0,
+            }));
+        }
+        self.activity = if c.aim.is_some() {
+            Activity::Fighting
+        } else if c.intent != (0.0, 0.0) {
+            Activity::Moving
+        } else {
+            Activity::Waiting
+        };
+    }
+}
+
 impl Missile {
     fn think(&mut self, ctx: &mut ThinkContext<'_, ModelObject>) {
         let map = ctx.world;
@@ -362,6 +491,46 @@ impl Reader<'_> {
 
 fn put_f32(out: &mut Vec<u8>, v: f32) {
     out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// The changing part of an avatar's control: last input, intent, flags (bit 0: aim
+/// follows, bit 1: left), aim.
+fn put_control(out: &mut Vec<u8>, c: &Control) {
+    out.extend_from_slice(&c.last_input.to_le_bytes());
+    put_f32(out, c.intent.0);
+    put_f32(out, c.intent.1);
+    out.push(u8::from(c.aim.is_some()) | (u8::from(c.left) << 1));
+    if let Some((x, y)) = c.aim {
+        put_f32(out, x);
+        put_f32(out, y);
+    }
+}
+
+/// Reads what [`put_control`] wrote, for `player`. Directions are checked to be at most
+/// unit length (a state from the network cannot make an avatar fast).
+fn read_control(r: &mut Reader<'_>, player: u64) -> Result<Control, StateError> {
+    let last_input = r.u32()?;
+    let intent = (r.f32()?, r.f32()?);
+    let flags = r.u8()?;
+    if flags > 3 {
+        return Err(StateError(format!("bad control flags {flags:#x}")));
+    }
+    let aim = if flags & 1 != 0 {
+        Some((r.f32()?, r.f32()?))
+    } else {
+        None
+    };
+    let long = |(x, y): (f32, f32)| x * x + y * y > 1.0 + 1e-3;
+    if long(intent) || aim.is_some_and(long) {
+        return Err(StateError("control direction longer than 1".into()));
+    }
+    Ok(Control {
+        player,
+        last_input,
+        intent,
+        aim,
+        left: flags & 2 != 0,
+    })
 }
 
 /// Delta mask bit meaning "a full state follows" (variant changed).
@@ -441,15 +610,31 @@ impl GameObject for ModelObject {
     }
 
     fn apply_write(&mut self, write: &GameWrite) {
-        if let (ModelObject::Player(p), GameWrite::Damage(d)) = (self, write) {
-            p.health = p.health.saturating_sub(*d);
+        let ModelObject::Player(p) = self else {
+            return;
+        };
+        match write {
+            GameWrite::Damage(d) => p.health = p.health.saturating_sub(*d),
+            // Inputs only steer a controlled avatar; a bot ignores them.
+            GameWrite::Input(seq, input) => {
+                if let Some(c) = &mut p.control {
+                    c.intent = input.direction();
+                    c.aim = input.fire.map(|(x, y)| unit(x, y));
+                    c.last_input = *seq;
+                }
+            }
+            GameWrite::Leave => {
+                if let Some(c) = &mut p.control {
+                    c.left = true;
+                }
+            }
         }
     }
 
     fn encode_state(&self, out: &mut Vec<u8>) {
         match self {
             ModelObject::Player(p) => {
-                out.push(PLAYER);
+                out.push(if p.control.is_some() { AVATAR } else { PLAYER });
                 put_f32(out, p.pos.x);
                 put_f32(out, p.pos.y);
                 put_f32(out, p.pos.z);
@@ -458,6 +643,10 @@ impl GameObject for ModelObject {
                 out.push(p.health);
                 out.push(p.activity as u8);
                 put_f32(out, p.aoi);
+                if let Some(c) = &p.control {
+                    out.extend_from_slice(&c.player.to_le_bytes());
+                    put_control(out, c);
+                }
             }
             ModelObject::Missile(m) => {
                 out.push(MISSILE);
@@ -489,7 +678,7 @@ impl GameObject for ModelObject {
     fn decode_state(bytes: &[u8]) -> Result<Self, StateError> {
         let mut r = Reader(bytes);
         let o = match r.u8()? {
-            PLAYER => {
+            tag @ (PLAYER | AVATAR) => {
                 let pos = Point3::new(r.f32()?, r.f32()?, r.f32()?);
                 let vel = (r.f32()?, r.f32()?);
                 let health = r.u8()?;
@@ -500,10 +689,17 @@ impl GameObject for ModelObject {
                     a => return Err(StateError(format!("unknown activity {a}"))),
                 };
                 let aoi = r.f32()?;
+                let control = if tag == AVATAR {
+                    let player = u64::from_le_bytes(r.take::<8>()?);
+                    Some(read_control(&mut r, player)?)
+                } else {
+                    None
+                };
                 ModelObject::Player(Player {
                     vel,
                     health,
                     activity,
+                    control,
                     ..Player::new(pos, aoi)
                 })
             }
@@ -547,7 +743,9 @@ impl GameObject for ModelObject {
             }
         };
         match (self, baseline) {
-            (ModelObject::Player(p), ModelObject::Player(b)) if p.aoi == b.aoi => {
+            (ModelObject::Player(p), ModelObject::Player(b))
+                if p.aoi == b.aoi && p.control.map(|c| c.player) == b.control.map(|c| c.player) =>
+            {
                 field(0, p.pos.x != b.pos.x, out, &|o| put_f32(o, p.pos.x));
                 field(1, p.pos.y != b.pos.y, out, &|o| put_f32(o, p.pos.y));
                 field(2, p.pos.z != b.pos.z, out, &|o| put_f32(o, p.pos.z));
@@ -557,6 +755,9 @@ impl GameObject for ModelObject {
                 });
                 field(4, p.health != b.health, out, &|o| o.push(p.health));
                 field(5, p.activity != b.activity, out, &|o| o.push(p.activity as u8));
+                if let Some(c) = &p.control {
+                    field(6, p.control != b.control, out, &|o| put_control(o, c));
+                }
             }
             (ModelObject::Missile(m), ModelObject::Missile(b))
                 if m.shooter == b.shooter && m.attached == b.attached =>
@@ -595,7 +796,7 @@ impl GameObject for ModelObject {
         let mut o = baseline.clone();
         match &mut o {
             ModelObject::Player(p) => {
-                if mask & 0xC0 != 0 {
+                if mask & 0x80 != 0 || (mask & 0x40 != 0 && p.control.is_none()) {
                     return Err(StateError(format!("bad player mask {mask:#x}")));
                 }
                 if bit(0) {
@@ -620,6 +821,11 @@ impl GameObject for ModelObject {
                         2 => Activity::Fighting,
                         a => return Err(StateError(format!("unknown activity {a}"))),
                     };
+                }
+                if bit(6)
+                    && let Some(c) = &mut p.control
+                {
+                    *c = read_control(&mut r, c.player)?;
                 }
             }
             ModelObject::Missile(m) => {
@@ -653,6 +859,35 @@ impl GameObject for ModelObject {
         }
         r.done()?;
         Ok(o)
+    }
+}
+
+impl Playable for ModelObject {
+    type Input = PlayerInput;
+
+    /// At a waypoint chosen by the player id (so a player comes back where it was placed
+    /// before, on any node of the same map), with the configured area of interest.
+    fn spawn_avatar(map: &GameMap, player: u64) -> Self {
+        let at = match map.waypoints.len() as u64 {
+            0 => Point3::new(0.0, 0.0, 0.0),
+            n => map.waypoints[(player % n) as usize],
+        };
+        ModelObject::Player(Player::avatar(at, map.config.aoi_half_extent, player))
+    }
+
+    fn input_write(input: &PlayerInput, seq: u32) -> GameWrite {
+        GameWrite::Input(seq, *input)
+    }
+
+    fn leave_write() -> GameWrite {
+        GameWrite::Leave
+    }
+
+    fn last_input(&self) -> Option<u32> {
+        match self {
+            ModelObject::Player(Player { control: Some(c), .. }) => Some(c.last_input),
+            _ => None,
+        }
     }
 }
 

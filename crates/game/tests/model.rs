@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 use std::time::Duration;
 use worldmesh_core::{DetRng, NodeId, ObjectId, Point3, Time};
-use worldmesh_game::model::{Activity, GameWrite, Item, Player};
+use worldmesh_game::model::{Activity, Control, GameWrite, Item, Player, PlayerInput};
 use worldmesh_game::{GameMap, ModelConfig, ModelObject, workload};
 use worldmesh_replica::{GameObject, ObjectStore, ThinkContext};
 
@@ -15,12 +15,41 @@ fn arb_player() -> impl Strategy<Value = ModelObject> {
         0u8..=100,
         0u8..3,
         -400f32..400.0,
+        proptest::option::of((
+            0u64..3,
+            any::<u32>(),
+            -127i8..=127,
+            -127i8..=127,
+            any::<bool>(),
+            any::<bool>(),
+        )),
     )
-        .prop_map(|(x, y, vx, h, a, aoi)| {
+        .prop_map(|(x, y, vx, h, a, aoi, control)| {
             let mut p = Player::new(Point3::new(x, y, 0.0), aoi.abs() + 1.0);
             p.vel = (vx, -vx);
             p.health = h;
             p.activity = [Activity::Waiting, Activity::Moving, Activity::Fighting][a as usize];
+            p.control = control.map(|(player, last_input, dx, dy, fire, left)| {
+                let input = PlayerInput {
+                    dx,
+                    dy,
+                    fire: fire.then_some((dy, dx)),
+                };
+                Control {
+                    player,
+                    last_input,
+                    intent: input.direction(),
+                    aim: fire.then(|| {
+                        PlayerInput {
+                            dx: dy,
+                            dy: dx,
+                            fire: None,
+                        }
+                        .direction()
+                    }),
+                    left,
+                }
+            });
             ModelObject::Player(p)
         })
 }
@@ -218,4 +247,79 @@ fn a_dead_player_announces_its_spawn_point_within_the_lead() {
         fr > fa && fr - fa <= 6,
         "announced within the lead: frames {fa} → {fr}"
     );
+}
+
+fn write(store: &mut ObjectStore<ModelObject>, id: ObjectId, w: &GameWrite) {
+    let mut e = store.take(id).unwrap();
+    e.object.apply_write(w);
+    store.restore(id, e);
+}
+
+/// A person's avatar: inputs steer it at the game's speed and no faster (a maximal input
+/// on both axes is normalised), it fires along the aim at the fire interval, walls stop it,
+/// bots ignore inputs, and it removes itself when its player leaves.
+#[test]
+fn an_avatar_moves_as_its_inputs_say_and_never_faster_than_the_game_allows() {
+    use worldmesh_client::Playable;
+    let cfg = ModelConfig::default();
+    let map = GameMap::generate(&cfg, 16, 3);
+    let mut store = ObjectStore::new();
+    let id = ObjectId::new(NodeId(0), 0);
+    let avatar = ModelObject::spawn_avatar(&map, 7);
+    let start = avatar.position();
+    assert_eq!(avatar.last_input(), Some(0));
+    store.insert_primary(id, avatar, 1, Time::ZERO).unwrap();
+    let mut rng = DetRng::new(3);
+    let flat_out = PlayerInput {
+        dx: 127,
+        dy: 127,
+        fire: Some((127, 0)),
+    };
+    write(&mut store, id, &ModelObject::input_write(&flat_out, 1));
+    let (mut spawned, mut writes) = (Vec::new(), Vec::new());
+    let mut max_step = 0f32;
+    let mut prev = start;
+    for f in 0..10u64 {
+        think_once(
+            &mut store,
+            id,
+            Time::from_millis(100 * f),
+            &mut rng,
+            &map,
+            &mut spawned,
+            &mut writes,
+        );
+        let now = store.get(id).unwrap().object.position();
+        max_step = max_step.max(now.distance(prev));
+        prev = now;
+    }
+    let limit = cfg.player_speed * 0.1;
+    assert!(max_step <= limit * 1.0001, "step {max_step} > speed x dt {limit}");
+    assert!(max_step > 0.0, "the avatar moved");
+    let o = &store.get(id).unwrap().object;
+    assert_eq!(o.last_input(), Some(1));
+    // 1 s of firing at the configured interval.
+    let shots = spawned
+        .iter()
+        .filter(|m| matches!(m, ModelObject::Missile(_)))
+        .count();
+    let expect = (1.0 / cfg.fire_interval_s).ceil() as usize;
+    assert!(shots >= 1 && shots <= expect, "{shots} shots, at most {expect}");
+    // A bot ignores inputs.
+    let mut bot = ModelObject::Player(Player::new(start, 450.0));
+    let before = bot.clone();
+    bot.apply_write(&ModelObject::input_write(&flat_out, 5));
+    assert_eq!(bot, before);
+    // Leaving: the avatar deletes itself at its next think.
+    write(&mut store, id, &ModelObject::leave_write());
+    think_once(
+        &mut store,
+        id,
+        Time::from_secs_f64(2.0),
+        &mut rng,
+        &map,
+        &mut spawned,
+        &mut writes,
+    );
+    assert!(store.get(id).is_none(), "the avatar of a player who left is gone");
 }

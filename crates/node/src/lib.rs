@@ -44,6 +44,7 @@ pub mod membership;
 pub mod migration;
 mod node;
 pub mod placement;
+pub mod sessions;
 pub mod stats;
 
 pub use migration::{

@@ -1,0 +1,582 @@
+//! The node side of the client protocol (`worldmesh_client::proto`), sans-IO: players'
+//! sessions on this node.
+//!
+//! A driver hands it each client datagram with the connection it came on ([`ConnId`]:
+//! a QUIC connection in the real runtime, a number in tests) and calls
+//! [`Sessions::frame`] after each node frame; it queues datagrams per connection.
+//!
+//! - **Connect**: the token is verified ([`ConnectToken::verify`]); the player's avatar is
+//!   spawned as a primary here (or, on a resumed session, found again). A token already
+//!   bound to a live connection is refused as replayed; a session silent for
+//!   [`SessionConfig::resume_after`] may be resumed by a new connection with the same token
+//!   (the client's reconnect); a token whose session the client ended cannot be used again.
+//! - **Inputs** become writes to the avatar only, each sequence number applied once and in
+//!   order ([`Playable::input_write`]); the avatar's think decides what an input may do.
+//!   Datagrams beyond [`SessionConfig::max_datagrams_per_s`] disconnect the client
+//!   ([`DisconnectReason::InputFlood`]), as do repeated malformed datagrams.
+//! - **Views**: each frame, every object the node holds (primaries and replicas) that the
+//!   avatar is interested in, plus the avatar, delta-encoded against the newest view the
+//!   client acknowledged, in parts that each fit a datagram. The view is the server's
+//!   choice: nothing the client sends widens it.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Duration;
+
+use worldmesh_client::proto::{
+    Change, ClientMsg, DecodeError, DisconnectReason, MAX_VIEW_OBJECTS, NodeMsg, RefuseReason, ViewEntry,
+    split_view,
+};
+use worldmesh_client::sdk::prediction::seq_newer;
+use worldmesh_client::{ConnectToken, Playable, TokenError, TokenKey};
+use worldmesh_core::{ObjectId, Time};
+use worldmesh_replica::GameObject;
+
+use crate::Node;
+
+/// A client connection, as the driver numbers them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnId(pub u64);
+
+/// Session limits.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// Most players connected at once; beyond, connects are refused as full.
+    pub max_players: usize,
+    /// A session with no datagram for this long ends ([`DisconnectReason::TimedOut`]).
+    pub idle_timeout: Duration,
+    /// A session silent this long may be taken over by a new connection with its token.
+    pub resume_after: Duration,
+    /// Datagrams per second a client may send (averaged over a second).
+    pub max_datagrams_per_s: u32,
+    /// Malformed datagrams tolerated per session before it is ended.
+    pub max_malformed: u32,
+    /// Views kept per session as delta bases.
+    pub view_history: usize,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            max_players: 4096,
+            idle_timeout: Duration::from_secs(10),
+            resume_after: Duration::from_secs(2),
+            max_datagrams_per_s: 240,
+            max_malformed: 32,
+            view_history: 16,
+        }
+    }
+}
+
+/// What happened to a session.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SessionEvent {
+    /// A player connected (or resumed).
+    Connected {
+        /// The connection.
+        conn: ConnId,
+        /// The player.
+        player: u64,
+        /// The avatar.
+        avatar: ObjectId,
+        /// Whether an earlier session's avatar was taken over.
+        resumed: bool,
+    },
+    /// A connect was refused.
+    Refused {
+        /// The connection.
+        conn: ConnId,
+        /// Why.
+        reason: RefuseReason,
+    },
+    /// A session ended.
+    Disconnected {
+        /// The connection.
+        conn: ConnId,
+        /// The player.
+        player: u64,
+        /// Why.
+        reason: DisconnectReason,
+    },
+}
+
+/// Counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// Sessions opened (including resumed ones).
+    pub connected: u64,
+    /// Connects refused, by reason.
+    pub refused: BTreeMap<String, u64>,
+    /// Sessions ended, by reason.
+    pub disconnected: BTreeMap<String, u64>,
+    /// Datagrams that did not decode (with or without a session).
+    pub malformed: u64,
+    /// Inputs applied to avatars.
+    pub inputs_applied: u64,
+    /// Inputs received again (already applied): dropped.
+    pub inputs_duplicated: u64,
+    /// Gaps in input sequence numbers (inputs the client gave up on).
+    pub inputs_skipped: u64,
+    /// View datagrams sent.
+    pub view_datagrams: u64,
+    /// Bytes sent to clients.
+    pub bytes_out: u64,
+    /// Bytes received from clients.
+    pub bytes_in: u64,
+}
+
+struct SentView<O> {
+    seq: u32,
+    objects: Vec<(ObjectId, O)>,
+}
+
+struct Session<O> {
+    player: u64,
+    avatar: ObjectId,
+    nonce: [u8; 16],
+    last_heard: Time,
+    /// Last input applied.
+    last_input: Option<u32>,
+    /// Datagrams in the current one-second window, and its start.
+    window: (Time, u32),
+    malformed: u32,
+    next_view: u32,
+    sent: VecDeque<SentView<O>>,
+    acked: Option<u32>,
+}
+
+/// A token's binding: the connection using it, whether the client ended it, its expiry.
+struct Binding {
+    conn: Option<ConnId>,
+    ended: bool,
+    expires_ms: u64,
+    avatar: ObjectId,
+    last_input: Option<u32>,
+}
+
+/// The players' sessions on one node.
+pub struct Sessions<O: Playable> {
+    cfg: SessionConfig,
+    key: TokenKey,
+    sessions: HashMap<ConnId, Session<O>>,
+    tokens: HashMap<[u8; 16], Binding>,
+    transmits: VecDeque<(ConnId, Vec<u8>)>,
+    events: VecDeque<SessionEvent>,
+    stats: SessionStats,
+}
+
+fn refuse_reason(e: &TokenError) -> RefuseReason {
+    match e {
+        TokenError::Malformed(_) | TokenError::BadKey(_) => RefuseReason::MalformedToken,
+        TokenError::Forged => RefuseReason::Forged,
+        TokenError::Expired { .. } => RefuseReason::Expired,
+        TokenError::TooLong { .. } => RefuseReason::TooLong,
+        TokenError::WrongNode { .. } => RefuseReason::WrongNode,
+    }
+}
+
+impl<O: Playable> Sessions<O> {
+    /// An empty session table verifying tokens with `key`.
+    pub fn new(cfg: SessionConfig, key: TokenKey) -> Self {
+        Self {
+            cfg,
+            key,
+            sessions: HashMap::new(),
+            tokens: HashMap::new(),
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: SessionStats::default(),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &SessionStats {
+        &self.stats
+    }
+
+    /// Players connected now.
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Whether no player is connected.
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    /// The avatar of the player on `conn`.
+    pub fn avatar_of(&self, conn: ConnId) -> Option<ObjectId> {
+        self.sessions.get(&conn).map(|s| s.avatar)
+    }
+
+    /// Takes the next datagram to send, with its connection.
+    pub fn poll_transmit(&mut self) -> Option<(ConnId, Vec<u8>)> {
+        self.transmits.pop_front()
+    }
+
+    /// Takes the next event.
+    pub fn poll_event(&mut self) -> Option<SessionEvent> {
+        self.events.pop_front()
+    }
+
+    fn send(&mut self, conn: ConnId, msg: &NodeMsg) {
+        let bytes = msg.encode();
+        self.stats.bytes_out += bytes.len() as u64;
+        self.transmits.push_back((conn, bytes));
+    }
+
+    fn refuse(&mut self, conn: ConnId, reason: RefuseReason) {
+        *self.stats.refused.entry(format!("{reason:?}")).or_default() += 1;
+        self.events.push_back(SessionEvent::Refused { conn, reason });
+        self.send(conn, &NodeMsg::Refused { reason });
+    }
+
+    /// Handles a datagram that arrived on `conn`. `unix_ms` is the wall clock (token
+    /// expiry); `now` the node's time.
+    pub fn handle_datagram(
+        &mut self,
+        now: Time,
+        unix_ms: u64,
+        conn: ConnId,
+        bytes: &[u8],
+        node: &mut Node<O>,
+    ) {
+        self.stats.bytes_in += bytes.len() as u64;
+        let msg = match ClientMsg::decode(bytes) {
+            Ok(m) => m,
+            Err(e) => return self.malformed(now, conn, &e, node),
+        };
+        if let Some(s) = self.sessions.get_mut(&conn) {
+            s.last_heard = now;
+            if now.saturating_since(s.window.0) >= Duration::from_secs(1) {
+                s.window = (now, 0);
+            }
+            s.window.1 += 1;
+            if s.window.1 > self.cfg.max_datagrams_per_s {
+                return self.end(conn, DisconnectReason::InputFlood, node, now);
+            }
+        }
+        match msg {
+            ClientMsg::Connect { token, .. } => self.connect(now, unix_ms, conn, &token, node),
+            ClientMsg::Inputs {
+                ack,
+                first_seq,
+                inputs,
+            } => {
+                let Some(s) = self.sessions.get_mut(&conn) else {
+                    return;
+                };
+                if let Some(a) = ack {
+                    note_ack(s, a);
+                }
+                let avatar = s.avatar;
+                let mut bad = false;
+                for (k, raw) in inputs.iter().enumerate() {
+                    let seq = first_seq.wrapping_add(k as u32);
+                    if s.last_input.is_some_and(|l| !seq_newer(seq, l)) {
+                        self.stats.inputs_duplicated += 1;
+                        continue;
+                    }
+                    let Ok(input) = bitcode::decode::<O::Input>(raw) else {
+                        bad = true;
+                        break;
+                    };
+                    let expected = s.last_input.map_or(seq, |l| l.wrapping_add(1));
+                    if seq != expected {
+                        self.stats.inputs_skipped += u64::from(seq.wrapping_sub(expected));
+                    }
+                    node.write(now, avatar, &O::input_write(&input, seq));
+                    s.last_input = Some(seq);
+                    self.stats.inputs_applied += 1;
+                }
+                if bad {
+                    self.malformed(now, conn, &DecodeError::Body, node);
+                }
+            }
+            ClientMsg::Ack { view } => {
+                if let (Some(s), Some(a)) = (self.sessions.get_mut(&conn), view) {
+                    note_ack(s, a);
+                }
+            }
+            ClientMsg::Disconnect => {
+                if self.sessions.contains_key(&conn) {
+                    self.end(conn, DisconnectReason::ClientLeft, node, now);
+                }
+            }
+        }
+    }
+
+    fn malformed(&mut self, now: Time, conn: ConnId, _e: &DecodeError, node: &mut Node<O>) {
+        self.stats.malformed += 1;
+        let limit = self.cfg.max_malformed;
+        if let Some(s) = self.sessions.get_mut(&conn) {
+            s.malformed += 1;
+            if s.malformed > limit {
+                self.end(conn, DisconnectReason::Malformed, node, now);
+            }
+        }
+    }
+
+    fn connect(&mut self, now: Time, unix_ms: u64, conn: ConnId, token: &[u8], node: &mut Node<O>) {
+        let token = match ConnectToken::verify(&self.key, token, node.id(), unix_ms) {
+            Ok(t) => t,
+            Err(e) => return self.refuse(conn, refuse_reason(&e)),
+        };
+        let frame_ms = node.config().frame_interval.as_millis().min(u128::from(u32::MAX)) as u32;
+        if let Some(s) = self.sessions.get(&conn) {
+            // A retry of a connect already accepted (the answer was lost).
+            if s.nonce == token.nonce {
+                let msg = NodeMsg::Accepted {
+                    player: s.player,
+                    avatar: s.avatar,
+                    frame_ms,
+                };
+                self.send(conn, &msg);
+            } else {
+                self.refuse(conn, RefuseReason::Replayed);
+            }
+            return;
+        }
+        let mut resumed = None;
+        if let Some(b) = self.tokens.get(&token.nonce) {
+            let live = b
+                .conn
+                .and_then(|c| self.sessions.get(&c).map(|s| (c, s.last_heard)));
+            match live {
+                _ if b.ended => return self.refuse(conn, RefuseReason::Replayed),
+                Some((_, heard)) if now.saturating_since(heard) < self.cfg.resume_after => {
+                    return self.refuse(conn, RefuseReason::Replayed);
+                }
+                Some((old, _)) => resumed = Some((Some(old), b.avatar, b.last_input)),
+                None => resumed = Some((None, b.avatar, b.last_input)),
+            }
+        }
+        if node.drain_state().is_some() {
+            return self.refuse(conn, RefuseReason::Draining);
+        }
+        if resumed.is_none() && self.sessions.len() >= self.cfg.max_players {
+            return self.refuse(conn, RefuseReason::Full);
+        }
+        let (avatar, last_input, was_resumed) = match resumed {
+            Some((old, avatar, last_input)) => {
+                if let Some(old) = old
+                    && let Some(s) = self.sessions.remove(&old)
+                {
+                    self.send(
+                        old,
+                        &NodeMsg::Disconnected {
+                            reason: DisconnectReason::Replaced,
+                        },
+                    );
+                    *self.stats.disconnected.entry("Replaced".into()).or_default() += 1;
+                    self.events.push_back(SessionEvent::Disconnected {
+                        conn: old,
+                        player: s.player,
+                        reason: DisconnectReason::Replaced,
+                    });
+                    (avatar, s.last_input, true)
+                } else {
+                    (avatar, last_input, true)
+                }
+            }
+            None => {
+                let a = node.spawn(now, O::spawn_avatar(node.world(), token.player));
+                (a, None, false)
+            }
+        };
+        self.tokens.retain(|_, b| b.expires_ms > unix_ms);
+        self.tokens.insert(
+            token.nonce,
+            Binding {
+                conn: Some(conn),
+                ended: false,
+                expires_ms: token.expires_ms,
+                avatar,
+                last_input,
+            },
+        );
+        self.sessions.insert(
+            conn,
+            Session {
+                player: token.player,
+                avatar,
+                nonce: token.nonce,
+                last_heard: now,
+                last_input,
+                window: (now, 1),
+                malformed: 0,
+                next_view: 1,
+                sent: VecDeque::new(),
+                acked: None,
+            },
+        );
+        self.stats.connected += 1;
+        self.events.push_back(SessionEvent::Connected {
+            conn,
+            player: token.player,
+            avatar,
+            resumed: was_resumed,
+        });
+        self.send(
+            conn,
+            &NodeMsg::Accepted {
+                player: token.player,
+                avatar,
+                frame_ms,
+            },
+        );
+    }
+
+    /// The transport closed `conn` (the client may come back with its token and resume
+    /// within the idle timeout; its avatar stays until then).
+    pub fn closed(&mut self, conn: ConnId) {
+        if let Some(s) = self.sessions.get(&conn)
+            && let Some(b) = self.tokens.get_mut(&s.nonce)
+        {
+            b.last_input = s.last_input;
+        }
+    }
+
+    /// Ends every session (the node is stopping or draining).
+    pub fn shutdown(&mut self, now: Time, node: &mut Node<O>) {
+        let mut conns: Vec<ConnId> = self.sessions.keys().copied().collect();
+        conns.sort_unstable();
+        for c in conns {
+            self.end(c, DisconnectReason::NodeLeaving, node, now);
+        }
+    }
+
+    fn end(&mut self, conn: ConnId, reason: DisconnectReason, node: &mut Node<O>, now: Time) {
+        let Some(s) = self.sessions.remove(&conn) else {
+            return;
+        };
+        if let Some(b) = self.tokens.get_mut(&s.nonce) {
+            b.conn = None;
+            // Only the client's own goodbye or a timeout retire the avatar; a client that
+            // ended its session cannot reuse the token.
+            b.ended = true;
+        }
+        node.write(now, s.avatar, &O::leave_write());
+        *self.stats.disconnected.entry(format!("{reason:?}")).or_default() += 1;
+        self.events.push_back(SessionEvent::Disconnected {
+            conn,
+            player: s.player,
+            reason,
+        });
+        self.send(conn, &NodeMsg::Disconnected { reason });
+    }
+
+    /// Runs after a node frame: ends idle sessions and sends each client its view.
+    pub fn frame(&mut self, now: Time, node: &mut Node<O>) {
+        let idle: Vec<ConnId> = {
+            let mut v: Vec<ConnId> = self
+                .sessions
+                .iter()
+                .filter(|(_, s)| now.saturating_since(s.last_heard) >= self.cfg.idle_timeout)
+                .map(|(c, _)| *c)
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        for c in idle {
+            self.end(c, DisconnectReason::TimedOut, node, now);
+        }
+        let time_ms = now.0 / 1000;
+        let mut conns: Vec<ConnId> = self.sessions.keys().copied().collect();
+        conns.sort_unstable();
+        let store = node.store();
+        for conn in conns {
+            let Some(s) = self.sessions.get_mut(&conn) else {
+                continue;
+            };
+            let avatar = store.object(s.avatar);
+            let mut objects: Vec<(ObjectId, O)> = Vec::new();
+            if let Some(a) = avatar {
+                for (id, e) in store.iter() {
+                    if id == s.avatar || (objects.len() < MAX_VIEW_OBJECTS && a.is_interested(&e.object)) {
+                        objects.push((id, e.object.clone()));
+                    }
+                }
+            }
+            let last_input = avatar.and_then(O::last_input);
+            let base = s
+                .acked
+                .and_then(|a| s.sent.iter().find(|v| v.seq == a))
+                .map(|v| (v.seq, &v.objects));
+            let entries = diff(base.map(|b| b.1.as_slice()), &objects);
+            let seq = s.next_view;
+            s.next_view = s.next_view.wrapping_add(1);
+            let (parts, unsent) = split_view(seq, base.map(|b| b.0), time_ms, last_input, entries);
+            if !unsent.is_empty() {
+                // What the client will not have must not become a delta base.
+                objects.retain(|(id, _)| !unsent.contains(id));
+            }
+            s.sent.push_back(SentView { seq, objects });
+            while s.sent.len() > self.cfg.view_history.max(1) {
+                s.sent.pop_front();
+            }
+            for p in parts {
+                self.stats.view_datagrams += 1;
+                self.stats.bytes_out += p.len() as u64;
+                self.transmits.push_back((conn, p));
+            }
+        }
+    }
+}
+
+fn note_ack<O>(s: &mut Session<O>, a: u32) {
+    // Only views actually sent and newer than the current base count.
+    if seq_newer(s.next_view, a) && s.acked.is_none_or(|cur| seq_newer(a, cur)) {
+        s.acked = Some(a);
+    }
+}
+
+/// The changes from `base` (sorted by id) to `now` (sorted by id).
+fn diff<O: GameObject + PartialEq>(base: Option<&[(ObjectId, O)]>, now: &[(ObjectId, O)]) -> Vec<ViewEntry> {
+    let mut out = Vec::new();
+    let base = base.unwrap_or(&[]);
+    let (mut i, mut j) = (0, 0);
+    let mut buf = Vec::new();
+    while i < base.len() || j < now.len() {
+        let b = base.get(i);
+        let n = now.get(j);
+        match (b, n) {
+            (Some((bid, bo)), Some((nid, no))) if bid == nid => {
+                if bo != no {
+                    buf.clear();
+                    no.encode_delta(bo, &mut buf);
+                    out.push(ViewEntry {
+                        id: *nid,
+                        change: Change::Delta(buf.clone()),
+                    });
+                }
+                i += 1;
+                j += 1;
+            }
+            (Some((bid, _)), Some((nid, _))) if bid < nid => {
+                out.push(ViewEntry {
+                    id: *bid,
+                    change: Change::Removed,
+                });
+                i += 1;
+            }
+            (Some((bid, _)), None) => {
+                out.push(ViewEntry {
+                    id: *bid,
+                    change: Change::Removed,
+                });
+                i += 1;
+            }
+            (_, Some((nid, no))) => {
+                buf.clear();
+                no.encode_state(&mut buf);
+                out.push(ViewEntry {
+                    id: *nid,
+                    change: Change::Full(buf.clone()),
+                });
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    out
+}
