@@ -26,10 +26,25 @@ use crate::node_config::{
     check_frame_hz, check_loss, check_players,
 };
 use crate::node_report::{
-    EVENT_PREFIX, NodeReport, READY_PREFIX, Ready, STARTED_PREFIX, SUMMARY_PREFIX, Started, cpu_seconds,
-    event_json,
+    EVENT_PREFIX, NodeReport, PlayersReport, READY_PREFIX, Ready, STARTED_PREFIX, SUMMARY_PREFIX, Started,
+    cpu_seconds, event_json,
 };
 use crate::summary;
+use worldmesh_client::TokenKey;
+use worldmesh_net::Players;
+use worldmesh_net::players::{PlayerListener, PlayerListenerConfig};
+use worldmesh_node::sessions::{SessionConfig, Sessions};
+
+/// Reads a small file (a key), refusing one larger than `limit` bytes.
+pub(crate) fn read_small(path: &std::path::Path, limit: u64) -> anyhow::Result<String> {
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("{}: cannot read", path.display()))?
+        .len();
+    if len > limit {
+        bail!("{}: {len} bytes is too large (limit {limit})", path.display());
+    }
+    std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))
+}
 
 /// Arguments of `worldmesh node`. Every setting can also come from `--config FILE`
 /// (flags override the file); see `node_config` for the file format.
@@ -119,6 +134,15 @@ pub struct NodeArgs {
     /// A drain leaves after this long even if primaries remain [default: 30s].
     #[arg(long, value_parser = parse_duration)]
     drain_deadline: Option<Duration>,
+    /// Admit players: the UDP address of the player port (QUIC, this node's certificate).
+    #[arg(long, value_name = "ADDR", requires = "player_key")]
+    player_listen: Option<SocketAddr>,
+    /// The connect-token key players' tokens are checked with (`worldmesh token init`).
+    #[arg(long, value_name = "FILE")]
+    player_key: Option<PathBuf>,
+    /// Most players at once [default: 4096].
+    #[arg(long)]
+    max_players: Option<usize>,
     /// Stop after this long (from the start); default: until a signal.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -199,6 +223,9 @@ impl NodeArgs {
             loss: self.loss,
             join_timeout: self.join_timeout,
             drain_deadline: self.drain_deadline,
+            player_listen: self.player_listen,
+            player_key: self.player_key.clone(),
+            max_players: self.max_players,
         }
     }
 }
@@ -262,6 +289,24 @@ async fn start(s: NodeSettings, run: Run) -> anyhow::Result<()> {
         TransportKind::Quic => {
             let tls = s.tls.clone().context("the QUIC transport needs certificates")?;
             let identity = NodeIdentity::load(&tls.cert, &tls.key, &tls.ca, me)?;
+            let players = match &s.players {
+                Some(p) => {
+                    let text = read_small(&p.key, 4096)?;
+                    let key = TokenKey::from_hex(&text).with_context(|| p.key.display().to_string())?;
+                    let mut cfg = PlayerListenerConfig::new(p.listen);
+                    cfg.max_connections = p.max.saturating_mul(2);
+                    let listener = PlayerListener::bind(cfg, &identity)?;
+                    let sc = SessionConfig {
+                        max_players: p.max,
+                        ..SessionConfig::default()
+                    };
+                    Some(Players {
+                        listener,
+                        host: Box::new(Sessions::<ModelObject>::new(sc, key)),
+                    })
+                }
+                None => None,
+            };
             let mut qc = QuicConfig::new(s.listen, identity, hello);
             let q = &s.quic;
             if let Some(n) = q.ack_threshold {
@@ -282,7 +327,7 @@ async fn start(s: NodeSettings, run: Run) -> anyhow::Result<()> {
                 qc.keep_alive = Duration::from_millis(ms);
             }
             let t = QuicTransport::bind(qc)?;
-            serve(s, run, generation, t).await
+            serve(s, run, generation, t, players).await
         }
         TransportKind::UdpInsecure => {
             tracing::warn!(
@@ -290,7 +335,7 @@ async fn start(s: NodeSettings, run: Run) -> anyhow::Result<()> {
                  and unencrypted; a benchmark baseline only"
             );
             let t = UdpTransport::bind_with_hello(s.listen, hello).await?;
-            serve(s, run, generation, t).await
+            serve(s, run, generation, t, None).await
         }
     }
 }
@@ -363,8 +408,10 @@ async fn serve<T: Transport + 'static>(
     run: Run,
     generation: u32,
     transport: T,
+    players: Option<Players<ModelObject>>,
 ) -> anyhow::Result<()> {
     let me = NodeId(s.id);
+    let player_addr = players.as_ref().map(|p| p.listener.local_addr());
     let local = transport.local_addr();
     let mut advertise = s.advertise;
     if advertise.port() == 0 {
@@ -415,7 +462,10 @@ async fn serve<T: Transport + 'static>(
         metrics = ?s.metrics,
         "worldmesh node starting"
     );
-    let (mut handle, driver) = worldmesh_net::start(node, transport, opts);
+    if let Some(a) = player_addr {
+        tracing::info!(node = s.id, players = %a, "player port open");
+    }
+    let (mut handle, driver) = worldmesh_net::start_with_players(node, transport, opts, players);
     let mut task = tokio::spawn(driver);
     let mut stdin = stdin_lines(run.wait_start || run.exit_on_stdin_close);
 
@@ -454,6 +504,7 @@ async fn serve<T: Transport + 'static>(
             addr: advertise,
             generation,
             members,
+            players: player_addr,
         };
         println!("{READY_PREFIX}{}", serde_json::to_string(&r)?);
     }
@@ -610,6 +661,10 @@ async fn finish<T: Transport>(
         cpu_seconds: cpu,
         stop: stop.into(),
         left_behind,
+        players: out
+            .players
+            .clone()
+            .map(|(sessions, port)| PlayersReport { sessions, port }),
     };
     tracing::info!(
         node = s.id,

@@ -6,6 +6,7 @@
 use clap::{Parser, Subcommand};
 
 mod cmd_assign;
+mod cmd_bots;
 mod cmd_ca;
 mod cmd_cluster;
 mod cmd_dashboard;
@@ -13,6 +14,7 @@ mod cmd_experiment;
 mod cmd_node;
 mod cmd_plan;
 mod cmd_simulate;
+mod cmd_token;
 mod duration;
 mod live;
 mod logging;
@@ -52,6 +54,12 @@ enum Command {
     /// The cluster certificate authority: `ca init` makes it, `ca issue --node ID` signs
     /// a node's certificate (nodes accept only peers certified by it).
     Ca(cmd_ca::CaArgs),
+    /// Connect tokens for players: `token init` writes the key nodes check tokens with,
+    /// `token issue` signs one for a player.
+    Token(cmd_token::TokenArgs),
+    /// Headless players: N clients connect to a node's player port with connect tokens,
+    /// play the model game, and report input-to-visible latency and bytes.
+    Bots(cmd_bots::BotsArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -74,6 +82,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Assign(args) => cmd_assign::run(args),
         Command::Plan(args) => cmd_plan::run(args),
         Command::Ca(args) => cmd_ca::run(args),
+        Command::Token(args) => cmd_token::run(args),
+        Command::Bots(args) => cmd_bots::run(args),
         Command::Dashboard(args) => cmd_dashboard::run(args),
     }
 }

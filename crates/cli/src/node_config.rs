@@ -166,6 +166,24 @@ pub struct QuicTuning {
     pub keep_alive_ms: Option<u64>,
 }
 
+/// The player port (`[players]`): where players connect and the key their connect tokens
+/// are checked with.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlayerSettings {
+    /// UDP address players connect to (QUIC; port 0: any free port).
+    pub listen: SocketAddr,
+    /// The connect-token key file (64 hex digits; `worldmesh token init`).
+    pub key: PathBuf,
+    /// Most players at once [default: 4096].
+    #[serde(default = "default_max_players")]
+    pub max: usize,
+}
+
+fn default_max_players() -> usize {
+    4096
+}
+
 /// Certificate paths.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -203,6 +221,8 @@ pub struct NodeSettings {
     pub membership: MembershipConfig,
     /// The membership profile named in the config (`lan` or `wan`).
     pub membership_profile: String,
+    /// The player port, if the node admits players.
+    pub players: Option<PlayerSettings>,
     /// Placeholder: persistence directory (issue 19).
     pub data_dir: Option<PathBuf>,
     /// Placeholder: metrics endpoint (issue 17).
@@ -294,6 +314,7 @@ pub struct FileConfig {
     #[serde(default, deserialize_with = "secs")]
     drain_deadline_s: Option<f64>,
     tls: Option<TlsPaths>,
+    players: Option<PlayerSettings>,
     #[serde(default)]
     quic: QuicTuning,
     #[serde(default)]
@@ -571,6 +592,12 @@ pub struct Overrides {
     pub join_timeout: Option<Duration>,
     /// `--drain-deadline`.
     pub drain_deadline: Option<Duration>,
+    /// `--player-listen`.
+    pub player_listen: Option<SocketAddr>,
+    /// `--player-key`.
+    pub player_key: Option<PathBuf>,
+    /// `--max-players`.
+    pub max_players: Option<usize>,
 }
 
 fn ms(v: Option<u64>, default: Duration) -> Duration {
@@ -704,7 +731,42 @@ pub fn resolve(file: FileConfig, o: Overrides, source: &str) -> Result<NodeSetti
             "[quic] in {source}: keep_alive_ms ({ka}) must be shorter than idle_timeout_ms ({idle})"
         ));
     }
+    let players = {
+        let f = file.players.clone();
+        let listen = o.player_listen.or(f.as_ref().map(|p| p.listen));
+        let key = o.player_key.clone().or(f.as_ref().map(|p| p.key.clone()));
+        let max = o
+            .max_players
+            .or(f.as_ref().map(|p| p.max))
+            .unwrap_or_else(default_max_players);
+        match (listen, key) {
+            (Some(listen), Some(key)) => Some(PlayerSettings { listen, key, max }),
+            (None, None) => None,
+            (Some(_), None) => {
+                return bad(format!(
+                    "the player port needs the connect-token key: give --player-key FILE or `key` in \
+                     [players] in {source} (make one with `worldmesh token init`)"
+                ));
+            }
+            (None, Some(_)) => {
+                return bad(format!(
+                    "a player key without a player port: give --player-listen ADDR or `listen` in [players] in {source}"
+                ));
+            }
+        }
+    };
+    if let Some(p) = &players {
+        if !(1..=100_000).contains(&p.max) {
+            return bad(format!("players.max must be in 1..=100000, got {}", p.max));
+        }
+        if transport != TransportKind::Quic {
+            return bad(
+                "the player port runs QUIC with this node's certificate: it needs --transport quic".into(),
+            );
+        }
+    }
     Ok(NodeSettings {
+        players,
         id,
         listen,
         advertise,

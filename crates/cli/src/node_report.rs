@@ -35,6 +35,9 @@ pub struct Ready {
     pub generation: u32,
     /// Live members it knows (itself included).
     pub members: usize,
+    /// The player port's address, if the node admits players.
+    #[serde(default)]
+    pub players: Option<std::net::SocketAddr>,
 }
 
 /// The started line.
@@ -89,6 +92,19 @@ pub struct NodeReport {
     pub stop: String,
     /// Primaries left behind by a drain.
     pub left_behind: usize,
+    /// Players: sessions and the player port, if the node admitted players.
+    #[serde(default)]
+    pub players: Option<PlayersReport>,
+}
+
+/// A node's players over the run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlayersReport {
+    /// The session table's counters (connects, refusals and disconnects by reason,
+    /// inputs applied, views sent).
+    pub sessions: worldmesh_node::sessions::SessionStats,
+    /// The player port's counters.
+    pub port: worldmesh_net::players::PlayerPortStats,
 }
 
 /// Datagrams from senders that are not members, at both layers.

@@ -88,7 +88,7 @@ pub fn transport_lines(nodes: &[NodeReport]) -> Vec<(String, String)> {
     let refused: u64 = cluster.iter().map(|c| c.adoption.refused).sum();
     let drained: u64 = cluster.iter().map(|c| c.drained_regions).sum();
     let cpu: f64 = nodes.iter().map(|n| n.cpu_seconds).sum::<f64>() / nodes.len().max(1) as f64;
-    vec![
+    let mut lines = vec![
         ("transport".into(), kind),
         (
             "wire bytes sent (all nodes) / application bytes sent".into(),
@@ -122,7 +122,41 @@ pub fn transport_lines(nodes: &[NodeReport]) -> Vec<(String, String)> {
             format!("{adopted} / {dropped} / {refused}; {drained}"),
         ),
         ("CPU per node over the run, s (mean)".into(), f(cpu, 2)),
-    ]
+    ];
+    let players: Vec<_> = nodes.iter().filter_map(|n| n.players.as_ref()).collect();
+    if !players.is_empty() {
+        let sum = |g: &dyn Fn(&worldmesh_node::sessions::SessionStats) -> u64| -> u64 {
+            players.iter().map(|p| g(&p.sessions)).sum()
+        };
+        let mut refused = std::collections::BTreeMap::<String, u64>::new();
+        let mut ended = std::collections::BTreeMap::<String, u64>::new();
+        for p in &players {
+            for (k, v) in &p.sessions.refused {
+                *refused.entry(k.clone()).or_default() += v;
+            }
+            for (k, v) in &p.sessions.disconnected {
+                *ended.entry(k.clone()).or_default() += v;
+            }
+        }
+        lines.push((
+            "players: sessions opened / inputs applied / view datagrams sent".into(),
+            format!(
+                "{} / {} / {}",
+                sum(&|s| s.connected),
+                sum(&|s| s.inputs_applied),
+                sum(&|s| s.view_datagrams)
+            ),
+        ));
+        lines.push((
+            "players: connects refused, by reason".into(),
+            nonzero(refused.iter().map(|(k, v)| (k.as_str(), *v))),
+        ));
+        lines.push((
+            "players: sessions ended, by reason".into(),
+            nonzero(ended.iter().map(|(k, v)| (k.as_str(), *v))),
+        ));
+    }
+    lines
 }
 
 /// Messages by class, summed over nodes.

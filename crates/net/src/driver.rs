@@ -31,6 +31,7 @@ use worldmesh_replica::GameObject;
 
 use crate::clock::Clock;
 use crate::join::{JoinError, JoinPolicy, reach_seeds};
+use crate::players::{PlayerEvent, PlayerHost, PlayerListener, PlayerPortStats};
 use crate::shim::DelayShim;
 use crate::transport::{RefusalReason, Transport, TransportEvent, TransportStats, class_of};
 
@@ -186,6 +187,8 @@ pub struct Snapshot {
     pub primaries: Vec<ObjectId>,
     /// Live members other than this node, ascending.
     pub members: Vec<NodeId>,
+    /// Player sessions and the player port, if the node admits players.
+    pub players: Option<(worldmesh_node::sessions::SessionStats, PlayerPortStats)>,
 }
 
 /// Why a run ended.
@@ -216,6 +219,16 @@ pub struct RunOutcome<O: GameObject, T> {
     pub reason: StopReason,
     /// When.
     pub ended: Time,
+    /// Player sessions and the player port at the end, if the node admitted players.
+    pub players: Option<(worldmesh_node::sessions::SessionStats, PlayerPortStats)>,
+}
+
+/// A node's player port and its session table, for [`start_with_players`].
+pub struct Players<O: GameObject> {
+    /// The port.
+    pub listener: PlayerListener,
+    /// The sessions (`node::sessions::Sessions` of a playable game).
+    pub host: Box<dyn PlayerHost<O>>,
 }
 
 /// The application's side of a running node: commands in, events out.
@@ -291,13 +304,32 @@ where
     O: GameObject,
     T: Transport,
 {
+    start_with_players(node, transport, opts, None)
+}
+
+/// [`start`], with a player port whose sessions the driver runs beside the node: each
+/// player datagram goes to the sessions with the node, the sessions run after every node
+/// frame, and what they queue goes out on the port.
+pub fn start_with_players<O, T>(
+    node: Node<O>,
+    transport: T,
+    opts: DriverOptions,
+    players: Option<Players<O>>,
+) -> (
+    NodeHandle<O>,
+    impl std::future::Future<Output = Result<RunOutcome<O, T>, NetError>>,
+)
+where
+    O: GameObject,
+    T: Transport,
+{
     let (ctx, crx) = mpsc::channel(64);
     let (etx, erx) = mpsc::channel(opts.event_capacity.max(1));
     let handle = NodeHandle {
         commands: ctx,
         events: erx,
     };
-    (handle, run_node(node, transport, opts, crx, etx))
+    (handle, run_node(node, transport, opts, players, crx, etx))
 }
 
 /// Wall time now, ms since the UNIX epoch.
@@ -312,6 +344,7 @@ pub async fn run_node<O, T>(
     node: Node<O>,
     transport: T,
     mut opts: DriverOptions,
+    players: Option<Players<O>>,
     mut commands: mpsc::Receiver<Command<O>>,
     events: mpsc::Sender<NodeEvent>,
 ) -> Result<RunOutcome<O, T>, NetError>
@@ -346,6 +379,8 @@ where
         stats: DriverStats::default(),
         logs: Logs::new(me, opts.log_period),
         drained: None,
+        players,
+        frame: 0,
     };
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -354,6 +389,7 @@ where
         let now = Instant::now();
         if d.node.poll_timeout().is_some_and(|t| d.clock.instant(t) <= now) {
             d.node.handle_timeout(d.clock.at(now));
+            d.after_frame();
         }
         d.pump(now);
         if let Some(left_behind) = d.drained {
@@ -375,6 +411,7 @@ where
         }
         tokio::select! {
             ev = d.transport.recv() => d.on_transport(ev),
+            ev = recv_player(&mut d.players) => d.on_player(ev),
             cmd = commands.recv() => match cmd {
                 Some(Command::Stop) => break StopReason::Stopped,
                 Some(c) => d.on_command(c),
@@ -395,7 +432,14 @@ where
             _ = tick.tick() => d.logs.flush(Instant::now()),
         }
     };
+    if let Some(p) = &mut d.players {
+        let now = d.clock.now();
+        p.host.shutdown(now, &mut d.node);
+    }
     d.pump(Instant::now());
+    if let Some(p) = &d.players {
+        p.listener.shutdown();
+    }
     d.logs.flush_all();
     if let Some(s) = &d.shim {
         d.stats.shim_dropped = s.dropped;
@@ -409,7 +453,16 @@ where
         driver: d.stats,
         reason,
         ended,
+        players: d.players.as_ref().map(|p| (p.host.stats(), p.listener.stats())),
     })
+}
+
+/// The next player event, or never when the node admits no players.
+async fn recv_player<O: GameObject>(p: &mut Option<Players<O>>) -> PlayerEvent {
+    match p {
+        Some(p) => p.listener.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 struct Driver<O: GameObject, T> {
@@ -421,11 +474,47 @@ struct Driver<O: GameObject, T> {
     stats: DriverStats,
     logs: Logs,
     drained: Option<usize>,
+    players: Option<Players<O>>,
+    /// The node's frame count when the sessions last ran.
+    frame: u64,
 }
 
 impl<O: GameObject, T: Transport> Driver<O, T> {
+    /// Runs the player sessions after a node frame.
+    fn after_frame(&mut self) {
+        if self.node.frame() == self.frame {
+            return;
+        }
+        self.frame = self.node.frame();
+        if let Some(p) = &mut self.players {
+            let now = self.clock.now();
+            p.host.frame(now, &mut self.node);
+        }
+    }
+
+    fn on_player(&mut self, ev: PlayerEvent) {
+        let Some(p) = &mut self.players else {
+            return;
+        };
+        let now = self.clock.now();
+        match ev {
+            PlayerEvent::Datagram { conn, bytes } => {
+                p.host.datagram(now, unix_ms(), conn, &bytes, &mut self.node)
+            }
+            PlayerEvent::Closed { conn, left } => p.host.closed(now, conn, left, &mut self.node),
+        }
+    }
+
     /// Sends what the node queued (and what the shim released) and handles its events.
     fn pump(&mut self, now: Instant) {
+        if let Some(p) = &mut self.players {
+            while let Some((conn, bytes)) = p.host.poll_transmit() {
+                p.listener.send(conn, bytes);
+            }
+            while let Some(line) = p.host.poll_log() {
+                tracing::info!(node = self.node.id().0, "{line}");
+            }
+        }
         while let Some(t) = self.node.poll_transmit() {
             match &mut self.shim {
                 Some(shim) => shim.push(now, t.dst, t.datagram),
@@ -581,6 +670,10 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
                     driver,
                     primaries: self.node.store().primary_ids(),
                     members: self.node.members().to_vec(),
+                    players: self
+                        .players
+                        .as_ref()
+                        .map(|p| (p.host.stats(), p.listener.stats())),
                 });
             }
         }

@@ -26,6 +26,7 @@ pub mod driver;
 pub mod hello;
 pub mod join;
 pub mod pki;
+pub mod players;
 pub mod quic;
 pub mod shim;
 pub mod transport;
@@ -33,8 +34,8 @@ pub mod udp;
 
 pub use clock::Clock;
 pub use driver::{
-    Command, DriverOptions, DriverStats, EventKind, NetError, NodeEvent, NodeHandle, RunOutcome, Snapshot,
-    StopReason, run_node, start,
+    Command, DriverOptions, DriverStats, EventKind, NetError, NodeEvent, NodeHandle, Players, RunOutcome,
+    Snapshot, StopReason, run_node, start, start_with_players,
 };
 pub use join::{JoinError, JoinPolicy};
 pub use shim::DelayShim;

@@ -686,6 +686,12 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     (y, m, d)
 }
 
+/// Reads the cluster CA certificate (`ca.pem`) a player checks nodes against: bounded,
+/// PEM, its first certificate.
+pub fn load_ca_cert(path: &Path) -> Result<CertificateDer<'static>, PkiError> {
+    first_cert(path, &read_bounded(path)?)
+}
+
 fn read_bounded(path: &Path) -> Result<Vec<u8>, PkiError> {
     use std::io::Read as _;
     let unreadable = |io| PkiError::Unreadable {

@@ -100,7 +100,7 @@ pub enum SessionEvent {
 }
 
 /// Counters.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SessionStats {
     /// Sessions opened (including resumed ones).
     pub connected: u64,
@@ -434,6 +434,12 @@ impl<O: Playable> Sessions<O> {
         {
             b.last_input = s.last_input;
         }
+    }
+
+    /// The player on `conn` left through the transport (e.g. a QUIC close meaning "left"):
+    /// as a `Disconnect` message.
+    pub fn leave(&mut self, now: Time, conn: ConnId, node: &mut Node<O>) {
+        self.end(conn, DisconnectReason::ClientLeft, node, now);
     }
 
     /// Ends every session (the node is stopping or draining).

@@ -90,6 +90,11 @@ impl Nodes {
         }
     }
 
+    /// The cluster CA certificate.
+    pub fn ca_cert(&self) -> &std::path::Path {
+        &self.ca.cert
+    }
+
     /// The certificate flags of node `id`.
     pub fn cert_args(&self, id: u32) -> Vec<String> {
         let c = &self.certs[id as usize];

@@ -1,0 +1,384 @@
+//! `worldmesh bots`: many headless players in one process (issue 16 item 5), each a real
+//! client (QUIC, connect token, the client protocol) playing the model game's movement and
+//! fighting: walk a direction for a while, turn, stop, fire at times. Reports, over every
+//! client, input-to-visible latency (an input's send until the first view that reflects
+//! it), bytes received, views, refusals and disconnects.
+
+use anyhow::{Context as _, bail};
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::time::Instant;
+use worldmesh_client::proto::MAX_DATAGRAM;
+use worldmesh_client::sdk::prediction::seq_newer;
+use worldmesh_client::{Client, ClientConfig, ClientEvent, ConnectToken, TokenKey};
+use worldmesh_core::{DetRng, NodeId, Time};
+use worldmesh_game::{ModelObject, PlayerInput};
+use worldmesh_net::players::PlayerEndpoint;
+
+use crate::duration::parse_duration;
+
+/// Arguments of `worldmesh bots`.
+#[derive(clap::Args, Debug)]
+pub struct BotsArgs {
+    /// How many clients.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=20_000))]
+    pub clients: u32,
+    /// The node's player port.
+    #[arg(long, value_name = "ADDR")]
+    pub server: SocketAddr,
+    /// The node's id (its certificate must name it; tokens are issued for it).
+    #[arg(long)]
+    pub node: u32,
+    /// The cluster CA certificate (`ca.pem`) the node's certificate must chain to.
+    #[arg(long, value_name = "FILE")]
+    pub ca: PathBuf,
+    /// The connect-token key (the bots issue their own tokens, as a login service would).
+    #[arg(long, value_name = "FILE")]
+    pub player_key: PathBuf,
+    /// How long to play.
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Inputs per second per client.
+    #[arg(long, default_value_t = 20.0)]
+    pub input_hz: f64,
+    /// Player id of the first client (the others follow).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub first_player: u64,
+    /// Seed of the bots' choices.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Start the clients over this long (not all at once).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub ramp: Duration,
+    /// Print the report as one JSON line (prefixed `WORLDMESH-BOTS `).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Prefix of the JSON report line.
+pub const BOTS_PREFIX: &str = "WORLDMESH-BOTS ";
+
+/// What one client saw.
+#[derive(Default)]
+struct BotOutcome {
+    connected: bool,
+    refused: Option<String>,
+    ended: Option<String>,
+    latencies_ms: Vec<f64>,
+    bytes_in: u64,
+    bytes_out: u64,
+    views: u64,
+    inputs: u64,
+    inputs_confirmed: u64,
+    played_s: f64,
+}
+
+/// The report.
+#[derive(Debug, Serialize)]
+pub struct BotsReport {
+    /// Clients started.
+    pub clients: u32,
+    /// Clients the node accepted.
+    pub connected: u32,
+    /// Refusals by reason.
+    pub refused: BTreeMap<String, u32>,
+    /// Sessions that ended before the run did, by reason.
+    pub disconnected: BTreeMap<String, u32>,
+    /// Input-to-visible latency over every confirmed input of every client, ms: p50.
+    pub latency_p50_ms: f64,
+    /// p99.
+    pub latency_p99_ms: f64,
+    /// Largest.
+    pub latency_max_ms: f64,
+    /// Inputs sent, all clients.
+    pub inputs: u64,
+    /// Inputs confirmed applied (seen in a view), all clients.
+    pub inputs_confirmed: u64,
+    /// Bytes received per connected client per second, mean.
+    pub bytes_in_per_client_s: f64,
+    /// Bytes sent per connected client per second, mean.
+    pub bytes_out_per_client_s: f64,
+    /// Views per connected client per second, mean.
+    pub views_per_client_s: f64,
+}
+
+/// Runs the command.
+pub fn run(args: BotsArgs) -> anyhow::Result<()> {
+    if !(args.input_hz > 0.0 && args.input_hz <= 240.0) {
+        bail!("--input-hz must be in (0, 240], got {}", args.input_hz);
+    }
+    let ca = worldmesh_net::pki::load_ca_cert(&args.ca)?;
+    let key = crate::cmd_token::load_key(&args.player_key)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let report = rt.block_on(play(&args, ca, key))?;
+    if args.json {
+        println!("{BOTS_PREFIX}{}", serde_json::to_string(&report)?);
+    } else {
+        print_report(&args, &report);
+    }
+    Ok(())
+}
+
+fn print_report(args: &BotsArgs, r: &BotsReport) {
+    println!(
+        "worldmesh bots: {} clients on node {} at {} for {:?}",
+        r.clients, args.node, args.server, args.duration
+    );
+    println!("  connected            {}", r.connected);
+    if !r.refused.is_empty() {
+        println!("  refused              {:?}", r.refused);
+    }
+    if !r.disconnected.is_empty() {
+        println!("  disconnected         {:?}", r.disconnected);
+    }
+    println!(
+        "  input -> visible     p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+        r.latency_p50_ms, r.latency_p99_ms, r.latency_max_ms
+    );
+    println!(
+        "  inputs               {} sent, {} confirmed",
+        r.inputs, r.inputs_confirmed
+    );
+    println!(
+        "  per client           {:.0} B/s in, {:.0} B/s out, {:.1} views/s",
+        r.bytes_in_per_client_s, r.bytes_out_per_client_s, r.views_per_client_s
+    );
+}
+
+async fn play(
+    args: &BotsArgs,
+    ca: worldmesh_net::players::CertificateDer<'static>,
+    key: TokenKey,
+) -> anyhow::Result<BotsReport> {
+    let ep = PlayerEndpoint::new("0.0.0.0:0".parse().context("bind address")?, ca)?;
+    let start = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..args.clients {
+        let player = args.first_player + u64::from(i);
+        let token = ConnectToken::new(
+            player,
+            vec![NodeId(args.node)],
+            worldmesh_net::driver::unix_ms(),
+            args.duration.as_millis() as u64 + 60_000,
+        )?
+        .issue(&key)?;
+        let delay = args.ramp.mul_f64(f64::from(i) / f64::from(args.clients));
+        let end = start + delay + args.duration;
+        let ep = ep.clone();
+        let (server, node, hz) = (args.server, NodeId(args.node), args.input_hz);
+        let seed = args.seed ^ player.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        tasks.spawn(async move {
+            tokio::time::sleep_until(start + delay).await;
+            bot(ep, server, node, token, end, hz, seed).await
+        });
+    }
+    let mut outcomes = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        outcomes.push(r.context("a bot task failed")?);
+    }
+    Ok(summarise(args.clients, outcomes))
+}
+
+fn summarise(clients: u32, outcomes: Vec<BotOutcome>) -> BotsReport {
+    let mut lat: Vec<f64> = outcomes
+        .iter()
+        .flat_map(|o| o.latencies_ms.iter().copied())
+        .collect();
+    lat.sort_by(f64::total_cmp);
+    let q = |p: f64| {
+        if lat.is_empty() {
+            f64::NAN
+        } else {
+            lat[((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1]
+        }
+    };
+    let mut refused = BTreeMap::new();
+    let mut disconnected = BTreeMap::new();
+    for o in &outcomes {
+        if let Some(r) = &o.refused {
+            *refused.entry(r.clone()).or_default() += 1;
+        }
+        if let Some(r) = &o.ended {
+            *disconnected.entry(r.clone()).or_default() += 1;
+        }
+    }
+    let live: Vec<&BotOutcome> = outcomes
+        .iter()
+        .filter(|o| o.connected && o.played_s > 0.0)
+        .collect();
+    let mean = |f: &dyn Fn(&BotOutcome) -> f64| {
+        if live.is_empty() {
+            0.0
+        } else {
+            live.iter().map(|o| f(o) / o.played_s).sum::<f64>() / live.len() as f64
+        }
+    };
+    BotsReport {
+        clients,
+        connected: outcomes.iter().filter(|o| o.connected).count() as u32,
+        refused,
+        disconnected,
+        latency_p50_ms: q(0.5),
+        latency_p99_ms: q(0.99),
+        latency_max_ms: lat.last().copied().unwrap_or(f64::NAN),
+        inputs: outcomes.iter().map(|o| o.inputs).sum(),
+        inputs_confirmed: outcomes.iter().map(|o| o.inputs_confirmed).sum(),
+        bytes_in_per_client_s: mean(&|o| o.bytes_in as f64),
+        bytes_out_per_client_s: mean(&|o| o.bytes_out as f64),
+        views_per_client_s: mean(&|o| o.views as f64),
+    }
+}
+
+/// The model game's movement and fighting, as a person might play it: hold a direction
+/// for an exponential time (mean 1.5 s), sometimes stand still, fire in bursts.
+struct Brain {
+    rng: DetRng,
+    input: PlayerInput,
+    until: Instant,
+}
+
+impl Brain {
+    fn next(&mut self, now: Instant) -> PlayerInput {
+        if now >= self.until {
+            let r = &mut self.rng;
+            let dir = |r: &mut DetRng| (r.below(255) as i16 - 127) as i8;
+            self.input = if r.chance(0.2) {
+                PlayerInput::default()
+            } else {
+                PlayerInput {
+                    dx: dir(r),
+                    dy: dir(r),
+                    fire: r.chance(0.3).then(|| (dir(r), dir(r))),
+                }
+            };
+            self.until = now + Duration::from_secs_f64(r.exponential(1.5).min(10.0));
+        }
+        self.input
+    }
+}
+
+async fn bot(
+    ep: PlayerEndpoint,
+    server: SocketAddr,
+    node: NodeId,
+    token: Vec<u8>,
+    end: Instant,
+    hz: f64,
+    seed: u64,
+) -> BotOutcome {
+    let mut out = BotOutcome::default();
+    let link = match ep.connect(server, node).await {
+        Ok(l) => l,
+        Err(e) => {
+            out.refused = Some(format!("connect: {e}"));
+            return out;
+        }
+    };
+    let origin = Instant::now();
+    let t = |i: Instant| Time::from_micros(i.saturating_duration_since(origin).as_micros() as u64);
+    let mut client: Client<ModelObject> = Client::new(ClientConfig::default(), token, t(origin));
+    let mut brain = Brain {
+        rng: DetRng::new(seed),
+        input: PlayerInput::default(),
+        until: origin,
+    };
+    let period = Duration::from_secs_f64(1.0 / hz);
+    let mut next_input = origin;
+    let mut sent_at: VecDeque<(u32, Instant)> = VecDeque::new();
+    let mut connected_at = None;
+    client.handle_timeout(t(origin));
+    loop {
+        while let Some(b) = client.poll_transmit() {
+            if b.len() <= MAX_DATAGRAM {
+                link.send(b);
+            }
+        }
+        let now = Instant::now();
+        let mut stop = false;
+        while let Some(e) = client.poll_event() {
+            match e {
+                ClientEvent::Connected { .. } => {
+                    out.connected = true;
+                    connected_at = Some(now);
+                }
+                ClientEvent::Refused(r) => {
+                    out.refused = Some(format!("{r:?}"));
+                    stop = true;
+                }
+                ClientEvent::Disconnected(r) => {
+                    out.ended = Some(format!("{r:?}"));
+                    stop = true;
+                }
+                ClientEvent::TimedOut => {
+                    out.ended = Some("TimedOut".into());
+                    stop = true;
+                }
+                ClientEvent::View { .. } => {
+                    if let Some(last) = client.view().and_then(|v| v.last_input) {
+                        while let Some(&(seq, at)) = sent_at.front() {
+                            if seq_newer(seq, last) {
+                                break;
+                            }
+                            out.latencies_ms
+                                .push(now.duration_since(at).as_secs_f64() * 1000.0);
+                            out.inputs_confirmed += 1;
+                            sent_at.pop_front();
+                        }
+                    }
+                }
+            }
+        }
+        if stop {
+            break;
+        }
+        if now >= end {
+            client.disconnect(t(now));
+            while let Some(b) = client.poll_transmit() {
+                link.send(b);
+            }
+            break;
+        }
+        let timer = client
+            .poll_timeout()
+            .map_or(end, |x| origin + Duration::from_micros(x.0))
+            .min(end);
+        let input_due = connected_at.is_some().then_some(next_input);
+        tokio::select! {
+            d = link.recv() => match d {
+                Some(b) => client.handle_datagram(t(Instant::now()), &b),
+                None => {
+                    out.ended.get_or_insert_with(|| "ConnectionClosed".into());
+                    break;
+                }
+            },
+            _ = tokio::time::sleep_until(input_due.unwrap_or(end)), if input_due.is_some() => {
+                let now = Instant::now();
+                let input = brain.next(now);
+                if let Some(seq) = client.send_input(t(now), &input) {
+                    sent_at.push_back((seq, now));
+                    if sent_at.len() > 4096 {
+                        sent_at.pop_front();
+                    }
+                    out.inputs += 1;
+                }
+                next_input += period;
+                if next_input < now {
+                    next_input = now + period;
+                }
+            }
+            _ = tokio::time::sleep_until(timer) => client.handle_timeout(t(Instant::now())),
+        }
+    }
+    link.close();
+    let s = client.stats();
+    out.bytes_in = s.bytes_in;
+    out.bytes_out = s.bytes_out;
+    out.views = s.views;
+    out.played_s = connected_at.map_or(0.0, |c| Instant::now().duration_since(c).as_secs_f64());
+    out
+}

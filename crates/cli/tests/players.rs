@@ -1,0 +1,193 @@
+//! Players on a real node process: `worldmesh token`, a node's player port, `worldmesh
+//! bots` (real QUIC clients with connect tokens). Asserts on what the processes report.
+
+mod common;
+mod procs;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{run_ok, worldmesh};
+use procs::{Nodes, heavy};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn s<T: ToString>(v: T) -> String {
+    v.to_string()
+}
+
+fn bots(n: &Nodes, server: &str, key: &Path, clients: u32, duration: &str) -> Value {
+    let out = run_ok(worldmesh().args([
+        "bots",
+        "--clients",
+        &s(clients),
+        "--server",
+        server,
+        "--node",
+        "0",
+        "--ca",
+        &n.ca_cert().display().to_string(),
+        "--player-key",
+        &key.display().to_string(),
+        "--duration",
+        duration,
+        "--ramp",
+        "200ms",
+        "--json",
+    ]));
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("WORLDMESH-BOTS "))
+        .unwrap_or_else(|| panic!("no report line in {out}"));
+    serde_json::from_str(line).unwrap()
+}
+
+#[test]
+fn bots_play_through_a_real_node_and_forged_tokens_are_refused() {
+    let _g = heavy();
+    let mut n = Nodes::new("players", 1);
+    let key = n.dir.join("client.key");
+    let other = n.dir.join("other.key");
+    for k in [&key, &other] {
+        run_ok(worldmesh().args(["token", "init", "--out", &k.display().to_string()]));
+    }
+    n.spawn(
+        0,
+        &[
+            s("--founders"),
+            s(1),
+            s("--wait-start"),
+            s("--frame-hz"),
+            s(20),
+            s("--player-listen"),
+            s("127.0.0.1:0"),
+            s("--player-key"),
+            key.display().to_string(),
+        ],
+    );
+    n.ready(0, WAIT);
+    let ready = n.wait_for("ready line", WAIT, |r| {
+        r.node == 0 && r.kind == procs::Kind::Ready
+    });
+    let server = ready.json["players"]
+        .as_str()
+        .expect("the ready line names the player port")
+        .to_string();
+    n.release(&[0]);
+    n.started(0, WAIT);
+
+    let r = bots(&n, &server, &key, 20, "3s");
+    assert_eq!(r["connected"], 20, "{r}");
+    assert_eq!(r["refused"], serde_json::json!({}), "{r}");
+    let inputs = r["inputs"].as_u64().unwrap();
+    let confirmed = r["inputs_confirmed"].as_u64().unwrap();
+    // 20 clients x ~3 s x 20 Hz; only the inputs still in flight when a client leaves may
+    // go unconfirmed (a round trip and a frame: a few per client).
+    assert!(inputs >= 20 * 40, "{r}");
+    assert!(
+        inputs - confirmed <= 20 * 5,
+        "{inputs} sent, {confirmed} confirmed: {r}"
+    );
+    assert!(r["latency_p99_ms"].as_f64().unwrap().is_finite(), "{r}");
+    assert!(
+        r["views_per_client_s"].as_f64().unwrap() > 10.0,
+        "a view per frame: {r}"
+    );
+
+    // Tokens signed with another key: every client refused, with the reason.
+    let f = bots(&n, &server, &other, 3, "1s");
+    assert_eq!(f["connected"], 0, "{f}");
+    assert_eq!(f["refused"], serde_json::json!({"Forged": 3}), "{f}");
+
+    n.stop(&[0]);
+    let summary = n.summary(0, WAIT);
+    let p = &summary["players"]["sessions"];
+    assert_eq!(p["connected"], 20, "{p}");
+    assert_eq!(p["refused"], serde_json::json!({"Forged": 3}), "{p}");
+    assert_eq!(p["disconnected"]["ClientLeft"], 20, "{p}");
+    // Every input a client saw confirmed was applied on the node, once.
+    let applied = p["inputs_applied"].as_u64().unwrap();
+    assert!(
+        applied >= confirmed && applied <= inputs,
+        "{applied} applied, {confirmed}..{inputs}"
+    );
+}
+
+#[test]
+fn token_and_player_flags_fail_with_clear_errors() {
+    let dir = common::tmp("token");
+    let key = dir.join("k.key");
+    let _ = std::fs::remove_file(&key);
+    run_ok(worldmesh().args(["token", "init", "--out", &key.display().to_string()]));
+    let o = worldmesh()
+        .args(["token", "init", "--out", &key.display().to_string()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("exists: give --force"),
+        "{err}"
+    );
+    let tok = run_ok(worldmesh().args([
+        "token",
+        "issue",
+        "--key",
+        &key.display().to_string(),
+        "--player",
+        "5",
+        "--nodes",
+        "0,1",
+    ]));
+    assert_eq!(tok.trim().len(), 2 * (34 + 8 + 32), "{tok}");
+    let bad = dir.join("bad.key");
+    std::fs::write(&bad, "not a key\n").unwrap();
+    for (args, want) in [
+        (
+            vec![
+                "token",
+                "issue",
+                "--key",
+                bad.to_str().unwrap(),
+                "--player",
+                "1",
+                "--nodes",
+                "0",
+            ],
+            "expected 64 hex digits",
+        ),
+        (
+            vec![
+                "token",
+                "issue",
+                "--key",
+                key.to_str().unwrap(),
+                "--player",
+                "1",
+                "--nodes",
+                "0",
+                "--ttl",
+                "48h",
+            ],
+            "--ttl must be in (0, 24h]",
+        ),
+        (
+            vec![
+                "node",
+                "--id",
+                "0",
+                "--listen",
+                "127.0.0.1:0",
+                "--player-listen",
+                "127.0.0.1:0",
+            ],
+            "--player-key",
+        ),
+    ] {
+        let o = worldmesh().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
