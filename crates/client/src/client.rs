@@ -58,6 +58,14 @@ pub enum ClientEvent {
     Disconnected(DisconnectReason),
     /// No answer from the node within the timeout.
     TimedOut,
+    /// The avatar moved to node `node`: connect there and call [`Client::hand_over`]
+    /// with `token`.
+    HandOff {
+        /// The new node.
+        node: worldmesh_core::NodeId,
+        /// Its connect token.
+        token: Vec<u8>,
+    },
     /// A new complete view (see [`Client::view`]).
     View {
         /// Its number.
@@ -187,10 +195,11 @@ impl<O: Playable> Client<O> {
         self.pending.iter().map(|(s, _)| *s)
     }
 
-    /// Queues an input and sends it (with every unconfirmed one) at once. Returns its
-    /// sequence number, or `None` when not connected.
+    /// Queues an input and sends it (with every unconfirmed one) at once; while
+    /// connecting (e.g. during a hand-off) it is kept and sent once accepted. Returns its
+    /// sequence number, or `None` when the session is over.
     pub fn send_input(&mut self, now: Time, input: &O::Input) -> Option<u32> {
-        if !matches!(self.state, ClientState::Connected { .. }) {
+        if self.state == ClientState::Closed {
             return None;
         }
         let seq = self.next_seq;
@@ -200,8 +209,24 @@ impl<O: Playable> Client<O> {
             self.stats.inputs_dropped += 1;
         }
         self.pending.push_back((seq, bitcode::encode(input)));
-        self.send_inputs(now);
+        if matches!(self.state, ClientState::Connected { .. }) {
+            self.send_inputs(now);
+        }
         Some(seq)
+    }
+
+    /// Continues the session on another node after a [`ClientEvent::HandOff`]: connects
+    /// with `token`, keeps every unconfirmed input (sent again once accepted; the avatar
+    /// applies each sequence number once), and starts the view history afresh (views are
+    /// numbered per node).
+    pub fn hand_over(&mut self, now: Time, token: Vec<u8>) {
+        self.token = token;
+        self.state = ClientState::Connecting;
+        self.next_connect = now;
+        self.last_heard = now;
+        self.views.clear();
+        self.partial.clear();
+        self.handle_timeout(now);
     }
 
     /// Says goodbye (one datagram; the node also times the session out).
@@ -310,6 +335,12 @@ impl<O: Playable> Client<O> {
             NodeMsg::Disconnected { reason } => {
                 self.state = ClientState::Closed;
                 self.events.push_back(ClientEvent::Disconnected(reason));
+            }
+            NodeMsg::HandOff { node, token } => {
+                if matches!(self.state, ClientState::Connected { .. }) {
+                    self.state = ClientState::Closed;
+                    self.events.push_back(ClientEvent::HandOff { node, token });
+                }
             }
             NodeMsg::View(part) => {
                 if matches!(self.state, ClientState::Connected { .. }) {

@@ -23,11 +23,18 @@ pub trait Playable: GameObject + PartialEq {
     /// The avatar of a player who has just connected to a node.
     fn spawn_avatar(world: &Self::World, player: u64) -> Self;
 
-    /// The write that applies input number `seq` to the player's avatar.
+    /// The write that applies input number `seq` to the player's avatar. The avatar must
+    /// apply each sequence number at most once (ignore one not newer than
+    /// [`Playable::last_input`]): after a hand-off the client resends unconfirmed inputs
+    /// through the new node, and only the primary knows which it already applied.
     fn input_write(input: &Self::Input, seq: u32) -> Self::Write;
 
     /// The write that tells the avatar its player has left (the avatar removes itself).
     fn leave_write() -> Self::Write;
+
+    /// The player driving this object, if it is a live avatar: how a node finds the avatar
+    /// of a player who reconnects or is handed over to it.
+    fn player(&self) -> Option<u64>;
 
     /// The sequence number of the last input this avatar applied (`None` if it is not
     /// player-controlled): what the client reconciles its prediction against.

@@ -65,6 +65,8 @@ pub enum DisconnectReason {
     Replaced,
     /// The node is shutting down or draining.
     NodeLeaving,
+    /// The avatar moved to another node and the client was told where (`HandOff`).
+    HandedOff,
 }
 
 /// A message from a client to a node.
@@ -115,6 +117,15 @@ pub enum NodeMsg {
     },
     /// Part of a view.
     View(ViewPart),
+    /// The player's avatar now lives on node `node`: reconnect there with `token` (the
+    /// node's player-port address comes from the game's node directory). Repeated every
+    /// frame until the client goes.
+    HandOff {
+        /// The new node.
+        node: worldmesh_core::NodeId,
+        /// A connect token for it.
+        token: Vec<u8>,
+    },
     /// The session ended.
     Disconnected {
         /// Why.

@@ -81,6 +81,9 @@ pub struct Control {
     pub player: u64,
     /// The last input applied (what the client reconciles against).
     pub last_input: u32,
+    /// Inputs applied so far (each sequence number once): with `last_input`, proof that
+    /// none was skipped or applied twice, even across hand-offs.
+    pub applied: u32,
     /// Move direction, each component in [−1, 1] (held until the next input).
     pub intent: (f32, f32),
     /// Aim while firing (held until the next input).
@@ -263,6 +266,7 @@ impl Player {
             control: Some(Control {
                 player,
                 last_input: 0,
+                applied: 0,
                 intent: (0.0, 0.0),
                 aim: None,
                 left: false,
@@ -493,10 +497,11 @@ fn put_f32(out: &mut Vec<u8>, v: f32) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
-/// The changing part of an avatar's control: last input, intent, flags (bit 0: aim
-/// follows, bit 1: left), aim.
+/// The changing part of an avatar's control: last input, inputs applied, intent, flags
+/// (bit 0: aim follows, bit 1: left), aim.
 fn put_control(out: &mut Vec<u8>, c: &Control) {
     out.extend_from_slice(&c.last_input.to_le_bytes());
+    out.extend_from_slice(&c.applied.to_le_bytes());
     put_f32(out, c.intent.0);
     put_f32(out, c.intent.1);
     out.push(u8::from(c.aim.is_some()) | (u8::from(c.left) << 1));
@@ -510,6 +515,7 @@ fn put_control(out: &mut Vec<u8>, c: &Control) {
 /// unit length (a state from the network cannot make an avatar fast).
 fn read_control(r: &mut Reader<'_>, player: u64) -> Result<Control, StateError> {
     let last_input = r.u32()?;
+    let applied = r.u32()?;
     let intent = (r.f32()?, r.f32()?);
     let flags = r.u8()?;
     if flags > 3 {
@@ -527,6 +533,7 @@ fn read_control(r: &mut Reader<'_>, player: u64) -> Result<Control, StateError> 
     Ok(Control {
         player,
         last_input,
+        applied,
         intent,
         aim,
         left: flags & 2 != 0,
@@ -616,11 +623,16 @@ impl GameObject for ModelObject {
         match write {
             GameWrite::Damage(d) => p.health = p.health.saturating_sub(*d),
             // Inputs only steer a controlled avatar; a bot ignores them.
+            // Applied once per sequence number, here where the primary serializes writes:
+            // an input resent through another node after a hand-off is a no-op.
             GameWrite::Input(seq, input) => {
-                if let Some(c) = &mut p.control {
+                if let Some(c) = &mut p.control
+                    && (seq.wrapping_sub(c.last_input) as i32) > 0
+                {
                     c.intent = input.direction();
                     c.aim = input.fire.map(|(x, y)| unit(x, y));
                     c.last_input = *seq;
+                    c.applied = c.applied.wrapping_add(1);
                 }
             }
             GameWrite::Leave => {
@@ -886,6 +898,13 @@ impl Playable for ModelObject {
     fn last_input(&self) -> Option<u32> {
         match self {
             ModelObject::Player(Player { control: Some(c), .. }) => Some(c.last_input),
+            _ => None,
+        }
+    }
+
+    fn player(&self) -> Option<u64> {
+        match self {
+            ModelObject::Player(Player { control: Some(c), .. }) if !c.left => Some(c.player),
             _ => None,
         }
     }

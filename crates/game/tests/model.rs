@@ -38,6 +38,7 @@ fn arb_player() -> impl Strategy<Value = ModelObject> {
                 Control {
                     player,
                     last_input,
+                    applied: last_input / 2,
                     intent: input.direction(),
                     aim: fire.then(|| {
                         PlayerInput {
@@ -322,4 +323,36 @@ fn an_avatar_moves_as_its_inputs_say_and_never_faster_than_the_game_allows() {
         &mut writes,
     );
     assert!(store.get(id).is_none(), "the avatar of a player who left is gone");
+}
+
+/// Each input sequence number is applied once, wherever it comes from: an input resent
+/// (after a hand-off, or duplicated by the network) does nothing.
+#[test]
+fn an_avatar_applies_each_input_number_once() {
+    use worldmesh_client::Playable;
+    let map = GameMap::generate(&ModelConfig::default(), 16, 3);
+    let mut a = ModelObject::spawn_avatar(&map, 1);
+    let go = PlayerInput {
+        dx: 127,
+        dy: 0,
+        fire: None,
+    };
+    let stop = PlayerInput::default();
+    let control = |o: &ModelObject| match o {
+        ModelObject::Player(p) => p.control.unwrap(),
+        _ => unreachable!(),
+    };
+    a.apply_write(&ModelObject::input_write(&go, 1));
+    a.apply_write(&ModelObject::input_write(&stop, 2));
+    a.apply_write(&ModelObject::input_write(&go, 1)); // late duplicate of 1
+    a.apply_write(&ModelObject::input_write(&go, 2)); // replay of 2
+    let c = control(&a);
+    assert_eq!((c.last_input, c.applied, c.intent), (2, 2, (0.0, 0.0)));
+    // Wrapping sequence numbers keep working.
+    let mut w = ModelObject::spawn_avatar(&map, 2);
+    if let ModelObject::Player(p) = &mut w {
+        p.control.as_mut().unwrap().last_input = u32::MAX;
+    }
+    w.apply_write(&ModelObject::input_write(&go, 0));
+    assert_eq!(control(&w).last_input, 0);
 }

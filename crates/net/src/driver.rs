@@ -488,7 +488,7 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
         self.frame = self.node.frame();
         if let Some(p) = &mut self.players {
             let now = self.clock.now();
-            p.host.frame(now, &mut self.node);
+            p.host.frame(now, unix_ms(), &mut self.node);
         }
     }
 

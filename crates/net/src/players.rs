@@ -332,8 +332,8 @@ pub trait PlayerHost<O: GameObject>: Send {
     fn datagram(&mut self, now: Time, unix_ms: u64, conn: u64, bytes: &[u8], node: &mut Node<O>);
     /// Connection `conn` closed; `left`: on purpose ([`CLOSE_LEFT`]).
     fn closed(&mut self, now: Time, conn: u64, left: bool, node: &mut Node<O>);
-    /// After a node frame: views, timeouts.
-    fn frame(&mut self, now: Time, node: &mut Node<O>);
+    /// After a node frame: views, timeouts, hand-offs.
+    fn frame(&mut self, now: Time, unix_ms: u64, node: &mut Node<O>);
     /// The next datagram to send.
     fn poll_transmit(&mut self) -> Option<(u64, Vec<u8>)>;
     /// The next line worth logging (connects, refusals, disconnects).
@@ -357,8 +357,8 @@ impl<O: Playable> PlayerHost<O> for Sessions<O> {
         }
     }
 
-    fn frame(&mut self, now: Time, node: &mut Node<O>) {
-        Sessions::frame(self, now, node);
+    fn frame(&mut self, now: Time, unix_ms: u64, node: &mut Node<O>) {
+        Sessions::frame(self, now, unix_ms, node);
     }
 
     fn poll_transmit(&mut self) -> Option<(u64, Vec<u8>)> {

@@ -28,10 +28,27 @@ use worldmesh_client::proto::{
 };
 use worldmesh_client::sdk::prediction::seq_newer;
 use worldmesh_client::{ConnectToken, Playable, TokenError, TokenKey};
-use worldmesh_core::{ObjectId, Time};
+use worldmesh_core::{NodeId, ObjectId, Time};
 use worldmesh_replica::GameObject;
 
 use crate::Node;
+
+/// Why a hand-off could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandOffError {
+    /// No session on that connection.
+    #[error("no player session on connection {0}")]
+    NoSession(u64),
+    /// The avatar is not a primary here.
+    #[error("the avatar of player {0} is not a primary on this node")]
+    NotHere(u64),
+    /// A hand-off is already under way.
+    #[error("player {0} is already being handed off")]
+    Busy(u64),
+    /// The migration would not start.
+    #[error("cannot migrate the avatar: {0}")]
+    Migration(String),
+}
 
 /// A client connection, as the driver numbers them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -52,6 +69,10 @@ pub struct SessionConfig {
     pub max_malformed: u32,
     /// Views kept per session as delta bases.
     pub view_history: usize,
+    /// A hand-off whose avatar has not left after this long is given up.
+    pub handoff_timeout: Duration,
+    /// Lifetime of the connect token a hand-off gives the client.
+    pub handoff_token_ms: u64,
 }
 
 impl Default for SessionConfig {
@@ -63,6 +84,8 @@ impl Default for SessionConfig {
             max_datagrams_per_s: 240,
             max_malformed: 32,
             view_history: 16,
+            handoff_timeout: Duration::from_secs(5),
+            handoff_token_ms: 60_000,
         }
     }
 }
@@ -118,6 +141,12 @@ pub struct SessionStats {
     pub inputs_skipped: u64,
     /// View datagrams sent.
     pub view_datagrams: u64,
+    /// Players handed to another node (their avatar migrated there).
+    pub handoffs: u64,
+    /// Hand-offs given up (the avatar's migration did not complete in time).
+    pub handoffs_failed: u64,
+    /// Sessions that took over an avatar already here (a handed-off or reconnecting player).
+    pub avatars_rebound: u64,
     /// Bytes sent to clients.
     pub bytes_out: u64,
     /// Bytes received from clients.
@@ -129,7 +158,17 @@ struct SentView<O> {
     objects: Vec<(ObjectId, O)>,
 }
 
+/// A hand-off in progress: the avatar is migrating to `target`; once it is bound there the
+/// client is sent `token` every frame until it goes.
+struct HandOff {
+    target: NodeId,
+    started: Time,
+    token: Option<Vec<u8>>,
+}
+
 struct Session<O> {
+    handoff: Option<HandOff>,
+    expires_ms: u64,
     player: u64,
     avatar: ObjectId,
     nonce: [u8; 16],
@@ -268,6 +307,12 @@ impl<O: Playable> Sessions<O> {
                 if let Some(a) = ack {
                     note_ack(s, a);
                 }
+                if s.handoff.is_some() {
+                    // The avatar is moving: its inputs go through the new node from now on
+                    // (the client resends every unconfirmed one there), so that one node
+                    // applies them, in order.
+                    return;
+                }
                 let avatar = s.avatar;
                 let mut bad = false;
                 for (k, raw) in inputs.iter().enumerate() {
@@ -379,8 +424,23 @@ impl<O: Playable> Sessions<O> {
                 }
             }
             None => {
-                let a = node.spawn(now, O::spawn_avatar(node.world(), token.player));
-                (a, None, false)
+                // A player whose avatar is already a primary here (handed over from another
+                // node, or back after its session ended) takes it over.
+                let found = node.store().iter().find_map(|(id, e)| {
+                    (e.role == worldmesh_replica::Role::Primary && e.object.player() == Some(token.player))
+                        .then(|| (id, e.object.last_input()))
+                });
+                let taken = found.filter(|(id, _)| !self.sessions.values().any(|s| s.avatar == *id));
+                match taken {
+                    Some((a, last)) => {
+                        self.stats.avatars_rebound += 1;
+                        (a, last, true)
+                    }
+                    None => {
+                        let a = node.spawn(now, O::spawn_avatar(node.world(), token.player));
+                        (a, None, false)
+                    }
+                }
             }
         };
         self.tokens.retain(|_, b| b.expires_ms > unix_ms);
@@ -397,6 +457,8 @@ impl<O: Playable> Sessions<O> {
         self.sessions.insert(
             conn,
             Session {
+                handoff: None,
+                expires_ms: token.expires_ms,
                 player: token.player,
                 avatar,
                 nonce: token.nonce,
@@ -436,6 +498,42 @@ impl<O: Playable> Sessions<O> {
         }
     }
 
+    /// Hands the player on `conn` to node `target`: its avatar migrates there (paper `001`
+    /// §3.2), and once it is bound there the client is told to reconnect to `target` with a
+    /// fresh token (paper `002`'s assignment moving a connected player). Inputs in flight
+    /// are not lost: the client resends every unconfirmed one through the new node, and the
+    /// avatar applies each sequence number once.
+    pub fn hand_off(
+        &mut self,
+        now: Time,
+        conn: ConnId,
+        target: NodeId,
+        node: &mut Node<O>,
+    ) -> Result<(), HandOffError> {
+        let s = self
+            .sessions
+            .get_mut(&conn)
+            .ok_or(HandOffError::NoSession(conn.0))?;
+        if s.handoff.is_some() {
+            return Err(HandOffError::Busy(s.player));
+        }
+        if node
+            .store()
+            .get(s.avatar)
+            .is_none_or(|e| e.role != worldmesh_replica::Role::Primary)
+        {
+            return Err(HandOffError::NotHere(s.player));
+        }
+        node.migrate(now, &[s.avatar], target)
+            .map_err(|e| HandOffError::Migration(format!("{e:?}")))?;
+        s.handoff = Some(HandOff {
+            target,
+            started: now,
+            token: None,
+        });
+        Ok(())
+    }
+
     /// The player on `conn` left through the transport (e.g. a QUIC close meaning "left"):
     /// as a `Disconnect` message.
     pub fn leave(&mut self, now: Time, conn: ConnId, node: &mut Node<O>) {
@@ -457,11 +555,19 @@ impl<O: Playable> Sessions<O> {
         };
         if let Some(b) = self.tokens.get_mut(&s.nonce) {
             b.conn = None;
-            // Only the client's own goodbye or a timeout retire the avatar; a client that
-            // ended its session cannot reuse the token.
+            // A client that ended its session cannot reuse the token.
             b.ended = true;
         }
-        node.write(now, s.avatar, &O::leave_write());
+        // The avatar goes with its player, unless it was handed to another node.
+        let handed = s.handoff.as_ref().is_some_and(|h| h.token.is_some());
+        let reason = if handed {
+            DisconnectReason::HandedOff
+        } else {
+            reason
+        };
+        if !handed {
+            node.write(now, s.avatar, &O::leave_write());
+        }
         *self.stats.disconnected.entry(format!("{reason:?}")).or_default() += 1;
         self.events.push_back(SessionEvent::Disconnected {
             conn,
@@ -471,8 +577,9 @@ impl<O: Playable> Sessions<O> {
         self.send(conn, &NodeMsg::Disconnected { reason });
     }
 
-    /// Runs after a node frame: ends idle sessions and sends each client its view.
-    pub fn frame(&mut self, now: Time, node: &mut Node<O>) {
+    /// Runs after a node frame: ends idle sessions, moves hand-offs on, and sends each
+    /// client its view. `unix_ms` is the wall clock (hand-off tokens' expiry).
+    pub fn frame(&mut self, now: Time, unix_ms: u64, node: &mut Node<O>) {
         let idle: Vec<ConnId> = {
             let mut v: Vec<ConnId> = self
                 .sessions
@@ -486,6 +593,7 @@ impl<O: Playable> Sessions<O> {
         for c in idle {
             self.end(c, DisconnectReason::TimedOut, node, now);
         }
+        self.progress_handoffs(now, unix_ms, node);
         let time_ms = now.0 / 1000;
         let mut conns: Vec<ConnId> = self.sessions.keys().copied().collect();
         conns.sort_unstable();
@@ -494,6 +602,9 @@ impl<O: Playable> Sessions<O> {
             let Some(s) = self.sessions.get_mut(&conn) else {
                 continue;
             };
+            if s.handoff.is_some() {
+                continue; // no views while the avatar moves; the hand-off message instead
+            }
             let avatar = store.object(s.avatar);
             let mut objects: Vec<(ObjectId, O)> = Vec::new();
             if let Some(a) = avatar {
@@ -524,6 +635,67 @@ impl<O: Playable> Sessions<O> {
                 self.stats.view_datagrams += 1;
                 self.stats.bytes_out += p.len() as u64;
                 self.transmits.push_back((conn, p));
+            }
+        }
+    }
+}
+
+impl<O: Playable> Sessions<O> {
+    fn progress_handoffs(&mut self, now: Time, unix_ms: u64, node: &mut Node<O>) {
+        let mut conns: Vec<ConnId> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.handoff.is_some())
+            .map(|(c, _)| *c)
+            .collect();
+        conns.sort_unstable();
+        for conn in conns {
+            let Some(s) = self.sessions.get_mut(&conn) else {
+                continue;
+            };
+            let Some(h) = &mut s.handoff else {
+                continue;
+            };
+            let here = node
+                .store()
+                .get(s.avatar)
+                .is_some_and(|e| e.role == worldmesh_replica::Role::Primary);
+            if h.token.is_none() {
+                if here && now.saturating_since(h.started) < self.cfg.handoff_timeout {
+                    continue; // still migrating
+                }
+                if here {
+                    // The migration did not complete: the player stays.
+                    s.handoff = None;
+                    self.stats.handoffs_failed += 1;
+                    continue;
+                }
+                let mut nonce = [0u8; 16];
+                let rng = node.rng();
+                nonce[..8].copy_from_slice(&rng.next_u64().to_le_bytes());
+                nonce[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
+                let t = ConnectToken {
+                    player: s.player,
+                    nodes: vec![h.target],
+                    expires_ms: s
+                        .expires_ms
+                        .min(unix_ms.saturating_add(self.cfg.handoff_token_ms)),
+                    nonce,
+                };
+                match t.issue(&self.key) {
+                    Ok(bytes) => {
+                        h.token = Some(bytes);
+                        self.stats.handoffs += 1;
+                    }
+                    Err(_) => {
+                        s.handoff = None;
+                        self.stats.handoffs_failed += 1;
+                        continue;
+                    }
+                }
+            }
+            if let Some((target, Some(token))) = s.handoff.as_ref().map(|h| (h.target, h.token.clone())) {
+                self.send(conn, &NodeMsg::HandOff { node: target, token });
             }
         }
     }

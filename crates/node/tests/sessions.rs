@@ -162,7 +162,7 @@ impl Harness {
         }
         if self.node.poll_timeout().is_some_and(|t| t <= now) {
             self.node.handle_timeout(now);
-            self.sessions.frame(now, &mut self.node);
+            self.sessions.frame(now, unix, &mut self.node);
             self.frames += 1;
         }
         for (_, c) in &mut self.clients {
@@ -440,4 +440,198 @@ fn floods_and_garbage_end_the_session_with_a_reason_and_nothing_panics() {
             .contains(&(flood, ClientEvent::Disconnected(DisconnectReason::InputFlood)))
     );
     assert!(h.sessions.is_empty());
+}
+
+/// Two nodes, each with its session table, linked both ways (node to node and client to
+/// node) through the same lossy link.
+struct Pair {
+    now: Time,
+    nodes: Vec<Node<ModelObject>>,
+    sessions: Vec<Sessions<ModelObject>>,
+    client: Client<ModelObject>,
+    /// The node the client talks to, and on which connection.
+    at: (usize, ConnId),
+    /// Node datagrams in flight: (when, to node index, from node, bytes).
+    links: Vec<(Time, usize, NodeId, Vec<u8>)>,
+    /// Client datagrams in flight: (when, to node (Some) or client (None), conn, bytes).
+    flights: Vec<(Time, Option<usize>, ConnId, Vec<u8>)>,
+    rng: DetRng,
+    loss: f64,
+    handoffs: Vec<NodeId>,
+    next_conn: u64,
+}
+
+impl Pair {
+    fn new(seed: u64, token: Vec<u8>) -> Self {
+        let map = Arc::new(GameMap::generate(&ModelConfig::default(), 16, seed));
+        let nodes = (1..=2u32)
+            .map(|i| {
+                let peer = NodeId(3 - i);
+                Node::new(
+                    NodeConfig::new(NodeId(i), vec![peer], seed).with_mode(Mode::Broadcast),
+                    Arc::clone(&map),
+                    Time::ZERO,
+                )
+            })
+            .collect();
+        Self {
+            now: Time::ZERO,
+            nodes,
+            sessions: (0..2)
+                .map(|_| Sessions::new(SessionConfig::default(), key()))
+                .collect(),
+            client: Client::new(ClientConfig::default(), token, Time::ZERO),
+            at: (0, ConnId(1)),
+            links: Vec::new(),
+            flights: Vec::new(),
+            rng: DetRng::new(seed),
+            loss: 0.0,
+            handoffs: Vec::new(),
+            next_conn: 1,
+        }
+    }
+
+    fn delay(&mut self) -> Option<Time> {
+        (!self.rng.chance(self.loss)).then(|| {
+            self.now
+                .saturating_add(Duration::from_millis(10 + self.rng.below(31)))
+        })
+    }
+
+    fn step(&mut self) {
+        self.now = self.now.saturating_add(Duration::from_millis(5));
+        let now = self.now;
+        let unix = EPOCH_MS + now.0 / 1000;
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.links)
+            .into_iter()
+            .partition(|l| l.0 <= now);
+        self.links = later;
+        for (_, to, from, bytes) in due {
+            self.nodes[to].handle_datagram(now, from, &bytes);
+        }
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.flights)
+            .into_iter()
+            .partition(|f| f.0 <= now);
+        self.flights = later;
+        for (_, to, conn, bytes) in due {
+            match to {
+                Some(n) => self.sessions[n].handle_datagram(now, unix, conn, &bytes, &mut self.nodes[n]),
+                None if conn == self.at.1 => self.client.handle_datagram(now, &bytes),
+                None => {} // for a connection the client has left
+            }
+        }
+        for i in 0..2 {
+            if self.nodes[i].poll_timeout().is_some_and(|t| t <= now) {
+                self.nodes[i].handle_timeout(now);
+                self.sessions[i].frame(now, unix, &mut self.nodes[i]);
+            }
+            while self.nodes[i].poll_event().is_some() {}
+            while let Some(t) = self.nodes[i].poll_transmit() {
+                if let Some(at) = self.delay() {
+                    let to = (t.dst.0 - 1) as usize;
+                    let from = self.nodes[i].id();
+                    self.links.push((at, to, from, t.datagram));
+                }
+            }
+            while let Some((conn, b)) = self.sessions[i].poll_transmit() {
+                if let Some(at) = self.delay() {
+                    self.flights.push((at, None, conn, b));
+                }
+            }
+            while self.sessions[i].poll_event().is_some() {}
+        }
+        if self.client.poll_timeout().is_some_and(|t| t <= now) {
+            self.client.handle_timeout(now);
+        }
+        self.pump_client();
+    }
+
+    fn pump_client(&mut self) {
+        let now = self.now;
+        while let Some(e) = self.client.poll_event() {
+            if let ClientEvent::HandOff { node, token } = e {
+                // Connect to the node the hand-off names, on a new connection.
+                self.handoffs.push(node);
+                self.next_conn += 1;
+                self.at = ((node.0 - 1) as usize, ConnId(self.next_conn));
+                self.client.hand_over(now, token);
+            }
+        }
+        while let Some(b) = self.client.poll_transmit() {
+            if let Some(at) = self.delay() {
+                let (n, conn) = self.at;
+                self.flights.push((at, Some(n), conn, b));
+            }
+        }
+    }
+
+    fn run(&mut self, d: Duration) {
+        let until = self.now.saturating_add(d);
+        while self.now < until {
+            self.step();
+        }
+    }
+}
+
+/// A player handed from node 1 to node 2 mid-game under 5% loss (node to node and client
+/// to node): the avatar migrates, the client reconnects with the hand-off token, and every
+/// input is applied exactly once: the avatar's count of applied inputs equals the last
+/// sequence number, which equals the number sent.
+#[test]
+fn a_hand_off_under_loss_loses_and_duplicates_no_input() {
+    for seed in 1..=5 {
+        let mut p = Pair::new(seed, token(77, &[1, 2], far_future(), seed as u8));
+        p.loss = 0.05;
+        p.run(Duration::from_secs(1));
+        assert!(
+            matches!(p.client.state(), ClientState::Connected { .. }),
+            "seed {seed}"
+        );
+        let avatar = p.sessions[0].avatar_of(ConnId(1)).expect("connected to node 1");
+        let mut sent = 0u32;
+        for k in 0..120u32 {
+            let input = PlayerInput {
+                dx: if k % 40 < 20 { 127 } else { -127 },
+                dy: 0,
+                fire: None,
+            };
+            let now = p.now;
+            if p.client.send_input(now, &input).is_some() {
+                sent += 1;
+            }
+            p.pump_client();
+            if k == 40 {
+                let now = p.now;
+                let (nodes, sessions) = (&mut p.nodes, &mut p.sessions);
+                sessions[0]
+                    .hand_off(now, ConnId(1), NodeId(2), &mut nodes[0])
+                    .expect("hand-off starts");
+            }
+            p.run(Duration::from_millis(50));
+        }
+        p.loss = 0.0;
+        p.run(Duration::from_secs(2));
+        assert_eq!(p.handoffs, vec![NodeId(2)], "seed {seed}");
+        let e = p.nodes[1].store().get(avatar).expect("the avatar is on node 2");
+        assert_eq!(e.role, worldmesh_replica::Role::Primary, "seed {seed}");
+        let ModelObject::Player(pl) = &e.object else {
+            panic!()
+        };
+        let c = pl.control.expect("still player-controlled");
+        assert_eq!(
+            (c.last_input, c.applied),
+            (sent, sent),
+            "seed {seed}: every input once"
+        );
+        assert_eq!(p.client.pending_inputs().count(), 0, "seed {seed}: all confirmed");
+        assert_eq!(p.sessions[1].stats().avatars_rebound, 1, "seed {seed}");
+        assert_eq!(p.sessions[0].stats().handoffs, 1, "seed {seed}");
+        assert!(
+            p.nodes[0]
+                .store()
+                .get(avatar)
+                .is_none_or(|e| e.role != worldmesh_replica::Role::Primary),
+            "seed {seed}: one primary"
+        );
+    }
 }
