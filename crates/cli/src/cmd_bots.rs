@@ -53,9 +53,22 @@ pub struct BotsArgs {
     /// Start the clients over this long (not all at once).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub ramp: Duration,
+    /// Other nodes' player ports, `ID=ADDR` (comma-separated): where a hand-off sends a
+    /// client.
+    #[arg(long, value_delimiter = ',', value_parser = directory_entry)]
+    pub directory: Vec<(u32, SocketAddr)>,
     /// Print the report as one JSON line (prefixed `WORLDMESH-BOTS `).
     #[arg(long)]
     pub json: bool,
+}
+
+fn directory_entry(s: &str) -> Result<(u32, SocketAddr), String> {
+    let (id, addr) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected ID=ADDR"))?;
+    let id = id.parse().map_err(|_| format!("`{id}` is not a node id"))?;
+    let addr = addr.parse().map_err(|_| format!("`{addr}` is not an address"))?;
+    Ok((id, addr))
 }
 
 /// Prefix of the JSON report line.
@@ -74,6 +87,7 @@ struct BotOutcome {
     inputs: u64,
     inputs_confirmed: u64,
     played_s: f64,
+    handoff_ms: Vec<f64>,
 }
 
 /// The report.
@@ -103,6 +117,13 @@ pub struct BotsReport {
     pub bytes_out_per_client_s: f64,
     /// Views per connected client per second, mean.
     pub views_per_client_s: f64,
+    /// Hand-offs: how many, and the time from the hand-off message to the new node's
+    /// acceptance, ms (p50, p99).
+    pub handoffs: usize,
+    /// p50 of hand-off times, ms.
+    pub handoff_p50_ms: f64,
+    /// p99 of hand-off times, ms.
+    pub handoff_p99_ms: f64,
 }
 
 /// Runs the command.
@@ -148,6 +169,12 @@ fn print_report(args: &BotsArgs, r: &BotsReport) {
         "  per client           {:.0} B/s in, {:.0} B/s out, {:.1} views/s",
         r.bytes_in_per_client_s, r.bytes_out_per_client_s, r.views_per_client_s
     );
+    if r.handoffs > 0 {
+        println!(
+            "  hand-offs            {} (p50 {:.1} ms, p99 {:.1} ms)",
+            r.handoffs, r.handoff_p50_ms, r.handoff_p99_ms
+        );
+    }
 }
 
 async fn play(
@@ -170,11 +197,12 @@ async fn play(
         let delay = args.ramp.mul_f64(f64::from(i) / f64::from(args.clients));
         let end = start + delay + args.duration;
         let ep = ep.clone();
+        let directory = args.directory.clone();
         let (server, node, hz) = (args.server, NodeId(args.node), args.input_hz);
         let seed = args.seed ^ player.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         tasks.spawn(async move {
             tokio::time::sleep_until(start + delay).await;
-            bot(ep, server, node, token, end, hz, seed).await
+            bot(ep, server, node, &directory, token, end, hz, seed).await
         });
     }
     let mut outcomes = Vec::new();
@@ -184,19 +212,24 @@ async fn play(
     Ok(summarise(args.clients, outcomes))
 }
 
+/// Nearest-rank quantile of sorted values (NaN when empty).
+fn quantile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        f64::NAN
+    } else {
+        sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
+    }
+}
+
 fn summarise(clients: u32, outcomes: Vec<BotOutcome>) -> BotsReport {
     let mut lat: Vec<f64> = outcomes
         .iter()
         .flat_map(|o| o.latencies_ms.iter().copied())
         .collect();
     lat.sort_by(f64::total_cmp);
-    let q = |p: f64| {
-        if lat.is_empty() {
-            f64::NAN
-        } else {
-            lat[((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1]
-        }
-    };
+    let q = |p: f64| quantile(&lat, p);
+    let mut ho: Vec<f64> = outcomes.iter().flat_map(|o| o.handoff_ms.iter().copied()).collect();
+    ho.sort_by(f64::total_cmp);
     let mut refused = BTreeMap::new();
     let mut disconnected = BTreeMap::new();
     for o in &outcomes {
@@ -231,6 +264,9 @@ fn summarise(clients: u32, outcomes: Vec<BotOutcome>) -> BotsReport {
         bytes_in_per_client_s: mean(&|o| o.bytes_in as f64),
         bytes_out_per_client_s: mean(&|o| o.bytes_out as f64),
         views_per_client_s: mean(&|o| o.views as f64),
+        handoffs: ho.len(),
+        handoff_p50_ms: quantile(&ho, 0.5),
+        handoff_p99_ms: quantile(&ho, 0.99),
     }
 }
 
@@ -262,17 +298,19 @@ impl Brain {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn bot(
     ep: PlayerEndpoint,
     server: SocketAddr,
     node: NodeId,
+    directory: &[(u32, SocketAddr)],
     token: Vec<u8>,
     end: Instant,
     hz: f64,
     seed: u64,
 ) -> BotOutcome {
     let mut out = BotOutcome::default();
-    let link = match ep.connect(server, node).await {
+    let mut link = match ep.connect(server, node).await {
         Ok(l) => l,
         Err(e) => {
             out.refused = Some(format!("connect: {e}"));
@@ -291,6 +329,7 @@ async fn bot(
     let mut next_input = origin;
     let mut sent_at: VecDeque<(u32, Instant)> = VecDeque::new();
     let mut connected_at = None;
+    let mut handing: Option<Instant> = None;
     client.handle_timeout(t(origin));
     loop {
         while let Some(b) = client.poll_transmit() {
@@ -304,7 +343,28 @@ async fn bot(
             match e {
                 ClientEvent::Connected { .. } => {
                     out.connected = true;
-                    connected_at = Some(now);
+                    connected_at.get_or_insert(now);
+                    if let Some(h) = handing.take() {
+                        out.handoff_ms.push(now.duration_since(h).as_secs_f64() * 1000.0);
+                    }
+                }
+                ClientEvent::HandOff { node, token } => {
+                    let Some(&(_, addr)) = directory.iter().find(|(id, _)| *id == node.0) else {
+                        out.ended = Some(format!("HandOff to node {} not in --directory", node.0));
+                        stop = true;
+                        continue;
+                    };
+                    handing = Some(now);
+                    link.close();
+                    match ep.connect(addr, node).await {
+                        Ok(l) => link = l,
+                        Err(e) => {
+                            out.ended = Some(format!("HandOff connect: {e}"));
+                            stop = true;
+                            continue;
+                        }
+                    }
+                    client.hand_over(t(Instant::now()), token);
                 }
                 ClientEvent::Refused(r) => {
                     out.refused = Some(format!("{r:?}"));
