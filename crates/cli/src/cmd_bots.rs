@@ -146,9 +146,14 @@ pub fn run(args: BotsArgs) -> anyhow::Result<()> {
 }
 
 fn print_report(args: &BotsArgs, r: &BotsReport) {
+    print_report_for(args.node, args.server, args.duration, r);
+}
+
+/// Prints the report of the bots that entered through node `node` at `server`.
+pub fn print_report_for(node: u32, server: SocketAddr, duration: Duration, r: &BotsReport) {
     println!(
         "worldmesh bots: {} clients on node {} at {} for {:?}",
-        r.clients, args.node, args.server, args.duration
+        r.clients, node, server, duration
     );
     println!("  connected            {}", r.connected);
     if !r.refused.is_empty() {
@@ -177,7 +182,8 @@ fn print_report(args: &BotsArgs, r: &BotsReport) {
     }
 }
 
-async fn play(
+/// Plays `args.clients` bots against one node and summarises what they saw.
+pub async fn play(
     args: &BotsArgs,
     ca: worldmesh_net::players::CertificateDer<'static>,
     key: TokenKey,
@@ -228,7 +234,10 @@ fn summarise(clients: u32, outcomes: Vec<BotOutcome>) -> BotsReport {
         .collect();
     lat.sort_by(f64::total_cmp);
     let q = |p: f64| quantile(&lat, p);
-    let mut ho: Vec<f64> = outcomes.iter().flat_map(|o| o.handoff_ms.iter().copied()).collect();
+    let mut ho: Vec<f64> = outcomes
+        .iter()
+        .flat_map(|o| o.handoff_ms.iter().copied())
+        .collect();
     ho.sort_by(f64::total_cmp);
     let mut refused = BTreeMap::new();
     let mut disconnected = BTreeMap::new();

@@ -65,6 +65,14 @@ pub struct ClusterArgs {
     /// or `[membership]` tuning; the launcher's own flags override it.
     #[arg(long, value_name = "FILE")]
     node_config: Option<PathBuf>,
+    /// Players on their own clients: this many headless bot clients (`worldmesh bots`, in
+    /// this process) connect to the nodes' player ports, spread evenly, with connect tokens
+    /// from a throwaway key; per-node and per-client figures follow the report (QUIC only).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=20_000))]
+    clients: u32,
+    /// Inputs per second of each bot client.
+    #[arg(long, default_value_t = 20.0)]
+    client_input_hz: f64,
     /// Print one row per node as well.
     #[arg(long)]
     per_node: bool,
@@ -123,6 +131,14 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
         }
         TransportKind::UdpInsecure => None,
     };
+    if args.clients > 0 && certs.is_none() {
+        bail!("--clients needs the QUIC transport (players connect with TLS to the nodes' certificates)");
+    }
+    let player_key = dir.join("client.key");
+    if args.clients > 0 {
+        let key = worldmesh_client::TokenKey::generate()?;
+        std::fs::write(&player_key, key.to_hex()).context("cannot write the throwaway player key")?;
+    }
     let exe = std::env::current_exe().context("cannot find the worldmesh executable")?;
     let (tx, mut rx) = mpsc::channel::<Line>(4 * args.nodes + 16);
     let mut procs: Vec<Proc> = Vec::new();
@@ -169,6 +185,10 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
         if let Some(k) = &args.range_key {
             cmd.args(["--range-key", k]);
         }
+        if args.clients > 0 {
+            cmd.args(["--player-listen", "127.0.0.1:0"]);
+            cmd.arg("--player-key").arg(&player_key);
+        }
         cmd
     };
 
@@ -195,7 +215,18 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
             }
         }
         let released = Instant::now();
-        let bar = crate::progress::bar(true, args.duration.as_millis() as u64, "cluster");
+        let bots = match &certs {
+            Some((ca, _)) if args.clients > 0 => Some(tokio::spawn(run_bots(
+                args.clients,
+                args.client_input_hz,
+                args.duration,
+                ready.iter().filter_map(|(i, r)| Some((*i as u32, r.players?))).collect(),
+                ca.cert.clone(),
+                player_key.clone(),
+            ))),
+            _ => None,
+        };
+        let bar = crate::progress::bar(args.clients == 0, args.duration.as_millis() as u64, "cluster");
         let mut reports: Vec<Option<NodeReport>> = vec![None; args.nodes];
         let limit = tokio::time::Instant::now() + args.duration + Duration::from_secs(30);
         let mut ticker = tokio::time::interval(Duration::from_millis(200));
@@ -218,13 +249,85 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
         bar.finish_and_clear();
         let wall = released.elapsed().as_secs_f64();
         let reports: Vec<NodeReport> = reports.into_iter().flatten().collect();
-        anyhow::Ok((reports, wall))
+        let bots = match bots {
+            Some(b) => Some(b.await.context("the bot clients failed")??),
+            None => None,
+        };
+        anyhow::Ok((reports, wall, bots))
     }
     .await;
     stop_all(&mut procs).await;
-    let (mut reports, wall) = outcome?;
+    let (mut reports, wall, bots) = outcome?;
     reports.sort_by_key(|r| r.node.node);
-    print_report(args, &reports, wall)
+    print_report(args, &reports, wall)?;
+    if let Some(bots) = bots {
+        println!(
+            "players: {} bot clients (worldmesh bots), per entry node",
+            args.clients
+        );
+        for (node, addr, r) in &bots {
+            crate::cmd_bots::print_report_for(*node, *addr, args.duration, r);
+        }
+    }
+    Ok(())
+}
+
+/// Runs `clients` bot clients spread over the nodes' player ports (`(node, addr)`), for a
+/// little less than the nodes run; returns each entry node's report.
+async fn run_bots(
+    clients: u32,
+    input_hz: f64,
+    duration: Duration,
+    ports: Vec<(u32, SocketAddr)>,
+    ca: std::path::PathBuf,
+    key: std::path::PathBuf,
+) -> anyhow::Result<Vec<(u32, SocketAddr, crate::cmd_bots::BotsReport)>> {
+    if ports.is_empty() {
+        bail!("no node opened a player port");
+    }
+    let ca_cert = worldmesh_net::pki::load_ca_cert(&ca)?;
+    let token_key = crate::cmd_token::load_key(&key)?;
+    let per = clients.div_ceil(ports.len() as u32);
+    let play_for = duration
+        .saturating_sub(Duration::from_secs(2))
+        .max(Duration::from_secs(1));
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut first = 1_000_000u64;
+    let mut left = clients;
+    for (node, addr) in &ports {
+        let n = per.min(left);
+        if n == 0 {
+            break;
+        }
+        left -= n;
+        let args = crate::cmd_bots::BotsArgs {
+            clients: n,
+            server: *addr,
+            node: *node,
+            ca: ca.clone(),
+            player_key: key.clone(),
+            duration: play_for,
+            input_hz,
+            first_player: first,
+            seed: u64::from(*node) + 1,
+            ramp: Duration::from_secs(1),
+            directory: ports.clone(),
+            json: false,
+        };
+        first += u64::from(n);
+        let (ca_cert, token_key, node, addr) = (ca_cert.clone(), token_key.clone(), *node, *addr);
+        tasks.spawn(async move {
+            crate::cmd_bots::play(&args, ca_cert, token_key)
+                .await
+                .map(|r| (node, addr, r))
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        out.push(r.context("a bot task failed")??);
+    }
+    out.sort_by_key(|r| r.0);
+    Ok(out)
 }
 
 fn print_report(args: &ClusterArgs, reports: &[NodeReport], wall: f64) -> anyhow::Result<()> {

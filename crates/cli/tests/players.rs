@@ -191,3 +191,30 @@ fn token_and_player_flags_fail_with_clear_errors() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn one_command_runs_a_cluster_with_bot_clients_and_prints_per_client_figures() {
+    let _g = heavy();
+    let out = run_ok(worldmesh().args(["cluster", "--nodes", "2", "--duration", "4s", "--clients", "10"]));
+    assert!(
+        out.contains("run validity (nodes overlapped and saw every member)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("players: sessions opened / inputs applied / view datagrams sent")
+            && out.contains("10 / "),
+        "{out}"
+    );
+    assert!(
+        out.contains("players: sessions ended, by reason                                     ClientLeft=10"),
+        "{out}"
+    );
+    for node in 0..2 {
+        let block = out
+            .split("worldmesh bots: 5 clients on node ")
+            .find(|b| b.starts_with(&format!("{node} ")))
+            .unwrap_or_else(|| panic!("no bots block for node {node}: {out}"));
+        assert!(block.contains("connected            5"), "{block}");
+        assert!(block.contains("input -> visible     p50 "), "{block}");
+    }
+}
