@@ -57,6 +57,11 @@ pub struct BotsArgs {
     /// client.
     #[arg(long, value_delimiter = ',', value_parser = directory_entry)]
     pub directory: Vec<(u32, SocketAddr)>,
+    /// Emulated client-to-node delays added to the measured RTTs the clients report for the
+    /// assignment (`planetlab`, `uniform:RTT_MS` or a matrix file): node `i` takes row
+    /// `i`, client `k` a row drawn from its player id (loopback RTTs alone are all alike).
+    #[arg(long)]
+    pub latency: Option<String>,
     /// Print the report as one JSON line (prefixed `WORLDMESH-BOTS `).
     #[arg(long)]
     pub json: bool,
@@ -189,6 +194,10 @@ pub async fn play(
     key: TokenKey,
 ) -> anyhow::Result<BotsReport> {
     let ep = PlayerEndpoint::new("0.0.0.0:0".parse().context("bind address")?, ca)?;
+    let matrix = match &args.latency {
+        Some(spec) => Some(std::sync::Arc::new(worldmesh_core::latency::load_spec(spec)?)),
+        None => None,
+    };
     let start = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..args.clients {
@@ -204,11 +213,22 @@ pub async fn play(
         let end = start + delay + args.duration;
         let ep = ep.clone();
         let directory = args.directory.clone();
+        let matrix = matrix.clone();
         let (server, node, hz) = (args.server, NodeId(args.node), args.input_hz);
         let seed = args.seed ^ player.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         tasks.spawn(async move {
             tokio::time::sleep_until(start + delay).await;
-            bot(ep, server, node, &directory, token, end, hz, seed).await
+            let link = match ep.connect(server, node).await {
+                Ok(l) => l,
+                Err(e) => {
+                    return BotOutcome {
+                        refused: Some(format!("connect: {e}")),
+                        ..BotOutcome::default()
+                    };
+                }
+            };
+            let rtts = measure(&ep, &link, node, &directory, matrix.as_deref(), player).await;
+            bot(ep, link, rtts, &directory, token, end, hz, seed).await
         });
     }
     let mut outcomes = Vec::new();
@@ -307,11 +327,42 @@ impl Brain {
     }
 }
 
+/// Round-trip times from this client to every node it knows (the entry's connection and a
+/// short connection to each other node), plus the emulated delay if a matrix is given.
+async fn measure(
+    ep: &PlayerEndpoint,
+    link: &worldmesh_net::players::PlayerLink,
+    entry: NodeId,
+    directory: &[(u32, SocketAddr)],
+    matrix: Option<&worldmesh_core::LatencyMatrix>,
+    player: u64,
+) -> Vec<(NodeId, f32)> {
+    let mut rtts = vec![(entry, link.rtt())];
+    for &(id, addr) in directory {
+        if id != entry.0
+            && let Ok(l) = ep.connect(addr, NodeId(id)).await
+        {
+            rtts.push((NodeId(id), l.rtt()));
+            l.close();
+        }
+    }
+    rtts.into_iter()
+        .map(|(n, rtt)| {
+            let emulated = matrix.map_or(0.0, |m| {
+                let h = m.len().max(1);
+                let client_row = (player.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 33) as usize % h;
+                m.rtt_ms(client_row, n.0 as usize % h)
+            });
+            (n, rtt.as_secs_f32() * 1000.0 + emulated)
+        })
+        .collect()
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn bot(
     ep: PlayerEndpoint,
-    server: SocketAddr,
-    node: NodeId,
+    mut link: worldmesh_net::players::PlayerLink,
+    rtts: Vec<(NodeId, f32)>,
     directory: &[(u32, SocketAddr)],
     token: Vec<u8>,
     end: Instant,
@@ -319,13 +370,6 @@ async fn bot(
     seed: u64,
 ) -> BotOutcome {
     let mut out = BotOutcome::default();
-    let mut link = match ep.connect(server, node).await {
-        Ok(l) => l,
-        Err(e) => {
-            out.refused = Some(format!("connect: {e}"));
-            return out;
-        }
-    };
     let origin = Instant::now();
     let t = |i: Instant| Time::from_micros(i.saturating_duration_since(origin).as_micros() as u64);
     let mut client: Client<ModelObject> = Client::new(ClientConfig::default(), token, t(origin));
@@ -339,6 +383,7 @@ async fn bot(
     let mut sent_at: VecDeque<(u32, Instant)> = VecDeque::new();
     let mut connected_at = None;
     let mut handing: Option<Instant> = None;
+    client.set_delays(t(origin), rtts);
     client.handle_timeout(t(origin));
     loop {
         while let Some(b) = client.poll_transmit() {

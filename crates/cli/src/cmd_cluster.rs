@@ -70,6 +70,19 @@ pub struct ClusterArgs {
     /// from a throwaway key; per-node and per-client figures follow the report (QUIC only).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=20_000))]
     clients: u32,
+    /// With --clients: the nodes assign players to nodes (paper 002, optimal J-SA/L-SA run
+    /// by the lowest live member) and hand them over; each node's capacity is
+    /// `--node-capacity`.
+    #[arg(long, requires = "clients")]
+    assign: bool,
+    /// With --assign: players per node the assignment may place.
+    #[arg(long)]
+    node_capacity: Option<u32>,
+    /// Emulated client-to-node delays the bot clients add to their measured RTTs
+    /// (`planetlab`, `uniform:RTT_MS` or a file); without it every node is equally near on
+    /// loopback.
+    #[arg(long)]
+    client_latency: Option<String>,
     /// Inputs per second of each bot client.
     #[arg(long, default_value_t = 20.0)]
     client_input_hz: f64,
@@ -188,6 +201,13 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
         if args.clients > 0 {
             cmd.args(["--player-listen", "127.0.0.1:0"]);
             cmd.arg("--player-key").arg(&player_key);
+            cmd.args(["--max-players", &args.clients.max(1).to_string()]);
+        }
+        if args.assign {
+            cmd.arg("--assign");
+        }
+        if let Some(c) = args.node_capacity {
+            cmd.args(["--capacity", &c.min(args.clients.max(1)).to_string()]);
         }
         cmd
     };
@@ -223,6 +243,7 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
                 ready.iter().filter_map(|(i, r)| Some((*i as u32, r.players?))).collect(),
                 ca.cert.clone(),
                 player_key.clone(),
+                args.client_latency.clone(),
             ))),
             _ => None,
         };
@@ -281,6 +302,7 @@ async fn run_bots(
     ports: Vec<(u32, SocketAddr)>,
     ca: std::path::PathBuf,
     key: std::path::PathBuf,
+    latency: Option<String>,
 ) -> anyhow::Result<Vec<(u32, SocketAddr, crate::cmd_bots::BotsReport)>> {
     if ports.is_empty() {
         bail!("no node opened a player port");
@@ -312,6 +334,7 @@ async fn run_bots(
             seed: u64::from(*node) + 1,
             ramp: Duration::from_secs(1),
             directory: ports.clone(),
+            latency: latency.clone(),
             json: false,
         };
         first += u64::from(n);

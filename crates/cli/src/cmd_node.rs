@@ -143,6 +143,14 @@ pub struct NodeArgs {
     /// Most players at once [default: 4096].
     #[arg(long)]
     max_players: Option<usize>,
+    /// Take part in the assignment of players to nodes (paper 002: optimal J-SA/L-SA run
+    /// by the lowest live member; players are handed to the node that minimises the total
+    /// delay under capacity).
+    #[arg(long)]
+    assign: bool,
+    /// This node's capacity for the assignment, players [default: --max-players].
+    #[arg(long)]
+    capacity: Option<u32>,
     /// Stop after this long (from the start); default: until a signal.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -226,6 +234,8 @@ impl NodeArgs {
             player_listen: self.player_listen,
             player_key: self.player_key.clone(),
             max_players: self.max_players,
+            assign: self.assign.then_some(true),
+            capacity: self.capacity,
         }
     }
 }
@@ -300,9 +310,18 @@ async fn start(s: NodeSettings, run: Run) -> anyhow::Result<()> {
                         max_players: p.max,
                         ..SessionConfig::default()
                     };
+                    let mut sessions = Sessions::<ModelObject>::new(sc, key);
+                    if p.assign {
+                        let cfg = worldmesh_node::assignment::AssignmentConfig {
+                            capacity: p.capacity.unwrap_or(p.max as u32),
+                            ..Default::default()
+                        };
+                        sessions = sessions
+                            .with_assignment(worldmesh_node::assignment::AssignmentAgent::new(me, cfg));
+                    }
                     Some(Players {
                         listener,
-                        host: Box::new(Sessions::<ModelObject>::new(sc, key)),
+                        host: Box::new(sessions),
                     })
                 }
                 None => None,
@@ -661,10 +680,11 @@ async fn finish<T: Transport>(
         cpu_seconds: cpu,
         stop: stop.into(),
         left_behind,
-        players: out
-            .players
-            .clone()
-            .map(|(sessions, port)| PlayersReport { sessions, port }),
+        players: out.players.clone().map(|p| PlayersReport {
+            sessions: p.sessions,
+            port: p.port,
+            assignment: p.assignment,
+        }),
     };
     tracing::info!(
         node = s.id,

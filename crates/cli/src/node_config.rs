@@ -178,6 +178,12 @@ pub struct PlayerSettings {
     /// Most players at once [default: 4096].
     #[serde(default = "default_max_players")]
     pub max: usize,
+    /// Take part in the assignment of players to nodes (paper 002) [default: false].
+    #[serde(default)]
+    pub assign: bool,
+    /// Capacity for the assignment, players [default: `max`].
+    #[serde(default)]
+    pub capacity: Option<u32>,
 }
 
 fn default_max_players() -> usize {
@@ -598,6 +604,10 @@ pub struct Overrides {
     pub player_key: Option<PathBuf>,
     /// `--max-players`.
     pub max_players: Option<usize>,
+    /// `--assign`.
+    pub assign: Option<bool>,
+    /// `--capacity`.
+    pub capacity: Option<u32>,
 }
 
 fn ms(v: Option<u64>, default: Duration) -> Duration {
@@ -739,8 +749,16 @@ pub fn resolve(file: FileConfig, o: Overrides, source: &str) -> Result<NodeSetti
             .max_players
             .or(f.as_ref().map(|p| p.max))
             .unwrap_or_else(default_max_players);
+        let assign = o.assign.or(f.as_ref().map(|p| p.assign)).unwrap_or(false);
+        let capacity = o.capacity.or(f.as_ref().and_then(|p| p.capacity));
         match (listen, key) {
-            (Some(listen), Some(key)) => Some(PlayerSettings { listen, key, max }),
+            (Some(listen), Some(key)) => Some(PlayerSettings {
+                listen,
+                key,
+                max,
+                assign,
+                capacity,
+            }),
             (None, None) => None,
             (Some(_), None) => {
                 return bad(format!(
@@ -758,6 +776,12 @@ pub fn resolve(file: FileConfig, o: Overrides, source: &str) -> Result<NodeSetti
     if let Some(p) = &players {
         if !(1..=100_000).contains(&p.max) {
             return bad(format!("players.max must be in 1..=100000, got {}", p.max));
+        }
+        if p.capacity.is_some_and(|c| c as usize > p.max) {
+            return bad(format!(
+                "players.capacity ({:?}) cannot exceed players.max ({})",
+                p.capacity, p.max
+            ));
         }
         if transport != TransportKind::Quic {
             return bad(

@@ -105,6 +105,10 @@ pub struct PlayersReport {
     pub sessions: worldmesh_node::sessions::SessionStats,
     /// The player port's counters.
     pub port: worldmesh_net::players::PlayerPortStats,
+    /// The assignment agent's counters (joins, leaves and moves as coordinator, checks
+    /// against a from-scratch solve, mismatches), if the node took part.
+    #[serde(default)]
+    pub assignment: Option<worldmesh_node::assignment::AssignmentStats>,
 }
 
 /// Datagrams from senders that are not members, at both layers.

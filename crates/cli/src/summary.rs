@@ -147,6 +147,27 @@ pub fn transport_lines(nodes: &[NodeReport]) -> Vec<(String, String)> {
                 sum(&|s| s.view_datagrams)
             ),
         ));
+        let a: Vec<_> = players.iter().filter_map(|p| p.assignment.as_ref()).collect();
+        if !a.is_empty() {
+            let s = |g: &dyn Fn(&worldmesh_node::assignment::AssignmentStats) -> u64| -> u64 {
+                a.iter().map(|x| g(x)).sum()
+            };
+            lines.push((
+                "assignment: joins / leaves placed; moves ordered; hand-offs done / failed".into(),
+                format!(
+                    "{} / {}; {}; {} / {}",
+                    s(&|x| x.joins),
+                    s(&|x| x.leaves),
+                    s(&|x| x.moves_ordered),
+                    sum(&|x| x.handoffs),
+                    sum(&|x| x.handoffs_failed)
+                ),
+            ));
+            lines.push((
+                "assignment: optimality checks vs a from-scratch solve / mismatches".into(),
+                format!("{} / {}", s(&|x| x.checks), s(&|x| x.mismatches)),
+            ));
+        }
         lines.push((
             "players: connects refused, by reason".into(),
             nonzero(refused.iter().map(|(k, v)| (k.as_str(), *v))),

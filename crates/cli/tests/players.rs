@@ -218,3 +218,53 @@ fn one_command_runs_a_cluster_with_bot_clients_and_prints_per_client_figures() {
         assert!(block.contains("input -> visible     p50 "), "{block}");
     }
 }
+
+/// The assignment in the running world: 3 nodes, 30 bot clients entering round-robin,
+/// capacity 12 per node and emulated client-to-node delays: the coordinator places every
+/// join (J-SA) and leave (L-SA), its total equals a from-scratch min-cost solve after every
+/// event, and the players it moves are handed over (avatar migrated, client reconnected).
+#[test]
+fn the_cluster_assigns_players_optimally_and_hands_them_over() {
+    let _g = heavy();
+    let out = run_ok(worldmesh().args([
+        "cluster",
+        "--nodes",
+        "3",
+        "--duration",
+        "6s",
+        "--clients",
+        "30",
+        "--assign",
+        "--node-capacity",
+        "12",
+        "--client-latency",
+        "planetlab",
+    ]));
+    let line = |key: &str| -> String {
+        out.lines()
+            .find(|l| l.starts_with(key))
+            .unwrap_or_else(|| panic!("no `{key}` line in {out}"))[key.len()..]
+            .trim()
+            .to_string()
+    };
+    let checks = line("assignment: optimality checks vs a from-scratch solve / mismatches");
+    let (checks, mismatches) = checks.split_once(" / ").unwrap();
+    assert_eq!(mismatches, "0", "{out}");
+    assert!(
+        checks.parse::<u32>().unwrap() >= 60,
+        "a check per join and leave: {out}"
+    );
+    let moves = line("assignment: joins / leaves placed; moves ordered; hand-offs done / failed");
+    // "J / L; M; D / F"
+    let parts: Vec<u32> = moves
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let (joins, leaves, ordered, done, failed) = (parts[0], parts[1], parts[2], parts[3], parts[4]);
+    assert!(joins >= 30 && leaves >= 28, "{out}");
+    assert!(ordered > 0, "capacity 12 x 3 for 30 players forces moves: {out}");
+    assert_eq!(failed, 0, "{out}");
+    // A move ordered as its player is leaving (the bots stop together) is not carried out.
+    assert!(done + 2 >= ordered, "moves carried out: {out}");
+}

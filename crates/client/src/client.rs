@@ -145,6 +145,7 @@ pub struct Client<O: Playable> {
     transmits: VecDeque<Vec<u8>>,
     events: VecDeque<ClientEvent>,
     stats: ClientStats,
+    delays: Option<Vec<(u32, f32)>>,
 }
 
 impl<O: Playable> Client<O> {
@@ -164,6 +165,7 @@ impl<O: Playable> Client<O> {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: ClientStats::default(),
+            delays: None,
         }
     }
 
@@ -227,6 +229,27 @@ impl<O: Playable> Client<O> {
         self.views.clear();
         self.partial.clear();
         self.handle_timeout(now);
+    }
+
+    /// Sets the measured round-trip times to nodes (ms) for the assignment of players to
+    /// nodes: sent now if connected, and again each time a node accepts the session (after
+    /// a hand-off the new node reports the player with them).
+    pub fn set_delays(&mut self, now: Time, rtts: Vec<(worldmesh_core::NodeId, f32)>) {
+        let rtts: Vec<(u32, f32)> = rtts
+            .into_iter()
+            .take(crate::proto::MAX_DELAYS)
+            .map(|(n, d)| (n.0, d))
+            .collect();
+        self.delays = Some(rtts);
+        if matches!(self.state, ClientState::Connected { .. }) {
+            self.send_delays(now);
+        }
+    }
+
+    fn send_delays(&mut self, now: Time) {
+        if let Some(rtts) = self.delays.clone() {
+            self.send(now, &ClientMsg::Delays { rtts });
+        }
     }
 
     /// Says goodbye (one datagram; the node also times the session out).
@@ -321,6 +344,7 @@ impl<O: Playable> Client<O> {
                         frame_ms,
                     };
                     self.events.push_back(ClientEvent::Connected { player, avatar });
+                    self.send_delays(now);
                     if !self.pending.is_empty() {
                         self.send_inputs(now);
                     }

@@ -22,6 +22,8 @@ pub const MAX_INPUT_BYTES: usize = 64;
 pub const MAX_INPUTS_PER_MESSAGE: usize = 16;
 /// Most objects one view holds (the avatar's and the first others by id beyond).
 pub const MAX_VIEW_OBJECTS: usize = 1024;
+/// Most nodes a `Delays` message names.
+pub const MAX_DELAYS: usize = 64;
 /// Protocol version; a node refuses clients of another version.
 pub const CLIENT_PROTOCOL_VERSION: u16 = 1;
 const MAGIC: u8 = 0xC7;
@@ -88,6 +90,12 @@ pub enum ClientMsg {
         first_seq: u32,
         /// The inputs, oldest first.
         inputs: Vec<Vec<u8>>,
+    },
+    /// The client's measured round-trip times to nodes (ms), for the assignment of
+    /// players to nodes (paper `002`); sent once after the session opens.
+    Delays {
+        /// (node, RTT ms), at most [`MAX_DELAYS`].
+        rtts: Vec<(u32, f32)>,
     },
     /// Acknowledges a view (also a keepalive).
     Ack {
@@ -227,6 +235,14 @@ impl ClientMsg {
     /// Decodes and checks a datagram from a client.
     pub fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         let msg: Self = bitcode::decode(unframe(bytes)?).map_err(|_| DecodeError::Body)?;
+        if let ClientMsg::Delays { rtts } = &msg
+            && (rtts.len() > MAX_DELAYS
+                || rtts
+                    .iter()
+                    .any(|(_, d)| !d.is_finite() || *d < 0.0 || *d > 60_000.0))
+        {
+            return Err(DecodeError::Limit("delays: too many, or not in [0, 60000] ms"));
+        }
         if let ClientMsg::Inputs { inputs, .. } = &msg {
             if inputs.len() > MAX_INPUTS_PER_MESSAGE {
                 return Err(DecodeError::Limit("too many inputs"));

@@ -188,7 +188,7 @@ pub struct Snapshot {
     /// Live members other than this node, ascending.
     pub members: Vec<NodeId>,
     /// Player sessions and the player port, if the node admits players.
-    pub players: Option<(worldmesh_node::sessions::SessionStats, PlayerPortStats)>,
+    pub players: Option<PlayersOutcome>,
 }
 
 /// Why a run ended.
@@ -220,7 +220,18 @@ pub struct RunOutcome<O: GameObject, T> {
     /// When.
     pub ended: Time,
     /// Player sessions and the player port at the end, if the node admitted players.
-    pub players: Option<(worldmesh_node::sessions::SessionStats, PlayerPortStats)>,
+    pub players: Option<PlayersOutcome>,
+}
+
+/// The players' counters of a node.
+#[derive(Clone, Debug)]
+pub struct PlayersOutcome {
+    /// The session table's.
+    pub sessions: worldmesh_node::sessions::SessionStats,
+    /// The player port's.
+    pub port: PlayerPortStats,
+    /// The assignment agent's, if the node takes part in the assignment.
+    pub assignment: Option<worldmesh_node::assignment::AssignmentStats>,
 }
 
 /// A node's player port and its session table, for [`start_with_players`].
@@ -453,8 +464,18 @@ where
         driver: d.stats,
         reason,
         ended,
-        players: d.players.as_ref().map(|p| (p.host.stats(), p.listener.stats())),
+        players: d.players.as_ref().map(Players::outcome),
     })
+}
+
+impl<O: GameObject> Players<O> {
+    fn outcome(&self) -> PlayersOutcome {
+        PlayersOutcome {
+            sessions: self.host.stats(),
+            port: self.listener.stats(),
+            assignment: self.host.assignment_stats(),
+        }
+    }
 }
 
 /// The next player event, or never when the node admits no players.
@@ -544,6 +565,13 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
     }
 
     fn on_node_event(&mut self, e: Event) {
+        if let Event::Players { from, payload } = &e {
+            if let Some(p) = &mut self.players {
+                let now = self.clock.now();
+                p.host.node_message(now, *from, payload, &mut self.node);
+            }
+            return;
+        }
         match &e {
             Event::MemberUp(m) => {
                 self.transport.set_addr(m.node, m.addr);
@@ -670,10 +698,7 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
                     driver,
                     primaries: self.node.store().primary_ids(),
                     members: self.node.members().to_vec(),
-                    players: self
-                        .players
-                        .as_ref()
-                        .map(|p| (p.host.stats(), p.listener.stats())),
+                    players: self.players.as_ref().map(Players::outcome),
                 });
             }
         }

@@ -342,6 +342,10 @@ pub trait PlayerHost<O: GameObject>: Send {
     fn shutdown(&mut self, now: Time, node: &mut Node<O>);
     /// Counters.
     fn stats(&self) -> SessionStats;
+    /// A players'-layer message from another member (`Event::Players`).
+    fn node_message(&mut self, now: Time, from: worldmesh_core::NodeId, payload: &[u8], node: &mut Node<O>);
+    /// The assignment agent's counters, if the node takes part.
+    fn assignment_stats(&self) -> Option<worldmesh_node::assignment::AssignmentStats>;
 }
 
 impl<O: Playable> PlayerHost<O> for Sessions<O> {
@@ -394,5 +398,13 @@ impl<O: Playable> PlayerHost<O> for Sessions<O> {
 
     fn stats(&self) -> SessionStats {
         Sessions::stats(self).clone()
+    }
+
+    fn node_message(&mut self, now: Time, from: worldmesh_core::NodeId, payload: &[u8], node: &mut Node<O>) {
+        self.handle_node_message(now, from, payload, node);
+    }
+
+    fn assignment_stats(&self) -> Option<worldmesh_node::assignment::AssignmentStats> {
+        self.assignment().map(|a| a.stats().clone())
     }
 }

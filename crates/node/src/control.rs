@@ -16,6 +16,10 @@ pub enum Channel {
     Instance = 0,
     /// SWIM membership ([`crate::membership`]).
     Membership = 1,
+    /// The players' layer between nodes: assignment reports and moves
+    /// ([`crate::assignment`]), delivered to the session table as
+    /// [`crate::Event::Players`].
+    Players = 2,
 }
 
 impl Channel {
@@ -23,6 +27,7 @@ impl Channel {
         match b {
             0 => Some(Self::Instance),
             1 => Some(Self::Membership),
+            2 => Some(Self::Players),
             _ => None,
         }
     }
@@ -49,13 +54,13 @@ mod tests {
 
     #[test]
     fn channels_round_trip_and_unknown_ones_are_refused() {
-        for c in [Channel::Instance, Channel::Membership] {
+        for c in [Channel::Instance, Channel::Membership, Channel::Players] {
             let d = frame(c, &[7, 8, 9]).unwrap();
             let f = Frame::parse(&d, MAX_PAYLOAD).unwrap();
             assert_eq!(f.class, MessageClass::Control);
             assert_eq!(split(f.payload), Some((c, &[7u8, 8, 9][..])));
         }
         assert_eq!(split(&[]), None);
-        assert_eq!(split(&[2, 1]), None);
+        assert_eq!(split(&[3, 1]), None);
     }
 }

@@ -36,6 +36,7 @@
 #![forbid(unsafe_code)]
 
 pub mod adoption;
+pub mod assignment;
 mod control;
 pub mod drain;
 pub mod instance;

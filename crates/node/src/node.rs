@@ -155,6 +155,14 @@ pub enum Event {
     /// The others declared this node failed while it was alive; it dropped everything it
     /// held (they adopted its primaries) and came back as its next generation.
     Rejoined(Member),
+    /// A players'-layer message from member `from` (`control::Channel::Players`): for the
+    /// session table beside the node.
+    Players {
+        /// The member.
+        from: NodeId,
+        /// The message.
+        payload: Vec<u8>,
+    },
     /// This node adopted an orphan of a failed member (see [`crate::adoption`]).
     Adopted {
         /// The object.
@@ -433,6 +441,21 @@ impl<O: GameObject> Node<O> {
     }
 
     /// Queues the instances' Control datagrams.
+    /// Sends a players'-layer message to member `to` (see [`Event::Players`]). Dropped
+    /// (false) if it does not fit a datagram.
+    pub fn send_players(&mut self, now: Time, to: NodeId, payload: &[u8]) -> bool {
+        let Ok(datagram) = control::frame(Channel::Players, payload) else {
+            return false;
+        };
+        self.stats.on_send(now, MessageClass::Control, datagram.len());
+        self.transmits.push_back(Transmit {
+            dst: to,
+            class: MessageClass::Control,
+            datagram,
+        });
+        true
+    }
+
     fn flush_instances(&mut self, now: Time) {
         while let Some((dst, datagram)) = self.instances.poll_transmit() {
             self.stats.on_send(now, MessageClass::Control, datagram.len());
@@ -492,6 +515,10 @@ impl<O: GameObject> Node<O> {
                 Some((Channel::Membership, _)) => {
                     self.reject(from, Rejection::NoHandler(MessageClass::Control))
                 }
+                Some((Channel::Players, payload)) => self.push_event(Event::Players {
+                    from,
+                    payload: payload.to_vec(),
+                }),
                 None => self.reject(from, Rejection::BadPayload(MessageClass::Control)),
             },
             MessageClass::Migration => self.on_migration_datagram(now, from, &frame),

@@ -32,6 +32,7 @@ use worldmesh_core::{NodeId, ObjectId, Time};
 use worldmesh_replica::GameObject;
 
 use crate::Node;
+use crate::assignment::{AssignMsg, AssignmentAgent};
 
 /// Why a hand-off could not start.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -168,6 +169,8 @@ struct HandOff {
 
 struct Session<O> {
     handoff: Option<HandOff>,
+    /// Delays reported to the assignment.
+    reported: bool,
     expires_ms: u64,
     player: u64,
     avatar: ObjectId,
@@ -194,6 +197,8 @@ struct Binding {
 
 /// The players' sessions on one node.
 pub struct Sessions<O: Playable> {
+    /// The assignment of players to nodes, if this node takes part.
+    assignment: Option<AssignmentAgent>,
     cfg: SessionConfig,
     key: TokenKey,
     sessions: HashMap<ConnId, Session<O>>,
@@ -217,6 +222,7 @@ impl<O: Playable> Sessions<O> {
     /// An empty session table verifying tokens with `key`.
     pub fn new(cfg: SessionConfig, key: TokenKey) -> Self {
         Self {
+            assignment: None,
             cfg,
             key,
             sessions: HashMap::new(),
@@ -224,6 +230,51 @@ impl<O: Playable> Sessions<O> {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: SessionStats::default(),
+        }
+    }
+
+    /// Takes part in the assignment of players to nodes (paper `002`): players report
+    /// their delays, the coordinator's moves hand them over.
+    pub fn with_assignment(mut self, agent: AssignmentAgent) -> Self {
+        self.assignment = Some(agent);
+        self
+    }
+
+    /// The assignment agent, if any.
+    pub fn assignment(&self) -> Option<&AssignmentAgent> {
+        self.assignment.as_ref()
+    }
+
+    /// A players'-layer message from member `from` ([`crate::Event::Players`]).
+    pub fn handle_node_message(&mut self, now: Time, from: NodeId, payload: &[u8], node: &mut Node<O>) {
+        if let (Some(a), Some(msg)) = (&mut self.assignment, AssignMsg::decode(payload)) {
+            a.handle(from, msg);
+        }
+        self.pump_assignment(now, node);
+    }
+
+    fn pump_assignment(&mut self, now: Time, node: &mut Node<O>) {
+        let Some(a) = &mut self.assignment else {
+            return;
+        };
+        while let Some((to, bytes)) = a.poll_send() {
+            node.send_players(now, to, &bytes);
+        }
+        let mut moves = Vec::new();
+        while let Some(m) = a.poll_move() {
+            moves.push(m);
+        }
+        for (player, to) in moves {
+            let conn = self
+                .sessions
+                .iter()
+                .find(|(_, s)| s.player == player && s.handoff.is_none())
+                .map(|(c, _)| *c);
+            if let Some(conn) = conn
+                && self.hand_off(now, conn, to, node).is_err()
+            {
+                self.stats.handoffs_failed += 1;
+            }
         }
     }
 
@@ -336,6 +387,20 @@ impl<O: Playable> Sessions<O> {
                 if bad {
                     self.malformed(now, conn, &DecodeError::Body, node);
                 }
+            }
+            ClientMsg::Delays { rtts } => {
+                let Some(s) = self.sessions.get_mut(&conn) else {
+                    return;
+                };
+                if s.reported || s.handoff.is_some() {
+                    return;
+                }
+                s.reported = true;
+                let player = s.player;
+                if let Some(a) = &mut self.assignment {
+                    a.player_joined(player, rtts);
+                }
+                self.pump_assignment(now, node);
             }
             ClientMsg::Ack { view } => {
                 if let (Some(s), Some(a)) = (self.sessions.get_mut(&conn), view) {
@@ -458,6 +523,7 @@ impl<O: Playable> Sessions<O> {
             conn,
             Session {
                 handoff: None,
+                reported: false,
                 expires_ms: token.expires_ms,
                 player: token.player,
                 avatar,
@@ -568,6 +634,11 @@ impl<O: Playable> Sessions<O> {
         if !handed {
             node.write(now, s.avatar, &O::leave_write());
         }
+        if s.reported
+            && let Some(a) = &mut self.assignment
+        {
+            a.player_left(s.player, handed);
+        }
         *self.stats.disconnected.entry(format!("{reason:?}")).or_default() += 1;
         self.events.push_back(SessionEvent::Disconnected {
             conn,
@@ -593,6 +664,10 @@ impl<O: Playable> Sessions<O> {
         for c in idle {
             self.end(c, DisconnectReason::TimedOut, node, now);
         }
+        if let Some(a) = &mut self.assignment {
+            a.set_members(node.members());
+        }
+        self.pump_assignment(now, node);
         self.progress_handoffs(now, unix_ms, node);
         let time_ms = now.0 / 1000;
         let mut conns: Vec<ConnId> = self.sessions.keys().copied().collect();

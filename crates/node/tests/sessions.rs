@@ -635,3 +635,28 @@ fn a_hand_off_under_loss_loses_and_duplicates_no_input() {
         );
     }
 }
+
+/// With the assignment on (one node: it coordinates), a player who reports its delays is
+/// placed by J-SA, and its leave is processed by L-SA.
+#[test]
+fn joins_and_leaves_reach_the_assignment() {
+    use worldmesh_node::assignment::{AssignmentAgent, AssignmentConfig};
+    let mut h = Harness::new(SessionConfig::default(), 9);
+    h.sessions = Sessions::new(SessionConfig::default(), key())
+        .with_assignment(AssignmentAgent::new(NodeId(1), AssignmentConfig::default()));
+    let c = h.add_client(token(5, &[1], far_future(), 5));
+    let now = h.now;
+    h.client(c).set_delays(now, vec![(NodeId(1), 12.5)]);
+    h.run(Duration::from_secs(1));
+    let a = h.sessions.assignment().unwrap();
+    assert_eq!((a.stats().joins, a.placed(5)), (1, Some(NodeId(1))));
+    assert_eq!(a.total(), Some((12.5, 1)));
+    let now = h.now;
+    h.client(c).disconnect(now);
+    h.collect();
+    h.run(Duration::from_secs(1));
+    let a = h.sessions.assignment().unwrap();
+    assert_eq!(a.stats().leaves, 1, "{:?}", a.stats());
+    assert_eq!(a.total(), Some((0.0, 0)));
+    assert_eq!(a.stats().mismatches, 0);
+}
