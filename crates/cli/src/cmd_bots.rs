@@ -235,6 +235,8 @@ pub async fn play(
     while let Some(r) = tasks.join_next().await {
         outcomes.push(r.context("a bot task failed")?);
     }
+    // Let the clients' closes reach the nodes before the endpoint goes.
+    let _ = tokio::time::timeout(Duration::from_secs(1), ep.wait_idle()).await;
     Ok(summarise(args.clients, outcomes))
 }
 

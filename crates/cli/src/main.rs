@@ -13,6 +13,7 @@ mod cmd_dashboard;
 mod cmd_experiment;
 mod cmd_node;
 mod cmd_plan;
+mod cmd_play;
 mod cmd_simulate;
 mod cmd_token;
 mod duration;
@@ -60,6 +61,9 @@ enum Command {
     /// Headless players: N clients connect to a node's player port with connect tokens,
     /// play the model game, and report input-to-visible latency and bytes.
     Bots(cmd_bots::BotsArgs),
+    /// One native client: connect to a node's player port with a connect token, walk, and
+    /// print what the player sees.
+    Play(cmd_play::PlayArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -84,6 +88,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ca(args) => cmd_ca::run(args),
         Command::Token(args) => cmd_token::run(args),
         Command::Bots(args) => cmd_bots::run(args),
+        Command::Play(args) => cmd_play::run(args),
         Command::Dashboard(args) => cmd_dashboard::run(args),
     }
 }

@@ -100,17 +100,58 @@ fn bots_play_through_a_real_node_and_forged_tokens_are_refused() {
     assert_eq!(f["connected"], 0, "{f}");
     assert_eq!(f["refused"], serde_json::json!({"Forged": 3}), "{f}");
 
+    // One native client with a token from `worldmesh token issue`; the same token again is a
+    // replay.
+    let token = run_ok(worldmesh().args([
+        "token",
+        "issue",
+        "--key",
+        &key.display().to_string(),
+        "--player",
+        "7",
+        "--nodes",
+        "0",
+    ]));
+    let play = |token: &str| {
+        worldmesh()
+            .args(["play", "--server", &server, "--node", "0", "--ca"])
+            .arg(n.ca_cert())
+            .args(["--token", token.trim(), "--duration", "2s"])
+            .output()
+            .unwrap()
+    };
+    let o = play(&token);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("connected to node 0 as player 7"), "{stdout}");
+    assert!(stdout.contains("inputs applied up to #"), "{stdout}");
+    let o = play(&token);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("refused the token: Replayed"),
+        "{err}"
+    );
+
     n.stop(&[0]);
     let summary = n.summary(0, WAIT);
     let p = &summary["players"]["sessions"];
-    assert_eq!(p["connected"], 20, "{p}");
-    assert_eq!(p["refused"], serde_json::json!({"Forged": 3}), "{p}");
-    assert_eq!(p["disconnected"]["ClientLeft"], 20, "{p}");
-    // Every input a client saw confirmed was applied on the node, once.
+    assert_eq!(p["connected"], 21, "{p}");
+    assert_eq!(
+        p["refused"],
+        serde_json::json!({"Forged": 3, "Replayed": 1}),
+        "{p}"
+    );
+    assert_eq!(p["disconnected"]["ClientLeft"], 21, "{p}");
+    // Every input a bot saw confirmed was applied on the node, once (plus the native
+    // client's, 20 a second for 2 s).
     let applied = p["inputs_applied"].as_u64().unwrap();
     assert!(
-        applied >= confirmed && applied <= inputs,
-        "{applied} applied, {confirmed}..{inputs}"
+        applied >= confirmed && applied <= inputs + 45,
+        "{applied} applied, {confirmed}..{inputs} (+ the native client's)"
     );
 }
 

@@ -30,6 +30,7 @@ pub mod locator_runs;
 pub mod migration;
 pub mod plan_validate;
 pub mod plan_vis;
+pub mod player_capacity;
 pub mod sim_speed;
 pub mod stats;
 pub mod view_missing;
@@ -230,6 +231,13 @@ pub fn registry() -> Vec<Experiment> {
             run: dashboard_wire::run,
         },
         Experiment {
+            name: "player-capacity",
+            reproduces: "issue 16 item 6 benchmark (no paper figure)",
+            summary: "players one node sustains at 20 Hz on one core: node frame time p50/p99/max vs connected clients (250..4000), bytes and views per client, clients behind",
+            claims: player_capacity::CLAIMS,
+            run: player_capacity::run,
+        },
+        Experiment {
             name: "vivaldi",
             reproduces: "paper 001 §6.3.1, Fig. 6 (error CDF and scatter) and Table 3",
             summary: "Vivaldi and landmark latency-estimate accuracy on PlanetLab: error CDFs, probe rates, neighbours, drift",
@@ -395,6 +403,29 @@ mod tests {
         assert!(csv.starts_with("nodes,players,simulated s,wall s,simulated s per wall s"));
         // 4 nodes x 8 players for 5 s exchange datagrams.
         assert!(out.tables[0].rows[0][5].parse::<u64>().unwrap() > 0);
+        std::fs::remove_dir_all(ctx.out.root()).unwrap();
+    }
+
+    #[test]
+    fn player_capacity_quick_writes_its_files() {
+        let ctx = quick_ctx("player-capacity");
+        let out = (find("player-capacity").unwrap().run)(&ctx).unwrap();
+        // Two sweep points (50 and 200 players), every player connected and seeing views.
+        assert_eq!(out.tables[0].rows.len(), 2);
+        let r = std::fs::read_to_string(ctx.out.path("player_capacity.json")).unwrap();
+        let r: serde_json::Value = serde_json::from_str(&r).unwrap();
+        for p in r["points"].as_array().unwrap() {
+            assert_eq!(p["connected"], p["players"]);
+            assert!(p["views_per_client_s"].as_f64().unwrap() > 0.0);
+            assert!(p["inputs_applied"].as_u64().unwrap() > 0);
+        }
+        for f in [
+            "player_capacity.csv",
+            "player_capacity_phases.csv",
+            "player_capacity.svg",
+        ] {
+            assert!(ctx.out.path(f).exists(), "{f}");
+        }
         std::fs::remove_dir_all(ctx.out.root()).unwrap();
     }
 
