@@ -6,7 +6,10 @@ use worldmesh_replica::GameObject;
 /// A game object type players can control through the client protocol.
 ///
 /// `PartialEq` lets the node send only the objects that changed since the client's last
-/// acknowledged view.
+/// acknowledged view. A view holds the objects whose position lies in the avatar's
+/// [`GameObject::interest`] box and that [`GameObject::is_interested`] accepts: the node
+/// finds candidates through a grid over the box, so `is_interested` may narrow the box but
+/// never reach beyond it.
 ///
 /// A connected player owns exactly one object, its **avatar**: a primary on the node the
 /// player connects to. The player sends **inputs** (intents: a move direction, fire), never
