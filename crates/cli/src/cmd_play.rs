@@ -88,8 +88,11 @@ async fn play(
             match e {
                 ClientEvent::Connected { player, avatar } => {
                     println!(
-                        "connected to node {} as player {player}, avatar {}:{}",
-                        node.0, avatar.origin.0, avatar.seq
+                        "connected to node {} as player {player}, avatar #{} of node {} (generation {})",
+                        node.0,
+                        avatar.counter(),
+                        avatar.origin.0,
+                        avatar.generation()
                     );
                 }
                 ClientEvent::Refused(r) => bail!("node {} refused the token: {r:?}", node.0),
