@@ -62,6 +62,11 @@ pub struct BotsArgs {
     /// `i`, client `k` a row drawn from its player id (loopback RTTs alone are all alike).
     #[arg(long)]
     pub latency: Option<String>,
+    /// With --latency: also delay every datagram between a client and its node by half the
+    /// emulated round-trip time, each way (a WAN shim on the client side), so input-to-visible
+    /// latency includes the emulated path.
+    #[arg(long, requires = "latency")]
+    pub wan: bool,
     /// Print the report as one JSON line (prefixed `WORLDMESH-BOTS `).
     #[arg(long)]
     pub json: bool,
@@ -214,7 +219,7 @@ pub async fn play(
         let ep = ep.clone();
         let directory = args.directory.clone();
         let matrix = matrix.clone();
-        let (server, node, hz) = (args.server, NodeId(args.node), args.input_hz);
+        let (server, node, hz, wan) = (args.server, NodeId(args.node), args.input_hz, args.wan);
         let seed = args.seed ^ player.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         tasks.spawn(async move {
             tokio::time::sleep_until(start + delay).await;
@@ -228,7 +233,7 @@ pub async fn play(
                 }
             };
             let rtts = measure(&ep, &link, node, &directory, matrix.as_deref(), player).await;
-            bot(ep, link, rtts, &directory, token, end, hz, seed).await
+            bot(ep, link, node, rtts, &directory, token, end, hz, seed, wan).await
         });
     }
     let mut outcomes = Vec::new();
@@ -364,13 +369,27 @@ async fn measure(
 async fn bot(
     ep: PlayerEndpoint,
     mut link: worldmesh_net::players::PlayerLink,
+    entry: NodeId,
     rtts: Vec<(NodeId, f32)>,
     directory: &[(u32, SocketAddr)],
     token: Vec<u8>,
     end: Instant,
     hz: f64,
     seed: u64,
+    wan: bool,
 ) -> BotOutcome {
+    // The client-side WAN shim: datagrams wait half the RTT to the current node, each way.
+    let half_rtt = |n: NodeId| -> Duration {
+        let ms = rtts.iter().find(|(m, _)| *m == n).map_or(0.0, |(_, d)| *d);
+        if wan {
+            Duration::from_secs_f64(f64::from(ms.max(0.0)) / 2000.0)
+        } else {
+            Duration::ZERO
+        }
+    };
+    let mut one_way = half_rtt(entry);
+    let mut outq: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
+    let mut inq: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
     let mut out = BotOutcome::default();
     let origin = Instant::now();
     let t = |i: Instant| Time::from_micros(i.saturating_duration_since(origin).as_micros() as u64);
@@ -385,15 +404,25 @@ async fn bot(
     let mut sent_at: VecDeque<(u32, Instant)> = VecDeque::new();
     let mut connected_at = None;
     let mut handing: Option<Instant> = None;
-    client.set_delays(t(origin), rtts);
+    client.set_delays(t(origin), rtts.clone());
     client.handle_timeout(t(origin));
     loop {
+        let now = Instant::now();
+        while inq.front().is_some_and(|(due, _)| *due <= now) {
+            if let Some((_, b)) = inq.pop_front() {
+                client.handle_datagram(t(now), &b);
+            }
+        }
         while let Some(b) = client.poll_transmit() {
             if b.len() <= MAX_DATAGRAM {
+                outq.push_back((now + one_way, b));
+            }
+        }
+        while outq.front().is_some_and(|(due, _)| *due <= now) {
+            if let Some((_, b)) = outq.pop_front() {
                 link.send(b);
             }
         }
-        let now = Instant::now();
         let mut stop = false;
         while let Some(e) = client.poll_event() {
             match e {
@@ -412,6 +441,9 @@ async fn bot(
                     };
                     handing = Some(now);
                     link.close();
+                    outq.clear();
+                    inq.clear();
+                    one_way = half_rtt(node);
                     match ep.connect(addr, node).await {
                         Ok(l) => link = l,
                         Err(e) => {
@@ -464,9 +496,15 @@ async fn bot(
             .map_or(end, |x| origin + Duration::from_micros(x.0))
             .min(end);
         let input_due = connected_at.is_some().then_some(next_input);
+        let shim_due = outq
+            .front()
+            .map(|(d, _)| *d)
+            .into_iter()
+            .chain(inq.front().map(|(d, _)| *d))
+            .min();
         tokio::select! {
             d = link.recv() => match d {
-                Some(b) => client.handle_datagram(t(Instant::now()), &b),
+                Some(b) => inq.push_back((Instant::now() + one_way, b.to_vec())),
                 None => {
                     out.ended.get_or_insert_with(|| "ConnectionClosed".into());
                     break;
@@ -488,6 +526,7 @@ async fn bot(
                 }
             }
             _ = tokio::time::sleep_until(timer) => client.handle_timeout(t(Instant::now())),
+            _ = tokio::time::sleep_until(shim_due.unwrap_or(end)), if shim_due.is_some() => {}
         }
     }
     link.close();

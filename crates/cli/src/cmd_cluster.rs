@@ -78,9 +78,9 @@ pub struct ClusterArgs {
     /// With --assign: players per node the assignment may place.
     #[arg(long)]
     node_capacity: Option<u32>,
-    /// Emulated client-to-node delays the bot clients add to their measured RTTs
-    /// (`planetlab`, `uniform:RTT_MS` or a file); without it every node is equally near on
-    /// loopback.
+    /// Emulated client-to-node delays (`planetlab`, `uniform:RTT_MS` or a file): the bot
+    /// clients add them to the RTTs they report for the assignment and hold their datagrams
+    /// for half of them each way; without it every node is equally near on loopback.
     #[arg(long)]
     client_latency: Option<String>,
     /// Inputs per second of each bot client.
@@ -334,6 +334,7 @@ async fn run_bots(
             seed: u64::from(*node) + 1,
             ramp: Duration::from_secs(1),
             directory: ports.clone(),
+            wan: latency.is_some(),
             latency: latency.clone(),
             json: false,
         };
