@@ -362,10 +362,19 @@ impl<O: Playable> Sessions<O> {
                 if let Some(a) = ack {
                     note_ack(s, a);
                 }
-                if s.handoff.is_some() {
-                    // The avatar is moving: its inputs go through the new node from now on
-                    // (the client resends every unconfirmed one there), so that one node
-                    // applies them, in order.
+                // Inputs are applied only to the avatar's primary, here and not frozen for a
+                // migration. An avatar moving or gone elsewhere gets them through its new
+                // node (the client resends every unconfirmed one there), so that one node
+                // applies them, in order: a write held during the migration, or applied
+                // tentatively to a replica here, could reach the new primary after newer
+                // inputs and be dropped there as old, while this node's view had already
+                // confirmed it to the client.
+                let local = node
+                    .store()
+                    .get(s.avatar)
+                    .is_some_and(|e| e.role == worldmesh_replica::Role::Primary)
+                    && !node.replicas().frozen().contains(&s.avatar);
+                if s.handoff.is_some() || !local {
                     return;
                 }
                 let avatar = s.avatar;
@@ -735,6 +744,22 @@ impl<O: Playable> Sessions<O> {
 
 impl<O: Playable> Sessions<O> {
     fn progress_handoffs(&mut self, now: Time, unix_ms: u64, node: &mut Node<O>) {
+        // An avatar whose primary moved elsewhere without a hand-off (a drain, a placement
+        // decision, a region migration) takes its player along: hand the client to the node
+        // that holds it now.
+        for s in self.sessions.values_mut() {
+            if s.handoff.is_none()
+                && let Some(worldmesh_replica::Role::Replica { primary }) =
+                    node.store().get(s.avatar).map(|e| e.role)
+                && primary != node.id()
+            {
+                s.handoff = Some(HandOff {
+                    target: primary,
+                    started: now,
+                    token: None,
+                });
+            }
+        }
         let mut conns: Vec<ConnId> = self
             .sessions
             .iter()

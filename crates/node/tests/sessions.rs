@@ -660,3 +660,44 @@ fn joins_and_leaves_reach_the_assignment() {
     assert_eq!(a.total(), Some((0.0, 0)));
     assert_eq!(a.stats().mismatches, 0);
 }
+
+/// An avatar moved by something other than a hand-off (a drain, a placement decision)
+/// takes its player along: the old node sees the avatar's primary elsewhere and hands the
+/// client over, with no input lost or applied twice.
+#[test]
+fn a_player_follows_its_avatar_when_the_node_migrates_it() {
+    let mut p = Pair::new(11, token(88, &[1, 2], far_future(), 11));
+    p.loss = 0.05;
+    p.run(Duration::from_secs(1));
+    let avatar = p.sessions[0].avatar_of(ConnId(1)).expect("connected to node 1");
+    let mut sent = 0u32;
+    for k in 0..80u32 {
+        let now = p.now;
+        let input = PlayerInput {
+            dx: 0,
+            dy: if k % 20 < 10 { 127 } else { -127 },
+            fire: None,
+        };
+        if p.client.send_input(now, &input).is_some() {
+            sent += 1;
+        }
+        p.pump_client();
+        if k == 30 {
+            let now = p.now;
+            p.nodes[0]
+                .migrate(now, &[avatar], NodeId(2))
+                .expect("migration starts");
+        }
+        p.run(Duration::from_millis(50));
+    }
+    p.loss = 0.0;
+    p.run(Duration::from_secs(2));
+    assert_eq!(p.handoffs, vec![NodeId(2)]);
+    let e = p.nodes[1].store().get(avatar).expect("on node 2");
+    let ModelObject::Player(pl) = &e.object else {
+        panic!()
+    };
+    let c = pl.control.unwrap();
+    assert_eq!((c.last_input, c.applied), (sent, sent));
+    assert_eq!(p.client.pending_inputs().count(), 0);
+}
