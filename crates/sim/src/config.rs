@@ -407,7 +407,7 @@ mod tests {
         let e = load_latency("uniform:-1").unwrap_err().to_string();
         assert_eq!(
             e,
-            "invalid configuration: network.latency `uniform:-1`: expected uniform:RTT_MS with RTT_MS >= 0"
+            "invalid configuration: network.latency `uniform:-1`: expected uniform:RTT_MS with 0 <= RTT_MS <= 60000"
         );
         let e = load_latency("/no/matrix.txt").unwrap_err().to_string();
         assert!(e.contains("/no/matrix.txt"), "{e}");
