@@ -75,6 +75,10 @@ pub struct ClusterArgs {
     /// `--node-capacity`.
     #[arg(long, requires = "clients")]
     assign: bool,
+    /// With --clients: every node runs the placement loop (paper 001 §7.4) over its players'
+    /// reported delays and migrates its region to the node they are nearest to.
+    #[arg(long, requires = "clients", conflicts_with = "assign")]
+    placement: bool,
     /// With --assign: players per node the assignment may place.
     #[arg(long)]
     node_capacity: Option<u32>,
@@ -205,6 +209,9 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
         }
         if args.assign {
             cmd.arg("--assign");
+        }
+        if args.placement {
+            cmd.arg("--placement");
         }
         if let Some(c) = args.node_capacity {
             cmd.args(["--capacity", &c.min(args.clients.max(1)).to_string()]);

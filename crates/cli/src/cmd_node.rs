@@ -151,6 +151,10 @@ pub struct NodeArgs {
     /// This node's capacity for the assignment, players [default: --max-players].
     #[arg(long)]
     capacity: Option<u32>,
+    /// Run the placement loop (paper 001 §7.4) over the delays players report: this node's
+    /// region migrates to the node they are nearest to; players follow their avatars.
+    #[arg(long, conflicts_with = "assign")]
+    placement: bool,
     /// Stop after this long (from the start); default: until a signal.
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
@@ -236,6 +240,7 @@ impl NodeArgs {
             max_players: self.max_players,
             assign: self.assign.then_some(true),
             capacity: self.capacity,
+            placement: self.placement.then_some(true),
         }
     }
 }
@@ -318,6 +323,9 @@ async fn start(s: NodeSettings, run: Run) -> anyhow::Result<()> {
                         };
                         sessions = sessions
                             .with_assignment(worldmesh_node::assignment::AssignmentAgent::new(me, cfg));
+                    }
+                    if p.placement {
+                        sessions = sessions.with_placement(worldmesh_node::PlacementConfig::default());
                     }
                     Some(Players {
                         listener,

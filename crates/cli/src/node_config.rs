@@ -184,6 +184,10 @@ pub struct PlayerSettings {
     /// Capacity for the assignment, players [default: `max`].
     #[serde(default)]
     pub capacity: Option<u32>,
+    /// Run the placement loop of paper 001 §7.4: move this node's region to the node its
+    /// players are nearest to [default: false]. Not together with `assign`.
+    #[serde(default)]
+    pub placement: bool,
 }
 
 fn default_max_players() -> usize {
@@ -608,6 +612,8 @@ pub struct Overrides {
     pub assign: Option<bool>,
     /// `--capacity`.
     pub capacity: Option<u32>,
+    /// `--placement`.
+    pub placement: Option<bool>,
 }
 
 fn ms(v: Option<u64>, default: Duration) -> Duration {
@@ -751,6 +757,7 @@ pub fn resolve(file: FileConfig, o: Overrides, source: &str) -> Result<NodeSetti
             .unwrap_or_else(default_max_players);
         let assign = o.assign.or(f.as_ref().map(|p| p.assign)).unwrap_or(false);
         let capacity = o.capacity.or(f.as_ref().and_then(|p| p.capacity));
+        let placement = o.placement.or(f.as_ref().map(|p| p.placement)).unwrap_or(false);
         match (listen, key) {
             (Some(listen), Some(key)) => Some(PlayerSettings {
                 listen,
@@ -758,6 +765,7 @@ pub fn resolve(file: FileConfig, o: Overrides, source: &str) -> Result<NodeSetti
                 max,
                 assign,
                 capacity,
+                placement,
             }),
             (None, None) => None,
             (Some(_), None) => {
@@ -776,6 +784,13 @@ pub fn resolve(file: FileConfig, o: Overrides, source: &str) -> Result<NodeSetti
     if let Some(p) = &players {
         if !(1..=100_000).contains(&p.max) {
             return bad(format!("players.max must be in 1..=100000, got {}", p.max));
+        }
+        if p.assign && p.placement {
+            return bad(
+                "players.assign and players.placement cannot both be on: the assignment moves players \
+                 between nodes, the placement loop moves whole regions"
+                    .into(),
+            );
         }
         if p.capacity.is_some_and(|c| c as usize > p.max) {
             return bad(format!(

@@ -168,6 +168,16 @@ pub fn transport_lines(nodes: &[NodeReport]) -> Vec<(String, String)> {
                 format!("{} / {}", s(&|x| x.checks), s(&|x| x.mismatches)),
             ));
         }
+        if sum(&|s| s.region_migrations) > 0 || sum(&|s| s.placement_skipped) > 0 {
+            lines.push((
+                "placement: region migrations started / rounds skipped (delays not reported yet)".into(),
+                format!(
+                    "{} / {}",
+                    sum(&|s| s.region_migrations),
+                    sum(&|s| s.placement_skipped)
+                ),
+            ));
+        }
         lines.push((
             "players: connects refused, by reason".into(),
             nonzero(refused.iter().map(|(k, v)| (k.as_str(), *v))),

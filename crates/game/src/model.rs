@@ -609,6 +609,15 @@ impl GameObject for ModelObject {
         }
     }
 
+    /// A person's avatar is located by its player id (low 32 bits): the session table,
+    /// which knows the delays the player measured, answers the placement loop for it.
+    fn client_location(&self) -> Option<u32> {
+        match self {
+            ModelObject::Player(Player { control: Some(c), .. }) if !c.left => Some(c.player as u32),
+            _ => None,
+        }
+    }
+
     fn attached_to(&self) -> Option<ObjectId> {
         match self {
             ModelObject::Missile(m) if m.attached => Some(m.shooter),

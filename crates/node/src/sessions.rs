@@ -152,6 +152,12 @@ pub struct SessionStats {
     pub handoffs_failed: u64,
     /// Sessions that took over an avatar already here (a handed-off or reconnecting player).
     pub avatars_rebound: u64,
+    /// Region migrations the placement loop started.
+    #[serde(default)]
+    pub region_migrations: u64,
+    /// Placement rounds skipped (a player's delays not reported yet).
+    #[serde(default)]
+    pub placement_skipped: u64,
     /// Bytes sent to clients.
     pub bytes_out: u64,
     /// Bytes received from clients.
@@ -175,6 +181,8 @@ struct Session<O> {
     handoff: Option<HandOff>,
     /// Delays reported to the assignment.
     reported: bool,
+    /// The delays the player reported (ms to each node), for the placement loop.
+    delays: Vec<(u32, f32)>,
     expires_ms: u64,
     player: u64,
     avatar: ObjectId,
@@ -203,6 +211,8 @@ struct Binding {
 pub struct Sessions<O: Playable> {
     /// The assignment of players to nodes, if this node takes part.
     assignment: Option<AssignmentAgent>,
+    /// The placement loop of paper `001` §7.4 over this node's region, if on.
+    placement: Option<crate::Placement>,
     cfg: SessionConfig,
     key: TokenKey,
     sessions: HashMap<ConnId, Session<O>>,
@@ -227,6 +237,7 @@ impl<O: Playable> Sessions<O> {
     pub fn new(cfg: SessionConfig, key: TokenKey) -> Self {
         Self {
             assignment: None,
+            placement: None,
             cfg,
             key,
             sessions: HashMap::new(),
@@ -241,6 +252,15 @@ impl<O: Playable> Sessions<O> {
     /// their delays, the coordinator's moves hand them over.
     pub fn with_assignment(mut self, agent: AssignmentAgent) -> Self {
         self.assignment = Some(agent);
+        self
+    }
+
+    /// Runs the placement loop of paper `001` §7.4 after every frame: this node's region
+    /// (its primaries) moves to the node its players, by the delays they reported, are
+    /// nearest to on average (core selection, k = 1); the players follow their avatars.
+    /// Not together with the assignment (which moves players instead of regions).
+    pub fn with_placement(mut self, cfg: crate::PlacementConfig) -> Self {
+        self.placement = Some(crate::Placement::new(cfg));
         self
     }
 
@@ -409,6 +429,7 @@ impl<O: Playable> Sessions<O> {
                     return;
                 }
                 s.reported = true;
+                s.delays = rtts.clone();
                 let player = s.player;
                 if let Some(a) = &mut self.assignment {
                     a.player_joined(player, rtts);
@@ -537,6 +558,7 @@ impl<O: Playable> Sessions<O> {
             Session {
                 handoff: None,
                 reported: false,
+                delays: Vec::new(),
                 expires_ms: token.expires_ms,
                 player: token.player,
                 avatar,
@@ -681,6 +703,7 @@ impl<O: Playable> Sessions<O> {
             a.set_members(node.members());
         }
         self.pump_assignment(now, node);
+        self.run_placement(now, node);
         self.progress_handoffs(now, unix_ms, node);
         let time_ms = now.0 / 1000;
         let mut conns: Vec<ConnId> = self.sessions.keys().copied().collect();
@@ -743,6 +766,25 @@ impl<O: Playable> Sessions<O> {
 }
 
 impl<O: Playable> Sessions<O> {
+    fn run_placement(&mut self, now: Time, node: &mut Node<O>) {
+        let Some(p) = &mut self.placement else {
+            return;
+        };
+        let oracle = ReportedDelays(
+            self.sessions
+                .values()
+                .filter(|s| s.handoff.is_none())
+                .map(|s| (s.player as u32, s.delays.clone()))
+                .collect(),
+        );
+        match node.run_placement(now, p, &oracle) {
+            Ok(crate::PlacementOutcome::Migrate(_)) => self.stats.region_migrations += 1,
+            Ok(_) => {}
+            // A player has not reported its delays yet: the next frame tries again.
+            Err(_) => self.stats.placement_skipped += 1,
+        }
+    }
+
     fn progress_handoffs(&mut self, now: Time, unix_ms: u64, node: &mut Node<O>) {
         // An avatar whose primary moved elsewhere without a hand-off (a drain, a placement
         // decision, a region migration) takes its player along: hand the client to the node
@@ -871,6 +913,20 @@ impl ViewGrid {
                 }
             }
         }
+    }
+}
+
+/// The delays players reported, as the placement loop's latency oracle (clients located by
+/// their player id's low 32 bits: `Playable` avatars' `client_location`).
+struct ReportedDelays(HashMap<u32, Vec<(u32, f32)>>);
+
+impl crate::LatencyOracle for ReportedDelays {
+    fn client_rtt_ms(&self, client: u32, node: NodeId) -> Option<f64> {
+        self.0
+            .get(&client)?
+            .iter()
+            .find(|(n, _)| *n == node.0)
+            .map(|(_, d)| f64::from(*d))
     }
 }
 

@@ -701,3 +701,60 @@ fn a_player_follows_its_avatar_when_the_node_migrates_it() {
     assert_eq!((c.last_input, c.applied), (sent, sent));
     assert_eq!(p.client.pending_inputs().count(), 0);
 }
+
+/// The placement loop of paper `001` §7.4 in the running world: node 1's only player
+/// reports that node 2 is 180 ms nearer; node 1 moves its region there, and the player
+/// follows its avatar without losing an input.
+#[test]
+fn the_placement_loop_moves_a_region_to_its_players_and_they_follow() {
+    use worldmesh_node::PlacementConfig;
+    let mut p = Pair::new(13, token(99, &[1, 2], far_future(), 13));
+    p.sessions[0] = Sessions::new(SessionConfig::default(), key()).with_placement(PlacementConfig {
+        interval: Duration::from_millis(500),
+        ..PlacementConfig::default()
+    });
+    p.loss = 0.02;
+    let now = p.now;
+    p.client
+        .set_delays(now, vec![(NodeId(1), 200.0), (NodeId(2), 20.0)]);
+    p.run(Duration::from_secs(1));
+    let avatar = p.sessions[0].avatar_of(ConnId(1)).expect("connected to node 1");
+    let mut sent = 0u32;
+    for _ in 0..60u32 {
+        let now = p.now;
+        if p.client
+            .send_input(
+                now,
+                &PlayerInput {
+                    dx: 50,
+                    dy: 0,
+                    fire: None,
+                },
+            )
+            .is_some()
+        {
+            sent += 1;
+        }
+        p.pump_client();
+        p.run(Duration::from_millis(50));
+    }
+    p.loss = 0.0;
+    p.run(Duration::from_secs(2));
+    assert!(
+        p.sessions[0].stats().region_migrations >= 1,
+        "{:?}",
+        p.sessions[0].stats()
+    );
+    assert_eq!(p.handoffs, vec![NodeId(2)]);
+    let e = p.nodes[1]
+        .store()
+        .get(avatar)
+        .expect("the avatar moved with the region");
+    assert_eq!(e.role, worldmesh_replica::Role::Primary);
+    assert_eq!(p.nodes[0].store().primary_count(), 0, "the whole region moved");
+    let ModelObject::Player(pl) = &e.object else {
+        panic!()
+    };
+    let c = pl.control.unwrap();
+    assert_eq!((c.last_input, c.applied), (sent, sent));
+}
