@@ -104,6 +104,11 @@ pub struct ScenarioArgs {
     /// Turn off proactive replication of missiles (attach_to).
     #[arg(long)]
     pub(crate) no_proactive: bool,
+    /// Run the placement loop (paper 001 §7.4): players get homes (random latency-matrix
+    /// rows) and every node migrates its region to the node they are nearest to
+    /// (`[placement]` in the config for its settings).
+    #[arg(long)]
+    pub(crate) placement: bool,
     /// Seconds at the start excluded from the figures [default: 5].
     #[arg(long)]
     pub(crate) warmup: Option<f64>,
@@ -174,6 +179,9 @@ impl ScenarioArgs {
         }
         if let Some(v) = self.interest_lead {
             c.locator.interest_lead_ms = v;
+        }
+        if self.placement {
+            c.placement.enabled = true;
         }
         if let Some(v) = self.warmup {
             c.warmup_s = v;
@@ -270,7 +278,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     };
     let m = &report.metrics;
     let pct = |v: f64| format!("{:.2}%", v * 100.0);
-    let extra = [
+    let mut extra = vec![
         ("objects in the world (mean)", summary::f(m.objects, 1)),
         (
             "replicas required per node (mean)",
@@ -330,6 +338,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         ("wall time, s", summary::f(wall, 2)),
         ("simulated / wall time", speed),
     ];
+    if let Some(n) = report.region_migrations {
+        extra.push(("placement: region migrations (paper 001 §7.4)", n.to_string()));
+    }
     println!("{}", summary::headline(&title, &report.summary, &extra));
     println!("{}", summary::by_class(&report.summary, report.sim_seconds));
     if args.per_node {

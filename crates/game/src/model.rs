@@ -31,6 +31,8 @@ pub const MISSILE: u8 = 1;
 pub const ITEM: u8 = 2;
 /// Wire tag of a player-controlled player (its kind is still [`PLAYER`]).
 const AVATAR: u8 = 3;
+/// Wire tag of a bot with a home (a client location for the placement loop).
+const HOMED: u8 = 4;
 
 /// Hit radius of a missile, units (a Quake player's bounding box is 32 × 32 × 56).
 const HIT_RADIUS: f32 = 40.0;
@@ -72,6 +74,9 @@ pub struct Player {
     /// Set when a person drives this player through the client protocol instead of the
     /// bot logic (replicated, so a migrated or adopted avatar stays under control).
     pub control: Option<Control>,
+    /// Where the person this bot stands for connects from (a latency-matrix row), when the
+    /// simulator runs the placement loop; replicated in the full state, never changes.
+    pub home: Option<u32>,
 }
 
 /// The state of a player-controlled avatar.
@@ -193,6 +198,7 @@ impl Clone for Player {
             next_shot: self.next_shot,
             respawn: self.respawn,
             control: self.control,
+            home: self.home,
         }
     }
 
@@ -210,6 +216,7 @@ impl Clone for Player {
             next_shot,
             respawn,
             control,
+            home,
         } = source;
         self.pos = *pos;
         self.vel = *vel;
@@ -222,6 +229,7 @@ impl Clone for Player {
         self.next_shot = *next_shot;
         self.respawn = *respawn;
         self.control = *control;
+        self.home = *home;
     }
 }
 
@@ -257,6 +265,7 @@ impl Player {
             next_shot: 0.0,
             respawn: None,
             control: None,
+            home: None,
         }
     }
 
@@ -291,9 +300,10 @@ impl Player {
                 }
                 Some((at, left)) if left - dt > 0.0 => self.respawn = Some((at, left - dt)),
                 Some((at, _)) => {
-                    let control = self.control;
+                    let (control, home) = (self.control, self.home);
                     *self = Player::new(at, self.aoi);
                     self.control = control;
+                    self.home = home;
                 }
             }
             return;
@@ -614,6 +624,7 @@ impl GameObject for ModelObject {
     fn client_location(&self) -> Option<u32> {
         match self {
             ModelObject::Player(Player { control: Some(c), .. }) if !c.left => Some(c.player as u32),
+            ModelObject::Player(p) => p.home,
             _ => None,
         }
     }
@@ -655,7 +666,11 @@ impl GameObject for ModelObject {
     fn encode_state(&self, out: &mut Vec<u8>) {
         match self {
             ModelObject::Player(p) => {
-                out.push(if p.control.is_some() { AVATAR } else { PLAYER });
+                out.push(match (&p.control, p.home) {
+                    (Some(_), _) => AVATAR,
+                    (None, Some(_)) => HOMED,
+                    (None, None) => PLAYER,
+                });
                 put_f32(out, p.pos.x);
                 put_f32(out, p.pos.y);
                 put_f32(out, p.pos.z);
@@ -667,6 +682,8 @@ impl GameObject for ModelObject {
                 if let Some(c) = &p.control {
                     out.extend_from_slice(&c.player.to_le_bytes());
                     put_control(out, c);
+                } else if let Some(h) = p.home {
+                    out.extend_from_slice(&h.to_le_bytes());
                 }
             }
             ModelObject::Missile(m) => {
@@ -699,7 +716,7 @@ impl GameObject for ModelObject {
     fn decode_state(bytes: &[u8]) -> Result<Self, StateError> {
         let mut r = Reader(bytes);
         let o = match r.u8()? {
-            tag @ (PLAYER | AVATAR) => {
+            tag @ (PLAYER | AVATAR | HOMED) => {
                 let pos = Point3::new(r.f32()?, r.f32()?, r.f32()?);
                 let vel = (r.f32()?, r.f32()?);
                 let health = r.u8()?;
@@ -716,11 +733,13 @@ impl GameObject for ModelObject {
                 } else {
                     None
                 };
+                let home = if tag == HOMED { Some(r.u32()?) } else { None };
                 ModelObject::Player(Player {
                     vel,
                     health,
                     activity,
                     control,
+                    home,
                     ..Player::new(pos, aoi)
                 })
             }
@@ -765,7 +784,9 @@ impl GameObject for ModelObject {
         };
         match (self, baseline) {
             (ModelObject::Player(p), ModelObject::Player(b))
-                if p.aoi == b.aoi && p.control.map(|c| c.player) == b.control.map(|c| c.player) =>
+                if p.aoi == b.aoi
+                    && p.home == b.home
+                    && p.control.map(|c| c.player) == b.control.map(|c| c.player) =>
             {
                 field(0, p.pos.x != b.pos.x, out, &|o| put_f32(o, p.pos.x));
                 field(1, p.pos.y != b.pos.y, out, &|o| put_f32(o, p.pos.y));

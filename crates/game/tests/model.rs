@@ -23,8 +23,9 @@ fn arb_player() -> impl Strategy<Value = ModelObject> {
             any::<bool>(),
             any::<bool>(),
         )),
+        proptest::option::of(any::<u32>()),
     )
-        .prop_map(|(x, y, vx, h, a, aoi, control)| {
+        .prop_map(|(x, y, vx, h, a, aoi, control, home)| {
             let mut p = Player::new(Point3::new(x, y, 0.0), aoi.abs() + 1.0);
             p.vel = (vx, -vx);
             p.health = h;
@@ -51,6 +52,7 @@ fn arb_player() -> impl Strategy<Value = ModelObject> {
                     left,
                 }
             });
+            p.home = if p.control.is_none() { home } else { None };
             ModelObject::Player(p)
         })
 }

@@ -96,6 +96,45 @@ pub struct SimConfig {
     /// Dynamic membership and adoption (absent from reports when off, the default).
     #[serde(skip_serializing_if = "ClusterConfig::is_static")]
     pub cluster: ClusterConfig,
+    /// The placement loop of paper `001` §7.4 (absent from reports when off, the default).
+    #[serde(skip_serializing_if = "PlacementSettings::is_off")]
+    pub placement: PlacementSettings,
+}
+
+/// The placement loop in the simulated world (`[placement]`): every player gets a home (a
+/// latency-matrix row drawn at random: where its person connects from), and every node
+/// migrates its region to the node its players are nearest to on average (core selection,
+/// k = 1), checked after each frame with §7.4's activation policy.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PlacementSettings {
+    /// Run the loop.
+    pub enabled: bool,
+    /// Core selection at least this often, s.
+    pub interval_s: f64,
+    /// Migrate only if the players' mean RTT improves by more than this, ms.
+    pub min_gain_ms: f64,
+    /// A node accepts at most this many times the largest initial region in primaries
+    /// (paper `001` §7.4's capacity; without it regions pile onto the best-placed nodes).
+    pub capacity_factor: f64,
+}
+
+impl Default for PlacementSettings {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            interval_s: 10.0,
+            min_gain_ms: 10.0,
+            capacity_factor: 2.0,
+        }
+    }
+}
+
+impl PlacementSettings {
+    /// True when the loop is off.
+    pub fn is_off(&self) -> bool {
+        !self.enabled
+    }
 }
 
 /// Membership of a simulated world (`[cluster]`): fixed, as in the papers' experiments, or
@@ -150,6 +189,7 @@ impl Default for SimConfig {
             network: NetworkConfig::default(),
             game: ModelConfig::default(),
             cluster: ClusterConfig::default(),
+            placement: PlacementSettings::default(),
         }
     }
 }
@@ -182,6 +222,25 @@ impl SimConfig {
     /// Checks every value.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Invalid(m));
+        let p = &self.placement;
+        if !(p.interval_s.is_finite() && p.interval_s > 0.0 && p.interval_s <= 3600.0) {
+            return bad(format!(
+                "placement.interval_s must be in (0, 3600], got {}",
+                p.interval_s
+            ));
+        }
+        if !(p.capacity_factor.is_finite() && (1.0..=1000.0).contains(&p.capacity_factor)) {
+            return bad(format!(
+                "placement.capacity_factor must be in [1, 1000], got {}",
+                p.capacity_factor
+            ));
+        }
+        if !(p.min_gain_ms.is_finite() && p.min_gain_ms >= 0.0 && p.min_gain_ms <= 60_000.0) {
+            return bad(format!(
+                "placement.min_gain_ms must be in [0, 60000], got {}",
+                p.min_gain_ms
+            ));
+        }
         if !["lan", "wan"].contains(&self.cluster.profile.as_str()) {
             return bad(format!(
                 "cluster.profile `{}` is not available; known: lan, wan",

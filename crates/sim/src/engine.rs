@@ -61,6 +61,10 @@ pub struct Simulation<O: GameObject> {
     found: Vec<Discovery>,
     /// Node events kept for the caller (when recording is on), with time and node.
     recorded: Option<Vec<(Time, NodeId, Event)>>,
+    /// The placement loop of paper `001` §7.4, one per node, if on.
+    placement: Option<Vec<worldmesh_node::Placement>>,
+    /// Region migrations the placement loops started.
+    region_migrations: u64,
 }
 
 impl<O: GameObject> Simulation<O> {
@@ -87,11 +91,30 @@ impl<O: GameObject> Simulation<O> {
             collector: None,
             found: Vec::new(),
             recorded: None,
+            placement: None,
+            region_migrations: 0,
         };
         for i in 0..n {
             sim.after_input(i);
         }
         sim
+    }
+
+    /// Runs the placement loop of paper `001` §7.4 on every node after each of its frames:
+    /// a node's region (its primaries) migrates to the node its players
+    /// ([`GameObject::client_location`], latency-matrix rows) are nearest to.
+    pub fn with_placement(mut self, cfg: worldmesh_node::PlacementConfig) -> Self {
+        self.placement = Some(
+            (0..self.nodes.len())
+                .map(|_| worldmesh_node::Placement::new(cfg.clone()))
+                .collect(),
+        );
+        self
+    }
+
+    /// Region migrations the placement loops started so far.
+    pub fn region_migrations(&self) -> u64 {
+        self.region_migrations
     }
 
     /// Attaches an oracle locator that matches every `interval` and delivers discoveries
@@ -229,6 +252,20 @@ impl<O: GameObject> Simulation<O> {
     }
 
     /// After a node handled an input: route its datagrams and re-arm its timer.
+    fn run_placement(&mut self, i: usize) {
+        let Some(placements) = &mut self.placement else {
+            return;
+        };
+        let loads: Vec<usize> = self.nodes.iter().map(|n| n.store().primary_count()).collect();
+        let oracle = MatrixClients(&self.net, loads);
+        let (Some(p), Some(node)) = (placements.get_mut(i), self.nodes.get_mut(i)) else {
+            return;
+        };
+        if let Ok(worldmesh_node::PlacementOutcome::Migrate(_)) = node.run_placement(self.now, p, &oracle) {
+            self.region_migrations += 1;
+        }
+    }
+
     fn after_input(&mut self, i: usize) {
         while let Some(t) = self.nodes[i].poll_transmit() {
             self.net_stats.sent += 1;
@@ -320,6 +357,7 @@ impl<O: GameObject> Simulation<O> {
                 }
                 self.timers[i] = None;
                 self.nodes[i].handle_timeout(self.now);
+                self.run_placement(i);
                 self.after_input(i);
             }
             Kind::OracleTick => {
@@ -362,5 +400,23 @@ impl<O: GameObject> Simulation<O> {
             .iter()
             .map(|n| n.summary_window(self.now, from_s, to_s))
             .collect()
+    }
+}
+
+/// Players located at latency-matrix rows, nodes at their mapped rows: the placement loop's
+/// latency oracle in the simulator.
+struct MatrixClients<'a>(&'a NetworkModel, Vec<usize>);
+
+impl worldmesh_node::LatencyOracle for MatrixClients<'_> {
+    fn client_rtt_ms(&self, client: u32, node: NodeId) -> Option<f64> {
+        let (row, m) = self.0.row_of(node)?;
+        if m.is_empty() {
+            return None;
+        }
+        Some(f64::from(m.rtt_ms(client as usize % m.len(), row)))
+    }
+
+    fn primaries(&self, node: NodeId) -> Option<usize> {
+        self.1.get(node.0 as usize).copied()
     }
 }

@@ -153,6 +153,16 @@ impl NetworkModel {
         }
     }
 
+    /// The latency-matrix row node `node` is mapped onto, and the matrix.
+    pub fn row_of(&self, node: NodeId) -> Option<(usize, &LatencyMatrix)> {
+        self.row.get(node.0 as usize).map(|r| (*r, &self.matrix))
+    }
+
+    /// Rows of the latency matrix.
+    pub fn rows(&self) -> usize {
+        self.matrix.len()
+    }
+
     /// Number of nodes mapped.
     pub fn nodes(&self) -> usize {
         self.row.len()

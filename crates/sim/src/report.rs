@@ -37,6 +37,9 @@ pub struct SimReport {
     pub network: NetworkStats,
     /// Per-node figures.
     pub nodes: Vec<NodeSummary>,
+    /// Region migrations the placement loops started (absent when placement is off).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub region_migrations: Option<u64>,
 }
 
 impl SimReport {

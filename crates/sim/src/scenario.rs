@@ -37,8 +37,22 @@ pub fn build_with_spares(cfg: &SimConfig, spares: usize) -> Result<Sim, ConfigEr
         cfg.nodes * cfg.players_per_node,
         cfg.seed,
     ));
-    let mut initial =
-        workload::initial_objects(&world, cfg.nodes, cfg.players_per_node, cfg.seed).into_iter();
+    let mut per_node = workload::initial_objects(&world, cfg.nodes, cfg.players_per_node, cfg.seed);
+    if cfg.placement.enabled {
+        // Each player's person connects from a random row of the matrix.
+        let mut homes = root.fork(0x686f_6d65);
+        let rows = net.rows().max(1);
+        for o in per_node.iter_mut().flatten() {
+            if let ModelObject::Player(p) = o {
+                p.home = Some(homes.index(rows) as u32);
+            }
+        }
+    }
+    let capacity = cfg.placement.enabled.then(|| {
+        let largest = per_node.iter().map(Vec::len).max().unwrap_or(1).max(1);
+        (largest as f64 * cfg.placement.capacity_factor).ceil() as usize
+    });
+    let mut initial = per_node.into_iter();
     let mode = match cfg.architecture {
         Architecture::Colyseus => Mode::Interest,
         Architecture::Broadcast => Mode::Broadcast,
@@ -60,6 +74,7 @@ pub fn build_with_spares(cfg: &SimConfig, spares: usize) -> Result<Sim, ConfigEr
                 Duration::from_secs_f64(cfg.locator.interest_lead_ms.max(0.0) / 1000.0);
             nc.membership = cfg.cluster.membership_config();
             nc.replica.backups = cfg.cluster.backups;
+            nc.migration.max_primaries = capacity;
             // Frames of different nodes are not aligned: start each at a random phase.
             let phase = root
                 .fork(u64::from(id.0) + 1)
@@ -79,6 +94,14 @@ pub fn build_with_spares(cfg: &SimConfig, spares: usize) -> Result<Sim, ConfigEr
     let frame = cfg.frame_interval();
     let mut sim = Simulation::new(nodes, net)
         .with_collector(Collector::new(Time::from_secs_f64(cfg.effective_warmup())), frame);
+    if cfg.placement.enabled {
+        sim = sim.with_placement(worldmesh_node::PlacementConfig {
+            interval: Duration::from_secs_f64(cfg.placement.interval_s),
+            min_gain_ms: cfg.placement.min_gain_ms,
+            capacity,
+            ..worldmesh_node::PlacementConfig::default()
+        });
+    }
     if cfg.architecture == Architecture::Colyseus && locator.is_none() {
         let delay = Duration::from_secs_f64(cfg.locator.delay_ms / 1000.0);
         sim = sim.with_oracle(Oracle::new(frame * 3), frame, delay);
@@ -217,5 +240,6 @@ pub fn report(cfg: &SimConfig, sim: &Sim) -> SimReport {
         full_state_fraction: per(full),
         network: sim.network_stats().clone(),
         nodes,
+        region_migrations: cfg.placement.enabled.then(|| sim.region_migrations()),
     }
 }
