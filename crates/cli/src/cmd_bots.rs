@@ -53,6 +53,11 @@ pub struct BotsArgs {
     /// Start the clients over this long (not all at once).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub ramp: Duration,
+    /// Churn: clients start over the first half of the run and each plays a random 20 to
+    /// 100% of what remains, so joins and leaves interleave (instead of all playing to the
+    /// end).
+    #[arg(long)]
+    pub churn: bool,
     /// Other nodes' player ports, `ID=ADDR` (comma-separated): where a hand-off sends a
     /// client.
     #[arg(long, value_delimiter = ',', value_parser = directory_entry)]
@@ -214,8 +219,15 @@ pub async fn play(
             args.duration.as_millis() as u64 + 60_000,
         )?
         .issue(&key)?;
-        let delay = args.ramp.mul_f64(f64::from(i) / f64::from(args.clients));
-        let end = start + delay + args.duration;
+        let (delay, end) = if args.churn {
+            let mut r = DetRng::new(args.seed ^ player);
+            let delay = args.duration.mul_f64(0.5 * r.range_f64(0.0, 1.0));
+            let life = (args.duration - delay).mul_f64(r.range_f64(0.2, 1.0));
+            (delay, start + delay + life)
+        } else {
+            let delay = args.ramp.mul_f64(f64::from(i) / f64::from(args.clients));
+            (delay, start + delay + args.duration)
+        };
         let ep = ep.clone();
         let directory = args.directory.clone();
         let matrix = matrix.clone();

@@ -87,6 +87,10 @@ pub struct ClusterArgs {
     /// for half of them each way; without it every node is equally near on loopback.
     #[arg(long)]
     client_latency: Option<String>,
+    /// With --clients: the bot clients come and go over the run (joins and leaves
+    /// interleave) instead of all playing to the end.
+    #[arg(long, requires = "clients")]
+    churn: bool,
     /// Inputs per second of each bot client.
     #[arg(long, default_value_t = 20.0)]
     client_input_hz: f64,
@@ -244,13 +248,16 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
         let released = Instant::now();
         let bots = match &certs {
             Some((ca, _)) if args.clients > 0 => Some(tokio::spawn(run_bots(
-                args.clients,
-                args.client_input_hz,
-                args.duration,
+                BotPlan {
+                    clients: args.clients,
+                    input_hz: args.client_input_hz,
+                    duration: args.duration,
+                    latency: args.client_latency.clone(),
+                    churn: args.churn,
+                },
                 ready.iter().filter_map(|(i, r)| Some((*i as u32, r.players?))).collect(),
                 ca.cert.clone(),
                 player_key.clone(),
-                args.client_latency.clone(),
             ))),
             _ => None,
         };
@@ -302,15 +309,28 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
 
 /// Runs `clients` bot clients spread over the nodes' player ports (`(node, addr)`), for a
 /// little less than the nodes run; returns each entry node's report.
-async fn run_bots(
+/// What the launcher's bot clients do.
+struct BotPlan {
     clients: u32,
     input_hz: f64,
     duration: Duration,
+    latency: Option<String>,
+    churn: bool,
+}
+
+async fn run_bots(
+    plan: BotPlan,
     ports: Vec<(u32, SocketAddr)>,
     ca: std::path::PathBuf,
     key: std::path::PathBuf,
-    latency: Option<String>,
 ) -> anyhow::Result<Vec<(u32, SocketAddr, crate::cmd_bots::BotsReport)>> {
+    let BotPlan {
+        clients,
+        input_hz,
+        duration,
+        latency,
+        churn,
+    } = plan;
     if ports.is_empty() {
         bail!("no node opened a player port");
     }
@@ -342,6 +362,7 @@ async fn run_bots(
             ramp: Duration::from_secs(1),
             directory: ports.clone(),
             wan: latency.is_some(),
+            churn,
             latency: latency.clone(),
             json: false,
         };

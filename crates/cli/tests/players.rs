@@ -260,10 +260,11 @@ fn one_command_runs_a_cluster_with_bot_clients_and_prints_per_client_figures() {
     }
 }
 
-/// The assignment in the running world: 3 nodes, 30 bot clients entering round-robin,
-/// capacity 12 per node and emulated client-to-node delays: the coordinator places every
-/// join (J-SA) and leave (L-SA), its total equals a from-scratch min-cost solve after every
-/// event, and the players it moves are handed over (avatar migrated, client reconnected).
+/// The assignment in the running world, a 200-client churn run on real processes: 3
+/// nodes of capacity 80, clients that come and go over the run (joins and leaves
+/// interleave) with emulated PlanetLab delays. The coordinator places every join (J-SA)
+/// and leave (L-SA), its total equals a from-scratch min-cost solve after every event, and
+/// the players it moves are handed over (avatar migrated, client reconnected).
 #[test]
 fn the_cluster_assigns_players_optimally_and_hands_them_over() {
     let _g = heavy();
@@ -272,14 +273,15 @@ fn the_cluster_assigns_players_optimally_and_hands_them_over() {
         "--nodes",
         "3",
         "--duration",
-        "6s",
+        "10s",
         "--clients",
-        "30",
+        "200",
         "--assign",
         "--node-capacity",
-        "12",
+        "80",
         "--client-latency",
         "planetlab",
+        "--churn",
     ]));
     let line = |key: &str| -> String {
         out.lines()
@@ -291,10 +293,7 @@ fn the_cluster_assigns_players_optimally_and_hands_them_over() {
     let checks = line("assignment: optimality checks vs a from-scratch solve / mismatches");
     let (checks, mismatches) = checks.split_once(" / ").unwrap();
     assert_eq!(mismatches, "0", "{out}");
-    assert!(
-        checks.parse::<u32>().unwrap() >= 60,
-        "a check per join and leave: {out}"
-    );
+    let checks: u32 = checks.parse().unwrap();
     let moves = line("assignment: joins / leaves placed; moves ordered; hand-offs done / failed");
     // "J / L; M; D / F"
     let parts: Vec<u32> = moves
@@ -303,8 +302,18 @@ fn the_cluster_assigns_players_optimally_and_hands_them_over() {
         .map(|s| s.parse().unwrap())
         .collect();
     let (joins, leaves, ordered, done, failed) = (parts[0], parts[1], parts[2], parts[3], parts[4]);
-    assert!(joins >= 30 && leaves >= 28, "{out}");
-    assert!(ordered > 0, "capacity 12 x 3 for 30 players forces moves: {out}");
+    assert_eq!(
+        checks,
+        joins + leaves,
+        "a check after every join and leave: {out}"
+    );
+    // Most clients joined and left within the run (on a loaded machine a few start late
+    // or are still playing when the nodes stop).
+    assert!(joins >= 150 && leaves >= 100, "{out}");
+    assert!(
+        ordered > 0,
+        "players entering round-robin are not all nearest their entry: {out}"
+    );
     assert_eq!(failed, 0, "{out}");
     // A move ordered as its player is leaving (the bots stop together) is not carried out.
     assert!(done + 2 >= ordered, "moves carried out: {out}");
