@@ -153,14 +153,16 @@ pub fn transport_lines(nodes: &[NodeReport]) -> Vec<(String, String)> {
                 a.iter().map(|x| g(x)).sum()
             };
             lines.push((
-                "assignment: joins / leaves placed; moves ordered; hand-offs done / failed".into(),
+                "assignment: joins / leaves placed; moves ordered; hand-offs done / failed; player gone first"
+                    .into(),
                 format!(
-                    "{} / {}; {}; {} / {}",
+                    "{} / {}; {}; {} / {}; {}",
                     s(&|x| x.joins),
                     s(&|x| x.leaves),
                     s(&|x| x.moves_ordered),
                     sum(&|x| x.handoffs),
-                    sum(&|x| x.handoffs_failed)
+                    sum(&|x| x.handoffs_failed),
+                    sum(&|x| x.handoffs_abandoned) + s(&|x| x.moves_for_departed)
                 ),
             ));
             lines.push((

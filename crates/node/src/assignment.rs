@@ -23,7 +23,11 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use worldmesh_assign::{Algorithm, Assigner, PlayerId, ms_to_micros, reference};
-use worldmesh_core::NodeId;
+use worldmesh_core::{NodeId, Time};
+
+/// A move not yet confirmed (the player's new node has not reported it) is ordered again
+/// after this long: `Move` messages are datagrams and may be lost.
+const MOVE_RESEND: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Settings.
 #[derive(Clone, Debug)]
@@ -112,6 +116,12 @@ pub struct AssignmentStats {
     pub moves_ordered: u64,
     /// Moves this node received for its players.
     pub moves_received: u64,
+    /// Moves ordered again because their player's new node had not reported it in time.
+    #[serde(default)]
+    pub moves_resent: u64,
+    /// Moves that arrived after their player had left this node (nothing to hand over).
+    #[serde(default)]
+    pub moves_for_departed: u64,
     /// Epochs opened as coordinator (rebuilds).
     pub epochs: u64,
     /// Optimality checks against the from-scratch solve.
@@ -140,6 +150,8 @@ struct Coordinator {
     at: BTreeMap<u64, NodeId>,
     /// Nodes sent a `Resync` again in this epoch (after a stale report).
     resynced: std::collections::BTreeSet<NodeId>,
+    /// Moves ordered and not yet confirmed: player → (target, when last sent).
+    unconfirmed: BTreeMap<u64, (NodeId, Option<Time>)>,
 }
 
 /// One node's part of the assignment protocol.
@@ -233,6 +245,7 @@ impl AssignmentAgent {
             assigner,
             at: BTreeMap::new(),
             resynced: Default::default(),
+            unconfirmed: BTreeMap::new(),
         });
         self.epoch = epoch;
         self.stats.epochs += 1;
@@ -310,8 +323,12 @@ impl AssignmentAgent {
                 }
             }
             AssignMsg::Move { epoch, player, to } => {
-                if from != self.coordinator() || epoch < self.epoch || !self.players.contains_key(&player) {
+                if from != self.coordinator() || epoch < self.epoch {
                     self.stats.ignored += 1;
+                    return;
+                }
+                if !self.players.contains_key(&player) {
+                    self.stats.moves_for_departed += 1;
                     return;
                 }
                 self.epoch = epoch;
@@ -357,6 +374,45 @@ impl AssignmentAgent {
         true
     }
 
+    /// Runs timers: moves whose player's new node has not reported it within
+    /// [`MOVE_RESEND`] are ordered again (to the node that still holds the player).
+    pub fn tick(&mut self, now: Time) {
+        let me = self.me;
+        let Some(c) = &mut self.coordinator else {
+            return;
+        };
+        let mut again = Vec::new();
+        for (player, (to, sent)) in c.unconfirmed.iter_mut() {
+            match sent {
+                None => *sent = Some(now),
+                Some(t) if now.saturating_since(*t) >= MOVE_RESEND => {
+                    *t = now;
+                    if let Some(&at) = c.at.get(player) {
+                        again.push((at, *player, *to));
+                    }
+                }
+                Some(_) => {}
+            }
+        }
+        for (at, player, to) in again {
+            self.stats.moves_resent += 1;
+            if at == me {
+                if self.players.contains_key(&player) {
+                    self.moves.push_back((player, to));
+                }
+            } else {
+                self.out.push_back((
+                    at,
+                    AssignMsg::Move {
+                        epoch: c.epoch,
+                        player,
+                        to: to.0,
+                    },
+                ));
+            }
+        }
+    }
+
     /// The next message to send: (to, bytes).
     pub fn poll_send(&mut self) -> Option<(NodeId, Vec<u8>)> {
         self.out.pop_front().map(|(n, m)| (n, m.encode()))
@@ -378,6 +434,9 @@ impl AssignmentAgent {
         // A player that is known already (a hand-off arriving at its new node) just moves.
         if c.assigner.mirror_of(PlayerId(player)).is_some() {
             c.at.insert(player, from);
+            if c.unconfirmed.get(&player).is_some_and(|(to, _)| *to == from) {
+                c.unconfirmed.remove(&player);
+            }
             return;
         }
         // The row in mirror order; a node it did not measure counts as far away.
@@ -415,6 +474,7 @@ impl AssignmentAgent {
             return;
         };
         c.at.remove(&player);
+        c.unconfirmed.remove(&player);
         match c.assigner.leave(PlayerId(player)) {
             Ok(out) => {
                 self.stats.leaves += 1;
@@ -440,11 +500,13 @@ impl AssignmentAgent {
                 continue;
             }
             self.stats.moves_ordered += 1;
-            c.at.insert(player, to);
+            c.unconfirmed.insert(player, (to, None));
             if at == self.me {
                 if self.players.contains_key(&player) {
                     self.stats.moves_received += 1;
                     self.moves.push_back((player, to));
+                } else {
+                    self.stats.moves_for_departed += 1;
                 }
             } else {
                 let msg = AssignMsg::Move {
@@ -583,6 +645,52 @@ mod tests {
         assert_eq!(agents[1].total().map(|t| t.1), Some(survivors));
         assert_eq!(agents[1].stats().mismatches, 0);
         assert!(agents[1].stats().epochs >= 1);
+    }
+
+    #[test]
+    fn a_lost_move_is_ordered_again() {
+        let ids = [NodeId(0), NodeId(1)];
+        let cfg = AssignmentConfig::default();
+        let mut a: Vec<AssignmentAgent> = ids
+            .iter()
+            .map(|&i| AssignmentAgent::new(i, cfg.clone()))
+            .collect();
+        for x in &mut a {
+            x.set_members(&ids);
+        }
+        // Node 1 learns the epoch.
+        while let Some((to, m)) = a[0].poll_send() {
+            a[to.0 as usize].handle(NodeId(0), AssignMsg::decode(&m).unwrap());
+        }
+        // A player on node 1, much nearer node 0.
+        a[1].player_joined(7, vec![(0, 10.0), (1, 200.0)]);
+        let (to, join) = a[1].poll_send().unwrap();
+        a[to.0 as usize].handle(NodeId(1), AssignMsg::decode(&join).unwrap());
+        let (to, lost) = a[0].poll_send().expect("a move to node 1");
+        assert_eq!(
+            (to, AssignMsg::decode(&lost)),
+            (
+                NodeId(1),
+                Some(AssignMsg::Move {
+                    epoch: a[0].epoch,
+                    player: 7,
+                    to: 0
+                })
+            )
+        );
+        // The move is lost. A second later it is ordered again.
+        a[0].tick(Time::from_millis(0));
+        assert!(a[0].poll_send().is_none());
+        a[0].tick(Time::from_millis(1_100));
+        let (to, again) = a[0].poll_send().expect("the move again");
+        assert_eq!(to, NodeId(1));
+        a[1].handle(NodeId(0), AssignMsg::decode(&again).unwrap());
+        assert_eq!(a[1].poll_move(), Some((7, NodeId(0))));
+        assert_eq!(a[0].stats().moves_resent, 1);
+        // Once node 0 reports the player, nothing more is sent.
+        a[0].player_joined(7, vec![(0, 10.0), (1, 200.0)]);
+        a[0].tick(Time::from_millis(5_000));
+        assert!(a[0].poll_send().is_none());
     }
 
     #[test]

@@ -148,8 +148,13 @@ pub struct SessionStats {
     pub view_datagrams: u64,
     /// Players handed to another node (their avatar migrated there).
     pub handoffs: u64,
-    /// Hand-offs given up (the avatar's migration did not complete in time).
+    /// Hand-offs given up (the avatar's migration did not complete in time, or would not
+    /// start).
     pub handoffs_failed: u64,
+    /// Hand-offs whose player left before they completed (or moves for a player with no
+    /// session here any more).
+    #[serde(default)]
+    pub handoffs_abandoned: u64,
     /// Sessions that took over an avatar already here (a handed-off or reconnecting player).
     pub avatars_rebound: u64,
     /// Region migrations the placement loop started.
@@ -289,15 +294,21 @@ impl<O: Playable> Sessions<O> {
             moves.push(m);
         }
         for (player, to) in moves {
-            let conn = self
+            let session = self
                 .sessions
                 .iter()
-                .find(|(_, s)| s.player == player && s.handoff.is_none())
-                .map(|(c, _)| *c);
-            if let Some(conn) = conn
-                && self.hand_off(now, conn, to, node).is_err()
-            {
-                self.stats.handoffs_failed += 1;
+                .find(|(_, s)| s.player == player)
+                .map(|(c, s)| (*c, s.handoff.is_some()));
+            match session {
+                // Already moving (a resent or newer order): the coordinator orders again
+                // once the player's new node reports it, if it must.
+                Some((_, true)) => {}
+                Some((conn, false)) => {
+                    if self.hand_off(now, conn, to, node).is_err() {
+                        self.stats.handoffs_failed += 1;
+                    }
+                }
+                None => self.stats.handoffs_abandoned += 1,
             }
         }
     }
@@ -661,6 +672,9 @@ impl<O: Playable> Sessions<O> {
         }
         // The avatar goes with its player, unless it was handed to another node.
         let handed = s.handoff.as_ref().is_some_and(|h| h.token.is_some());
+        if s.handoff.as_ref().is_some_and(|h| h.token.is_none()) {
+            self.stats.handoffs_abandoned += 1;
+        }
         let reason = if handed {
             DisconnectReason::HandedOff
         } else {
@@ -701,6 +715,7 @@ impl<O: Playable> Sessions<O> {
         }
         if let Some(a) = &mut self.assignment {
             a.set_members(node.members());
+            a.tick(now);
         }
         self.pump_assignment(now, node);
         self.run_placement(now, node);
