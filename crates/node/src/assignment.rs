@@ -10,6 +10,9 @@
 //! algorithm made: a `Move` to the node that holds the player, whose session table hands
 //! the player over (the avatar migrates, the client reconnects: `sessions`).
 //!
+//! `Move` messages ride datagrams: a move stays unconfirmed until the player's new node
+//! reports the player, and is ordered again every second until then.
+//!
 //! The coordinator's state is soft: when the membership changes (the coordinator failed,
 //! a node joined or left), the new coordinator opens an **epoch** and asks every member to
 //! report its players again; it rebuilds the assignment by joining them one by one (J-SA
