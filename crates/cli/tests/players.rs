@@ -320,3 +320,92 @@ fn the_cluster_assigns_players_optimally_and_hands_them_over() {
     // Every move is carried out, unless its player left first (clients come and go).
     assert!(done + gone >= ordered, "moves carried out: {out}");
 }
+
+/// The assignment's coordinator (the lowest live member) is killed mid-run: the next one
+/// takes over in a new epoch, rebuilds the assignment from the nodes' reports and keeps
+/// placing joins and leaves optimally (real processes, `kill -9`).
+#[test]
+fn a_new_coordinator_takes_over_when_the_first_one_dies() {
+    let _g = heavy();
+    let mut n = Nodes::new("coordinator", 3);
+    let key = n.dir.join("client.key");
+    run_ok(worldmesh().args(["token", "init", "--out", &key.display().to_string()]));
+    let player_args = |extra: &[String]| {
+        let mut a = vec![
+            s("--founders"),
+            s(3),
+            s("--wait-start"),
+            s("--player-listen"),
+            s("127.0.0.1:0"),
+            s("--player-key"),
+            key.display().to_string(),
+            s("--assign"),
+        ];
+        a.extend_from_slice(extra);
+        a
+    };
+    n.spawn(0, &player_args(&[]));
+    let a0 = n.ready(0, WAIT);
+    for i in 1..3 {
+        n.spawn(i, &player_args(&[s("--seeds"), s(a0)]));
+    }
+    let mut ports = Vec::new();
+    for i in 0..3u32 {
+        n.ready(i, WAIT);
+        let r = n.wait_for("ready", WAIT, |r| r.node == i && r.kind == procs::Kind::Ready);
+        ports.push(r.json["players"].as_str().unwrap().to_string());
+    }
+    n.release(&[0, 1, 2]);
+    for i in 0..3 {
+        n.started(i, WAIT);
+    }
+    // Clients enter through node 1 and know nodes 1 and 2 only (node 0 is never nearest).
+    let bots = std::process::Command::new(env!("CARGO_BIN_EXE_worldmesh"))
+        .args([
+            "bots",
+            "--clients",
+            "40",
+            "--server",
+            &ports[1],
+            "--node",
+            "1",
+            "--ca",
+        ])
+        .arg(n.ca_cert())
+        .arg("--player-key")
+        .arg(&key)
+        .args([
+            "--duration",
+            "8s",
+            "--churn",
+            "--directory",
+            &format!("2={}", ports[2]),
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    n.kill9(0);
+    let out = bots.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout);
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("WORLDMESH-BOTS "))
+        .unwrap_or_else(|| panic!("{out}"));
+    let r: Value = serde_json::from_str(line).unwrap();
+    assert_eq!(r["connected"], 40, "{r}");
+    n.stop(&[1, 2]);
+    let s1 = n.summary(1, WAIT);
+    let a = &s1["players"]["assignment"];
+    // Node 1 coordinated nothing while node 0 lived: every join and leave it placed came
+    // after it took over (a new epoch), each checked against a from-scratch solve.
+    assert!(a["epochs"].as_u64().unwrap() >= 2, "{a}");
+    assert!(a["joins"].as_u64().unwrap() >= 10, "{a}");
+    assert_eq!(a["mismatches"], 0, "{a}");
+    assert_eq!(
+        a["checks"].as_u64().unwrap(),
+        a["joins"].as_u64().unwrap() + a["leaves"].as_u64().unwrap(),
+        "{a}"
+    );
+}
