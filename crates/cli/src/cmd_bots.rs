@@ -17,6 +17,7 @@ use worldmesh_client::{Client, ClientConfig, ClientEvent, ConnectToken, TokenKey
 use worldmesh_core::{DetRng, NodeId, Time};
 use worldmesh_game::{ModelObject, PlayerInput};
 use worldmesh_net::players::PlayerEndpoint;
+use worldmesh_netcoord::accuracy::quantile_sorted;
 
 use crate::duration::parse_duration;
 
@@ -257,22 +258,13 @@ pub async fn play(
     Ok(summarise(args.clients, outcomes))
 }
 
-/// Nearest-rank quantile of sorted values (NaN when empty).
-fn quantile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        f64::NAN
-    } else {
-        sorted[((sorted.len() as f64 * p).ceil() as usize).clamp(1, sorted.len()) - 1]
-    }
-}
-
 fn summarise(clients: u32, outcomes: Vec<BotOutcome>) -> BotsReport {
     let mut lat: Vec<f64> = outcomes
         .iter()
         .flat_map(|o| o.latencies_ms.iter().copied())
         .collect();
     lat.sort_by(f64::total_cmp);
-    let q = |p: f64| quantile(&lat, p);
+    let q = |p: f64| quantile_sorted(&lat, p);
     let mut ho: Vec<f64> = outcomes
         .iter()
         .flat_map(|o| o.handoff_ms.iter().copied())
@@ -313,8 +305,8 @@ fn summarise(clients: u32, outcomes: Vec<BotOutcome>) -> BotsReport {
         bytes_out_per_client_s: mean(&|o| o.bytes_out as f64),
         views_per_client_s: mean(&|o| o.views as f64),
         handoffs: ho.len(),
-        handoff_p50_ms: quantile(&ho, 0.5),
-        handoff_p99_ms: quantile(&ho, 0.99),
+        handoff_p50_ms: quantile_sorted(&ho, 0.5),
+        handoff_p99_ms: quantile_sorted(&ho, 0.99),
     }
 }
 

@@ -30,7 +30,6 @@ use crate::node_report::{
     cpu_seconds, event_json,
 };
 use crate::summary;
-use worldmesh_client::TokenKey;
 use worldmesh_net::Players;
 use worldmesh_net::players::{PlayerListener, PlayerListenerConfig};
 use worldmesh_node::sessions::{SessionConfig, Sessions};
@@ -306,8 +305,7 @@ async fn start(s: NodeSettings, run: Run) -> anyhow::Result<()> {
             let identity = NodeIdentity::load(&tls.cert, &tls.key, &tls.ca, me)?;
             let players = match &s.players {
                 Some(p) => {
-                    let text = read_small(&p.key, 4096)?;
-                    let key = TokenKey::from_hex(&text).with_context(|| p.key.display().to_string())?;
+                    let key = crate::cmd_token::load_key(&p.key)?;
                     let mut cfg = PlayerListenerConfig::new(p.listen);
                     cfg.max_connections = p.max.saturating_mul(2);
                     let listener = PlayerListener::bind(cfg, &identity)?;

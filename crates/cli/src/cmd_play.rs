@@ -35,28 +35,10 @@ pub struct PlayArgs {
     duration: Duration,
 }
 
-fn unhex(s: &str) -> anyhow::Result<Vec<u8>> {
-    let s = s.trim();
-    if !s.len().is_multiple_of(2) || s.len() > 2 * worldmesh_client::token::MAX_TOKEN_BYTES {
-        bail!(
-            "--token: expected an even number of hex digits (at most {}), got {}",
-            2 * worldmesh_client::token::MAX_TOKEN_BYTES,
-            s.len()
-        );
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| {
-            let pair = s.get(i..i + 2).unwrap_or("");
-            u8::from_str_radix(pair, 16)
-                .map_err(|_| anyhow::anyhow!("--token: `{pair}` at offset {i} is not hex"))
-        })
-        .collect()
-}
-
 /// Runs the command.
 pub fn run(args: PlayArgs) -> anyhow::Result<()> {
-    let token = unhex(&args.token)?;
+    let token = worldmesh_client::token::from_hex(&args.token, worldmesh_client::token::MAX_TOKEN_BYTES)
+        .map_err(|e| anyhow::anyhow!("--token: {e}"))?;
     let ca = worldmesh_net::pki::load_ca_cert(&args.ca)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -63,11 +63,6 @@ pub fn load_key(path: &std::path::Path) -> anyhow::Result<TokenKey> {
     TokenKey::from_hex(&text).with_context(|| path.display().to_string())
 }
 
-/// Hex of bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// Runs the command.
 pub fn run(args: TokenArgs) -> anyhow::Result<()> {
     match args.command {
@@ -117,7 +112,7 @@ pub fn run(args: TokenArgs) -> anyhow::Result<()> {
                 worldmesh_net::driver::unix_ms(),
                 ttl_ms as u64,
             )?;
-            println!("{}", hex(&t.issue(&key)?));
+            println!("{}", worldmesh_client::token::to_hex(&t.issue(&key)?));
             Ok(())
         }
     }

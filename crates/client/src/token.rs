@@ -70,6 +70,30 @@ pub enum TokenError {
     BadKey(String),
 }
 
+/// Lower-case hex of `bytes` (how keys and tokens travel in files and on command lines).
+pub fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The bytes of a hex string (surrounding whitespace ignored), at most `max` of them; the
+/// error says what is wrong and where.
+pub fn from_hex(text: &str, max: usize) -> Result<Vec<u8>, String> {
+    let t = text.trim();
+    if !t.len().is_multiple_of(2) {
+        return Err(format!("{} hex characters: an even number is needed", t.len()));
+    }
+    if t.len() / 2 > max {
+        return Err(format!("{} bytes of hex, at most {max} accepted", t.len() / 2));
+    }
+    (0..t.len())
+        .step_by(2)
+        .map(|i| {
+            let pair = t.get(i..i + 2).unwrap_or("");
+            u8::from_str_radix(pair, 16).map_err(|_| format!("`{pair}` at offset {i} is not hex"))
+        })
+        .collect()
+}
+
 /// The secret shared between the token issuer and the cluster's nodes.
 #[derive(Clone)]
 pub struct TokenKey {
@@ -110,18 +134,15 @@ impl TokenKey {
                 t.len()
             )));
         }
+        let bytes = from_hex(t, KEY_BYTES).map_err(TokenError::BadKey)?;
         let mut raw = [0u8; KEY_BYTES];
-        for (i, b) in raw.iter_mut().enumerate() {
-            let pair = t.get(2 * i..2 * i + 2).unwrap_or("");
-            *b = u8::from_str_radix(pair, 16)
-                .map_err(|_| TokenError::BadKey(format!("`{pair}` at offset {} is not hex", 2 * i)))?;
-        }
+        raw.copy_from_slice(&bytes);
         Ok(Self::from_bytes(raw))
     }
 
     /// The key file format (64 hex digits and a newline).
     pub fn to_hex(&self) -> String {
-        let mut s: String = self.raw.iter().map(|b| format!("{b:02x}")).collect();
+        let mut s = to_hex(&self.raw);
         s.push('\n');
         s
     }
@@ -325,6 +346,16 @@ mod tests {
         assert!(e.contains("expected 64 hex digits"), "{e}");
         let e = TokenKey::from_hex(&"g".repeat(64)).unwrap_err().to_string();
         assert!(e.contains("`gg` at offset 0 is not hex"), "{e}");
+    }
+
+    #[test]
+    fn hex_round_trips_and_bad_hex_says_where() {
+        let b = vec![0u8, 1, 0xab, 0xff];
+        assert_eq!(from_hex(&format!(" {}\n", to_hex(&b)), 4), Ok(b));
+        assert_eq!(from_hex("abc", 4), Err("3 hex characters: an even number is needed".into()));
+        assert_eq!(from_hex("0011", 1), Err("2 bytes of hex, at most 1 accepted".into()));
+        assert_eq!(from_hex("00zz", 4), Err("`zz` at offset 2 is not hex".into()));
+        assert!(from_hex("0é", 4).is_err(), "a multi-byte character is refused, not sliced");
     }
 
     proptest::proptest! {
