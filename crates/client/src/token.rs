@@ -352,10 +352,19 @@ mod tests {
     fn hex_round_trips_and_bad_hex_says_where() {
         let b = vec![0u8, 1, 0xab, 0xff];
         assert_eq!(from_hex(&format!(" {}\n", to_hex(&b)), 4), Ok(b));
-        assert_eq!(from_hex("abc", 4), Err("3 hex characters: an even number is needed".into()));
-        assert_eq!(from_hex("0011", 1), Err("2 bytes of hex, at most 1 accepted".into()));
+        assert_eq!(
+            from_hex("abc", 4),
+            Err("3 hex characters: an even number is needed".into())
+        );
+        assert_eq!(
+            from_hex("0011", 1),
+            Err("2 bytes of hex, at most 1 accepted".into())
+        );
         assert_eq!(from_hex("00zz", 4), Err("`zz` at offset 2 is not hex".into()));
-        assert!(from_hex("0é", 4).is_err(), "a multi-byte character is refused, not sliced");
+        assert!(
+            from_hex("0é", 4).is_err(),
+            "a multi-byte character is refused, not sliced"
+        );
     }
 
     proptest::proptest! {

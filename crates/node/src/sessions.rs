@@ -785,11 +785,12 @@ impl<O: Playable> Sessions<O> {
         let Some(p) = &mut self.placement else {
             return;
         };
+        // Borrowed, not copied: the loop may read every player's delays each frame.
         let oracle = ReportedDelays(
             self.sessions
                 .values()
                 .filter(|s| s.handoff.is_none())
-                .map(|s| (s.player as u32, s.delays.clone()))
+                .map(|s| (s.player as u32, s.delays.as_slice()))
                 .collect(),
         );
         match node.run_placement(now, p, &oracle) {
@@ -933,9 +934,9 @@ impl ViewGrid {
 
 /// The delays players reported, as the placement loop's latency oracle (clients located by
 /// their player id's low 32 bits: `Playable` avatars' `client_location`).
-struct ReportedDelays(HashMap<u32, Vec<(u32, f32)>>);
+struct ReportedDelays<'a>(HashMap<u32, &'a [(u32, f32)]>);
 
-impl crate::LatencyOracle for ReportedDelays {
+impl crate::LatencyOracle for ReportedDelays<'_> {
     fn client_rtt_ms(&self, client: u32, node: NodeId) -> Option<f64> {
         self.0
             .get(&client)?
