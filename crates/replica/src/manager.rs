@@ -177,6 +177,9 @@ pub struct ReplicaStats {
     pub writes_forwarded: u64,
     /// Writes applied to local primaries (local or forwarded).
     pub writes_applied: u64,
+    /// Of which written by another node (applied once per writer and sequence number, so
+    /// never more than the writers forwarded).
+    pub writes_applied_remote: u64,
     /// Writes dropped (unknown target, or forwarded to a node that is not its primary).
     pub writes_dropped: u64,
     /// Replicas created.
@@ -782,6 +785,7 @@ impl<O: GameObject> ReplicaManager<O> {
                     }
                     self.stats.writes_applied += 1;
                     if writer != self.me {
+                        self.stats.writes_applied_remote += 1;
                         self.acknowledge_write(writer, item.id, item.seq);
                     } else if let Some(m) = self.prim.get_mut(&item.id) {
                         m.wrote = true;

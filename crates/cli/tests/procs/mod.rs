@@ -95,6 +95,16 @@ impl Nodes {
         &self.ca.cert
     }
 
+    /// The certificate and key files of node `id`.
+    pub fn cert(&self, id: u32) -> &pki::NodeFiles {
+        &self.certs[id as usize]
+    }
+
+    /// The process id of node `id`'s running process.
+    pub fn pid(&self, id: u32) -> u32 {
+        self.procs[id as usize].as_ref().expect("running").child.id()
+    }
+
     /// The certificate flags of node `id`.
     pub fn cert_args(&self, id: u32) -> Vec<String> {
         let c = &self.certs[id as usize];
