@@ -25,6 +25,10 @@
 //!    holds the binding.
 //! 5. **Rivals.** Views can differ for a moment, so two nodes may adopt one orphan. The
 //!    higher epoch wins, then the higher rendezvous score; the loser gives its primary up.
+//! 6. **Newcomers.** A member that comes up later (a joiner, or a member back as a new
+//!    generation with its store reset) still binds an adopted object to its origin and
+//!    would refuse the adopter's updates while the origin is live again; the adopter
+//!    announces its adoptions to every member that comes up, with the same notices.
 //!
 //! Objects whose [`OrphanPolicy`] is `Despawn` are dropped by every replica holder
 //! instead. An orphan nobody adopts within [`AdoptionConfig::orphan_timeout`] (no replica
@@ -124,6 +128,11 @@ pub struct Adoption {
     /// adopted: "is it live?" asks about the id, so the failure seen is what counts.
     /// Bounded by the ids the cluster's certificates name.
     seen_down: BTreeSet<NodeId>,
+    /// Orphans this node adopted: object → (binding, failed node). Announced again to a
+    /// member that comes up (a joiner, or a member back as a new generation with an empty
+    /// name service), which would otherwise still bind the object to its origin and refuse
+    /// the adopter's updates. Entries whose binding changed here are dropped on use.
+    adopted: BTreeMap<ObjectId, (Binding, NodeId)>,
     stats: AdoptionStats,
 }
 
@@ -158,7 +167,34 @@ impl Adoption {
         self.waiting.clear();
         self.offers.clear();
         self.notices.clear();
+        self.adopted.clear();
         self.seen_down.insert(me);
+    }
+
+    /// Member `node` came up (joined, or back as a new generation): it learns the
+    /// bindings of the orphans this node adopted and still holds, through the usual
+    /// notices (resent until acknowledged; the receiver applies its own checks).
+    pub fn member_up<O: GameObject>(
+        &mut self,
+        now: Time,
+        rm: &ReplicaManager<O>,
+        node: NodeId,
+        out: &mut Vec<(NodeId, MigrationMsg)>,
+    ) {
+        self.adopted.retain(|id, (b, _)| rm.binding_of(*id) == *b);
+        if self.adopted.is_empty() {
+            return;
+        }
+        let q = self.notices.entry(node).or_default();
+        let mut batch = Vec::new();
+        for (id, (b, dead)) in &self.adopted {
+            q.insert(*id, (*b, *dead, now));
+            batch.push((*id, *b, *dead));
+        }
+        for part in batch.chunks(32) {
+            self.stats.notices_sent += part.len() as u64;
+            out.push((node, MigrationMsg::Adopted(part.to_vec())));
+        }
     }
 
     /// Orphans held here awaiting adoption elsewhere.
@@ -269,6 +305,7 @@ impl Adoption {
         events: &mut Vec<AdoptionEvent>,
     ) {
         self.stats.adopted += 1;
+        self.adopted.insert(id, (binding, dead));
         events.push(AdoptionEvent::Adopted {
             id,
             dead,

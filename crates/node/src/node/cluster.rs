@@ -196,7 +196,9 @@ impl<O: GameObject> Node<O> {
         }
         self.cluster.members_up += 1;
         self.push_event(Event::MemberUp(m));
-        let _ = now;
+        let mut out = Vec::new();
+        self.adoption.member_up(now, &self.replicas, m.node, &mut out);
+        self.send_migration(now, out);
     }
 
     fn member_down(&mut self, now: Time, m: Member) {

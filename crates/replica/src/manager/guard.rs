@@ -7,8 +7,14 @@
 //!   migration). An update whose version runs ahead of the held replica by more than
 //!   [`ReplicaConfig::max_version_rate`] allows for the time since the replica was last
 //!   updated is refused: one bogus huge version would otherwise freeze the replica, since
-//!   every genuine update after it would look stale. A new replica's version is bounded the
-//!   same way by the time since the world began (`now` counts from the world's epoch).
+//!   every genuine update after it would look stale. A new replica's version is bounded by
+//!   the time since the world began (`now` counts from the world's epoch) at twice that
+//!   rate: every adoption lifts an orphan's version by the rate times (the time since its
+//!   confirmed state + 1 s) (`adopt::adoption_version`), and that time is at least the
+//!   failure detection (≥ 2 s), so an object adopted again and again still stays under
+//!   twice the rate times its age. With the plain rate, an object adopted three times in
+//!   a false-failure cascade outran the bound and no new member would replicate it
+//!   (`sim/tests/churn.rs`, seed 166 of the `wan` cut-off scenario).
 //! - **Object creation.** New replicas from one primary node are paid from a token bucket
 //!   ([`ReplicaConfig::new_replicas_per_sec`], burst [`ReplicaConfig::new_replicas_burst`])
 //!   and capped in number ([`ReplicaConfig::max_replicas_per_peer`]), so a member claiming
@@ -34,12 +40,25 @@ pub(super) fn version_limit(cfg: &ReplicaConfig, held: u64, since: Time, now: Ti
     held.saturating_add(ahead).saturating_add(VERSION_SLACK)
 }
 
+/// The highest version a new replica accepts at `now` (world time): twice the rate
+/// since the world began, for the adoptions it may have been through.
+pub(super) fn new_object_limit(cfg: &ReplicaConfig, now: Time) -> u64 {
+    let doubled = ReplicaConfig {
+        max_version_rate: cfg.max_version_rate * 2.0,
+        ..ReplicaConfig::default()
+    };
+    version_limit(&doubled, 0, Time::ZERO, now)
+}
+
 impl<O: GameObject> ReplicaManager<O> {
     /// Is `version` an acceptable version for object state from a primary, given what is
     /// held (`held`: version and last update time)? Counts a refusal.
     pub(super) fn version_ok(&mut self, held: Option<(u64, Time)>, version: u64, now: Time) -> bool {
-        let (base, since) = held.unwrap_or((0, Time::ZERO));
-        if version <= version_limit(&self.cfg, base, since, now) {
+        let limit = match held {
+            Some((base, since)) => version_limit(&self.cfg, base, since, now),
+            None => new_object_limit(&self.cfg, now),
+        };
+        if version <= limit {
             return true;
         }
         self.stats.refused_version_jump += 1;
@@ -96,5 +115,21 @@ mod tests {
         };
         assert_eq!(version_limit(&off, 10, t0, t0), u64::MAX);
         assert!(version_limit(&cfg, u64::MAX - 1, t0, t0 + Duration::from_secs(1 << 40)) == u64::MAX);
+    }
+
+    #[test]
+    fn a_new_object_may_carry_twice_the_rate_since_the_world_began() {
+        let cfg = ReplicaConfig {
+            max_version_rate: 20.0,
+            ..ReplicaConfig::default()
+        };
+        let t = Time::from_millis(10_000);
+        assert_eq!(new_object_limit(&cfg, t), 400 + VERSION_SLACK);
+        assert_eq!(new_object_limit(&cfg, Time::ZERO), VERSION_SLACK);
+        let off = ReplicaConfig {
+            max_version_rate: 0.0,
+            ..ReplicaConfig::default()
+        };
+        assert_eq!(new_object_limit(&off, t), u64::MAX);
     }
 }
