@@ -26,9 +26,13 @@
 //! 5. **Rivals.** Views can differ for a moment, so two nodes may adopt one orphan. The
 //!    higher epoch wins, then the higher rendezvous score; the loser gives its primary up.
 //! 6. **Newcomers.** A member that comes up later (a joiner, or a member back as a new
-//!    generation with its store reset) still binds an adopted object to its origin and
-//!    would refuse the adopter's updates while the origin is live again; the adopter
-//!    announces its adoptions to every member that comes up, with the same notices.
+//!    generation with its store reset) still binds an adopted or migrated object to its
+//!    origin and would refuse its primary's updates while the origin is live again; every
+//!    node announces the primaries it holds under a later epoch to every member that comes
+//!    up, with the same notices. A notice is taken when the node's view agrees on the
+//!    adopter, or when its binding wins over everything the node knows (epoch order, then
+//!    rendezvous rank, at most [`MAX_EPOCH_LEAD`] epochs ahead); a primary that receives
+//!    updates of an object it holds tells the sender its binding (rivals, rule 5).
 //!
 //! Objects whose [`OrphanPolicy`] is `Despawn` are dropped by every replica holder
 //! instead. An orphan nobody adopts within [`AdoptionConfig::orphan_timeout`] (no replica
@@ -139,6 +143,10 @@ pub struct Adoption {
 /// Most offers held at once (one per orphan this node is to adopt).
 const MAX_OFFERS: usize = 1 << 16;
 
+/// Furthest a notice's epoch may run ahead of the one known here (each failure adds one;
+/// a member cannot claim an object with an arbitrary epoch).
+const MAX_EPOCH_LEAD: u32 = 16;
+
 /// The adopter of `id` among `live` (sorted, without `me`) and `me`, the failed `dead`
 /// excluded.
 pub fn adopter(id: ObjectId, me: NodeId, live: &[NodeId], dead: NodeId) -> Option<NodeId> {
@@ -172,8 +180,9 @@ impl Adoption {
     }
 
     /// Member `node` came up (joined, or back as a new generation): it learns the
-    /// bindings of the orphans this node adopted and still holds, through the usual
-    /// notices (resent until acknowledged; the receiver applies its own checks).
+    /// bindings of the primaries this node holds under a later epoch than their origin's
+    /// (adopted or migrated here), through the usual notices (resent until acknowledged;
+    /// the receiver applies its own checks).
     pub fn member_up<O: GameObject>(
         &mut self,
         now: Time,
@@ -182,14 +191,26 @@ impl Adoption {
         out: &mut Vec<(NodeId, MigrationMsg)>,
     ) {
         self.adopted.retain(|id, (b, _)| rm.binding_of(*id) == *b);
-        if self.adopted.is_empty() {
+        // Every primary held here under a binding the newcomer cannot know: adopted
+        // (from the failed node) or migrated in (named after its origin).
+        let mut batch = Vec::new();
+        for (id, e) in rm.store().iter() {
+            if e.role != worldmesh_replica::Role::Primary {
+                continue;
+            }
+            let b = rm.binding_of(id);
+            if b.epoch == 0 {
+                continue;
+            }
+            let dead = self.adopted.get(&id).map_or(id.origin, |(_, d)| *d);
+            batch.push((id, b, dead));
+        }
+        if batch.is_empty() {
             return;
         }
         let q = self.notices.entry(node).or_default();
-        let mut batch = Vec::new();
-        for (id, (b, dead)) in &self.adopted {
+        for (id, b, dead) in &batch {
             q.insert(*id, (*b, *dead, now));
-            batch.push((*id, *b, *dead));
         }
         for part in batch.chunks(32) {
             self.stats.notices_sent += part.len() as u64;
@@ -397,9 +418,22 @@ impl Adoption {
     ) -> Vec<(ObjectId, u32)> {
         let mut acks = Vec::new();
         for (id, binding, dead) in items {
-            // Only the adopter this node's own view agrees on, once the old node is down
-            // here too; otherwise no acknowledgement (the notice comes again).
-            if !self.seen_down.contains(&dead) || adopter(id, me, live, dead) != Some(from) {
+            // The adopter this node's own view agrees on, once the old node is down here
+            // too; or a binding that wins over everything this node knows of the object
+            // (a higher epoch; the same epoch from a higher-ranked rival) within a few
+            // epochs: the epoch order decides, whatever views the nodes had when they
+            // adopted. Without the second rule, a node that never saw the old node fail (it
+            // joined or restarted later, or the failure was false and refuted) kept
+            // following a primary that had given the object up, or kept a rival primary
+            // forever. Otherwise no acknowledgement (the notice comes again).
+            let agreed = self.seen_down.contains(&dead) && adopter(id, me, live, dead) == Some(from);
+            let known = rm.binding_of(id);
+            let wins = binding.epoch > known.epoch
+                || (binding.epoch == known.epoch
+                    && known.node != binding.node
+                    && rendezvous::score(id, binding.node) > rendezvous::score(id, known.node));
+            let plausible = binding.epoch <= known.epoch.saturating_add(MAX_EPOCH_LEAD);
+            if !(agreed || wins && plausible) {
                 self.stats.refused += 1;
                 continue;
             }
@@ -414,6 +448,39 @@ impl Adoption {
             }
         }
         acks
+    }
+
+    /// `peer` sent updates of objects this node holds as primary (`rivals`): it believes
+    /// it is their primary. Tells it this node's binding of each one this node adopted (the
+    /// usual notice, resent until acknowledged); the rival rule demotes whichever loses.
+    pub fn tell_rivals<O: GameObject>(
+        &mut self,
+        now: Time,
+        rm: &ReplicaManager<O>,
+        rivals: impl IntoIterator<Item = (NodeId, ObjectId)>,
+        out: &mut Vec<(NodeId, MigrationMsg)>,
+    ) {
+        let mut batches: BTreeMap<NodeId, Vec<(ObjectId, Binding, NodeId)>> = BTreeMap::new();
+        for (peer, id) in rivals {
+            let Some(&(binding, dead)) = self.adopted.get(&id) else {
+                continue;
+            };
+            if rm.binding_of(id) != binding {
+                continue;
+            }
+            let q = self.notices.entry(peer).or_default();
+            if q.contains_key(&id) {
+                continue; // already being told (resent by `on_frame`)
+            }
+            q.insert(id, (binding, dead, now));
+            batches.entry(peer).or_default().push((id, binding, dead));
+        }
+        for (peer, batch) in batches {
+            for part in batch.chunks(32) {
+                self.stats.notices_sent += part.len() as u64;
+                out.push((peer, MigrationMsg::Adopted(part.to_vec())));
+            }
+        }
     }
 
     /// Acknowledgements of notices from `from`.

@@ -131,7 +131,10 @@ impl MembershipConfig {
             max_transmissions: 16,
             gossip_members: 3,
             gossip_every: Duration::from_millis(100),
-            announce_every: Duration::from_secs(10),
+            // A member back after a false failure (a new generation) is admitted again
+            // through these announcements: 10 s kept it out of its peers' views for up to
+            // 10 s after a partition healed (the fault swarm's liveness check).
+            announce_every: Duration::from_secs(2),
             max_packet: 1100,
         }
     }
@@ -143,6 +146,7 @@ impl MembershipConfig {
             probe_rtt: Duration::from_millis(700),
             suspect_to_down_after: Duration::from_millis(4500),
             gossip_every: Duration::from_millis(250),
+            announce_every: Duration::from_secs(10),
             ..Self::lan()
         }
     }
@@ -493,10 +497,15 @@ impl Membership {
                     if self.live.get(&old.node) == Some(&old) {
                         self.live.remove(&old.node);
                         self.push(MembershipEvent::Down(old));
-                        if self.foca.iter_members().any(|m| m.id() == &new) {
-                            self.live.insert(new.node, new);
-                            self.push(MembershipEvent::Up(new));
-                        }
+                    }
+                    // The new life is up if foca has it active, also when the old one was
+                    // already declared down here (otherwise a member that rejoined after a
+                    // false failure stayed out forever: found by the fault swarm).
+                    if self.live.get(&new.node) != Some(&new)
+                        && self.foca.iter_members().any(|m| m.id() == &new)
+                    {
+                        self.live.insert(new.node, new);
+                        self.push(MembershipEvent::Up(new));
                     }
                 }
                 Note::Active => self.push(MembershipEvent::Active),

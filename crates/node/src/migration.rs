@@ -47,6 +47,9 @@ pub enum RefuseReason {
     Invalid,
     /// The target failed or left before it answered (decided locally, never sent).
     TargetDown,
+    /// The target is draining itself: it takes no primaries (two draining nodes would
+    /// otherwise hand the same objects back and forth).
+    Draining,
 }
 
 /// A migration-protocol message (paper `001` §3.2).
@@ -263,10 +266,17 @@ pub struct Migrator {
     lookups: BTreeMap<u64, (ObjectId, Time)>,
     /// Bytes of object state and writes held in `incoming`.
     incoming_bytes: usize,
+    /// This node drains: transfers to it are refused.
+    draining: bool,
     stats: MigrationStats,
 }
 
 impl Migrator {
+    /// From now on, refuse every transfer to this node (it drains).
+    pub fn set_draining(&mut self) {
+        self.draining = true;
+    }
+
     /// The migrator of node `me`.
     pub fn new(me: NodeId, cfg: MigrationConfig) -> Self {
         Self {
@@ -280,6 +290,7 @@ impl Migrator {
             next_qid: 1,
             lookups: BTreeMap::new(),
             incoming_bytes: 0,
+            draining: false,
             stats: MigrationStats::default(),
         }
     }
@@ -713,6 +724,16 @@ impl Migrator {
         };
         self.incoming_bytes -= inc.bytes;
         let all: Vec<MigratedObject> = inc.parts.into_iter().flatten().flatten().collect();
+        if self.draining {
+            out.push((
+                from,
+                MigrationMsg::Refuse {
+                    mig,
+                    reason: RefuseReason::Draining,
+                },
+            ));
+            return;
+        }
         if let Some(max) = self.cfg.max_primaries
             && rm.store().primary_count() + all.len() > max
         {

@@ -547,6 +547,7 @@ impl<O: GameObject> Node<O> {
             let packets = self.replicas.flush_peer(now, from);
             self.send_packets(now, packets.into_iter().map(|p| (from, p)).collect());
         }
+        self.tell_rivals(now);
         self.send_migration_side_effects(now);
     }
 

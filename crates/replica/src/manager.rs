@@ -394,6 +394,9 @@ impl PeerState {
 
 /// Most writes held for one frozen primary during its migration.
 const MAX_HELD_WRITES: usize = 4096;
+
+/// Most rival (sender, object) pairs remembered between two `take_rivals` calls.
+const MAX_RIVALS: usize = 1024;
 /// Sent-packet records kept per peer for mapping acknowledgements back to versions.
 const SENT_LOG: usize = 256;
 /// A fetch is not repeated for the same object within this time.
@@ -419,6 +422,10 @@ pub struct ReplicaManager<O: GameObject> {
     fetching: BTreeMap<ObjectId, (Time, NodeId)>,
     net: VecMap<NodeId, PeerState>,
     stats: ReplicaStats,
+    /// Updates refused because this node holds the object as primary: (sender, object),
+    /// at most one per pair until taken (a rival primary elsewhere, see
+    /// [`ReplicaManager::take_rivals`]).
+    rivals: BTreeSet<(NodeId, ObjectId)>,
     names: NameService,
     /// Primaries being migrated away: not thought, writes to them buffered.
     frozen: BTreeSet<ObjectId>,
@@ -480,6 +487,7 @@ impl<O: GameObject> ReplicaManager<O> {
             kept_orphans: BTreeSet::new(),
             net: VecMap::new(),
             stats: ReplicaStats::default(),
+            rivals: BTreeSet::new(),
             names: NameService::new(me, cfg_lease),
             frozen: BTreeSet::new(),
             buffered: BTreeMap::new(),
@@ -1315,10 +1323,21 @@ impl<O: GameObject> ReplicaManager<O> {
         }
     }
 
+    /// The (sender, object) pairs whose updates were refused since the last call because
+    /// this node holds the object as primary: another node believes it is the primary too
+    /// (views that differed during a failure). The node tells each sender its own binding,
+    /// and the rival rule (`learn_adoption`) demotes the loser.
+    pub fn take_rivals(&mut self) -> BTreeSet<(NodeId, ObjectId)> {
+        std::mem::take(&mut self.rivals)
+    }
+
     fn apply_update(&mut self, now: Time, from: NodeId, sent_at: Time, it: UpdateItem) {
         let (held, held_at) = match self.store.get(it.id).map(|e| (e.role, e.version, e.updated_at)) {
             Some((Role::Primary, ..)) => {
                 self.stats.refused_updates += 1;
+                if self.rivals.len() < MAX_RIVALS {
+                    self.rivals.insert((from, it.id));
+                }
                 return;
             }
             Some((Role::Replica { primary }, ..)) if primary != from => {

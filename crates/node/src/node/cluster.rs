@@ -92,6 +92,7 @@ impl<O: GameObject> Node<O> {
     pub fn drain(&mut self, now: Time) {
         if self.drain.is_none() {
             self.drain = Some(Drain::new(self.config.drain.clone(), now));
+            self.migrator.set_draining();
         }
     }
 
@@ -181,6 +182,17 @@ impl<O: GameObject> Node<O> {
             MembershipEvent::Idle => {}
             MembershipEvent::Rejoined(m) => self.rejoined(now, m),
         }
+    }
+
+    /// Senders of updates for objects held here as primary learn this node's binding.
+    pub(super) fn tell_rivals(&mut self, now: Time) {
+        let rivals = self.replicas.take_rivals();
+        if rivals.is_empty() || self.membership.is_none() {
+            return;
+        }
+        let mut out = Vec::new();
+        self.adoption.tell_rivals(now, &self.replicas, rivals, &mut out);
+        self.send_migration(now, out);
     }
 
     fn member_up(&mut self, now: Time, m: Member) {
@@ -370,7 +382,10 @@ impl<O: GameObject> Node<O> {
         if let (Some(d), MigrationEvent::Refused { target, reason, .. }) = (&mut self.drain, e)
             && matches!(
                 reason,
-                RefuseReason::Capacity | RefuseReason::TargetDown | RefuseReason::Invalid
+                RefuseReason::Capacity
+                    | RefuseReason::TargetDown
+                    | RefuseReason::Invalid
+                    | RefuseReason::Draining
             )
         {
             d.avoid(*target);
