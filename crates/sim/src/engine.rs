@@ -65,6 +65,8 @@ pub struct Simulation<O: GameObject> {
     placement: Option<Vec<worldmesh_node::Placement>>,
     /// Region migrations the placement loops started.
     region_migrations: u64,
+    /// The node the last [`Simulation::step`] ran (for checks after every event).
+    touched: Option<usize>,
 }
 
 impl<O: GameObject> Simulation<O> {
@@ -93,6 +95,7 @@ impl<O: GameObject> Simulation<O> {
             recorded: None,
             placement: None,
             region_migrations: 0,
+            touched: None,
         };
         for i in 0..n {
             sim.after_input(i);
@@ -340,6 +343,7 @@ impl<O: GameObject> Simulation<O> {
         };
         self.free.push(slot);
         self.now = at;
+        self.touched = None;
         match kind {
             Kind::Deliver { dst, src, datagram } => {
                 let i = dst as usize;
@@ -349,6 +353,7 @@ impl<O: GameObject> Simulation<O> {
                 self.net_stats.delivered += 1;
                 self.nodes[i].handle_datagram(self.now, NodeId(src), &datagram);
                 self.after_input(i);
+                self.touched = Some(i);
             }
             Kind::Wake { node } => {
                 let i = node as usize;
@@ -359,6 +364,7 @@ impl<O: GameObject> Simulation<O> {
                 self.nodes[i].handle_timeout(self.now);
                 self.run_placement(i);
                 self.after_input(i);
+                self.touched = Some(i);
             }
             Kind::OracleTick => {
                 if let Some(slot) = &mut self.oracle {
@@ -375,6 +381,7 @@ impl<O: GameObject> Simulation<O> {
                 if i < self.nodes.len() && self.up[i] {
                     self.nodes[i].handle_discovery(self.now, d.object, d.primary, d.pos);
                     self.after_input(i);
+                    self.touched = Some(i);
                 }
             }
             Kind::Sample => {
@@ -386,6 +393,12 @@ impl<O: GameObject> Simulation<O> {
             }
         }
         true
+    }
+
+    /// The node the last [`Simulation::step`] handed an input to (`None` for engine
+    /// events and inputs to crashed nodes): what a check after every event looks at.
+    pub fn last_touched(&self) -> Option<NodeId> {
+        self.touched.map(|i| NodeId(i as u32))
     }
 
     /// Runs every event up to and including `until`, then sets the clock to `until`.

@@ -30,6 +30,7 @@ pub mod network;
 pub mod oracle;
 pub mod report;
 pub mod scenario;
+pub mod swarm;
 
 pub use config::{ConfigError, SimConfig};
 pub use engine::Simulation;

@@ -205,6 +205,13 @@ impl NetworkModel {
         self.muted = Some(s);
     }
 
+    /// Sets the loss and duplication probabilities from now on (e.g. a faulty network that
+    /// becomes healthy).
+    pub fn set_faults(&mut self, loss: f64, duplicate: f64) {
+        self.loss = loss.clamp(0.0, 1.0);
+        self.duplicate = duplicate.clamp(0.0, 1.0);
+    }
+
     /// Removes a manual partition (both ways and one way).
     pub fn heal(&mut self) {
         self.manual_partition = None;

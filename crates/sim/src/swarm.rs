@@ -1,0 +1,693 @@
+//! The fault swarm: each seed draws a whole world and a schedule of faults, runs it on the
+//! deterministic engine, and checks safety invariants after **every** event, then liveness
+//! after the faults heal (issue 14; in the spirit of FoundationDB's simulator and
+//! TigerBeetle's VOPR: any failure is reproduced from its seed alone).
+//!
+//! **What a seed draws.** 4–10 founding nodes with SWIM membership (`lan`) and 1–2 backups
+//! per primary, 1–4 players per node, the map, broadcast or interest management (the
+//! Colyseus architecture, paper `000` §3–4), a uniform RTT of 2–40 ms, 0–20 % loss, 0–5 %
+//! duplication, 0–10 ms of jitter (which reorders; round trips stay within the 80 ms the
+//! `lan` profile's probes allow), and one to five faults between 3 s
+//! and 13 s: crashes (at most a tenth of the nodes down at once, at least one allowed),
+//! restarts of crashed nodes under the same id as a new generation, symmetric partitions,
+//! one-way partitions (a node's datagrams lost, it still hears the others), drains
+//! (migrations of every primary, paper `001` §3.2, then a graceful leave and the process
+//! exits, whatever it could not hand over) and joins of
+//! new nodes. At 15 s the network heals: partitions end, loss and duplication stop.
+//!
+//! **Safety, after every event** (on the node that handled it):
+//! - `one-primary-per-epoch`: no live node holds an object as primary under the epoch
+//!   another live node holds it under. Two members may adopt one orphan under the same
+//!   epoch while their views differ (`node::adoption`, "Rivals"); such a pair must resolve
+//!   within [`RIVAL_WINDOW`].
+//! - `replica-from-primary`: a replica's version is one some primary of the object held
+//!   (no state its primary never had), and the node it follows held the object as
+//!   primary at some time (no state accepted from a non-owner).
+//! - `monotone-versions`: while a node holds an object, its version never goes back.
+//!
+//! **Liveness, [`LIVENESS_S`] after the heal** (a bound derived from `lan` failure
+//! detection, about 2.3 s, plus adoption and one rejoin): every object that had a primary
+//! before the heal and was not deleted by the game has exactly one primary on a live node,
+//! and in broadcast worlds every live member holds a replica of every object older than a
+//! second whose primary is on another live member.
+//!
+//! A failing seed is reported with its setup, its faults and the first violation:
+//! `worldmesh swarm --seeds 1 --from SEED` replays it.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use worldmesh_core::{DetRng, NodeId, ObjectId, Time};
+use worldmesh_game::{MapKind, ModelObject};
+use worldmesh_node::membership::Member;
+use worldmesh_node::{Event, Node};
+use worldmesh_replica::Role;
+
+use crate::config::{Architecture, ConfigError, SimConfig};
+use crate::scenario::{self, Sim};
+
+/// Faults start after this (every node joined, replicas and backups set).
+const FAULTS_FROM_S: f64 = 3.0;
+/// And end before this.
+const FAULTS_UNTIL_S: f64 = 13.0;
+/// Every partition heals and every pending restart happens at this time.
+pub const HEAL_S: f64 = 15.0;
+/// Liveness is checked this long after the heal.
+pub const LIVENESS_S: f64 = 12.0;
+/// Longest two rival adopters may both hold one object under the same epoch.
+pub const RIVAL_WINDOW: Duration = Duration::from_secs(3);
+
+/// One fault of a seed's schedule.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "fault")]
+pub enum FaultKind {
+    /// The node stops (its state is lost).
+    Crash {
+        /// Node id.
+        node: u32,
+    },
+    /// A crashed node starts again under the same id, as a new generation with an empty
+    /// store, and joins through a live member.
+    Restart {
+        /// Node id.
+        node: u32,
+    },
+    /// These nodes and the others cannot reach each other.
+    Partition {
+        /// One side.
+        nodes: Vec<u32>,
+    },
+    /// Datagrams from these nodes are lost; they still hear the others.
+    Mute {
+        /// The muted nodes.
+        nodes: Vec<u32>,
+    },
+    /// Every partition and mute ends.
+    Heal,
+    /// The node migrates every primary away, then leaves.
+    Drain {
+        /// Node id.
+        node: u32,
+    },
+    /// A new node joins the running world.
+    Join {
+        /// Its id (the next free one).
+        node: u32,
+    },
+}
+
+/// A fault and when it happens.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Fault {
+    /// Simulated time, ms.
+    pub at_ms: u64,
+    /// What.
+    #[serde(flatten)]
+    pub kind: FaultKind,
+}
+
+/// Everything a seed draws.
+#[derive(Clone, Debug, Serialize)]
+pub struct Setup {
+    /// The seed.
+    pub seed: u64,
+    /// Which faults it drew from.
+    pub kinds: Faults,
+    /// Founding nodes.
+    pub nodes: usize,
+    /// Players per founding node.
+    pub players_per_node: usize,
+    /// `rect` or `sqr`.
+    pub map: &'static str,
+    /// `broadcast` or `colyseus`.
+    pub architecture: &'static str,
+    /// Uniform round-trip time, ms.
+    pub rtt_ms: f64,
+    /// Datagram loss probability.
+    pub loss: f64,
+    /// Datagram duplication probability.
+    pub duplicate: f64,
+    /// Extra one-way delay drawn per datagram from `[0, jitter_ms]` (reorders).
+    pub jitter_ms: f64,
+    /// Backups per primary.
+    pub backups: usize,
+    /// The schedule, in time order.
+    pub faults: Vec<Fault>,
+}
+
+/// A broken invariant.
+#[derive(Clone, Debug, Serialize)]
+pub struct Violation {
+    /// When (simulated time, ms).
+    pub at_ms: u64,
+    /// Which invariant (its name in the module documentation).
+    pub invariant: &'static str,
+    /// What exactly.
+    pub detail: String,
+}
+
+/// What one seed did.
+#[derive(Clone, Debug, Serialize)]
+pub struct SeedOutcome {
+    /// The setup drawn.
+    pub setup: Setup,
+    /// Engine events processed.
+    pub events: u64,
+    /// Invariant checks made.
+    pub checks: u64,
+    /// The first violation, if any.
+    pub violation: Option<Violation>,
+    /// With a violation: the faults and the membership, adoption, migration and drain
+    /// events of the run, in order (the last [`LOG_LINES`]).
+    pub log: Vec<String>,
+}
+
+/// Lines of event log kept for a failing seed.
+pub const LOG_LINES: usize = 400;
+
+impl SeedOutcome {
+    /// The command that replays this seed.
+    pub fn replay_command(&self) -> String {
+        let kinds = match self.setup.kinds {
+            Faults::All => "all",
+            Faults::Crashes => "crashes",
+        };
+        format!(
+            "worldmesh swarm --faults {kinds} --seeds 1 --from {}",
+            self.setup.seed
+        )
+    }
+}
+
+/// Which faults a swarm draws from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Faults {
+    /// Everything: crashes, restarts, joins, drains, symmetric and one-way partitions,
+    /// 0–20 % loss, duplication and jitter.
+    All,
+    /// Crashes, restarts, joins and drains over a network with at most 5 % loss (no
+    /// partitions).
+    Crashes,
+}
+
+/// Draws the setup of `seed`.
+pub fn draw(seed: u64, kinds: Faults) -> Setup {
+    let mut r = DetRng::new(seed ^ 0x5357_4152_4d00_0000);
+    let nodes = 4 + r.index(7);
+    let max_down = (nodes / 10).max(1);
+    let mut faults = Vec::new();
+    let mut down: Vec<(u32, f64)> = Vec::new(); // crashed node, until when
+    let mut draining: BTreeSet<u32> = BTreeSet::new();
+    let mut next_id = nodes as u32;
+    let mut times: Vec<f64> = (0..1 + r.index(5))
+        .map(|_| r.range_f64(FAULTS_FROM_S, FAULTS_UNTIL_S))
+        .collect();
+    times.sort_by(f64::total_cmp);
+    let ms = |t: f64| (t * 1000.0).round() as u64;
+    for t in times {
+        down.retain(|(_, until)| *until > t);
+        let live: Vec<u32> = (0..next_id)
+            .filter(|n| !down.iter().any(|(d, _)| d == n) && !draining.contains(n))
+            .collect();
+        let mut pick = r.index(100);
+        if kinds == Faults::Crashes && (30..65).contains(&pick) {
+            // No partitions: a crash, a drain or a join instead.
+            pick = [0, 70, 90][pick % 3];
+        }
+        if pick < 30 && down.len() < max_down && live.len() > 2 {
+            let n = live[r.index(live.len())];
+            faults.push(Fault {
+                at_ms: ms(t),
+                kind: FaultKind::Crash { node: n },
+            });
+            let back = if r.index(10) < 6 {
+                (t + r.range_f64(1.0, 5.0)).min(HEAL_S)
+            } else {
+                f64::INFINITY
+            };
+            if back.is_finite() {
+                faults.push(Fault {
+                    at_ms: ms(back),
+                    kind: FaultKind::Restart { node: n },
+                });
+            }
+            down.push((n, back));
+        } else if pick < 50 && kinds == Faults::All && live.len() > 2 {
+            let k = 1 + r.index((live.len() / 2).max(1));
+            let mut side = live.clone();
+            r.shuffle(&mut side);
+            side.truncate(k);
+            side.sort_unstable();
+            faults.push(Fault {
+                at_ms: ms(t),
+                kind: FaultKind::Partition { nodes: side },
+            });
+            faults.push(Fault {
+                at_ms: ms((t + r.range_f64(1.0, 4.0)).min(HEAL_S)),
+                kind: FaultKind::Heal,
+            });
+        } else if pick < 65 && kinds == Faults::All && !live.is_empty() {
+            let n = live[r.index(live.len())];
+            faults.push(Fault {
+                at_ms: ms(t),
+                kind: FaultKind::Mute { nodes: vec![n] },
+            });
+            faults.push(Fault {
+                at_ms: ms((t + r.range_f64(1.0, 4.0)).min(HEAL_S)),
+                kind: FaultKind::Heal,
+            });
+        } else if pick < 80 && live.len() > 2 {
+            let n = live[r.index(live.len())];
+            draining.insert(n);
+            faults.push(Fault {
+                at_ms: ms(t),
+                kind: FaultKind::Drain { node: n },
+            });
+        } else if next_id < nodes as u32 + SPARES as u32 {
+            faults.push(Fault {
+                at_ms: ms(t),
+                kind: FaultKind::Join { node: next_id },
+            });
+            next_id += 1;
+        }
+    }
+    faults.push(Fault {
+        at_ms: ms(HEAL_S),
+        kind: FaultKind::Heal,
+    });
+    faults.sort_by_key(|f| f.at_ms);
+    let losses: &[f64] = match kinds {
+        Faults::All => &[0.0, 0.0, 0.02, 0.05, 0.1, 0.2],
+        Faults::Crashes => &[0.0, 0.0, 0.02, 0.05],
+    };
+    Setup {
+        seed,
+        kinds,
+        nodes,
+        players_per_node: 1 + r.index(4),
+        map: if r.index(2) == 0 { "rect" } else { "sqr" },
+        architecture: if r.index(10) < 6 { "broadcast" } else { "colyseus" },
+        rtt_ms: r.range_f64(2.0, 40.0).round(),
+        loss: losses[r.index(losses.len())],
+        duplicate: [0.0, 0.01, 0.05][r.index(3)],
+        jitter_ms: [0.0, 2.0, 10.0][r.index(3)],
+        backups: 1 + r.index(2),
+        faults,
+    }
+}
+
+/// Room for joiners.
+const SPARES: usize = 2;
+
+impl Setup {
+    /// The simulation configuration of this setup.
+    pub fn config(&self) -> SimConfig {
+        let mut cfg = SimConfig {
+            nodes: self.nodes,
+            players_per_node: self.players_per_node,
+            duration_s: HEAL_S + LIVENESS_S,
+            seed: self.seed,
+            architecture: if self.architecture == "broadcast" {
+                Architecture::Broadcast
+            } else {
+                Architecture::Colyseus
+            },
+            ..SimConfig::default()
+        };
+        cfg.game.map = if self.map == "rect" {
+            MapKind::Rect
+        } else {
+            MapKind::Sqr
+        };
+        cfg.network.latency = format!("uniform:{}", self.rtt_ms);
+        cfg.network.loss = self.loss;
+        cfg.network.duplicate = self.duplicate;
+        cfg.network.jitter_ms = self.jitter_ms;
+        cfg.cluster.membership = true;
+        cfg.cluster.backups = self.backups;
+        cfg
+    }
+}
+
+/// The checker's memory of what primaries held.
+#[derive(Default)]
+struct Checker {
+    /// Per node: object → epoch, for the objects it holds as primary (as of its last check).
+    primaries: Vec<BTreeMap<ObjectId, u32>>,
+    /// Per object: the highest version any primary held, and the nodes that ever held it.
+    history: HashMap<ObjectId, (u64, BTreeSet<NodeId>)>,
+    /// Per node: object → version last seen there.
+    versions: Vec<HashMap<ObjectId, u64>>,
+    /// Same-epoch pairs first seen: (object, epoch) → when.
+    rivals: BTreeMap<(ObjectId, u32), Time>,
+    /// Objects adopted (by anyone), for the rival allowance.
+    adopted: BTreeSet<(ObjectId, u32)>,
+    checks: u64,
+}
+
+impl Checker {
+    fn grow(&mut self, n: usize) {
+        if self.primaries.len() < n {
+            self.primaries.resize_with(n, BTreeMap::new);
+            self.versions.resize_with(n, HashMap::new);
+        }
+    }
+
+    /// Node `i` restarted or rejoined: what it held is gone.
+    fn reset(&mut self, i: usize) {
+        self.grow(i + 1);
+        self.primaries[i].clear();
+        self.versions[i].clear();
+    }
+
+    fn check(&mut self, sim: &Sim, i: usize) -> Result<(), Violation> {
+        self.checks += 1;
+        self.grow(sim.nodes().len());
+        let now = sim.now();
+        let at_ms = now.as_micros() / 1000;
+        let node = &sim.nodes()[i];
+        let me = node.id();
+        let rm = node.replicas();
+        let mut prim = BTreeMap::new();
+        for (id, e) in node.store().iter() {
+            if e.role == Role::Primary {
+                let epoch = rm.binding_of(id).epoch;
+                prim.insert(id, epoch);
+                let h = self.history.entry(id).or_default();
+                h.0 = h.0.max(e.version);
+                h.1.insert(me);
+            }
+        }
+        // Monotone versions, and replicas from primaries.
+        let seen = &mut self.versions[i];
+        seen.retain(|id, _| node.store().get(*id).is_some());
+        for (id, e) in node.store().iter() {
+            if let Some(&v) = seen.get(&id)
+                && e.version < v
+            {
+                return Err(Violation {
+                    at_ms,
+                    invariant: "monotone-versions",
+                    detail: format!("{me} holds {id} at version {} after {v}", e.version),
+                });
+            }
+            seen.insert(id, e.version);
+            if let Role::Replica { primary } = e.role {
+                let (max, holders) = self.history.get(&id).cloned().unwrap_or_default();
+                if e.version > max {
+                    return Err(Violation {
+                        at_ms,
+                        invariant: "replica-from-primary",
+                        detail: format!(
+                            "{me}'s replica of {id} is at version {}, no primary ever held more than {max}",
+                            e.version
+                        ),
+                    });
+                }
+                if !holders.contains(&primary) {
+                    return Err(Violation {
+                        at_ms,
+                        invariant: "replica-from-primary",
+                        detail: format!(
+                            "{me} follows {primary} for {id}, which never held it as primary (holders {holders:?})"
+                        ),
+                    });
+                }
+            }
+        }
+        // One primary per epoch among live nodes.
+        for (id, epoch) in &prim {
+            for (j, other) in self.primaries.iter().enumerate() {
+                if j == i || !sim.is_up(NodeId(j as u32)) || other.get(id) != Some(epoch) {
+                    continue;
+                }
+                let key = (*id, *epoch);
+                let first = *self.rivals.entry(key).or_insert(now);
+                let rival = *epoch > 0 && self.adopted.contains(&key);
+                if !rival || now.saturating_since(first) > RIVAL_WINDOW {
+                    return Err(Violation {
+                        at_ms,
+                        invariant: "one-primary-per-epoch",
+                        detail: format!(
+                            "{id} is a primary on {me} and n{j} under epoch {epoch} (since {} ms)",
+                            first.as_micros() / 1000
+                        ),
+                    });
+                }
+            }
+        }
+        self.primaries[i] = prim;
+        Ok(())
+    }
+}
+
+/// Runs seed `seed` to the end (or its first violation).
+pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
+    let setup = draw(seed, kinds);
+    let cfg = setup.config();
+    let mut sim = scenario::build_with_spares(&cfg, SPARES)?;
+    sim.record_events();
+    let world = Arc::clone(sim.nodes()[0].world());
+    let mut checker = Checker::default();
+    let mut generations: BTreeMap<u32, u32> = BTreeMap::new();
+    let mut events = 0u64;
+    let end = Time::from_secs_f64(HEAL_S + LIVENESS_S);
+    let mut faults = setup.faults.iter().peekable();
+    let mut deleted: BTreeSet<ObjectId> = BTreeSet::new();
+    let mut born: HashMap<ObjectId, Time> = HashMap::new();
+    let mut before_heal: BTreeSet<ObjectId> = BTreeSet::new();
+    let mut log: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    let outcome = |setup: &Setup,
+                   events,
+                   checks,
+                   violation: Option<Violation>,
+                   log: std::collections::VecDeque<String>| SeedOutcome {
+        setup: setup.clone(),
+        events,
+        checks,
+        log: if violation.is_some() {
+            log.into()
+        } else {
+            Vec::new()
+        },
+        violation,
+    };
+    loop {
+        let next_fault = faults.peek().map(|f| Time::from_millis(f.at_ms));
+        let until = next_fault.unwrap_or(end).min(end);
+        while sim.step(until) {
+            events += 1;
+            let mut exited = Vec::new();
+            for (at, n, e) in sim.take_events() {
+                if matches!(
+                    e,
+                    Event::MemberUp(_)
+                        | Event::MemberDown(_)
+                        | Event::Joined
+                        | Event::Rejoined(_)
+                        | Event::Adopted { .. }
+                        | Event::OrphanDropped { .. }
+                        | Event::Migration(_)
+                        | Event::Drained { .. }
+                ) {
+                    if log.len() == LOG_LINES {
+                        log.pop_front();
+                    }
+                    log.push_back(format!("{:>6} ms {n}: {e:?}", at.as_micros() / 1000));
+                }
+                match e {
+                    Event::Adopted {
+                        id, epoch, version, ..
+                    } => {
+                        checker.adopted.insert((id, epoch));
+                        // The adopter held it, if only within this event (a missile may
+                        // end in the same frame).
+                        let h = checker.history.entry(id).or_default();
+                        h.0 = h.0.max(version);
+                        h.1.insert(n);
+                    }
+                    Event::PrimaryDeleted { id } => {
+                        deleted.insert(id);
+                    }
+                    Event::PrimaryCreated { id } => {
+                        born.entry(id).or_insert(at);
+                    }
+                    Event::Rejoined(_) => checker.reset(n.0 as usize),
+                    // A drained node has left: its process exits (`worldmesh node` does).
+                    Event::Drained { .. } => exited.push(n),
+                    _ => {}
+                }
+            }
+            for n in exited {
+                sim.crash(n);
+            }
+            if let Some(n) = sim.last_touched()
+                && let Err(v) = checker.check(&sim, n.0 as usize)
+            {
+                return Ok(outcome(&setup, events, checker.checks, Some(v), log));
+            }
+        }
+        if until >= end {
+            break;
+        }
+        let Some(f) = faults.next() else { break };
+        sim.run_until(until);
+        log.push_back(format!("{:>6} ms FAULT {:?}", f.at_ms, f.kind));
+        if f.at_ms == (HEAL_S * 1000.0) as u64 && before_heal.is_empty() {
+            before_heal = live_primaries(&sim).into_keys().collect();
+            // The network becomes healthy: partitions end (the fault), loss and
+            // duplication stop (jitter stays).
+            sim.network_mut().set_faults(0.0, 0.0);
+        }
+        apply(&mut sim, &cfg, &world, f, &mut generations, &mut checker)?;
+    }
+    sim.run_until(end);
+    let violation = liveness(&sim, &setup, &before_heal, &deleted, &born);
+    Ok(outcome(&setup, events, checker.checks, violation, log))
+}
+
+fn live_primaries(sim: &Sim) -> BTreeMap<ObjectId, Vec<NodeId>> {
+    let mut m: BTreeMap<ObjectId, Vec<NodeId>> = BTreeMap::new();
+    for n in sim.nodes() {
+        if !sim.is_up(n.id()) {
+            continue;
+        }
+        for (id, e) in n.store().iter() {
+            if e.role == Role::Primary {
+                m.entry(id).or_default().push(n.id());
+            }
+        }
+    }
+    m
+}
+
+fn liveness(
+    sim: &Sim,
+    setup: &Setup,
+    before_heal: &BTreeSet<ObjectId>,
+    deleted: &BTreeSet<ObjectId>,
+    born: &HashMap<ObjectId, Time>,
+) -> Option<Violation> {
+    let at_ms = sim.now().as_micros() / 1000;
+    let prim = live_primaries(sim);
+    for (id, at) in &prim {
+        if at.len() > 1 {
+            return Some(Violation {
+                at_ms,
+                invariant: "liveness: one primary",
+                detail: format!("{id} is a primary on {at:?} {LIVENESS_S} s after the heal"),
+            });
+        }
+    }
+    for id in before_heal {
+        if !prim.contains_key(id) && !deleted.contains(id) {
+            return Some(Violation {
+                at_ms,
+                invariant: "liveness: no object lost",
+                detail: format!("{id} had a primary before the heal and has none now"),
+            });
+        }
+    }
+    if setup.architecture == "broadcast" {
+        let members: Vec<&Node<ModelObject>> = sim
+            .nodes()
+            .iter()
+            .filter(|n| sim.is_up(n.id()) && !n.members().is_empty() && n.drain_state().is_none())
+            .collect();
+        let old = sim.now().saturating_since(Time::ZERO) > Duration::from_secs(1);
+        for (id, at) in &prim {
+            let young = born
+                .get(id)
+                .is_some_and(|t| sim.now().saturating_since(*t) < Duration::from_secs(1));
+            if young || !old {
+                continue;
+            }
+            for n in &members {
+                if n.id() != at[0] && n.members().contains(&at[0]) && n.store().get(*id).is_none() {
+                    return Some(Violation {
+                        at_ms,
+                        invariant: "liveness: replicas",
+                        detail: format!(
+                            "{} holds no replica of {id} (primary on {}) {LIVENESS_S} s after the heal",
+                            n.id(),
+                            at[0]
+                        ),
+                    });
+                }
+            }
+        }
+    }
+    None
+}
+
+fn apply(
+    sim: &mut Sim,
+    cfg: &SimConfig,
+    world: &Arc<worldmesh_game::GameMap>,
+    f: &Fault,
+    generations: &mut BTreeMap<u32, u32>,
+    checker: &mut Checker,
+) -> Result<(), ConfigError> {
+    let seed_of = |sim: &Sim, not: u32| {
+        sim.nodes()
+            .iter()
+            .map(|n| n.id())
+            .find(|id| id.0 != not && sim.is_up(*id) && !sim.nodes()[id.0 as usize].members().is_empty())
+    };
+    match &f.kind {
+        FaultKind::Crash { node } => sim.crash(NodeId(*node)),
+        FaultKind::Restart { node } => {
+            let g = generations.entry(*node).or_insert(0);
+            *g += 1;
+            let n = scenario::new_member(cfg, Arc::clone(world), NodeId(*node), *g, sim.now())?;
+            sim.restart(n);
+            checker.reset(*node as usize);
+            if let Some(s) = seed_of(sim, *node) {
+                sim.with_node(NodeId(*node), |n, now| n.join(now, &[Member::simulated(s, 0)]));
+            }
+        }
+        FaultKind::Partition { nodes } => {
+            let side: Vec<NodeId> = nodes.iter().map(|n| NodeId(*n)).collect();
+            sim.network_mut().partition(&side);
+        }
+        FaultKind::Mute { nodes } => {
+            let side: Vec<NodeId> = nodes.iter().map(|n| NodeId(*n)).collect();
+            sim.network_mut().mute(&side);
+        }
+        FaultKind::Heal => sim.network_mut().heal(),
+        FaultKind::Drain { node } => {
+            if sim.is_up(NodeId(*node)) {
+                sim.with_node(NodeId(*node), |n, now| n.drain(now));
+            }
+        }
+        FaultKind::Join { node } => {
+            let n = scenario::new_member(cfg, Arc::clone(world), NodeId(*node), 0, sim.now())?;
+            sim.add_node(n);
+            checker.grow(*node as usize + 1);
+            if let Some(s) = seed_of(sim, *node) {
+                sim.with_node(NodeId(*node), |n, now| n.join(now, &[Member::simulated(s, 0)]));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs seeds `from..from + count` and returns every outcome (callers print the failing
+/// ones).
+pub fn run(
+    from: u64,
+    count: u64,
+    kinds: Faults,
+    mut progress: impl FnMut(&SeedOutcome),
+) -> Result<Vec<SeedOutcome>, ConfigError> {
+    let mut out = Vec::new();
+    for seed in from..from.saturating_add(count) {
+        let o = run_seed(seed, kinds)?;
+        progress(&o);
+        out.push(o);
+    }
+    Ok(out)
+}
