@@ -15,6 +15,7 @@ mod cmd_node;
 mod cmd_plan;
 mod cmd_play;
 mod cmd_simulate;
+mod cmd_swarm;
 mod cmd_token;
 mod duration;
 mod live;
@@ -64,6 +65,9 @@ enum Command {
     /// One native client: connect to a node's player port with a connect token, walk, and
     /// print what the player sees.
     Play(cmd_play::PlayArgs),
+    /// The seeded fault swarm: whole simulated worlds under crashes, restarts, joins,
+    /// drains and partitions, invariants checked after every event.
+    Swarm(cmd_swarm::SwarmArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -88,6 +92,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Ca(args) => cmd_ca::run(args),
         Command::Token(args) => cmd_token::run(args),
         Command::Bots(args) => cmd_bots::run(args),
+        Command::Swarm(args) => cmd_swarm::run(args),
         Command::Play(args) => cmd_play::run(args),
         Command::Dashboard(args) => cmd_dashboard::run(args),
     }

@@ -24,6 +24,8 @@
 //!   (no state its primary never had), and the node it follows held the object as
 //!   primary at some time (no state accepted from a non-owner).
 //! - `monotone-versions`: while a node holds an object, its version never goes back.
+//! - `no-object-lost`: when a node drops an orphan whose policy is adoption (nobody
+//!   adopted it in time here: `node::adoption`), some live node holds it as primary.
 //!
 //! **Liveness, [`LIVENESS_S`] after the heal** (a bound derived from `lan` failure
 //! detection, about 2.3 s, plus adoption and one rejoin): every object that had a primary
@@ -43,7 +45,7 @@ use worldmesh_core::{DetRng, NodeId, ObjectId, Time};
 use worldmesh_game::{MapKind, ModelObject};
 use worldmesh_node::membership::Member;
 use worldmesh_node::{Event, Node};
-use worldmesh_replica::Role;
+use worldmesh_replica::{GameObject as _, OrphanPolicy, Role};
 
 use crate::config::{Architecture, ConfigError, SimConfig};
 use crate::scenario::{self, Sim};
@@ -345,6 +347,9 @@ struct Checker {
     rivals: BTreeMap<(ObjectId, u32), Time>,
     /// Objects adopted (by anyone), for the rival allowance.
     adopted: BTreeSet<(ObjectId, u32)>,
+    /// Objects whose orphans are to be adopted (their [`OrphanPolicy`] as seen at a
+    /// primary): dropping one of them as an orphan loses it.
+    adoptable: BTreeSet<ObjectId>,
     checks: u64,
 }
 
@@ -376,6 +381,9 @@ impl Checker {
             if e.role == Role::Primary {
                 let epoch = rm.binding_of(id).epoch;
                 prim.insert(id, epoch);
+                if e.object.orphan_policy() == OrphanPolicy::Adopt {
+                    self.adoptable.insert(id);
+                }
                 let h = self.history.entry(id).or_default();
                 h.0 = h.0.max(e.version);
                 h.1.insert(me);
@@ -459,6 +467,7 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
     let mut deleted: BTreeSet<ObjectId> = BTreeSet::new();
     let mut born: HashMap<ObjectId, Time> = HashMap::new();
     let mut before_heal: BTreeSet<ObjectId> = BTreeSet::new();
+    let mut lost: Option<Violation> = None;
     let mut log: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     let outcome = |setup: &Setup,
                    events,
@@ -512,6 +521,20 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
                     Event::PrimaryDeleted { id } => {
                         deleted.insert(id);
                     }
+                    // Dropped here, and no live node holds it as primary: lost.
+                    Event::OrphanDropped { id, dead }
+                        if checker.adoptable.contains(&id)
+                            && !sim.nodes().iter().any(|x| {
+                                sim.is_up(x.id())
+                                    && x.store().get(id).is_some_and(|e| e.role == Role::Primary)
+                            }) =>
+                    {
+                        lost.get_or_insert(Violation {
+                            at_ms: at.as_micros() / 1000,
+                            invariant: "no-object-lost",
+                            detail: format!("{n} dropped {id}, an orphan of {dead} that nobody adopted"),
+                        });
+                    }
                     Event::PrimaryCreated { id } => {
                         born.entry(id).or_insert(at);
                     }
@@ -523,6 +546,9 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
             }
             for n in exited {
                 sim.crash(n);
+            }
+            if let Some(v) = lost.take() {
+                return Ok(outcome(&setup, events, checker.checks, Some(v), log));
             }
             if let Some(n) = sim.last_touched()
                 && let Err(v) = checker.check(&sim, n.0 as usize)
