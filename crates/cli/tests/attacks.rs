@@ -392,8 +392,9 @@ fn spoofed_reflected_and_member_forged_traffic_changes_nothing_on_real_nodes() {
         );
         inject.send((NodeId(0), f)).unwrap();
     }
-    //    b. Its own object: genuine versions 1..=60 over 6 s, with 5 states at version 2^40
-    //       among them. A frozen replica would count every later genuine update as stale.
+    //    b. Its own object: genuine versions 1..=60 over 6 s, with states at version 2^40
+    //       after versions 5, 10, 15, 20 and 25. A frozen replica would count every later
+    //       genuine update as stale.
     let own = ObjectId::new(NodeId(2), 1_000_000);
     let mut seq = 1_000_000u32;
     let mut next = |msgs| {
@@ -431,7 +432,7 @@ fn spoofed_reflected_and_member_forged_traffic_changes_nothing_on_real_nodes() {
                 }])]),
             ))
             .unwrap();
-        if v % 10 == 5 && jumps_sent < JUMPS {
+        if v % 5 == 0 && jumps_sent < JUMPS {
             jumps_sent += 1;
             inject
                 .send((
@@ -492,10 +493,14 @@ fn spoofed_reflected_and_member_forged_traffic_changes_nothing_on_real_nodes() {
         "{refused} of {} forged states refused",
         node1_objects.len()
     );
-    // Each version jump refused, and the genuine updates after them applied.
-    assert_eq!(u(&r0, &["replica", "refused_version_jump"]), JUMPS);
+    // Each version jump that arrived was refused (they ride QUIC datagrams: a busy node
+    // may drop one), and the genuine updates after them applied: had one been taken, the
+    // replica would hold 2^40 and every later genuine update (35 after the last jump, at
+    // version 25) would count as stale.
+    let jumps = u(&r0, &["replica", "refused_version_jump"]);
+    assert!((1..=JUMPS).contains(&jumps), "{jumps} version jumps refused");
     let stale = u(&r0, &["replica", "stale_updates"]);
-    assert!(stale < 50, "{stale} stale updates: a jump froze the replica");
+    assert!(stale < 20, "{stale} stale updates: a jump froze the replica");
     // The phantoms stop at the creation cap.
     let cfg = worldmesh_replica::ReplicaConfig::default();
     let capped = u(&r0, &["replica", "refused_creation_cap"]);
@@ -506,9 +511,9 @@ fn spoofed_reflected_and_member_forged_traffic_changes_nothing_on_real_nodes() {
     );
     assert!(capped < 150_000, "some phantoms within the budget were taken");
     eprintln!(
-        "attacks: {} spoofed forgeries; node 0 refused {refused} foreign states, {} version jumps, \
-         {capped} of 150000 phantoms; rss {rss_before} -> {rss_after} kB; nothing reflected",
+        "attacks: {} spoofed forgeries; node 0 refused {refused} foreign states, {jumps} of {JUMPS} \
+         version jumps ({stale} stale updates), {capped} of 150000 phantoms; rss {rss_before} -> \
+         {rss_after} kB; nothing reflected",
         if raw.is_some() { 2 * FORGED } else { 0 },
-        JUMPS
     );
 }
