@@ -373,6 +373,17 @@ pub fn percentile(v: &[f64], p: f64) -> f64 {
     v[rank.clamp(1, v.len()) - 1]
 }
 
+/// A part of a test that needs root (namespaces, raw sockets) cannot run here: says why
+/// and lets the caller skip it, unless `WORLDMESH_REQUIRE_NETNS=1` (CI on a machine that
+/// allows it), where it fails instead.
+pub fn skip_unless_required(msg: &str) {
+    assert!(
+        std::env::var("WORLDMESH_REQUIRE_NETNS").as_deref() != Ok("1"),
+        "{msg}, and WORLDMESH_REQUIRE_NETNS=1"
+    );
+    eprintln!("{msg}");
+}
+
 /// Serializes the tests that start many processes (the machine has 2 cores).
 pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
