@@ -52,7 +52,8 @@ pub struct SwarmArgs {
     /// Print the event log of failing seeds (membership, adoptions, migrations, drains).
     #[arg(long)]
     log: bool,
-    /// One JSON object per seed on standard output instead of the text lines.
+    /// Also one JSON object per seed (setup, events, checks, violation, log) on standard
+    /// output; failures and the summary stay on standard error.
     #[arg(long)]
     json: bool,
 }

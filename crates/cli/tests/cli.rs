@@ -288,3 +288,21 @@ fn help_explains_every_command() {
         assert!(s.contains(flag), "{flag} missing from simulate --help");
     }
 }
+
+/// `worldmesh swarm`: seeds run with their outcome as JSON, and a bad seed count is refused
+/// with what was wrong.
+#[test]
+fn swarm_runs_seeds_and_refuses_a_bad_count() {
+    let stdout = run_ok(worldmesh().args(["swarm", "--seeds", "2", "--from", "5", "--json"]));
+    let seeds: Vec<serde_json::Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(seeds.len(), 2);
+    for (v, seed) in seeds.iter().zip([5, 6]) {
+        assert_eq!(v["setup"]["seed"], seed);
+        assert!(v["violation"].is_null(), "{v}");
+        assert!(v["checks"].as_u64().unwrap() > 1000, "{v}");
+    }
+    let o = worldmesh().args(["swarm", "--seeds", "0"]).output().unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--seeds must be in 1..=10000000, got 0"), "{err}");
+}
