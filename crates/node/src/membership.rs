@@ -120,8 +120,9 @@ impl MembershipConfig {
     /// retransmissions are what helps.) The 200 ms period keeps the 2 s of suspicion and
     /// finds the failure sooner: `experiment adoption --quick` (16 members, 20 ms RTT)
     /// re-homes every orphan by 2.40 s (p99; 2.51 s with 300 ms) with 0 false suspicions at
-    /// 10 % loss, and `kill -9` of 2 of 8 real nodes by 2.27–2.62 s (p99 of three runs;
-    /// 2.87–3.25 s with 300 ms).
+    /// 10 % loss, and `kill -9` of 2 of 8 real nodes by 2.27–3.12 s (p99 of six runs, one
+    /// over 3 s: the wait for the first probe of the dead node is the tail; 2.87–3.25 s
+    /// with 300 ms).
     pub fn lan() -> Self {
         Self {
             probe_period: Duration::from_millis(200),
