@@ -212,9 +212,20 @@ impl Adoption {
         for (id, b, dead) in &batch {
             q.insert(*id, (*b, *dead, now));
         }
-        for part in batch.chunks(32) {
+        self.send_notices(node, &batch, out);
+    }
+
+    /// Sends `items` (already recorded in `notices`, to be resent until acknowledged) to
+    /// `peer`, a few dozen per message.
+    fn send_notices(
+        &mut self,
+        peer: NodeId,
+        items: &[(ObjectId, Binding, NodeId)],
+        out: &mut Vec<(NodeId, MigrationMsg)>,
+    ) {
+        for part in items.chunks(32) {
             self.stats.notices_sent += part.len() as u64;
-            out.push((node, MigrationMsg::Adopted(part.to_vec())));
+            out.push((peer, MigrationMsg::Adopted(part.to_vec())));
         }
     }
 
@@ -476,10 +487,7 @@ impl Adoption {
             batches.entry(peer).or_default().push((id, binding, dead));
         }
         for (peer, batch) in batches {
-            for part in batch.chunks(32) {
-                self.stats.notices_sent += part.len() as u64;
-                out.push((peer, MigrationMsg::Adopted(part.to_vec())));
-            }
+            self.send_notices(peer, &batch, out);
         }
     }
 
