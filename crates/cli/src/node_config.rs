@@ -38,6 +38,7 @@
 //! profile = "lan"                  # or "wan"; any field below overrides the profile
 //! probe_period_ms = 250
 //! suspect_to_down_after_ms = 600
+//! suspect_silent_after_ms = 400    # suspect a steadily heard member silent this long (0: off)
 //!
 //! [quic]                           # transport tuning (defaults shown where set)
 //! mtu_discovery = false            # every node datagram fits QUIC's minimum packet
@@ -365,6 +366,7 @@ struct FileMembership {
     gossip_every_ms: Option<u64>,
     announce_every_ms: Option<u64>,
     max_packet: Option<usize>,
+    suspect_silent_after_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -720,6 +722,11 @@ pub fn resolve(file: FileConfig, o: Overrides, source: &str) -> Result<NodeSetti
         gossip_every: ms(m.gossip_every_ms, base.gossip_every),
         announce_every: ms(m.announce_every_ms, base.announce_every),
         max_packet: m.max_packet.unwrap_or(base.max_packet),
+        suspect_silent_after: match m.suspect_silent_after_ms {
+            Some(0) => None,
+            Some(v) => Some(Duration::from_millis(v)),
+            None => base.suspect_silent_after,
+        },
     };
     // The membership protocol's own checks, on a throwaway instance.
     if let Err(e) = Membership::new(Member::simulated(NodeId(id), 0), &membership, DetRng::new(0)) {

@@ -20,6 +20,7 @@
 //! failed server); SWIM's suspicion mechanism keeps false positives rare under loss while
 //! detecting real failures in a few protocol periods.
 
+mod silence;
 mod wire;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -28,7 +29,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::num::{NonZeroU8, NonZeroUsize};
 use std::time::Duration;
 
-use foca::{Foca, NoCustomBroadcast, Notification, Runtime, Timer};
+use foca::{Foca, NoCustomBroadcast, Notification, Runtime, State, Timer};
 use worldmesh_core::{DetRng, NodeId, Time};
 
 pub use wire::{MemberCodec, WireError};
@@ -101,6 +102,11 @@ pub struct MembershipConfig {
     pub announce_every: Duration,
     /// Largest SWIM message in bytes (must fit a transport datagram).
     pub max_packet: usize,
+    /// Passive failure detection: a member this node hears from steadily (game traffic
+    /// every frame, see [`Membership::heard`]) that falls silent this long is suspected at
+    /// once, without waiting for SWIM's round-robin probe to reach it; it is declared down
+    /// `suspect_to_down_after` later unless it refutes. `None` turns it off.
+    pub suspect_silent_after: Option<Duration>,
 }
 
 impl Default for MembershipConfig {
@@ -140,6 +146,10 @@ impl MembershipConfig {
             // 10 s after a partition healed (the fault swarm's liveness check).
             announce_every: Duration::from_secs(2),
             max_packet: 1100,
+            // Four frames at 10 Hz: in a running world every member hears every other
+            // one each frame, so this finds a crash sooner than the first probe of the dead
+            // member (up to one probe round, 200 ms × members, later).
+            suspect_silent_after: Some(Duration::from_millis(400)),
         }
     }
 
@@ -151,6 +161,8 @@ impl MembershipConfig {
             suspect_to_down_after: Duration::from_millis(4500),
             gossip_every: Duration::from_millis(250),
             announce_every: Duration::from_secs(10),
+            // WAN paths lose bursts and reorder: leave detection to the probes.
+            suspect_silent_after: None,
             ..Self::lan()
         }
     }
@@ -167,6 +179,14 @@ impl MembershipConfig {
             || self.suspect_to_down_after.is_zero()
         {
             return Err(MembershipError::BadConfig("periods must be positive"));
+        }
+        if self
+            .suspect_silent_after
+            .is_some_and(|d| d < Duration::from_millis(10) || d > Duration::from_secs(60))
+        {
+            return Err(MembershipError::BadConfig(
+                "suspect_silent_after must be in 10 ms..=60 s",
+            ));
         }
         if !(64..=60_000).contains(&self.max_packet) {
             return Err(MembershipError::BadConfig(
@@ -322,6 +342,9 @@ pub struct Membership {
     refused: u64,
     /// This node left: it no longer takes part (and must not rejoin by itself).
     left: bool,
+    /// Passive failure detection (`suspect_silent_after`), if on.
+    silence: Option<silence::Silence>,
+    suspect_to_down_after: Duration,
 }
 
 impl Membership {
@@ -339,6 +362,8 @@ impl Membership {
             outbox: Outbox::default(),
             refused: 0,
             left: false,
+            silence: cfg.suspect_silent_after.map(silence::Silence::new),
+            suspect_to_down_after: cfg.suspect_to_down_after,
         })
     }
 
@@ -401,6 +426,7 @@ impl Membership {
         self.absorb(now, r.err());
         self.timers.clear();
         self.live.clear();
+        self.silence = None;
     }
 
     /// True once this node has left.
@@ -440,7 +466,14 @@ impl Membership {
 
     /// When [`Membership::handle_timeout`] is next due.
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.timers.keys().next().map(|(t, _)| *t)
+        let foca = self.timers.keys().next().map(|(t, _)| *t);
+        match (
+            foca,
+            self.silence.as_ref().and_then(silence::Silence::poll_timeout),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Fires every timer due at `now`.
@@ -452,6 +485,67 @@ impl Membership {
             let timer = entry.remove();
             let r = self.foca.handle_timer(timer, &mut self.outbox);
             self.absorb(now, r.err());
+        }
+        self.check_silence(now);
+    }
+
+    /// A datagram (of any kind) from the authenticated member `from` arrived: feeds the
+    /// passive failure detector ([`MembershipConfig::suspect_silent_after`]).
+    pub fn heard(&mut self, now: Time, from: NodeId) {
+        if self.left || !self.live.contains_key(&from) {
+            return;
+        }
+        if let Some(s) = &mut self.silence {
+            s.heard(now, from);
+        }
+    }
+
+    /// Suspicions raised so far because a steadily heard member fell silent.
+    pub fn silent_suspicions(&self) -> u64 {
+        self.silence.as_ref().map_or(0, silence::Silence::raised)
+    }
+
+    /// Suspects the members that fell silent, and declares down those of its own
+    /// suspicions that nobody refuted in `suspect_to_down_after` (what foca does for the
+    /// suspicions its probes raise: the check is the same, same identity and incarnation
+    /// still suspected).
+    fn check_silence(&mut self, now: Time) {
+        let Some(s) = &mut self.silence else { return };
+        let silent = s.silent(now);
+        let due = s.due(now);
+        for node in silent {
+            let Some(m) = self
+                .foca
+                .iter_membership_state()
+                .find(|m| m.id().node == node && m.state() == State::Alive)
+                .cloned()
+            else {
+                continue;
+            };
+            let (id, inc) = (*m.id(), m.incarnation());
+            let r = self.foca.apply_many(
+                std::iter::once(foca::Member::new(id, inc, State::Suspect)),
+                true,
+                &mut self.outbox,
+            );
+            self.absorb(now, r.err());
+            if let Some(s) = &mut self.silence {
+                s.await_down(now + self.suspect_to_down_after, id, inc);
+            }
+        }
+        for (id, inc) in due {
+            let still = self
+                .foca
+                .iter_membership_state()
+                .any(|m| m.id() == &id && m.state() == State::Suspect && m.incarnation() == inc);
+            if still {
+                let r = self.foca.apply_many(
+                    std::iter::once(foca::Member::new(id, inc, State::Down)),
+                    true,
+                    &mut self.outbox,
+                );
+                self.absorb(now, r.err());
+            }
         }
     }
 
@@ -491,6 +585,9 @@ impl Membership {
                 Note::Down(m) => {
                     if self.live.get(&m.node) == Some(&m) {
                         self.live.remove(&m.node);
+                        if let Some(s) = &mut self.silence {
+                            s.forget(m.node);
+                        }
                     }
                     self.push(MembershipEvent::Down(m));
                 }
@@ -500,6 +597,9 @@ impl Membership {
                     self.addrs.insert(new.node, new);
                     if self.live.get(&old.node) == Some(&old) {
                         self.live.remove(&old.node);
+                        if let Some(s) = &mut self.silence {
+                            s.forget(old.node);
+                        }
                         self.push(MembershipEvent::Down(old));
                     }
                     // The new life is up if foca has it active, also when the old one was

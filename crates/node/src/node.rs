@@ -499,6 +499,9 @@ impl<O: GameObject> Node<O> {
             self.reject(from, Rejection::NotMember);
             return;
         }
+        if let Some(m) = &mut self.membership {
+            m.heard(now, from);
+        }
         // Each subsystem owns the datagrams of its class.
         match frame.class {
             MessageClass::ObjectUpdate => self.on_replica_datagram(now, from, &frame),

@@ -10,6 +10,12 @@ struct Net {
     flight: Vec<(Time, NodeId, NodeId, Vec<u8>)>,
     events: Vec<(NodeId, MembershipEvent)>,
     cut: Vec<(NodeId, NodeId)>,
+    /// Game traffic: every 100 ms each live member hears from every other one, except
+    /// from the members in `quiet` (see [`Membership::heard`]).
+    traffic: bool,
+    quiet: Vec<NodeId>,
+    /// Settings every member starts with.
+    cfg: MembershipConfig,
 }
 
 fn cfg() -> MembershipConfig {
@@ -24,6 +30,9 @@ impl Net {
             flight: Vec::new(),
             events: Vec::new(),
             cut: Vec::new(),
+            traffic: false,
+            quiet: Vec::new(),
+            cfg: cfg(),
         }
     }
 
@@ -31,7 +40,7 @@ impl Net {
         let me = Member::simulated(NodeId(node), generation);
         let m = Membership::new(
             me,
-            &cfg(),
+            &self.cfg,
             DetRng::new(7).fork(u64::from(node) * 100 + u64::from(generation)),
         )
         .unwrap();
@@ -76,6 +85,19 @@ impl Net {
             for (_, src, dst, data) in due {
                 if let Some(Some(m)) = self.nodes.get_mut(dst.0 as usize) {
                     let _ = m.handle_datagram(now, src, &data);
+                }
+            }
+            if self.traffic && now.as_micros() % 100_000 == 0 {
+                let up: Vec<NodeId> = (0..self.nodes.len())
+                    .filter(|i| self.nodes[*i].is_some())
+                    .map(|i| NodeId(i as u32))
+                    .filter(|n| !self.quiet.contains(n))
+                    .collect();
+                for m in self.nodes.iter_mut().flatten() {
+                    let me = m.me().node;
+                    for src in up.iter().filter(|s| **s != me) {
+                        m.heard(now, *src);
+                    }
                 }
             }
             for m in self.nodes.iter_mut().flatten() {
@@ -305,4 +327,87 @@ fn under_ten_percent_loss_false_failures_heal_and_a_crash_is_still_detected() {
         }
     }
     eprintln!("false failures under 10 % loss: {false_failures} in 12 runs of 30 s");
+}
+
+/// With game traffic (every member hears every other one each 100 ms frame), a crash is
+/// suspected as soon as the dead member falls silent instead of when SWIM's round robin
+/// first probes it. With a 1 s probe period and 16 members that probe comes 0–15 s after
+/// the crash at each observer (about 1 s at the first of 15), so detection through probes
+/// alone takes about 1 + 1 + 2 s; through silence it takes 0.4 s (+ a 0.1 s check) + the
+/// 2 s of suspicion at every survivor.
+#[test]
+fn game_traffic_lets_every_survivor_suspect_a_crash_at_once() {
+    let mut net = Net::new();
+    net.cfg.probe_period = Duration::from_secs(1);
+    net.traffic = true;
+    let members: Vec<Member> = (0..16).map(|i| net.start(i, 0)).collect();
+    for i in 0..16 {
+        net.node(i).assume_up(Time::ZERO, &members);
+    }
+    net.run(Duration::from_secs(3));
+    let mut worst = Duration::ZERO;
+    for victim in [15u32, 7, 3] {
+        net.nodes[victim as usize] = None;
+        let crashed = net.now;
+        net.events.clear();
+        let mut seen: Vec<u32> = Vec::new();
+        let survivors = net.nodes.iter().flatten().count();
+        while seen.len() < survivors && net.now < crashed + Duration::from_secs(10) {
+            net.run(Duration::from_millis(10));
+            for (n, e) in &net.events {
+                if matches!(e, MembershipEvent::Down(m) if m.node.0 == victim) && !seen.contains(&n.0) {
+                    seen.push(n.0);
+                }
+            }
+        }
+        assert_eq!(seen.len(), survivors, "not every survivor declared {victim} down");
+        worst = worst.max(net.now - crashed);
+        // The others stay up: silence never fired on a live member.
+        for i in (0..16).filter(|i| net.nodes[*i as usize].is_some()) {
+            assert_eq!(net.live_ids(i).len(), survivors - 1, "node {i}");
+        }
+    }
+    assert!(
+        worst <= Duration::from_millis(2_560),
+        "last survivor learned of a crash {worst:?} after it"
+    );
+    assert!(
+        (0..16)
+            .filter(|i| net.nodes[*i as usize].is_some())
+            .all(|i| { net.nodes[i as usize].as_ref().unwrap().silent_suspicions() >= 1 })
+    );
+}
+
+/// A live member whose game traffic stops (its players left this node's interest) is
+/// suspected through silence, refutes it like any suspicion, and is never declared down.
+#[test]
+fn a_live_member_that_falls_silent_refutes_the_suspicion() {
+    let mut net = Net::new();
+    net.traffic = true;
+    let members: Vec<Member> = (0..8).map(|i| net.start(i, 0)).collect();
+    for i in 0..8 {
+        net.node(i).assume_up(Time::ZERO, &members);
+    }
+    net.run(Duration::from_secs(3));
+    net.events.clear();
+    net.quiet.push(NodeId(5));
+    net.run(Duration::from_secs(10));
+    let raised: u64 = (0..8)
+        .filter(|i| *i != 5)
+        .map(|i| net.node(i).silent_suspicions())
+        .sum();
+    assert!(
+        raised >= 7,
+        "only {raised} silence suspicions of the quiet member"
+    );
+    assert!(
+        !net.events
+            .iter()
+            .any(|(_, e)| matches!(e, MembershipEvent::Down(_))),
+        "a live member was declared down: {:?}",
+        net.events
+    );
+    for i in 0..8 {
+        assert_eq!(net.live_ids(i).len(), 7, "node {i} sees {:?}", net.live_ids(i));
+    }
 }

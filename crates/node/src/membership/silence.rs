@@ -1,0 +1,201 @@
+//! Passive failure detection: suspicion raised by the silence of a member this node hears
+//! from every frame.
+//!
+//! SWIM probes one member per period in a shuffled round robin, so with `n` members the
+//! first probe of a member that just crashed comes up to `n` periods later at a given
+//! observer; in a running world that wait, not the suspicion time, made the tail of the
+//! time to adopt a crashed member's objects (issue 13: `kill -9` of 2 of 8 nodes, p99
+//! 2.3–3.1 s against a 3 s target). Yet every member hears from most others every frame
+//! (object updates, locator traffic), so a crash is visible to everyone within a few
+//! frames. This detector keeps, per member, the time of the last datagram and a moving
+//! average of the gaps between datagrams; a member heard *steadily* (average gap at most a
+//! third of the threshold, so the threshold spans at least three of its usual gaps) that
+//! has been silent for the threshold is reported once, until it is heard again.
+//!
+//! A report only raises a SWIM *suspicion* ([`super::Membership`] applies it to foca and
+//! gossips it); a live member refutes it as it refutes any suspicion, and only a member
+//! that stays suspected for `suspect_to_down_after` is declared down. So silence never
+//! shortens the time a member has to refute — it only starts the clock sooner.
+//!
+//! Pure state over virtual time: the node calls [`Silence::heard`] for every datagram from
+//! an authenticated member and [`Silence::silent`] when [`Silence::poll_timeout`] is due.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use worldmesh_core::{NodeId, Time};
+
+use super::Member;
+
+/// What this node hears from one member.
+#[derive(Clone, Copy, Debug)]
+struct Heard {
+    /// When the last datagram arrived.
+    last: Time,
+    /// Moving average (weight 1/8) of the gaps between datagrams, µs.
+    gap_us: u64,
+    /// Reported silent and not heard since.
+    reported: bool,
+}
+
+/// Suspicions raised by silence, checked every quarter of the threshold.
+#[derive(Debug)]
+pub(super) struct Silence {
+    after: Duration,
+    heard: BTreeMap<NodeId, Heard>,
+    next_check: Option<Time>,
+    /// Suspicions this node raised, to be confirmed when due: (due, node) → (identity,
+    /// incarnation suspected).
+    pending: BTreeMap<(Time, NodeId), (Member, u16)>,
+    /// Suspicions raised so far.
+    raised: u64,
+}
+
+impl Silence {
+    /// A detector with silence threshold `after`.
+    pub(super) fn new(after: Duration) -> Self {
+        Self {
+            after,
+            heard: BTreeMap::new(),
+            next_check: None,
+            pending: BTreeMap::new(),
+            raised: 0,
+        }
+    }
+
+    /// Suspicions raised so far.
+    pub(super) fn raised(&self) -> u64 {
+        self.raised
+    }
+
+    /// A datagram from member `from` arrived at `now`.
+    pub(super) fn heard(&mut self, now: Time, from: NodeId) {
+        let after_us = self.after.as_micros() as u64;
+        let h = self.heard.entry(from).or_insert(Heard {
+            last: now,
+            // Not steady until a run of short gaps has pulled the average down.
+            gap_us: after_us,
+            reported: false,
+        });
+        let gap = now.saturating_since(h.last).as_micros() as u64;
+        h.gap_us = (h.gap_us * 7 + gap) / 8;
+        h.last = now;
+        h.reported = false;
+        if self.next_check.is_none() {
+            self.next_check = Some(now + self.after / 4);
+        }
+    }
+
+    /// Forgets member `node` (down, left, or replaced by a new generation).
+    pub(super) fn forget(&mut self, node: NodeId) {
+        self.heard.remove(&node);
+        self.pending.retain(|(_, n), _| *n != node);
+    }
+
+    /// When [`Silence::silent`] or [`Silence::due`] next has work.
+    pub(super) fn poll_timeout(&self) -> Option<Time> {
+        let pending = self.pending.keys().next().map(|(t, _)| *t);
+        match (self.next_check, pending) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The steadily heard members silent at `now`, each reported once until heard again.
+    pub(super) fn silent(&mut self, now: Time) -> Vec<NodeId> {
+        if self.next_check.is_none_or(|t| t > now) {
+            return Vec::new();
+        }
+        self.next_check = (!self.heard.is_empty()).then(|| now + self.after / 4);
+        let after_us = self.after.as_micros() as u64;
+        let mut out = Vec::new();
+        for (node, h) in &mut self.heard {
+            let steady = h.gap_us * 3 <= after_us;
+            let quiet = now.saturating_since(h.last).as_micros() as u64 >= after_us;
+            if steady && quiet && !h.reported {
+                h.reported = true;
+                out.push(*node);
+            }
+        }
+        out
+    }
+
+    /// Records a suspicion of `member` at `incarnation`, to confirm at `due`.
+    pub(super) fn await_down(&mut self, due: Time, member: Member, incarnation: u16) {
+        self.raised += 1;
+        self.pending.insert((due, member.node), (member, incarnation));
+    }
+
+    /// The suspicions due at `now`, removed.
+    pub(super) fn due(&mut self, now: Time) -> Vec<(Member, u16)> {
+        let mut out = Vec::new();
+        while let Some(e) = self.pending.first_entry() {
+            if e.key().0 > now {
+                break;
+            }
+            out.push(e.remove());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(ms: u64) -> Time {
+        Time::from_millis(ms)
+    }
+
+    #[test]
+    fn a_steady_member_that_falls_silent_is_reported_once() {
+        let mut s = Silence::new(Duration::from_millis(400));
+        let n = NodeId(3);
+        for ms in (0..=2000).step_by(100) {
+            s.heard(t(ms), n);
+            assert!(s.silent(t(ms)).is_empty(), "reported while heard at {ms} ms");
+        }
+        // Silent from 2000 ms: not yet at 2300, reported by 2400 + one check period.
+        let mut reported_at = None;
+        let mut now = 2000;
+        while now <= 3000 {
+            if s.poll_timeout().is_some_and(|d| d <= t(now)) && !s.silent(t(now)).is_empty() {
+                assert!(reported_at.is_none(), "reported twice");
+                reported_at = Some(now);
+            }
+            now += 10;
+        }
+        let at = reported_at.expect("never reported");
+        assert!((2400..=2500).contains(&at), "reported at {at} ms");
+        // Heard again: it can be reported again later.
+        s.heard(t(3000), n);
+        assert!(s.silent(t(3100)).is_empty());
+    }
+
+    #[test]
+    fn a_member_heard_only_now_and_then_is_never_reported() {
+        // SWIM alone: one datagram a second is not steady traffic.
+        let mut s = Silence::new(Duration::from_millis(400));
+        for ms in (0..=10_000).step_by(1000) {
+            s.heard(t(ms), NodeId(1));
+        }
+        for ms in (10_000..20_000).step_by(100) {
+            assert!(s.silent(t(ms)).is_empty(), "reported at {ms} ms");
+        }
+    }
+
+    #[test]
+    fn suspicions_come_due_in_time_order_and_forget_drops_them() {
+        let mut s = Silence::new(Duration::from_millis(400));
+        let a = Member::simulated(NodeId(1), 0);
+        let b = Member::simulated(NodeId(2), 0);
+        s.await_down(t(3000), b, 0);
+        s.await_down(t(2000), a, 4);
+        assert_eq!(s.poll_timeout(), Some(t(2000)));
+        assert!(s.due(t(1999)).is_empty());
+        assert_eq!(s.due(t(2500)), vec![(a, 4)]);
+        s.forget(NodeId(2));
+        assert!(s.due(t(9000)).is_empty());
+        assert_eq!(s.raised(), 2);
+    }
+}
