@@ -544,7 +544,11 @@ impl Adoption {
             let Some((first, offer)) = self.offers.remove(&id) else {
                 continue;
             };
-            if !self.seen_down.contains(&offer.dead) {
+            // Seen failing here, or not a member here at all: a node that came up after
+            // the failure (a joiner, a member back as a new generation) never sees it fail
+            // and would otherwise never adopt (fault swarm, crashes seed 68).
+            let down_here = self.seen_down.contains(&offer.dead) || !live.contains(&offer.dead);
+            if !down_here {
                 // Not seen failing here yet: wait for it (or give up).
                 if now.saturating_since(first) < self.cfg.orphan_timeout {
                     self.offers.insert(id, (first, offer));
