@@ -31,6 +31,8 @@ use crate::node_report::{
 };
 use crate::summary;
 use worldmesh_net::Players;
+use worldmesh_net::metrics::SnapshotCell;
+use worldmesh_net::metrics_server::{MetricsServer, MetricsServerConfig};
 use worldmesh_net::players::{PlayerListener, PlayerListenerConfig};
 use worldmesh_node::sessions::{SessionConfig, Sessions};
 
@@ -115,7 +117,9 @@ pub struct NodeArgs {
     /// Placeholder: directory for persistence (issue 19); not used yet.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
-    /// Placeholder: metrics endpoint address (issue 17); not served yet.
+    /// Serve Prometheus metrics at http://ADDR/metrics (text format 0.0.4), e.g.
+    /// 127.0.0.1:9100 (port 0: any free port, printed in the ready line). Served from a
+    /// thread of its own, off the frame loop; off when absent.
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
     /// Log format on standard error (filter with RUST_LOG).
@@ -490,6 +494,18 @@ async fn serve<T: Transport + 'static>(
     if let Some(a) = player_addr {
         tracing::info!(node = s.id, players = %a, "player port open");
     }
+    // The metrics endpoint, bound before the run so a taken address fails the start.
+    let metrics_server = match s.metrics {
+        Some(addr) => {
+            let cell = SnapshotCell::new();
+            let srv = MetricsServer::start(MetricsServerConfig::new(addr), cell.clone())?;
+            tracing::info!(node = s.id, addr = %srv.local_addr(), "metrics at http://{}/metrics", srv.local_addr());
+            opts.metrics = Some(cell);
+            Some(srv)
+        }
+        None => None,
+    };
+    let metrics_addr = metrics_server.as_ref().map(MetricsServer::local_addr);
     let (mut handle, driver) = worldmesh_net::start_with_players(node, transport, opts, players);
     let mut task = tokio::spawn(driver);
     let mut stdin = stdin_lines(run.wait_start || run.exit_on_stdin_close);
@@ -530,6 +546,7 @@ async fn serve<T: Transport + 'static>(
             generation,
             members,
             players: player_addr,
+            metrics: metrics_addr,
         };
         println!("{READY_PREFIX}{}", serde_json::to_string(&r)?);
     }
@@ -686,6 +703,7 @@ async fn finish<T: Transport>(
         cpu_seconds: cpu,
         stop: stop.into(),
         left_behind,
+        frame_time: out.frame_times.clone(),
         players: out.players.clone().map(|p| PlayersReport {
             sessions: p.sessions,
             port: p.port,

@@ -15,7 +15,7 @@
 //! backups = 2
 //! transport = "quic"               # "udp-insecure" only as a benchmark baseline
 //! data_dir = "/var/lib/worldmesh"  # placeholder (persistence, issue 19)
-//! metrics = "127.0.0.1:9100"       # placeholder (metrics endpoint, issue 17)
+//! metrics = "127.0.0.1:9100"       # Prometheus metrics at http://ADDR/metrics (off if absent)
 //! log_format = "human"             # or "json"
 //! join_timeout_s = 30
 //! drain_deadline_s = 30
@@ -236,7 +236,7 @@ pub struct NodeSettings {
     pub players: Option<PlayerSettings>,
     /// Placeholder: persistence directory (issue 19).
     pub data_dir: Option<PathBuf>,
-    /// Placeholder: metrics endpoint (issue 17).
+    /// Where to serve Prometheus metrics (`GET /metrics`; `None`: not served).
     pub metrics: Option<SocketAddr>,
     /// Log format.
     pub log_format: LogFormat,

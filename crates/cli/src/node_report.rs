@@ -38,6 +38,9 @@ pub struct Ready {
     /// The player port's address, if the node admits players.
     #[serde(default)]
     pub players: Option<std::net::SocketAddr>,
+    /// The metrics endpoint's address (`http://ADDR/metrics`), if metrics are on.
+    #[serde(default)]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// The started line.
@@ -92,6 +95,10 @@ pub struct NodeReport {
     pub stop: String,
     /// Primaries left behind by a drain.
     pub left_behind: usize,
+    /// Frame durations: time in each frame and how late it started (quantiles over the
+    /// last frames, the same figures `worldmesh_frame_*` metrics expose).
+    #[serde(default)]
+    pub frame_time: worldmesh_net::metrics::FrameTimeSummary,
     /// Players: sessions and the player port, if the node admitted players.
     #[serde(default)]
     pub players: Option<PlayersReport>,

@@ -15,6 +15,10 @@
 //! 4. waits for a transport event, a command, the seeds' answers, the node's next timeout,
 //!    the shim's next release, or the once-a-second log tick.
 //!
+//! It times every frame (the work, and how late it started: [`FrameTimes`]) and, when
+//! [`DriverOptions::metrics`] is set, publishes a [`MetricsSnapshot`] once a second for
+//! the metrics endpoint ([`crate::metrics_server`]), which renders it on its own thread.
+//!
 //! It makes no protocol decision: joining (dial the seeds, then [`Node::join`]), draining
 //! and stopping are the node's, on command. A drain ends the run after
 //! [`Event::Drained`] (and a short linger so the leave reaches the others).
@@ -31,6 +35,7 @@ use worldmesh_replica::GameObject;
 
 use crate::clock::Clock;
 use crate::join::{JoinError, JoinPolicy, reach_seeds};
+use crate::metrics::{FrameTimeSummary, FrameTimes, MetricsSnapshot, PlayerMetrics, SnapshotCell};
 use crate::players::{PlayerEvent, PlayerHost, PlayerListener, PlayerPortStats};
 use crate::shim::DelayShim;
 use crate::transport::{RefusalReason, Transport, TransportEvent, TransportStats, class_of};
@@ -62,11 +67,13 @@ pub struct DriverOptions {
     /// Refusal log lines: at most one per reason per this period (the rest are counted
     /// and summarised).
     pub log_period: Duration,
+    /// Where to publish a [`MetricsSnapshot`] once a second (and at start and end).
+    pub metrics: Option<SnapshotCell>,
 }
 
 impl DriverOptions {
     /// Defaults: no shim, no seeds, 30 s to reach a seed, 8192 queued events, 500 ms
-    /// linger, refusal lines at most every 5 s.
+    /// linger, refusal lines at most every 5 s, no metrics.
     pub fn new(clock: Clock) -> Self {
         Self {
             clock,
@@ -76,6 +83,7 @@ impl DriverOptions {
             event_capacity: 8192,
             linger: Duration::from_millis(500),
             log_period: Duration::from_secs(5),
+            metrics: None,
         }
     }
 }
@@ -189,6 +197,8 @@ pub struct Snapshot {
     pub members: Vec<NodeId>,
     /// Player sessions and the player port, if the node admits players.
     pub players: Option<PlayersOutcome>,
+    /// Frame durations so far.
+    pub frame_times: FrameTimeSummary,
 }
 
 /// Why a run ended.
@@ -221,6 +231,8 @@ pub struct RunOutcome<O: GameObject, T> {
     pub ended: Time,
     /// Player sessions and the player port at the end, if the node admitted players.
     pub players: Option<PlayersOutcome>,
+    /// Frame durations over the run.
+    pub frame_times: FrameTimeSummary,
 }
 
 /// The players' counters of a node.
@@ -392,15 +404,24 @@ where
         drained: None,
         players,
         frame: 0,
+        frame_times: FrameTimes::default(),
+        metrics: opts.metrics.take(),
     };
+    d.publish_metrics();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut linger_until: Option<Instant> = None;
     let reason = loop {
         let now = Instant::now();
         if d.node.poll_timeout().is_some_and(|t| d.clock.instant(t) <= now) {
+            let (frame0, due) = (d.node.frame(), d.clock.instant(d.node.next_frame()));
             d.node.handle_timeout(d.clock.at(now));
             d.after_frame();
+            d.pump(now);
+            if d.node.frame() != frame0 {
+                d.frame_times
+                    .record(now.elapsed(), now.saturating_duration_since(due));
+            }
         }
         d.pump(now);
         if let Some(left_behind) = d.drained {
@@ -440,7 +461,10 @@ where
                 }
             }
             _ = tokio::time::sleep_until(wake.into()) => {}
-            _ = tick.tick() => d.logs.flush(Instant::now()),
+            _ = tick.tick() => {
+                d.logs.flush(Instant::now());
+                d.publish_metrics();
+            }
         }
     };
     if let Some(p) = &mut d.players {
@@ -455,6 +479,7 @@ where
     if let Some(s) = &d.shim {
         d.stats.shim_dropped = s.dropped;
     }
+    d.publish_metrics();
     let ended = d.clock.now();
     let transport_stats = d.transport.stats();
     Ok(RunOutcome {
@@ -465,6 +490,7 @@ where
         reason,
         ended,
         players: d.players.as_ref().map(Players::outcome),
+        frame_times: d.frame_times.summary(),
     })
 }
 
@@ -498,9 +524,70 @@ struct Driver<O: GameObject, T> {
     players: Option<Players<O>>,
     /// The node's frame count when the sessions last ran.
     frame: u64,
+    frame_times: FrameTimes,
+    metrics: Option<SnapshotCell>,
 }
 
 impl<O: GameObject, T: Transport> Driver<O, T> {
+    /// Publishes the metrics snapshot (if metrics are on): O(objects held), once a second.
+    fn publish_metrics(&mut self) {
+        let Some(cell) = &self.metrics else {
+            return;
+        };
+        let now = self.clock.now();
+        let node = &self.node;
+        let stats = node.stats();
+        let ages = node.replica_ages_ms(now);
+        let (mean, max) = if ages.is_empty() {
+            (None, None)
+        } else {
+            let mean = ages.iter().sum::<f64>() / ages.len() as f64;
+            (
+                Some(mean / 1000.0),
+                Some(ages.iter().copied().fold(0.0, f64::max) / 1000.0),
+            )
+        };
+        let cluster = node.cluster_summary();
+        let mig = node.migrator().stats();
+        let t = self.transport.stats();
+        let snap = MetricsSnapshot {
+            node: node.id().0,
+            generation: u64::from(node.config().generation),
+            uptime_s: now.saturating_since(stats.origin).as_secs_f64(),
+            frames: self.frame_times.summary(),
+            sent: stats.traffic.sent,
+            received: stats.traffic.received,
+            wire_sent: t.wire_sent,
+            wire_received: t.wire_received,
+            primaries: node.store().primary_count(),
+            replicas: node.store().replica_count(),
+            staleness_mean_s: mean,
+            staleness_max_s: max,
+            locator_load: node.locator().map(|l| l.load(now)),
+            members: node.members().len() + 1,
+            members_up: cluster.as_ref().map(|c| c.members_up),
+            members_down: cluster.as_ref().map(|c| c.members_down),
+            migrations_started: mig.started,
+            migrations_completed: mig.completed,
+            migrations_refused: mig.refused,
+            migrations_bound: mig.bound,
+            adoptions: cluster.as_ref().map_or(0, |c| c.adoption.adopted),
+            orphans_dropped: cluster.as_ref().map_or(0, |c| c.adoption.dropped),
+            rejections: stats.rejections.labelled().to_vec(),
+            transport_refusals: t.refusals_named(),
+            events_dropped: self.stats.events_dropped,
+            players: self.players.as_ref().map(|p| {
+                let st = p.host.stats();
+                PlayerMetrics {
+                    connected: p.host.players(),
+                    connects: st.connected,
+                    refused: st.refused.into_iter().collect(),
+                }
+            }),
+        };
+        cell.publish(snap);
+    }
+
     /// Runs the player sessions after a node frame.
     fn after_frame(&mut self) {
         if self.node.frame() == self.frame {
@@ -699,6 +786,7 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
                     primaries: self.node.store().primary_ids(),
                     members: self.node.members().to_vec(),
                     players: self.players.as_ref().map(Players::outcome),
+                    frame_times: self.frame_times.summary(),
                 });
             }
         }

@@ -19,12 +19,18 @@
 //!   **insecure**.
 //!
 //! Both implement [`transport::Transport`] and report [`transport::TransportStats`].
+//!
+//! Metrics (issue 17): the driver publishes a [`metrics::MetricsSnapshot`] once a second
+//! into a [`metrics::SnapshotCell`]; [`metrics_server`] serves it in the Prometheus text
+//! format at `GET /metrics` on a thread of its own, off the frame loop.
 #![forbid(unsafe_code)]
 
 pub mod clock;
 pub mod driver;
 pub mod hello;
 pub mod join;
+pub mod metrics;
+pub mod metrics_server;
 pub mod pki;
 pub mod players;
 pub mod quic;

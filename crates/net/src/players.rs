@@ -342,6 +342,8 @@ pub trait PlayerHost<O: GameObject>: Send {
     fn shutdown(&mut self, now: Time, node: &mut Node<O>);
     /// Counters.
     fn stats(&self) -> SessionStats;
+    /// Players connected now.
+    fn players(&self) -> usize;
     /// A players'-layer message from another member (`Event::Players`).
     fn node_message(&mut self, now: Time, from: worldmesh_core::NodeId, payload: &[u8], node: &mut Node<O>);
     /// The assignment agent's counters, if the node takes part.
@@ -398,6 +400,10 @@ impl<O: Playable> PlayerHost<O> for Sessions<O> {
 
     fn stats(&self) -> SessionStats {
         Sessions::stats(self).clone()
+    }
+
+    fn players(&self) -> usize {
+        Sessions::len(self)
     }
 
     fn node_message(&mut self, now: Time, from: worldmesh_core::NodeId, payload: &[u8], node: &mut Node<O>) {

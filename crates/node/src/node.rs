@@ -306,6 +306,11 @@ impl<O: GameObject> Node<O> {
         self.frame
     }
 
+    /// When the next frame is due (a driver measures how late frames start against it).
+    pub fn next_frame(&self) -> Time {
+        self.next_frame
+    }
+
     /// The node's random stream (used by game setup code to place initial objects).
     pub fn rng(&mut self) -> &mut DetRng {
         &mut self.rng

@@ -392,8 +392,9 @@ impl<O: GameObject> Node<O> {
         }
     }
 
-    /// Membership figures for the summary (`None` with a fixed member list).
-    pub(super) fn cluster_summary(&self) -> Option<ClusterSummary> {
+    /// Membership and adoption figures (`None` with a fixed member list), as in
+    /// [`NodeSummary::cluster`](crate::NodeSummary::cluster).
+    pub fn cluster_summary(&self) -> Option<ClusterSummary> {
         let m = self.membership.as_ref()?;
         Some(ClusterSummary {
             members: m.live().count() + 1,
