@@ -94,6 +94,12 @@ pub struct ClusterArgs {
     /// Inputs per second of each bot client.
     #[arg(long, default_value_t = 20.0)]
     client_input_hz: f64,
+    /// Serve the live dashboard of the running cluster at this address (port 0: any free
+    /// port; the URL is printed): every node serves its view on a metrics endpoint of its
+    /// own (`--metrics 127.0.0.1:0`) and the dashboard polls them
+    /// (`worldmesh dashboard --cluster`). Use a long --duration to watch.
+    #[arg(long, value_name = "ADDR")]
+    dashboard: Option<SocketAddr>,
     /// Print one row per node as well.
     #[arg(long)]
     per_node: bool,
@@ -217,6 +223,9 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
         if args.placement {
             cmd.arg("--placement");
         }
+        if args.dashboard.is_some() {
+            cmd.args(["--metrics", "127.0.0.1:0"]);
+        }
         if let Some(c) = args.node_capacity {
             cmd.args(["--capacity", &c.min(args.clients.max(1)).to_string()]);
         }
@@ -246,6 +255,18 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
             }
         }
         let released = Instant::now();
+        let dashboard = match args.dashboard {
+            Some(addr) => {
+                let metrics: Vec<SocketAddr> = ready.iter().filter_map(|(_, r)| r.metrics).collect();
+                let d = crate::cmd_dashboard::start_cluster(addr, &metrics).await?;
+                println!(
+                    "dashboard: {} (open it in a browser; it shows the cluster until the run ends)",
+                    d.server.url()
+                );
+                Some(d)
+            }
+            None => None,
+        };
         let bots = match &certs {
             Some((ca, _)) if args.clients > 0 => Some(tokio::spawn(run_bots(
                 BotPlan {
@@ -282,6 +303,7 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
             }
         }
         bar.finish_and_clear();
+        drop(dashboard);
         let wall = released.elapsed().as_secs_f64();
         let reports: Vec<NodeReport> = reports.into_iter().flatten().collect();
         let bots = match bots {

@@ -1,14 +1,15 @@
 //! `worldmesh dashboard`: serve the live dashboard on a simulation it runs itself (the
-//! model workload, paced at real time), or on a synthetic feed of many objects.
-//!
-//! The real-cluster data source (nodes streaming their state) comes with the production
-//! runtime (issue 13); the page and its protocol do not change.
+//! model workload, paced at real time), on a synthetic feed of many objects, or on a
+//! running real cluster (`--cluster`: it scrapes every node's view from the node's
+//! metrics endpoint, [`worldmesh_dashboard::cluster`]); the page and its protocol are the
+//! same for all three.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use worldmesh_core::Time;
-use worldmesh_dashboard::{Hub, HubConfig, SyntheticFeed};
+use worldmesh_dashboard::{ClusterConfig, ClusterFeed, Hub, HubConfig, SyntheticFeed};
 use worldmesh_sim::scenario;
 
 use crate::cmd_simulate::{DEFAULT_ADDR, ScenarioArgs, check_speed, parse_addr};
@@ -33,8 +34,14 @@ pub struct DashboardArgs {
     migrate_every: Option<Every>,
     /// Serve a synthetic feed of N objects (cheap: for looking at, or measuring, the page
     /// at thousands of objects) instead of a simulation. Nodes: --nodes [default: 512].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", conflicts_with = "cluster")]
     synthetic: Option<usize>,
+    /// Show a running real cluster instead of a simulation: the nodes' metrics endpoints
+    /// (`worldmesh node --metrics ADDR`), comma-separated. The dashboard polls each
+    /// node's `GET /view` ten times a second and draws their primaries, coloured by node;
+    /// a node that stops answering is shown down within 2 s.
+    #[arg(long, value_name = "ADDR[,ADDR...]", value_delimiter = ',')]
+    cluster: Vec<std::net::SocketAddr>,
 }
 
 /// `--migrate-every`: a period or off.
@@ -56,6 +63,12 @@ pub fn run(args: DashboardArgs) -> anyhow::Result<()> {
     let every = args.migrate_every.map_or(Some(Duration::from_secs(10)), |e| e.0);
     if let Some(n) = args.synthetic {
         return run_synthetic(&args, n, addr, speed, every);
+    }
+    if !args.cluster.is_empty() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        return rt.block_on(run_cluster(addr, &args.cluster));
     }
     let mut cfg = args.scenario.config()?;
     // Without --duration the simulation runs until Ctrl-C.
@@ -161,5 +174,76 @@ fn run_synthetic(
         handle.url()
     );
     handle.wait()?;
+    Ok(())
+}
+
+/// A dashboard serving a real cluster: the server on its own thread, the feed on the
+/// caller's runtime (both stop when dropped).
+pub struct ClusterDashboard {
+    /// The HTTP server.
+    pub server: worldmesh_dashboard::ServerHandle,
+    /// The feed polling the nodes.
+    pub feed: ClusterFeed,
+    /// The hub between them.
+    pub hub: Arc<Hub>,
+}
+
+/// Reads the world from the nodes at `metrics` (their metrics endpoints), serves the
+/// dashboard at `addr` and starts polling them.
+pub async fn start_cluster(
+    addr: std::net::SocketAddr,
+    metrics: &[std::net::SocketAddr],
+) -> anyhow::Result<ClusterDashboard> {
+    let cfg = ClusterConfig::default();
+    let mut world = worldmesh_dashboard::cluster::fetch_world(metrics, Duration::from_secs(5))
+        .await
+        .context(
+            "cannot read the world from the nodes' metrics endpoints (is `worldmesh node --metrics` on?)",
+        )?;
+    world.title = format!(
+        "real cluster: {} node endpoint{} ({})",
+        metrics.len(),
+        if metrics.len() == 1 { "" } else { "s" },
+        world.title
+    );
+    let hub = Hub::new(
+        world,
+        HubConfig {
+            tick_hz: 1.0 / cfg.period.as_secs_f64(),
+            ..HubConfig::default()
+        },
+    );
+    let server = worldmesh_dashboard::spawn(addr, Arc::clone(&hub))?;
+    let feed = ClusterFeed::start(Arc::clone(&hub), metrics, cfg);
+    Ok(ClusterDashboard { server, feed, hub })
+}
+
+async fn run_cluster(addr: std::net::SocketAddr, metrics: &[std::net::SocketAddr]) -> anyhow::Result<()> {
+    let d = start_cluster(addr, metrics).await?;
+    println!(
+        "dashboard: {} (open it in a browser; Ctrl-C to stop)",
+        d.server.url()
+    );
+    println!("showing the cluster at {} node endpoint(s)", metrics.len());
+    let mut reported: std::collections::BTreeMap<std::net::SocketAddr, u64> = Default::default();
+    let mut every = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = every.tick() => {
+                for (a, (n, e)) in d.feed.errors() {
+                    if reported.get(&a) != Some(&n) {
+                        println!("node endpoint {a}: {n} failed scrapes, last: {e}");
+                        reported.insert(a, n);
+                    }
+                }
+            }
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    let s = d.hub.stats();
+    println!(
+        "dashboard stopped: {} ticks, {} objects in the last",
+        s.ticks, s.objects
+    );
     Ok(())
 }

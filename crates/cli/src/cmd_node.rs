@@ -34,6 +34,7 @@ use worldmesh_net::Players;
 use worldmesh_net::metrics::SnapshotCell;
 use worldmesh_net::metrics_server::{MetricsServer, MetricsServerConfig};
 use worldmesh_net::players::{PlayerListener, PlayerListenerConfig};
+use worldmesh_net::view::ViewCell;
 use worldmesh_node::sessions::{SessionConfig, Sessions};
 
 /// Reads a small file (a key), refusing one larger than `limit` bytes.
@@ -119,7 +120,9 @@ pub struct NodeArgs {
     data_dir: Option<PathBuf>,
     /// Serve Prometheus metrics at http://ADDR/metrics (text format 0.0.4), e.g.
     /// 127.0.0.1:9100 (port 0: any free port, printed in the ready line). Served from a
-    /// thread of its own, off the frame loop; off when absent.
+    /// thread of its own, off the frame loop; off when absent. The same endpoint serves
+    /// the live dashboard's feed (`GET /view`, `GET /world`: `worldmesh dashboard
+    /// --cluster ADDR`).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<SocketAddr>,
     /// Log format on standard error (filter with RUST_LOG).
@@ -498,7 +501,19 @@ async fn serve<T: Transport + 'static>(
     let metrics_server = match s.metrics {
         Some(addr) => {
             let cell = SnapshotCell::new();
-            let srv = MetricsServer::start(MetricsServerConfig::new(addr), cell.clone())?;
+            // The live dashboard's feed (`worldmesh dashboard --cluster`) on the same
+            // endpoint: views built only while someone asks, at most 10 a second.
+            let world = crate::live::map_world(
+                format!(
+                    "cluster: node {} of a {}-founder world, seed {}",
+                    s.id, s.world.founders, s.world.seed
+                ),
+                node.world(),
+            );
+            let view = ViewCell::new(serde_json::to_string(&world)?, Duration::from_millis(100));
+            opts.view = Some(view.clone());
+            let srv =
+                MetricsServer::start_with_view(MetricsServerConfig::new(addr), cell.clone(), Some(view))?;
             tracing::info!(node = s.id, addr = %srv.local_addr(), "metrics at http://{}/metrics", srv.local_addr());
             opts.metrics = Some(cell);
             Some(srv)

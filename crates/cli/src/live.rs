@@ -23,8 +23,8 @@ pub const TICK: Duration = Duration::from_millis(100);
 
 /// The world of a simulation as the dashboard draws it.
 pub fn world_info(cfg: &SimConfig, map: &GameMap, speed: f64) -> WorldInfo {
-    WorldInfo {
-        title: format!(
+    map_world(
+        format!(
             "simulation: {} nodes × {} players, {} map, {} locator, seed {}, {}× real time",
             cfg.nodes,
             cfg.players_per_node,
@@ -33,6 +33,16 @@ pub fn world_info(cfg: &SimConfig, map: &GameMap, speed: f64) -> WorldInfo {
             cfg.seed,
             speed
         ),
+        map,
+    )
+}
+
+/// The model game's world as the dashboard draws it: `map`'s bounds and obstacles, the
+/// model's kinds, the node's traffic classes (also what a real node serves at
+/// `GET /world`).
+pub fn map_world(title: String, map: &GameMap) -> WorldInfo {
+    WorldInfo {
+        title,
         bounds: Rect::new(0.0, 0.0, map.width, map.height),
         obstacles: map.obstacles.iter().map(Rect::from_aabb).collect(),
         kinds: vec![

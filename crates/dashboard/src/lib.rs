@@ -17,11 +17,14 @@
 //!   bounded per-browser queues that drop frames for slow browsers;
 //! - [`wire`]: the compact binary protocol (key and delta frames) and its Rust decoder;
 //! - [`server`]: routes, request limits and the WebSocket loop;
+//! - [`cluster`]: the producer for a real cluster — scrapes every node's view
+//!   (`worldmesh_net::view`) and merges them into ticks;
 //! - [`synthetic`]: a cheap synthetic producer for measurements at thousands of objects;
 //! - [`assets`]: the page (`assets/index.html`, `app.js`, `style.css`).
 #![forbid(unsafe_code)]
 
 pub mod assets;
+pub mod cluster;
 pub mod hub;
 pub mod model;
 pub mod observe;
@@ -29,6 +32,7 @@ pub mod server;
 pub mod synthetic;
 pub mod wire;
 
+pub use cluster::{ClusterConfig, ClusterFeed, ClusterMerge};
 pub use hub::{Hub, HubConfig, HubFull, HubStats};
 pub use model::{KindInfo, NodeSample, ObjectSample, Rect, Tick, WorldInfo};
 pub use observe::Observer;

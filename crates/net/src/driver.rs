@@ -39,6 +39,7 @@ use crate::metrics::{FrameTimeSummary, FrameTimes, MetricsSnapshot, PlayerMetric
 use crate::players::{PlayerEvent, PlayerHost, PlayerListener, PlayerPortStats};
 use crate::shim::DelayShim;
 use crate::transport::{RefusalReason, Transport, TransportEvent, TransportStats, class_of};
+use crate::view::{ViewCell, ViewObject, ViewSnapshot};
 
 /// Why the driver stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +70,9 @@ pub struct DriverOptions {
     pub log_period: Duration,
     /// Where to publish a [`MetricsSnapshot`] once a second (and at start and end).
     pub metrics: Option<SnapshotCell>,
+    /// Where to publish a [`ViewSnapshot`] for a live dashboard: after a frame, at most
+    /// every [`ViewCell::period`], and only while the view is wanted.
+    pub view: Option<ViewCell>,
 }
 
 impl DriverOptions {
@@ -84,6 +88,7 @@ impl DriverOptions {
             linger: Duration::from_millis(500),
             log_period: Duration::from_secs(5),
             metrics: None,
+            view: None,
         }
     }
 }
@@ -406,6 +411,8 @@ where
         frame: 0,
         frame_times: FrameTimes::default(),
         metrics: opts.metrics.take(),
+        view: opts.view.take(),
+        view_at: None,
     };
     d.publish_metrics();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -421,6 +428,7 @@ where
             if d.node.frame() != frame0 {
                 d.frame_times
                     .record(now.elapsed(), now.saturating_duration_since(due));
+                d.publish_view(now);
             }
         }
         d.pump(now);
@@ -526,6 +534,9 @@ struct Driver<O: GameObject, T> {
     frame: u64,
     frame_times: FrameTimes,
     metrics: Option<SnapshotCell>,
+    view: Option<ViewCell>,
+    /// When the last view was published.
+    view_at: Option<Instant>,
 }
 
 impl<O: GameObject, T: Transport> Driver<O, T> {
@@ -586,6 +597,56 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
             }),
         };
         cell.publish(snap);
+    }
+
+    /// Publishes the dashboard's view (if on, wanted and due): O(primaries) copies of
+    /// plain numbers, encoded later on the endpoint's thread.
+    fn publish_view(&mut self, now: Instant) {
+        let Some(cell) = &self.view else {
+            return;
+        };
+        if !cell.wanted() || self.view_at.is_some_and(|t| now < t + cell.period()) {
+            return;
+        }
+        self.view_at = Some(now);
+        let node = &self.node;
+        let frozen = node.replicas().frozen();
+        let objects = node
+            .store()
+            .iter()
+            .filter(|(_, e)| e.role == worldmesh_replica::Role::Primary)
+            .map(|(id, e)| {
+                let p = e.object.position();
+                ViewObject {
+                    id,
+                    kind: e.object.kind(),
+                    x: p.x,
+                    y: p.y,
+                    aoi: e.object.interest().map(|b| [b.min.x, b.min.y, b.max.x, b.max.y]),
+                    frozen: frozen.contains(&id),
+                }
+            })
+            .collect();
+        let stats = node.stats();
+        let mig = node.migrator().stats();
+        let clock_now = self.clock.now();
+        let v = ViewSnapshot {
+            node: node.id().0,
+            generation: u64::from(node.config().generation),
+            uptime_s: clock_now.saturating_since(stats.origin).as_secs_f64(),
+            frame_us: self
+                .frame_times
+                .last_work()
+                .map(|d| d.as_micros().min(u128::from(u32::MAX - 1)) as u32),
+            replicas: node.store().replica_count() as u32,
+            members: (node.members().len() + 1) as u32,
+            migrations_started: mig.started,
+            migrations_bound: mig.bound,
+            adoptions: node.cluster_summary().map_or(0, |c| c.adoption.adopted),
+            sent_bytes: stats.traffic.sent.iter().map(|c| c.bytes).collect(),
+            objects,
+        };
+        cell.publish(v);
     }
 
     /// Runs the player sessions after a node frame.

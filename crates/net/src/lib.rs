@@ -37,6 +37,7 @@ pub mod quic;
 pub mod shim;
 pub mod transport;
 pub mod udp;
+pub mod view;
 
 pub use clock::Clock;
 pub use driver::{

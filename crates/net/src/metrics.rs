@@ -67,6 +67,11 @@ impl FrameTimes {
         self.lag_max = self.lag_max.max(l);
     }
 
+    /// How long the last recorded frame took.
+    pub fn last_work(&self) -> Option<Duration> {
+        self.work.back().map(|w| Duration::from_secs_f64(*w))
+    }
+
     /// Frames recorded.
     pub fn count(&self) -> u64 {
         self.count

@@ -7,7 +7,9 @@
 //! |---|---|
 //! | `GET /metrics` (or `HEAD`; a query string is ignored) | 200, text format 0.0.4 |
 //! | `GET /metrics` before the first snapshot | 503 |
-//! | another method on `/metrics` | 405 with `Allow: GET, HEAD` |
+//! | `GET /view`, `GET /world` (with [`MetricsServer::start_with_view`]) | 200, the node's [`crate::view`] for a live dashboard, the world's JSON |
+//! | `GET /view` before the node built one | 503 (a request makes the node build views for [`crate::view::WANTED_FOR`]) |
+//! | another method on a served path | 405 with `Allow: GET, HEAD` |
 //! | another path | 404 |
 //! | a request head over [`MetricsServerConfig::max_head`] bytes | 431 |
 //! | a head not complete within [`MetricsServerConfig::read_timeout`] (slow clients) | 408 |
@@ -34,6 +36,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::metrics::{CONTENT_TYPE, SnapshotCell, render};
+use crate::view::ViewCell;
 
 /// How the endpoint runs.
 #[derive(Clone, Debug)]
@@ -121,6 +124,16 @@ pub struct MetricsServer {
 impl MetricsServer {
     /// Binds `cfg.addr` (errors at once) and serves `cell` on a thread of its own.
     pub fn start(cfg: MetricsServerConfig, cell: SnapshotCell) -> Result<Self, MetricsError> {
+        Self::start_with_view(cfg, cell, None)
+    }
+
+    /// As [`MetricsServer::start`], and with `view` also `GET /view` and `GET /world` for
+    /// a live dashboard ([`crate::view`]).
+    pub fn start_with_view(
+        cfg: MetricsServerConfig,
+        cell: SnapshotCell,
+        view: Option<ViewCell>,
+    ) -> Result<Self, MetricsError> {
         let bind = |source| MetricsError::Bind {
             addr: cfg.addr,
             source,
@@ -138,7 +151,7 @@ impl MetricsServer {
             .spawn(move || {
                 rt.block_on(async move {
                     match tokio::net::TcpListener::from_std(std_listener) {
-                        Ok(l) => accept_loop(l, cfg, cell, stop_rx).await,
+                        Ok(l) => accept_loop(l, cfg, cell, view, stop_rx).await,
                         Err(e) => tracing::error!(error = %e, "metrics endpoint cannot start"),
                     }
                 });
@@ -181,6 +194,7 @@ async fn accept_loop(
     listener: tokio::net::TcpListener,
     cfg: MetricsServerConfig,
     cell: SnapshotCell,
+    view: Option<ViewCell>,
     mut stop: oneshot::Receiver<()>,
 ) {
     let slots = Arc::new(Semaphore::new(cfg.max_connections.max(1)));
@@ -196,8 +210,9 @@ async fn accept_loop(
             Ok((sock, _)) => match Arc::clone(&slots).try_acquire_owned() {
                 Ok(permit) => {
                     let (cfg, cell, counters) = (Arc::clone(&cfg), cell.clone(), Arc::clone(&counters));
+                    let view = view.clone();
                     tokio::spawn(async move {
-                        serve_connection(sock, &cfg, &cell, &counters).await;
+                        serve_connection(sock, &cfg, &cell, view.as_ref(), &counters).await;
                         drop(permit);
                     });
                 }
@@ -296,6 +311,10 @@ fn response(code: u16, body: &str, extra: &[(&str, &str)]) -> Vec<u8> {
     } else {
         "text/plain; charset=utf-8"
     };
+    response_bytes(code, ctype, body.as_bytes(), extra)
+}
+
+fn response_bytes(code: u16, ctype: &str, body: &[u8], extra: &[(&str, &str)]) -> Vec<u8> {
     let mut r = format!(
         "HTTP/1.1 {code} {}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n",
         reason(code),
@@ -306,8 +325,99 @@ fn response(code: u16, body: &str, extra: &[(&str, &str)]) -> Vec<u8> {
     }
     r.push_str("\r\n");
     let mut r = r.into_bytes();
-    r.extend_from_slice(body.as_bytes());
+    r.extend_from_slice(body);
     r
+}
+
+/// `Content-Type` of `GET /view`.
+pub const VIEW_CONTENT_TYPE: &str = "application/octet-stream";
+/// `Content-Type` of `GET /world`.
+pub const WORLD_CONTENT_TYPE: &str = "application/json";
+const TEXT: &str = "text/plain; charset=utf-8";
+
+/// An answer: status, content type, body, whether to add `Allow`, whether it is a `HEAD`.
+struct Answer {
+    code: u16,
+    ctype: &'static str,
+    body: Vec<u8>,
+    allow: bool,
+    head_only: bool,
+}
+
+impl Answer {
+    fn text(code: u16, body: String) -> Self {
+        Self {
+            code,
+            ctype: TEXT,
+            body: body.into_bytes(),
+            allow: false,
+            head_only: false,
+        }
+    }
+}
+
+/// Answers a parsed request.
+fn route(
+    method: &str,
+    path: &str,
+    cell: &SnapshotCell,
+    view: Option<&ViewCell>,
+    counters: &Counters,
+) -> Answer {
+    let known = path == "/metrics" || (view.is_some() && (path == "/view" || path == "/world"));
+    if !known {
+        let also = if view.is_some() {
+            ", the dashboard's feed at /view and /world"
+        } else {
+            ""
+        };
+        return Answer::text(
+            404,
+            format!(
+                "no such path {:?}; metrics are at /metrics{also}\n",
+                truncate(path, 128)
+            ),
+        );
+    }
+    if method != "GET" && method != "HEAD" {
+        return Answer {
+            allow: true,
+            ..Answer::text(
+                405,
+                format!("method {} not allowed; use GET\n", truncate(method, 32)),
+            )
+        };
+    }
+    let head_only = method == "HEAD";
+    let ok = |ctype, body| Answer {
+        code: 200,
+        ctype,
+        body,
+        allow: false,
+        head_only,
+    };
+    match (path, view) {
+        ("/view", Some(v)) => {
+            v.asked();
+            match v.latest() {
+                Some(s) => ok(VIEW_CONTENT_TYPE, crate::view::encode(&s)),
+                None => Answer::text(
+                    503,
+                    "no view yet: the node builds one within a frame of the first request; ask again\n"
+                        .into(),
+                ),
+            }
+        }
+        ("/world", Some(v)) => ok(WORLD_CONTENT_TYPE, v.world().as_bytes().to_vec()),
+        _ => match cell.latest() {
+            Some(s) => {
+                let mut text = render(&s);
+                text.push_str(&counters.render());
+                ok(CONTENT_TYPE, text.into_bytes())
+            }
+            None => Answer::text(503, "no metrics yet: the node is starting\n".into()),
+        },
+    }
 }
 
 /// Reads one request head, answers it, closes.
@@ -315,22 +425,21 @@ async fn serve_connection(
     mut sock: TcpStream,
     cfg: &MetricsServerConfig,
     cell: &SnapshotCell,
+    view: Option<&ViewCell>,
     counters: &Counters,
 ) {
     let deadline = tokio::time::Instant::now() + cfg.read_timeout;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 2048];
-    let (code, body, allow, head_only) = loop {
+    let a = loop {
         let n = match tokio::time::timeout_at(deadline, sock.read(&mut chunk)).await {
             Err(_) => {
-                break (
+                break Answer::text(
                     408,
                     format!(
                         "request head not received within {} s\n",
                         cfg.read_timeout.as_secs_f64()
                     ),
-                    false,
-                    false,
                 );
             }
             Ok(Err(_)) | Ok(Ok(0)) => return,
@@ -341,45 +450,26 @@ async fn serve_connection(
             Some(e) if e <= cfg.max_head => e,
             None if buf.len() <= cfg.max_head => continue,
             _ => {
-                break (
+                break Answer::text(
                     431,
                     format!("request head exceeds the limit of {} bytes\n", cfg.max_head),
-                    false,
-                    false,
                 );
             }
         };
         break match parse_head(&buf[..end]) {
-            Head::Bad(why) => (400, format!("bad request: {why}\n"), false, false),
-            Head::Request { path, .. } if path != "/metrics" => (
-                404,
-                format!(
-                    "no such path {:?}; metrics are at /metrics\n",
-                    truncate(&path, 128)
-                ),
-                false,
-                false,
-            ),
-            Head::Request { method, .. } if method != "GET" && method != "HEAD" => (
-                405,
-                format!("method {} not allowed; use GET\n", truncate(&method, 32)),
-                true,
-                false,
-            ),
-            Head::Request { method, .. } => match cell.latest() {
-                Some(s) => {
-                    let mut text = render(&s);
-                    text.push_str(&counters.render());
-                    (200, text, false, method == "HEAD")
-                }
-                None => (503, "no metrics yet: the node is starting\n".into(), false, false),
-            },
+            Head::Bad(why) => Answer::text(400, format!("bad request: {why}\n")),
+            Head::Request { method, path } => route(&method, &path, cell, view, counters),
         };
     };
-    counters.count(code);
-    let mut r = response(code, &body, if allow { &[("Allow", "GET, HEAD")] } else { &[] });
-    if head_only {
-        r.truncate(r.len() - body.len());
+    counters.count(a.code);
+    let mut r = response_bytes(
+        a.code,
+        a.ctype,
+        &a.body,
+        if a.allow { &[("Allow", "GET, HEAD")] } else { &[] },
+    );
+    if a.head_only {
+        r.truncate(r.len() - a.body.len());
     }
     finish(&mut sock, &r, cfg.write_timeout, Duration::from_millis(500)).await;
 }
@@ -514,6 +604,46 @@ mod tests {
             status(&ask(a, b"GET /metrics HTTP/1.1\r\n\r\n")) == 200
         });
         assert!(freed, "no slot freed after the stuck clients left");
+    }
+
+    #[test]
+    fn serves_the_dashboard_view_and_world_only_when_asked_to() {
+        let cell = SnapshotCell::new();
+        let view = ViewCell::new("{\"title\":\"w\"}", Duration::from_millis(100));
+        let srv = MetricsServer::start_with_view(
+            MetricsServerConfig::new("127.0.0.1:0".parse().unwrap()),
+            cell,
+            Some(view.clone()),
+        )
+        .unwrap();
+        let a = srv.local_addr();
+        assert!(!view.wanted());
+        let early = ask(a, b"GET /view HTTP/1.1\r\n\r\n");
+        assert_eq!(status(&early), 503, "{early}");
+        assert!(view.wanted(), "a request makes the node build views");
+        view.publish(crate::view::ViewSnapshot {
+            node: 4,
+            ..Default::default()
+        });
+        let mut s = std::net::TcpStream::connect(a).unwrap();
+        s.write_all(b"GET /view HTTP/1.1\r\n\r\n").unwrap();
+        let mut out = Vec::new();
+        s.read_to_end(&mut out).unwrap();
+        let end = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let head = String::from_utf8_lossy(&out[..end]);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(head.contains("application/octet-stream"), "{head}");
+        assert_eq!(crate::view::decode(&out[end..], 10).map(|v| v.node), Ok(4));
+        let w = ask(a, b"GET /world HTTP/1.1\r\n\r\n");
+        assert!(
+            w.starts_with("HTTP/1.1 200") && w.ends_with("{\"title\":\"w\"}"),
+            "{w}"
+        );
+        assert_eq!(status(&ask(a, b"POST /view HTTP/1.1\r\n\r\n")), 405);
+        // Without a view cell, the paths do not exist.
+        let (plain, _) = server(|_| {});
+        let nf = ask(plain.local_addr(), b"GET /view HTTP/1.1\r\n\r\n");
+        assert_eq!(status(&nf), 404, "{nf}");
     }
 
     #[test]
