@@ -18,7 +18,7 @@ use procs::{Kind, Nodes, heavy};
 use serde_json::Value;
 use tungstenite::{Message, WebSocket};
 use worldmesh_core::{NodeId, ObjectId};
-use worldmesh_dashboard::wire::{Decoder, WireNodes};
+use worldmesh_dashboard::wire::{Decoder, WireNodes, object_key};
 
 const WAIT: Duration = Duration::from_secs(30);
 /// The model game's missile kind.
@@ -55,12 +55,11 @@ fn started_keys(n: &Nodes, id: u32) -> Vec<u64> {
         .iter()
         .map(|o| {
             let seq = o["seq"].as_u64().unwrap();
-            ObjectId::with_generation(
+            object_key(ObjectId::with_generation(
                 NodeId(o["origin"].as_u64().unwrap() as u32),
                 (seq >> 32) as u32,
                 seq as u32,
-            )
-            .as_u64()
+            ))
         })
         .collect()
 }
@@ -258,7 +257,7 @@ fn the_dashboard_shows_a_real_cluster_and_follows_a_drain() {
         v.objects
             .iter()
             .filter(|o| !o.frozen && o.kind != MISSILE)
-            .map(|o| o.id.as_u64())
+            .map(|o| object_key(o.id))
             .collect()
     };
     let before: Vec<Vec<u64>> = endpoints.iter().map(|a| view(*a)).collect();

@@ -241,11 +241,15 @@ pub struct ClusterConfig {
     pub down_after: Duration,
     /// A node that has not answered for this long leaves the table.
     pub forget_after: Duration,
+    /// An object no view lists any more is still shown where it was for this long (while
+    /// its node is up): nodes are polled at different moments, and an object handed from
+    /// one to another would otherwise blink out between the two polls.
+    pub handover_grace: Duration,
 }
 
 impl Default for ClusterConfig {
     /// 100 ms ticks, 1 s per scrape, 200,000 objects and 8 MiB per view, down after 2 s,
-    /// forgotten after 60 s.
+    /// forgotten after 60 s, 500 ms of hand-over grace.
     fn default() -> Self {
         Self {
             period: Duration::from_millis(100),
@@ -254,6 +258,7 @@ impl Default for ClusterConfig {
             max_view_bytes: 8 << 20,
             down_after: Duration::from_secs(2),
             forget_after: Duration::from_secs(60),
+            handover_grace: Duration::from_millis(500),
         }
     }
 }
@@ -274,6 +279,9 @@ pub struct ClusterMerge {
     down_after: f64,
     forget_after: f64,
     nodes: BTreeMap<u32, Known>,
+    /// Every object shown lately, with when it was last listed.
+    recent: BTreeMap<worldmesh_core::ObjectId, (ObjectSample, f64)>,
+    grace: f64,
     /// Scrapes that failed, by endpoint, with the last error.
     pub errors: BTreeMap<SocketAddr, (u64, String)>,
 }
@@ -287,6 +295,8 @@ impl ClusterMerge {
             down_after: cfg.down_after.as_secs_f64(),
             forget_after: cfg.forget_after.as_secs_f64(),
             nodes: BTreeMap::new(),
+            recent: BTreeMap::new(),
+            grace: cfg.handover_grace.as_secs_f64(),
             errors: BTreeMap::new(),
         }
     }
@@ -351,6 +361,24 @@ impl ClusterMerge {
         // freshest view (a node that stopped answering may still list what it handed over).
         found.sort_by(|a, b| (a.0.id, a.1).cmp(&(b.0.id, b.1)).then(a.2.total_cmp(&b.2)));
         found.dedup_by_key(|(o, _, _)| o.id);
+        // Nodes are polled at different moments: an object handed from A to B can be gone
+        // from A's latest view before it is in B's. It stays where it was last listed for
+        // `handover_grace` (while that node is up), so the hand-over shows as a change of
+        // owner, not as a removal and a new object.
+        for (o, _, _) in &found {
+            self.recent.insert(o.id, (*o, t));
+        }
+        let up: std::collections::BTreeSet<u32> = nodes.iter().filter(|n| n.up).map(|n| n.id.0).collect();
+        let grace = self.grace;
+        self.recent.retain(|_, (_, seen)| t - *seen <= grace);
+        let listed: std::collections::BTreeSet<_> = found.iter().map(|(o, _, _)| o.id).collect();
+        let lingering: Vec<ObjectSample> = self
+            .recent
+            .values()
+            .filter(|(o, _)| !listed.contains(&o.id) && up.contains(&o.owner.0))
+            .map(|(o, _)| *o)
+            .collect();
+        found.extend(lingering.into_iter().map(|o| (o, false, 0.0)));
         for (o, _, _) in &found {
             let c = counts.entry(o.owner.0).or_default();
             c.0 += 1;
@@ -519,13 +547,34 @@ mod tests {
             node(1, vec![obj(1, 0, false), obj(3, 0, false), obj(4, 0, false)]),
         );
         assert_eq!(m.tick(1.0).objects[0].owner, NodeId(1));
+        // Node 1 hands object 4 to node 0, polled first: 4 stays at 1 until 0 lists it.
+        m.view(1.2, node(1, vec![obj(1, 0, false), obj(3, 0, false)]));
+        let t = m.tick(1.2);
+        assert_eq!(
+            t.objects.iter().find(|o| o.id.counter() == 4).map(|o| o.owner),
+            Some(NodeId(1))
+        );
+        assert_eq!(t.objects.len(), 4);
+        m.view(
+            1.3,
+            node(0, vec![obj(1, 0, false), obj(2, 1, false), obj(4, 0, false)]),
+        );
+        let t = m.tick(1.3);
+        assert_eq!(
+            t.objects.iter().find(|o| o.id.counter() == 4).map(|o| o.owner),
+            Some(NodeId(0))
+        );
+        // An object nobody lists any more is gone after the grace.
+        m.view(1.9, node(0, vec![obj(1, 0, false), obj(4, 0, false)]));
+        m.view(1.9, node(1, vec![obj(3, 0, false)]));
+        assert_eq!(m.tick(1.9).objects.len(), 3, "object 2 left after 0.5 s");
         // Node 0 falls silent: down after 2 s, its objects gone; forgotten after 60 s.
-        m.view(2.5, node(1, vec![obj(4, 0, false)]));
-        let t = m.tick(2.5);
+        m.view(4.0, node(1, vec![obj(4, 0, false)]));
+        let t = m.tick(4.0);
         assert!(!t.nodes[0].up);
         assert_eq!(t.objects.len(), 1);
-        m.view(61.0, node(1, vec![obj(4, 0, false)]));
-        assert_eq!(m.tick(61.0).nodes.len(), 1);
+        m.view(62.0, node(1, vec![obj(4, 0, false)]));
+        assert_eq!(m.tick(62.0).nodes.len(), 1);
     }
 
     #[test]

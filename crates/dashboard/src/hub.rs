@@ -341,7 +341,7 @@ impl Hub {
             .map(|o| {
                 (
                     WireObject {
-                        id: o.id.as_u64(),
+                        id: wire::object_key(o.id),
                         x: self.quant.qx(o.x),
                         y: self.quant.qy(o.y),
                         kind: o.kind,

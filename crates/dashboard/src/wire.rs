@@ -149,10 +149,24 @@ impl Quantizer {
     }
 }
 
+/// An object's key on the wire, exact in a JavaScript number (below 2^53 for origins below
+/// 2^21): `origin << 32 | counter` for first-generation ids (the simulator's; equal to
+/// `ObjectId::as_u64`), and for a later generation (real nodes: every process start is a new
+/// generation) `((origin mod 2^12) << 9 | generation mod 2^9) << 32 | counter`, so that a
+/// restarted node's new objects do not take the keys of its old ones. The page writes a key
+/// `n<key / 2^32>.<key mod 2^32>`; [`parse_object_id`] reads that back to the same key.
+pub fn object_key(id: ObjectId) -> u64 {
+    let counter = u64::from(id.counter());
+    match id.generation() {
+        0 => (u64::from(id.origin.0) << 32) | counter,
+        g => ((u64::from(id.origin.0 & 0xfff) << 9 | u64::from(g & 0x1ff)) << 32) | counter,
+    }
+}
+
 /// An object as it goes on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WireObject {
-    /// `ObjectId::as_u64`.
+    /// [`object_key`].
     pub id: u64,
     /// Quantized x.
     pub x: u16,
