@@ -78,7 +78,7 @@ pub struct BotsArgs {
     pub json: bool,
 }
 
-fn directory_entry(s: &str) -> Result<(u32, SocketAddr), String> {
+pub(crate) fn directory_entry(s: &str) -> Result<(u32, SocketAddr), String> {
     let (id, addr) = s
         .split_once('=')
         .ok_or_else(|| format!("`{s}`: expected ID=ADDR"))?;

@@ -162,7 +162,9 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
         bail!("--clients needs the QUIC transport (players connect with TLS to the nodes' certificates)");
     }
     let player_key = dir.join("client.key");
-    if args.clients > 0 {
+    // Player ports for the bot clients, and for the dashboard's Join button.
+    let player_ports = args.clients > 0 || (args.dashboard.is_some() && certs.is_some());
+    if player_ports {
         let key = worldmesh_client::TokenKey::generate()?;
         std::fs::write(&player_key, key.to_hex()).context("cannot write the throwaway player key")?;
     }
@@ -212,10 +214,15 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
         if let Some(k) = &args.range_key {
             cmd.args(["--range-key", k]);
         }
-        if args.clients > 0 {
+        if player_ports {
             cmd.args(["--player-listen", "127.0.0.1:0"]);
             cmd.arg("--player-key").arg(&player_key);
-            cmd.args(["--max-players", &args.clients.max(1).to_string()]);
+            let browsers = if args.dashboard.is_some() {
+                worldmesh_dashboard::PlayConfig::default().max_sessions as u32
+            } else {
+                0
+            };
+            cmd.args(["--max-players", &(args.clients + browsers).max(1).to_string()]);
         }
         if args.assign {
             cmd.arg("--assign");
@@ -258,7 +265,15 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
         let dashboard = match args.dashboard {
             Some(addr) => {
                 let metrics: Vec<SocketAddr> = ready.iter().filter_map(|(_, r)| r.metrics).collect();
-                let d = crate::cmd_dashboard::start_cluster(addr, &metrics).await?;
+                let join = match &certs {
+                    Some((ca, _)) if player_ports => Some(crate::cmd_dashboard::JoinSetup {
+                        ca: ca.cert.clone(),
+                        player_key: player_key.clone(),
+                        ports: ready.iter().filter_map(|(i, r)| Some((*i as u32, r.players?))).collect(),
+                    }),
+                    _ => None,
+                };
+                let d = crate::cmd_dashboard::start_cluster(addr, &metrics, join).await?;
                 println!(
                     "dashboard: {} (open it in a browser; it shows the cluster until the run ends)",
                     d.server.url()

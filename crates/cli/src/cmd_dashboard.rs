@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use worldmesh_core::Time;
-use worldmesh_dashboard::{ClusterConfig, ClusterFeed, Hub, HubConfig, SyntheticFeed};
+use worldmesh_dashboard::{
+    ClusterConfig, ClusterFeed, ClusterGateway, Hub, HubConfig, Play, PlayConfig, SyntheticFeed,
+};
+use worldmesh_game::{ModelObject, PlayerInput};
 use worldmesh_sim::scenario;
 
 use crate::cmd_simulate::{DEFAULT_ADDR, ScenarioArgs, check_speed, parse_addr};
@@ -42,6 +45,18 @@ pub struct DashboardArgs {
     /// a node that stops answering is shown down within 2 s.
     #[arg(long, value_name = "ADDR[,ADDR...]", value_delimiter = ',')]
     cluster: Vec<std::net::SocketAddr>,
+    /// With --cluster: the nodes' player ports, `ID=ADDR` (comma-separated), for the Join
+    /// button: the dashboard runs a real client session for each browser player, to these
+    /// nodes in turn (needs --ca and --player-key).
+    #[arg(long, value_name = "ID=ADDR", value_delimiter = ',', value_parser = crate::cmd_bots::directory_entry, requires_all = ["cluster", "ca", "player_key"])]
+    player_ports: Vec<(u32, std::net::SocketAddr)>,
+    /// With --player-ports: the cluster CA certificate the nodes' certificates chain to.
+    #[arg(long, value_name = "FILE", requires = "player_ports")]
+    ca: Option<std::path::PathBuf>,
+    /// With --player-ports: the connect-token key (`worldmesh token init`); the dashboard
+    /// issues each browser player's token with it, as a login service would.
+    #[arg(long, value_name = "FILE", requires = "player_ports")]
+    player_key: Option<std::path::PathBuf>,
 }
 
 /// `--migrate-every`: a period or off.
@@ -68,7 +83,15 @@ pub fn run(args: DashboardArgs) -> anyhow::Result<()> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        return rt.block_on(run_cluster(addr, &args.cluster));
+        let join = match (&args.ca, &args.player_key) {
+            (Some(ca), Some(key)) if !args.player_ports.is_empty() => Some(JoinSetup {
+                ca: ca.clone(),
+                player_key: key.clone(),
+                ports: args.player_ports.clone(),
+            }),
+            _ => None,
+        };
+        return rt.block_on(run_cluster(addr, &args.cluster, join));
     }
     let mut cfg = args.scenario.config()?;
     // Without --duration the simulation runs until Ctrl-C.
@@ -188,12 +211,44 @@ pub struct ClusterDashboard {
     pub hub: Arc<Hub>,
 }
 
+/// What the Join button needs to play on a real cluster.
+#[derive(Clone, Debug)]
+pub struct JoinSetup {
+    /// The cluster CA certificate.
+    pub ca: std::path::PathBuf,
+    /// The connect-token key.
+    pub player_key: std::path::PathBuf,
+    /// Player ports by node id.
+    pub ports: Vec<(u32, std::net::SocketAddr)>,
+}
+
 /// Reads the world from the nodes at `metrics` (their metrics endpoints), serves the
-/// dashboard at `addr` and starts polling them.
+/// dashboard at `addr` and starts polling them; with `join`, the Join button plays on
+/// the cluster (call within the tokio runtime that will keep running).
 pub async fn start_cluster(
     addr: std::net::SocketAddr,
     metrics: &[std::net::SocketAddr],
+    join: Option<JoinSetup>,
 ) -> anyhow::Result<ClusterDashboard> {
+    let play = match join {
+        Some(j) => {
+            let ca = worldmesh_net::pki::load_ca_cert(&j.ca)?;
+            let key = crate::cmd_token::load_key(&j.player_key)?;
+            let ports = j
+                .ports
+                .iter()
+                .map(|(id, a)| (worldmesh_core::NodeId(*id), *a))
+                .collect();
+            let gateway = ClusterGateway::<ModelObject>::new(ca, key, ports, |dx, dy| PlayerInput {
+                dx,
+                dy,
+                fire: None,
+            })
+            .map_err(|e| anyhow::anyhow!("the Join button: {e}"))?;
+            Some(Play::new(Arc::new(gateway), PlayConfig::default()))
+        }
+        None => None,
+    };
     let cfg = ClusterConfig::default();
     let mut world = worldmesh_dashboard::cluster::fetch_world(metrics, Duration::from_secs(5))
         .await
@@ -213,18 +268,31 @@ pub async fn start_cluster(
             ..HubConfig::default()
         },
     );
-    let server = worldmesh_dashboard::spawn(addr, Arc::clone(&hub))?;
+    let server = worldmesh_dashboard::spawn_with_play(addr, Arc::clone(&hub), play)?;
     let feed = ClusterFeed::start(Arc::clone(&hub), metrics, cfg);
     Ok(ClusterDashboard { server, feed, hub })
 }
 
-async fn run_cluster(addr: std::net::SocketAddr, metrics: &[std::net::SocketAddr]) -> anyhow::Result<()> {
-    let d = start_cluster(addr, metrics).await?;
+async fn run_cluster(
+    addr: std::net::SocketAddr,
+    metrics: &[std::net::SocketAddr],
+    join: Option<JoinSetup>,
+) -> anyhow::Result<()> {
+    let joinable = join.is_some();
+    let d = start_cluster(addr, metrics, join).await?;
     println!(
         "dashboard: {} (open it in a browser; Ctrl-C to stop)",
         d.server.url()
     );
-    println!("showing the cluster at {} node endpoint(s)", metrics.len());
+    println!(
+        "showing the cluster at {} node endpoint(s); the Join button {}",
+        metrics.len(),
+        if joinable {
+            "plays on it"
+        } else {
+            "is off (--player-ports, --ca, --player-key)"
+        }
+    );
     let mut reported: std::collections::BTreeMap<std::net::SocketAddr, u64> = Default::default();
     let mut every = tokio::time::interval(Duration::from_secs(5));
     loop {

@@ -23,6 +23,7 @@
     tooltip: $('tooltip'), tbody: document.querySelector('#node-table tbody'),
     nodeUpdated: $('node-updated'), assignment: $('assignment'), log: $('event-log'),
     bw: $('chart-bw'), missing: $('chart-missing'), objectsChart: $('chart-objects'),
+    join: $('join'), playStatus: $('play-status'),
   };
 
   // Everything the page knows. `wm` is also read by the browser test.
@@ -39,6 +40,8 @@
     series: [], flashes: new Map(), focus: null, lastFocus: null, focusId: null,
     selectedNode: null, errors: [],
     perf: { fps: 0, drawMsMean: 0, drawMsMax: 0, history: [] },
+    // The Join button's session (null when not playing): state, avatar key, node, position.
+    play: null, playAbout: null,
   };
   window.wm = wm;
 
@@ -613,6 +616,7 @@
         g.beginPath(); g.arc(sx[i], sy[i], 6, 0, 6.2832); g.stroke();
       }
     }
+    drawMe(g);
   }
 
   // Hover: the nearest object within 8 px.
@@ -649,6 +653,100 @@
     el.tooltip.style.left = Math.min(mouse[0] + 14, el.map.clientWidth - el.tooltip.offsetWidth) + 'px';
     el.tooltip.style.top = (mouse[1] + 16) + 'px';
   }
+  // ---------------------------------------------------------------- playing (Join)
+  // The dashboard runs a real client session for this page (crates/dashboard/src/play.rs);
+  // the page sends the direction held and highlights its avatar on the map.
+  let playSocket = null, held = { dx: 0, dy: 0 };
+  const pressed = new Set();
+  const KEYS = {
+    ArrowLeft: [-1, 0], ArrowRight: [1, 0], ArrowUp: [0, -1], ArrowDown: [0, 1],
+    a: [-1, 0], d: [1, 0], w: [0, -1], s: [0, 1],
+  };
+  function sendKeys() {
+    let dx = 0, dy = 0;
+    for (const k of pressed) { dx += KEYS[k][0]; dy += KEYS[k][1]; }
+    dx = Math.max(-1, Math.min(1, dx)); dy = Math.max(-1, Math.min(1, dy));
+    if (dx === held.dx && dy === held.dy) return;
+    held = { dx, dy };
+    if (playSocket && playSocket.readyState === 1) playSocket.send(JSON.stringify({ type: 'keys', dx, dy }));
+  }
+  window.addEventListener('keydown', (e) => {
+    if (!playSocket || !(e.key in KEYS)) return;
+    e.preventDefault();
+    pressed.add(e.key);
+    sendKeys();
+  });
+  window.addEventListener('keyup', (e) => {
+    if (!(e.key in KEYS)) return;
+    pressed.delete(e.key);
+    sendKeys();
+  });
+  window.addEventListener('blur', () => { pressed.clear(); sendKeys(); });
+  function playText() {
+    const p = wm.play;
+    if (!p) return '';
+    if (p.state === 'connecting') return 'joining…';
+    if (p.state === 'ended') return 'left: ' + p.reason;
+    return 'you: node ' + p.node + (p.x === null ? '' : ' at (' + Math.round(p.x) + ', ' + Math.round(p.y) + ')') +
+      (p.handoffs.length ? ', ' + p.handoffs.length + ' hand-off' + (p.handoffs.length > 1 ? 's' : '') : '') + ' — arrow keys to move';
+  }
+  function onPlay(m) {
+    const p = wm.play;
+    if (!p) return;
+    if (m.type === 'joined') Object.assign(p, { state: 'playing', node: m.node, player: m.player, avatar: m.avatar, key: Number(m.key) });
+    else if (m.type === 'at') Object.assign(p, { node: m.node, x: m.x, y: m.y, seen: m.seen, updates: p.updates + 1 });
+    else if (m.type === 'handoff') { p.handoffs.push({ from: m.from, to: m.to }); p.node = m.to; }
+    else if (m.type === 'ended') Object.assign(p, { state: 'ended', reason: m.reason });
+    else if (m.type === 'error') p.errors.push(m.error);
+    setText(el.playStatus, playText());
+  }
+  function join() {
+    if (playSocket) { leave(); return; }
+    const ws = new WebSocket((location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/play');
+    playSocket = ws;
+    wm.play = { state: 'connecting', node: null, key: null, x: null, y: null, seen: 0, updates: 0, handoffs: [], errors: [], reason: null };
+    held = { dx: 0, dy: 0 };
+    el.join.textContent = 'Leave';
+    setText(el.playStatus, playText());
+    ws.onmessage = (ev) => {
+      try { onPlay(JSON.parse(ev.data)); } catch (e) { wm.errors.push(String(e)); console.error('dashboard: bad play message:', e); }
+    };
+    ws.onclose = () => {
+      if (playSocket !== ws) return;
+      playSocket = null;
+      if (wm.play && wm.play.state !== 'ended') Object.assign(wm.play, { state: 'ended', reason: 'connection closed' });
+      el.join.textContent = 'Join';
+      setText(el.playStatus, playText());
+    };
+  }
+  function leave() {
+    if (playSocket && playSocket.readyState === 1) playSocket.send(JSON.stringify({ type: 'leave' }));
+    if (playSocket) playSocket.close();
+  }
+  el.join.addEventListener('click', () => { join(); el.join.blur(); });
+  fetch('/api/play').then((r) => r.json()).then((a) => {
+    wm.playAbout = a;
+    el.join.disabled = !a.available;
+    el.join.title = a.about;
+  }).catch((e) => { el.join.title = 'cannot ask the server: ' + e; });
+
+  // Draws the page's own avatar: a ring in its owner's colour and a label.
+  function drawMe(g) {
+    const p = wm.play;
+    if (!p || p.key === null || p.state !== 'playing') return;
+    const i = indexOf(p.key);
+    if (i < 0) return;
+    const c = colour(wm.owner[i]);
+    g.lineWidth = 3;
+    g.strokeStyle = '#000';
+    g.beginPath(); g.arc(sx[i], sy[i], 11, 0, 6.2832); g.stroke();
+    g.strokeStyle = c;
+    g.beginPath(); g.arc(sx[i], sy[i], 8, 0, 6.2832); g.stroke();
+    g.font = 'bold 12px "DejaVu Sans", sans-serif';
+    g.fillStyle = '#000';
+    g.fillText('you (node ' + wm.owner[i] + ')', sx[i] + 13, sy[i] - 9);
+  }
+
   // Where object i is drawn, in viewport coordinates (for tests and tools).
   wm.viewportOf = (i) => {
     const r = el.map.getBoundingClientRect();

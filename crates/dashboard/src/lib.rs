@@ -16,7 +16,8 @@
 //! - [`hub`]: encoding once per tick, ownership-change detection, rates, history, and the
 //!   bounded per-browser queues that drop frames for slow browsers;
 //! - [`wire`]: the compact binary protocol (key and delta frames) and its Rust decoder;
-//! - [`server`]: routes, request limits and the WebSocket loop;
+//! - [`server`]: routes, request limits and the WebSocket loops;
+//! - [`play`]: the Join button — the dashboard as a gateway running real client sessions;
 //! - [`cluster`]: the producer for a real cluster — scrapes every node's view
 //!   (`worldmesh_net::view`) and merges them into ticks;
 //! - [`synthetic`]: a cheap synthetic producer for measurements at thousands of objects;
@@ -28,6 +29,7 @@ pub mod cluster;
 pub mod hub;
 pub mod model;
 pub mod observe;
+pub mod play;
 pub mod server;
 pub mod synthetic;
 pub mod wire;
@@ -36,5 +38,6 @@ pub use cluster::{ClusterConfig, ClusterFeed, ClusterMerge};
 pub use hub::{Hub, HubConfig, HubFull, HubStats};
 pub use model::{KindInfo, NodeSample, ObjectSample, Rect, Tick, WorldInfo};
 pub use observe::Observer;
-pub use server::{ServeError, ServerHandle, router, serve, spawn};
+pub use play::{ClusterGateway, Gateway, Play, PlayConfig};
+pub use server::{ServeError, ServerHandle, router, router_with_play, serve, spawn, spawn_with_play};
 pub use synthetic::SyntheticFeed;

@@ -6,6 +6,8 @@
 //! | `GET /ws` | the WebSocket ([`crate::wire`]) |
 //! | `GET /api/state` | [`HubStats`](crate::HubStats) as JSON |
 //! | `GET /api/object/{id}` | the last tick's object `n3.17` as JSON: 400 for a bad id, 404 if absent |
+//! | `GET /api/play` | whether the Join button works here, and where players go (JSON) |
+//! | `GET /play` | a player's WebSocket ([`crate::play`]): 404 when joining is off, 503 beyond [`crate::play::PlayConfig::max_sessions`] |
 //! | anything else | 404 with a plain-text message |
 //!
 //! Every request passes a guard first: a URI longer than [`MAX_URI`] gets 414, a declared
@@ -33,6 +35,7 @@ use worldmesh_core::ObjectId;
 
 use crate::assets;
 use crate::hub::{Hub, Published, Subscription};
+use crate::play::{MAX_PLAY_MESSAGE, Play, PlayMsg, PlaySession, RateLimit};
 use crate::wire::{ClientMsg, ClientMsgError, MAX_CLIENT_MESSAGE, parse_object_id};
 
 /// Longest request URI (path and query), bytes.
@@ -58,9 +61,19 @@ pub enum ServeError {
     Start(std::io::Error),
 }
 
-/// The router serving `hub`.
+/// The router serving `hub` (joining off).
 pub fn router(hub: Arc<Hub>) -> Router {
+    router_with_play(hub, None)
+}
+
+/// The router serving `hub`, and with `play` the Join button's `/play`.
+pub fn router_with_play(hub: Arc<Hub>, play: Option<Play>) -> Router {
+    let play_routes: Router<Arc<Hub>> = Router::new()
+        .route("/play", get(play_ws))
+        .route("/api/play", get(api_play))
+        .with_state(play);
     Router::new()
+        .merge(play_routes)
         .route("/", get(index))
         .route("/app.js", get(app_js))
         .route("/style.css", get(style_css))
@@ -75,6 +88,15 @@ pub fn router(hub: Arc<Hub>) -> Router {
 /// Serves `hub` on `listener` until the future is dropped.
 pub async fn serve(listener: tokio::net::TcpListener, hub: Arc<Hub>) -> std::io::Result<()> {
     axum::serve(listener, router(hub)).await
+}
+
+/// [`serve`] with the Join button's `/play` through `play`.
+pub async fn serve_with_play(
+    listener: tokio::net::TcpListener,
+    hub: Arc<Hub>,
+    play: Option<Play>,
+) -> std::io::Result<()> {
+    axum::serve(listener, router_with_play(hub, play)).await
 }
 
 /// A server running on its own thread (with its own single-threaded runtime), so a
@@ -119,6 +141,15 @@ impl Drop for ServerHandle {
 
 /// Binds `addr` and serves `hub` on a new thread.
 pub fn spawn(addr: SocketAddr, hub: Arc<Hub>) -> Result<ServerHandle, ServeError> {
+    spawn_with_play(addr, hub, None)
+}
+
+/// [`spawn`] with the Join button's `/play` through `play`.
+pub fn spawn_with_play(
+    addr: SocketAddr,
+    hub: Arc<Hub>,
+    play: Option<Play>,
+) -> Result<ServerHandle, ServeError> {
     let listener = std::net::TcpListener::bind(addr).map_err(|source| ServeError::Bind { addr, source })?;
     listener.set_nonblocking(true).map_err(ServeError::Start)?;
     let local = listener.local_addr().map_err(ServeError::Start)?;
@@ -132,7 +163,7 @@ pub fn spawn(addr: SocketAddr, hub: Arc<Hub>) -> Result<ServerHandle, ServeError
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener)?;
                 tokio::select! {
-                    r = serve(listener, hub) => r,
+                    r = serve_with_play(listener, hub, play) => r,
                     _ = stop_rx => Ok(()),
                 }
             })
@@ -396,4 +427,119 @@ async fn client_loop(mut socket: WebSocket, hub: Arc<Hub>, mut sub: Subscription
             }
         }
     }
+}
+
+async fn api_play(State(play): State<Option<Play>>) -> Response {
+    let body = match &play {
+        Some(p) => serde_json::json!({
+            "available": true,
+            "about": p.gateway.describe(),
+            "max_sessions": p.config.max_sessions,
+            "open": p.config.max_sessions - p.sessions.available_permits(),
+            "dropped_messages": p.dropped(),
+        }),
+        None => serde_json::json!({
+            "available": false,
+            "about": "joining needs a real cluster with player ports: `worldmesh cluster --dashboard ADDR`, or `worldmesh dashboard --cluster ... --ca ... --player-key ... --player-ports ...`",
+        }),
+    };
+    json(StatusCode::OK, body.to_string())
+}
+
+async fn play_ws(State(play): State<Option<Play>>, upgrade: WebSocketUpgrade) -> Response {
+    let Some(play) = play else {
+        return text(
+            StatusCode::NOT_FOUND,
+            "joining is off on this dashboard (see GET /api/play)".into(),
+        );
+    };
+    let Ok(permit) = Arc::clone(&play.sessions).try_acquire_owned() else {
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the dashboard already has {} players, its limit",
+                play.config.max_sessions
+            ),
+        );
+    };
+    let session = match play.gateway.open() {
+        Ok(s) => s,
+        Err(e) => return text(StatusCode::BAD_GATEWAY, format!("cannot start a session: {e}")),
+    };
+    upgrade
+        .max_message_size(MAX_PLAY_MESSAGE)
+        .max_frame_size(MAX_PLAY_MESSAGE)
+        .on_upgrade(move |socket| async move {
+            play_loop(socket, play, session).await;
+            drop(permit);
+        })
+}
+
+async fn send_json(socket: &mut WebSocket, v: String) -> Result<(), ()> {
+    match tokio::time::timeout(SEND_TIMEOUT, socket.send(Message::Text(v.into()))).await {
+        Ok(Ok(())) => Ok(()),
+        _ => Err(()),
+    }
+}
+
+/// One player's socket: keys to the session (rate-limited), updates to the page. Ends (and
+/// the player leaves) when either side goes.
+async fn play_loop(mut socket: WebSocket, play: Play, mut session: PlaySession) {
+    let origin = tokio::time::Instant::now();
+    let secs = || origin.elapsed().as_secs_f64();
+    let mut limit = RateLimit::new(
+        play.config.max_messages_per_s,
+        play.config.max_messages_per_s,
+        0.0,
+    );
+    let mut warned_at = f64::NEG_INFINITY;
+    loop {
+        tokio::select! {
+            u = session.updates.recv() => {
+                let Some(u) = u else { break };
+                let ended = matches!(u, crate::play::PlayUpdate::Ended { .. });
+                let v = serde_json::to_string(&u).unwrap_or_default();
+                if send_json(&mut socket, v).await.is_err() || ended {
+                    break;
+                }
+            }
+            m = socket.recv() => match m {
+                Some(Ok(Message::Text(t))) => match PlayMsg::parse(t.as_str()) {
+                    Ok(PlayMsg::Keys { dx, dy }) => {
+                        if limit.allow(secs()) {
+                            // The session takes the latest direction; a full queue drops it.
+                            let _ = session.keys.try_send((dx, dy));
+                        } else {
+                            play.dropped.fetch_add(1, Ordering::Relaxed);
+                            if secs() - warned_at >= 1.0 {
+                                warned_at = secs();
+                                let e = format!("more than {} messages a second: dropped", play.config.max_messages_per_s);
+                                if send_json(&mut socket, serde_json::json!({"type": "error", "error": e}).to_string()).await.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    Ok(PlayMsg::Leave) => break,
+                    Err(e) => {
+                        let e = serde_json::json!({"type": "error", "error": e.to_string()}).to_string();
+                        if send_json(&mut socket, e).await.is_err() {
+                            break;
+                        }
+                    }
+                },
+                Some(Ok(Message::Binary(_))) => {
+                    let e = serde_json::json!({"type": "error", "error": "binary messages are not accepted"}).to_string();
+                    if send_json(&mut socket, e).await.is_err() {
+                        break;
+                    }
+                }
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                Some(Ok(_)) => {}
+            }
+        }
+    }
+    // Dropping the session's key sender ends it: the player leaves the node.
+    drop(session);
+    let _ = tokio::time::timeout(Duration::from_secs(1), socket.send(Message::Close(None))).await;
 }
