@@ -1,8 +1,10 @@
 //! The dashboard in a real browser (issue 17): `worldmesh dashboard` runs as a process,
 //! headless Chromium loads the page, and the Chrome DevTools Protocol checks what a person
 //! would see — the object count equals the simulation's, a migration shows up, the node
-//! table updates, hovering shows an area of interest, and no console errors. Screenshots go
-//! to `out/dashboard/`.
+//! table updates, hovering shows an area of interest, and no console errors; and on a real
+//! cluster (node processes, `worldmesh dashboard --cluster`), the Join button plays: the
+//! avatar appears, moves with the arrow keys and is handed to another node when its node
+//! drains. Screenshots go to `out/dashboard/`.
 //!
 //! Chromium comes from `scripts/setup-ci.sh` (CI runs it); without it these tests fail with
 //! that instruction, unless `WORLDMESH_SKIP_BROWSER=1` asks to skip them.
@@ -10,6 +12,7 @@
 #[path = "browser/cdp.rs"]
 mod cdp;
 mod common;
+mod procs;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -412,4 +415,172 @@ fn readme_screenshot() {
     }
     b.screenshot_scaled(&out_dir().join("readme.png"), 1400, 860, 0.7);
     assert!(b.errors.is_empty(), "console errors: {:#?}", b.errors);
+}
+
+/// Where the page's own avatar is on the map: `[index, x, y, owner]`, or null.
+const ME: &str = "(() => { const p = wm.play; if (!p || p.key === null) return null; \
+    const i = wm.ids.indexOf(p.key); return i < 0 ? null : [i, wm.toX[i], wm.toY[i], wm.owner[i]]; })()";
+
+/// Two real nodes with player ports and metrics, `worldmesh dashboard --cluster` with the
+/// Join button on: the page joins, its avatar shows on the map, moves right then down with
+/// the arrow keys (through a real client session over QUIC), and when its node drains the
+/// session is handed to the other node, which the map shows as the avatar's owner.
+#[test]
+fn join_plays_on_a_real_cluster_from_the_browser() {
+    if !browser_available() {
+        return;
+    }
+    let _one = serial();
+    let _heavy = procs::heavy();
+    let s = |v: &dyn ToString| v.to_string();
+    let mut n = procs::Nodes::new("browser-join", 2);
+    let key = n.dir.join("players.key");
+    common::run_ok(common::worldmesh().args(["token", "init", "--out", &key.display().to_string()]));
+    let base = vec![
+        s(&"--founders"),
+        s(&2),
+        s(&"--players"),
+        s(&3),
+        s(&"--wait-start"),
+        s(&"--metrics"),
+        s(&"127.0.0.1:0"),
+        s(&"--player-listen"),
+        s(&"127.0.0.1:0"),
+        s(&"--player-key"),
+        key.display().to_string(),
+        s(&"--max-players"),
+        s(&8),
+    ];
+    n.spawn(0, &base);
+    let a0 = n.ready(0, 30 * SECOND);
+    let mut seeded = base.clone();
+    seeded.extend([s(&"--seeds"), s(&a0)]);
+    n.spawn(1, &seeded);
+    n.ready(1, 30 * SECOND);
+    n.release(&[0, 1]);
+    n.started(0, 30 * SECOND);
+    n.started(1, 30 * SECOND);
+    let ready = |n: &procs::Nodes, id: u32, field: &str| -> String {
+        let r = n
+            .records
+            .iter()
+            .find(|r| r.node == id && r.kind == procs::Kind::Ready)
+            .expect("ready line");
+        r.json[field]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {field} in {}", r.json))
+            .to_owned()
+    };
+    let metrics = format!("{},{}", ready(&n, 0, "metrics"), ready(&n, 1, "metrics"));
+    let ports = format!("0={},1={}", ready(&n, 0, "players"), ready(&n, 1, "players"));
+    let ca = n.ca_cert().display().to_string();
+    let key_arg = key.display().to_string();
+    let mut dash = Dashboard::start(&[
+        "--cluster",
+        &metrics,
+        "--player-ports",
+        &ports,
+        "--ca",
+        &ca,
+        "--player-key",
+        &key_arg,
+    ]);
+    dash.wait_line("the Join button plays on it", 10 * SECOND);
+
+    let mut b = Browser::launch("join", 1400, 900);
+    b.navigate(&dash.url);
+    b.wait_for(
+        "window.wm && wm.n > 0 && wm.nodeUpdates > 0 && wm.playAbout && wm.playAbout.available && !document.getElementById('join').disabled",
+        60 * SECOND,
+        "the cluster on the map and the Join button enabled",
+    );
+    let before = b.eval("wm.n").as_u64().unwrap();
+    b.eval("document.getElementById('join').click()");
+    let me = b.wait_for(
+        &format!("wm.play && wm.play.state === 'playing' && wm.play.x !== null && {ME}"),
+        30 * SECOND,
+        "the avatar on the map",
+    );
+    let (x0, y0, owner) = (
+        me[1].as_f64().unwrap(),
+        me[2].as_f64().unwrap(),
+        me[3].as_u64().unwrap(),
+    );
+    assert_eq!(
+        b.eval("wm.play.node").as_u64(),
+        Some(owner),
+        "the session's node owns the avatar on the map"
+    );
+    assert!(
+        b.eval("wm.n").as_u64().unwrap() > before,
+        "the avatar is a new object on the map"
+    );
+    let status = b.eval("document.getElementById('play-status').textContent");
+    assert!(status.as_str().unwrap().starts_with("you: node "), "{status}");
+
+    // Arrow keys move the avatar on the map: right, then down (y grows downwards).
+    b.key("ArrowRight", 39, true);
+    b.wait_for(
+        &format!("(() => {{ const m = {ME}; return m && m[1] > {x0} + 60 ? m : null; }})()"),
+        30 * SECOND,
+        "the avatar moving right",
+    );
+    b.key("ArrowRight", 39, false);
+    b.screenshot(&out_dir().join("join.png"));
+    let y1 = b.eval(&format!("{ME}[2]")).as_f64().unwrap();
+    b.key("ArrowDown", 40, true);
+    b.wait_for(
+        &format!("(() => {{ const m = {ME}; return m && m[2] > {y1} + 60 ? m : null; }})()"),
+        30 * SECOND,
+        "the avatar moving down",
+    );
+    b.key("ArrowDown", 40, false);
+    let me = b.eval(ME);
+    eprintln!(
+        "avatar moved from ({x0:.0}, {y0:.0}) to ({:.0}, {:.0}) on node {owner}",
+        me[1].as_f64().unwrap(),
+        me[2].as_f64().unwrap()
+    );
+
+    // Its node drains: the session is handed to the other node, and the map shows the
+    // avatar there.
+    let other = 1 - owner;
+    n.sigterm(owner as u32);
+    b.wait_for(
+        &format!(
+            "wm.play.handoffs.length > 0 && wm.play.state === 'playing' && (() => {{ const m = {ME}; return m && m[3] === {other}; }})()"
+        ),
+        60 * SECOND,
+        "the hand-off to the other node, on the map",
+    );
+    let handoffs = b.eval("wm.play.handoffs");
+    assert_eq!(handoffs[0]["from"].as_u64(), Some(owner), "{handoffs}");
+    assert_eq!(handoffs[0]["to"].as_u64(), Some(other), "{handoffs}");
+    // Still playing after the hand-off: the keys move it through the new node.
+    let x2 = b.eval(&format!("{ME}[1]")).as_f64().unwrap();
+    b.key("ArrowLeft", 37, true);
+    b.wait_for(
+        &format!("(() => {{ const m = {ME}; return m && m[1] < {x2} - 60 ? m : null; }})()"),
+        30 * SECOND,
+        "the avatar moving left through the new node",
+    );
+    b.key("ArrowLeft", 37, false);
+    b.screenshot(&out_dir().join("join-handoff.png"));
+
+    // Leaving removes the avatar.
+    let key_now = b.eval("wm.play.key");
+    b.eval("document.getElementById('join').click()");
+    b.wait_for(
+        &format!("wm.play.state === 'ended' && wm.ids.indexOf({key_now}) < 0"),
+        30 * SECOND,
+        "the avatar gone after leaving",
+    );
+    assert!(b.errors.is_empty(), "console errors: {:#?}", b.errors);
+    assert!(b.warnings.is_empty(), "console warnings: {:#?}", b.warnings);
+    assert!(
+        b.eval("wm.errors.length").as_u64() == Some(0),
+        "{}",
+        b.eval("wm.errors")
+    );
+    n.stop(&[other as u32]);
 }

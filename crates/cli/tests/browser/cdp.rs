@@ -284,6 +284,18 @@ impl Browser {
         );
     }
 
+    /// Presses (`down`) or releases a key such as `ArrowRight` (`code` as the DOM names it,
+    /// `vk` its Windows virtual key code).
+    pub fn key(&mut self, key: &str, vk: u32, down: bool) {
+        self.call(
+            "Input.dispatchKeyEvent",
+            json!({
+                "type": if down { "rawKeyDown" } else { "keyUp" },
+                "key": key, "code": key, "windowsVirtualKeyCode": vk,
+            }),
+        );
+    }
+
     /// Saves a PNG of the page to `path`.
     pub fn screenshot(&mut self, path: &Path) {
         self.capture(path, json!({ "format": "png" }));
