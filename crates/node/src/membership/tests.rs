@@ -87,7 +87,7 @@ impl Net {
                     let _ = m.handle_datagram(now, src, &data);
                 }
             }
-            if self.traffic && now.as_micros() % 100_000 == 0 {
+            if self.traffic && now.as_micros().is_multiple_of(100_000) {
                 let up: Vec<NodeId> = (0..self.nodes.len())
                     .filter(|i| self.nodes[*i].is_some())
                     .map(|i| NodeId(i as u32))
