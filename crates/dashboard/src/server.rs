@@ -446,12 +446,19 @@ async fn api_play(State(play): State<Option<Play>>) -> Response {
     json(StatusCode::OK, body.to_string())
 }
 
-async fn play_ws(State(play): State<Option<Play>>, upgrade: WebSocketUpgrade) -> Response {
+async fn play_ws(
+    State(play): State<Option<Play>>,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
     let Some(play) = play else {
         return text(
             StatusCode::NOT_FOUND,
             "joining is off on this dashboard (see GET /api/play)".into(),
         );
+    };
+    let upgrade = match upgrade {
+        Ok(u) => u,
+        Err(r) => return r.into_response(),
     };
     let Ok(permit) = Arc::clone(&play.sessions).try_acquire_owned() else {
         return text(
