@@ -515,6 +515,12 @@ fn join_plays_on_a_real_cluster_from_the_browser() {
         b.eval("wm.n").as_u64().unwrap() > before,
         "the avatar is a new object on the map"
     );
+    // The assignment panel: one player connected, of the two nodes' 8 + 8 sessions.
+    b.wait_for(
+        "wm.capacityText && wm.capacityText.includes('sessions 1/16 of capacity')",
+        30 * SECOND,
+        "the capacity used in the assignment panel",
+    );
     let status = b.eval("document.getElementById('play-status').textContent");
     assert!(status.as_str().unwrap().starts_with("you: node "), "{status}");
 

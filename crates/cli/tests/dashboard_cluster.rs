@@ -246,6 +246,7 @@ fn the_dashboard_shows_a_real_cluster_and_follows_a_drain() {
         assert_eq!(on_map, r.primaries, "node {}", r.id);
         assert!(r.players >= 4, "node {} shows {} players", r.id, r.players);
         assert!(r.frame_us.is_some(), "real nodes measure their frames: {r:?}");
+        assert_eq!((r.sessions, r.capacity), (None, None), "no player port: {r:?}");
     }
     // Against the nodes themselves: every object a node's own view lists is on the map,
     // and the map holds nothing else (missiles come and go, so the nodes' views are read

@@ -147,6 +147,8 @@
         const row = { id, up: !!(bits & 1), players: r.varint(), primaries: r.varint(), replicas: r.varint() };
         row.missing = bits & 2 ? r.varint() : null;
         row.frameUs = bits & 4 ? r.varint() : null;
+        row.sessions = bits & 8 ? r.varint() : null;
+        row.capacity = bits & 16 ? r.varint() : null;
         row.bytes = wm.classes.map(() => r.varint());
         list.push(row);
       }
@@ -785,9 +787,25 @@
       g.globalAlpha = 1;
       g.fillRect(x, top + ph - hl, Math.max(1, bw - (bw > 3 ? 1 : 0)), hl);
     }
+    // Capacity (real nodes with a player port): a black tick at the players' connected
+    // share of the node's capacity, on a scale of its own (the bar's full height).
+    const withCap = nodes.filter((n) => n.capacity !== null && n.capacity > 0);
+    for (let k = 0; k < nodes.length; k++) {
+      const n = nodes[k];
+      if (n.capacity === null || !(n.capacity > 0)) continue;
+      const x = left + k * bw, y = top + ph - Math.min(1, n.sessions / n.capacity) * ph;
+      g.fillStyle = '#000';
+      g.fillRect(x, y - 1, Math.max(1, bw - (bw > 3 ? 1 : 0)), 2);
+    }
     const p = nodes.map((n) => n.players);
+    let cap = ' — capacity: not reported';
+    if (withCap.length) {
+      const s = withCap.reduce((a, n) => a + n.sessions, 0), c = withCap.reduce((a, n) => a + n.capacity, 0);
+      cap = ' — sessions ' + s + '/' + c + ' of capacity';
+    }
+    wm.capacityText = cap;
     g.fillStyle = '#333';
-    g.fillText('players per node: min ' + Math.min(...p) + ', mean ' + (p.reduce((a, b) => a + b, 0) / p.length).toFixed(1) + ', max ' + Math.max(...p) + ' — capacity: not reported', left, h - 2);
+    g.fillText('players per node: min ' + Math.min(...p) + ', mean ' + (p.reduce((a, b) => a + b, 0) / p.length).toFixed(1) + ', max ' + Math.max(...p) + cap, left, h - 2);
   }
 
   // ---------------------------------------------------------------- charts

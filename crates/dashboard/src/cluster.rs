@@ -354,6 +354,8 @@ impl ClusterMerge {
                 replicas: k.view.replicas,
                 missing: None,
                 frame_ms: k.view.frame_us.map(|f| f as f32 / 1000.0),
+                sessions: k.view.sessions,
+                capacity: k.view.capacity,
                 sent_bytes: sent,
             });
         }

@@ -523,6 +523,8 @@ impl Hub {
                     .frame_ms
                     .filter(|f| f.is_finite() && *f >= 0.0)
                     .map(|f| (f * 1000.0).min(u32::MAX as f32) as u32),
+                sessions: n.sessions,
+                capacity: n.capacity,
                 bytes_per_s: rates,
             });
         }

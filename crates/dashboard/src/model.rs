@@ -120,6 +120,10 @@ pub struct NodeSample {
     pub missing: Option<u32>,
     /// Time its last frame took, ms, when measured (real nodes).
     pub frame_ms: Option<f32>,
+    /// Players connected to it through its player port, when it has one (real nodes).
+    pub sessions: Option<u32>,
+    /// Players it takes (its assignment capacity, or its session limit), when known.
+    pub capacity: Option<u32>,
     /// Bytes sent since the node started, by traffic class (cumulative counters, as on the
     /// wire; rates are computed by the dashboard).
     pub sent_bytes: Vec<u64>,

@@ -116,6 +116,8 @@ impl Observer {
                 replicas: n.store().replica_count() as u32,
                 missing: missing.as_ref().map(|m: &Vec<u32>| m[k]),
                 frame_ms: None,
+                sessions: None,
+                capacity: None,
                 sent_bytes: n.stats().traffic.sent.iter().map(|c| c.bytes).collect(),
             })
             .collect();

@@ -163,6 +163,8 @@ impl SyntheticFeed {
                     replicas: counts[k as usize].0 * 3,
                     missing: None,
                     frame_ms: None,
+                    sessions: None,
+                    capacity: None,
                     sent_bytes: self.sent[k as usize].clone(),
                 })
                 .collect(),

@@ -16,8 +16,9 @@
 //! events:   varint n, n × (varint id, varint from, varint to, u8 cause)
 //! nodes (flag 2): varint missing_total + 1 (0 unknown), varint ownership changes since the
 //!           last node section, varint bytes/s per class (totals);
-//!           varint n, n × (varint id, u8 bits (1 up, 2 missing, 4 frame time), varint
-//!           players, primaries, replicas, [missing], [frame µs], bytes/s per class)
+//!           varint n, n × (varint id, u8 bits (1 up, 2 missing, 4 frame time, 8 sessions,
+//!           16 capacity), varint players, primaries, replicas, [missing], [frame µs],
+//!           [sessions], [capacity], bytes/s per class)
 //! ```
 //!
 //! Object lists are sorted by id (`ObjectId::as_u64`), so a delta is a merge of two
@@ -208,6 +209,10 @@ pub struct WireNode {
     pub missing: Option<u32>,
     /// Frame time, µs, when known.
     pub frame_us: Option<u32>,
+    /// Players connected through its player port, when known.
+    pub sessions: Option<u32>,
+    /// Players it takes, when known.
+    pub capacity: Option<u32>,
     /// Outbound bytes per second of producer time, by class.
     pub bytes_per_s: Vec<u64>,
 }
@@ -459,8 +464,11 @@ pub fn put_nodes(out: &mut Vec<u8>, nodes: &WireNodes) {
     put_varint(out, nodes.rows.len() as u64);
     for n in &nodes.rows {
         put_varint(out, u64::from(n.id));
-        let bits =
-            u8::from(n.up) | (u8::from(n.missing.is_some()) << 1) | (u8::from(n.frame_us.is_some()) << 2);
+        let bits = u8::from(n.up)
+            | (u8::from(n.missing.is_some()) << 1)
+            | (u8::from(n.frame_us.is_some()) << 2)
+            | (u8::from(n.sessions.is_some()) << 3)
+            | (u8::from(n.capacity.is_some()) << 4);
         out.push(bits);
         put_varint(out, u64::from(n.players));
         put_varint(out, u64::from(n.primaries));
@@ -470,6 +478,9 @@ pub fn put_nodes(out: &mut Vec<u8>, nodes: &WireNodes) {
         }
         if let Some(f) = n.frame_us {
             put_varint(out, u64::from(f));
+        }
+        for v in [n.sessions, n.capacity].into_iter().flatten() {
+            put_varint(out, u64::from(v));
         }
         for b in &n.bytes_per_s {
             put_varint(out, *b);
@@ -704,6 +715,16 @@ impl Decoder {
                 } else {
                     None
                 };
+                let sessions = if bits & 8 != 0 {
+                    Some(r.u32_varint("sessions")?)
+                } else {
+                    None
+                };
+                let capacity = if bits & 16 != 0 {
+                    Some(r.u32_varint("capacity")?)
+                } else {
+                    None
+                };
                 let mut b = Vec::with_capacity(self.classes);
                 for _ in 0..self.classes {
                     b.push(r.varint("node class bytes")?);
@@ -716,6 +737,8 @@ impl Decoder {
                     replicas,
                     missing,
                     frame_us,
+                    sessions,
+                    capacity,
                     bytes_per_s: b,
                 });
             }
@@ -980,6 +1003,8 @@ mod tests {
                 replicas: 50,
                 missing: Some(1),
                 frame_us: None,
+                sessions: Some(3),
+                capacity: Some(16),
                 bytes_per_s: vec![5, 6],
             }],
         };

@@ -643,6 +643,11 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
             migrations_started: mig.started,
             migrations_bound: mig.bound,
             adoptions: node.cluster_summary().map_or(0, |c| c.adoption.adopted),
+            sessions: self.players.as_ref().map(|p| p.host.players() as u32),
+            capacity: self
+                .players
+                .as_ref()
+                .map(|p| p.host.capacity().min(u32::MAX as usize - 1) as u32),
             sent_bytes: stats.traffic.sent.iter().map(|c| c.bytes).collect(),
             objects,
         };

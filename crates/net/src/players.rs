@@ -344,6 +344,8 @@ pub trait PlayerHost<O: GameObject>: Send {
     fn stats(&self) -> SessionStats;
     /// Players connected now.
     fn players(&self) -> usize;
+    /// Players the node takes (its assignment capacity, or its session limit).
+    fn capacity(&self) -> usize;
     /// A players'-layer message from another member (`Event::Players`).
     fn node_message(&mut self, now: Time, from: worldmesh_core::NodeId, payload: &[u8], node: &mut Node<O>);
     /// The assignment agent's counters, if the node takes part.
@@ -404,6 +406,10 @@ impl<O: Playable> PlayerHost<O> for Sessions<O> {
 
     fn players(&self) -> usize {
         Sessions::len(self)
+    }
+
+    fn capacity(&self) -> usize {
+        Sessions::capacity(self)
     }
 
     fn node_message(&mut self, now: Time, from: worldmesh_core::NodeId, payload: &[u8], node: &mut Node<O>) {

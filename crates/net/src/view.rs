@@ -15,6 +15,7 @@
 //! "WMV" version:u8
 //! node:u32 generation:u64 uptime_s:f64 frame_us:u32 (u32::MAX: not measured yet)
 //! replicas:u32 members:u32 migrations_started:u64 migrations_bound:u64 adoptions:u64
+//! sessions:u32 capacity:u32 (u32::MAX: the node admits no players)
 //! classes:u8 (≤ MAX_CLASSES) then classes × sent_bytes:u64
 //! objects:u32 (≤ the decoder's limit) then per object:
 //!   origin:u32 generation:u32 counter:u32 (the id) kind:u8 flags:u8 (bit 0: area of interest follows, bit 1: frozen) x:f32 y:f32
@@ -82,6 +83,10 @@ pub struct ViewSnapshot {
     pub migrations_bound: u64,
     /// Orphans of failed members it adopted.
     pub adoptions: u64,
+    /// Players connected through its player port (`None`: it admits no players).
+    pub sessions: Option<u32>,
+    /// Players it takes (assignment capacity or session limit; `None`: no player port).
+    pub capacity: Option<u32>,
     /// Bytes sent since the start, by traffic class (`MessageClass as usize`).
     pub sent_bytes: Vec<u64>,
     /// Its primaries.
@@ -145,6 +150,8 @@ pub fn encode(v: &ViewSnapshot) -> Vec<u8> {
     o.extend_from_slice(&v.migrations_started.to_le_bytes());
     o.extend_from_slice(&v.migrations_bound.to_le_bytes());
     o.extend_from_slice(&v.adoptions.to_le_bytes());
+    o.extend_from_slice(&v.sessions.unwrap_or(u32::MAX).to_le_bytes());
+    o.extend_from_slice(&v.capacity.unwrap_or(u32::MAX).to_le_bytes());
     let classes = &v.sent_bytes[..v.sent_bytes.len().min(MAX_CLASSES)];
     o.push(classes.len() as u8);
     for c in classes {
@@ -232,6 +239,8 @@ pub fn decode(bytes: &[u8], max_objects: usize) -> Result<ViewSnapshot, ViewErro
     let migrations_started = r.u64()?;
     let migrations_bound = r.u64()?;
     let adoptions = r.u64()?;
+    let sessions = Some(r.u32()?).filter(|s| *s != u32::MAX);
+    let capacity = Some(r.u32()?).filter(|s| *s != u32::MAX);
     let classes = usize::from(r.u8()?);
     if classes > MAX_CLASSES {
         return Err(ViewError::TooMany {
@@ -295,6 +304,8 @@ pub fn decode(bytes: &[u8], max_objects: usize) -> Result<ViewSnapshot, ViewErro
         migrations_started,
         migrations_bound,
         adoptions,
+        sessions,
+        capacity,
         sent_bytes,
         objects,
     })
@@ -392,6 +403,8 @@ mod tests {
             migrations_started: 2,
             migrations_bound: 1,
             adoptions: 5,
+            sessions: Some(2),
+            capacity: Some(64),
             sent_bytes: vec![1, 2, 3, 4, 5, 6],
             objects: vec![
                 ViewObject {

@@ -189,6 +189,11 @@ impl AssignmentAgent {
         a
     }
 
+    /// This node's capacity, players.
+    pub fn capacity(&self) -> u32 {
+        self.cfg.capacity
+    }
+
     /// Counters.
     pub fn stats(&self) -> &AssignmentStats {
         &self.stats

@@ -323,6 +323,15 @@ impl<O: Playable> Sessions<O> {
         self.sessions.len()
     }
 
+    /// Players this node takes: its assignment capacity when it takes part in the
+    /// assignment, else its session limit.
+    pub fn capacity(&self) -> usize {
+        match &self.assignment {
+            Some(a) => (a.capacity() as usize).min(self.cfg.max_players),
+            None => self.cfg.max_players,
+        }
+    }
+
     /// Whether no player is connected.
     pub fn is_empty(&self) -> bool {
         self.sessions.is_empty()
