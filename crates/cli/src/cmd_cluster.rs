@@ -269,7 +269,12 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
                     Some((ca, _)) if player_ports => Some(crate::cmd_dashboard::JoinSetup {
                         ca: ca.cert.clone(),
                         player_key: player_key.clone(),
-                        ports: ready.iter().filter_map(|(i, r)| Some((*i as u32, r.players?))).collect(),
+                        ports: {
+                            let mut p: Vec<(u32, SocketAddr)> =
+                                ready.iter().filter_map(|(i, r)| Some((*i as u32, r.players?))).collect();
+                            p.sort_unstable();
+                            p
+                        },
                     }),
                     _ => None,
                 };

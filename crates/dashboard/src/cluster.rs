@@ -44,12 +44,12 @@ pub const MAX_KINDS: usize = 256;
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
     /// The connection could not be made, or broke.
-    #[error("{addr}: {source}")]
+    #[error("{addr}: {error}")]
     Io {
         /// The node's endpoint.
         addr: SocketAddr,
-        /// The system's reason.
-        source: std::io::Error,
+        /// The system's reason (not a `source`: it is in the message).
+        error: std::io::Error,
     },
     /// No complete answer within the deadline.
     #[error("{addr}: no complete answer within {timeout:?}")]
@@ -86,12 +86,12 @@ pub enum FetchError {
         message: String,
     },
     /// The view does not decode.
-    #[error("{addr}: {source}")]
+    #[error("{addr}: {error}")]
     View {
         /// The node's endpoint.
         addr: SocketAddr,
-        /// Why.
-        source: ViewError,
+        /// Why (in the message).
+        error: ViewError,
     },
     /// The world document is not a valid [`WorldInfo`].
     #[error("{addr}: bad world description: {why}")]
@@ -118,7 +118,7 @@ pub async fn http_get(
 }
 
 async fn get_inner(addr: SocketAddr, path: &str, max_body: usize) -> Result<Vec<u8>, FetchError> {
-    let io = |source| FetchError::Io { addr, source };
+    let io = |error| FetchError::Io { addr, error };
     let bad = |why| FetchError::Malformed { addr, why };
     let mut s = tokio::net::TcpStream::connect(addr).await.map_err(io)?;
     let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
@@ -428,7 +428,7 @@ impl ClusterFeed {
                         .await
                         .and_then(|b| {
                             view::decode(&b, cfg.max_objects_per_node)
-                                .map_err(|source| FetchError::View { addr, source })
+                                .map_err(|error| FetchError::View { addr, error })
                         });
                     let t = origin.elapsed().as_secs_f64();
                     {
