@@ -121,6 +121,10 @@ struct Stream {
 
 impl Stream {
     fn connect(addr: SocketAddr) -> Self {
+        Self::connect_to(addr, "real cluster: 3 node endpoints")
+    }
+
+    fn connect_to(addr: SocketAddr, title_start: &str) -> Self {
         let s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let (mut ws, _) = tungstenite::client(format!("ws://{addr}/ws"), s).unwrap();
@@ -130,7 +134,7 @@ impl Stream {
         };
         assert_eq!(hello["type"], "hello");
         let title = hello["world"]["title"].as_str().unwrap();
-        assert!(title.starts_with("real cluster: 3 node endpoints"), "{title}");
+        assert!(title.starts_with(title_start), "{title}");
         let classes = hello["world"]["classes"].as_array().unwrap().len();
         Self {
             ws,
@@ -345,4 +349,56 @@ fn raw_get(addr: SocketAddr, path: &str) -> Vec<u8> {
 
 fn raw_get_text(addr: SocketAddr, path: &str) -> String {
     String::from_utf8(raw_get(addr, path)).unwrap()
+}
+
+/// `worldmesh cluster --dashboard`: the launcher serves the running cluster — both nodes
+/// and their objects on the dashboard, the Join button on (player ports and a throwaway
+/// key set up) — and the run still ends with its report.
+#[test]
+fn cluster_dashboard_serves_the_running_cluster() {
+    let _g = heavy();
+    let mut child = common::worldmesh()
+        .args([
+            "cluster",
+            "--nodes",
+            "2",
+            "--players-per-node",
+            "3",
+            "--duration",
+            "8s",
+        ])
+        .args(["--dashboard", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let mut dash = Dash {
+        child,
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+    };
+    let mut lines = BufReader::new(out).lines().map_while(Result::ok);
+    for l in lines.by_ref() {
+        if let Some(rest) = l.strip_prefix("dashboard: http://") {
+            dash.addr = rest.split('/').next().unwrap().parse().unwrap();
+            break;
+        }
+    }
+    assert_ne!(dash.addr.port(), 0, "no dashboard URL printed");
+    let play: Value = serde_json::from_str(&raw_get_text(dash.addr, "/api/play")).unwrap();
+    assert_eq!(play["available"], true, "{play}");
+    assert!(play["about"].as_str().unwrap().contains("nodes 0, 1"), "{play}");
+    let mut st = Stream::connect_to(dash.addr, "real cluster: 2 node endpoints");
+    st.until("both nodes up with objects", |st| {
+        let rows = &st.nodes.as_ref().unwrap().rows;
+        rows.len() == 2 && rows.iter().all(|r| r.up && r.primaries > 0)
+    });
+    let rows = st.nodes.clone().unwrap().rows;
+    assert!(
+        rows.iter().all(|r| r.capacity.is_some() && r.sessions == Some(0)),
+        "{rows:?}"
+    );
+    let report: String = lines.collect::<Vec<_>>().join("\n");
+    assert!(report.contains("run validity"), "{report}");
+    assert!(dash.child.wait().unwrap().success());
 }
