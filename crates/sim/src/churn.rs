@@ -6,11 +6,14 @@
 //! the survivors detect the failures through SWIM and adopt the orphans. For every object
 //! that was a primary on a crashed node, the outcome records:
 //!
-//! - **re-homed**: exactly one live node holds it as primary at the end (or it was adopted
-//!   and then deleted itself, e.g. a missile whose flight ended);
+//! - **re-homed**: exactly one live node holds it as primary at the end (or a live node
+//!   held it as primary, adopted or migrated there, and it then deleted itself, e.g. a
+//!   missile whose flight ended);
 //! - **duplicated**: more than one live node holds it as primary at the end;
-//! - **lost**: no live node holds it and it was neither adopted-then-deleted nor despawned
-//!   by its policy;
+//! - **lost**: no live node holds it, as primary or replica, and it was neither
+//!   adopted-then-deleted nor despawned by its policy;
+//! - **pending**: no primary yet at the end, but a live node still holds a replica awaiting
+//!   its adopter (the run ended before the failure was handled);
 //! - **adoption time**: from the crash to the first `Adopted` event for it;
 //! - **versions behind**: the crashed primary's version at the crash minus the version the
 //!   adopter started from (frames of state lost to the failure).
@@ -46,8 +49,21 @@ pub struct CrashOutcome {
     pub rehomed: usize,
     /// Of which held as primary by more than one live node at the end.
     pub duplicated: usize,
-    /// Of which held by no live node and never adopted (no replica survived).
+    /// Of which held by no live node, as primary or replica, and never adopted (no replica
+    /// survived).
     pub lost: usize,
+    /// Of the lost ones, those no live node held at the moment of the crash, as primary,
+    /// backup or replica: nothing done after the crash could have saved them. A lost object
+    /// outside this count is a bug (a copy survived and was not adopted).
+    pub lost_no_copy: usize,
+    /// Of `lost_no_copy`, those whose primary and every backup (the `backups` members
+    /// ranked first for it, `replica::manager::backup`) crashed together: more simultaneous
+    /// failures than k backups cover. The others had a live backup that did not hold them
+    /// yet (an object created a few frames before the crash, or its first state lost).
+    pub lost_beyond_backups: usize,
+    /// Of which not adopted yet at the end, but still held as a replica by a live node
+    /// awaiting its adopter (the run ended before the failure was handled).
+    pub pending: usize,
     /// Of which dropped by their orphan policy or after nobody adopted them.
     pub dropped: usize,
     /// Crash → first adoption, ms, per adopted object (sorted).
@@ -96,10 +112,35 @@ pub fn run(cfg: &SimConfig, plan: &CrashPlan) -> Result<CrashOutcome, ConfigErro
     sim.run_until(crash_at);
     // What the crashed nodes held.
     let mut orphans: BTreeMap<ObjectId, u64> = BTreeMap::new();
+    // Each orphan's backups as its primary ranked them: the k first of the members up at
+    // the crash, the primary excluded.
+    let up: Vec<NodeId> = sim
+        .nodes()
+        .iter()
+        .map(|n| n.id())
+        .filter(|n| sim.is_up(*n))
+        .collect();
+    let mut backups_crashed: BTreeSet<ObjectId> = BTreeSet::new();
+    let mut copy_survived: BTreeSet<ObjectId> = BTreeSet::new();
     for n in &plan.crash {
         for (id, e) in sim.nodes()[n.0 as usize].store().iter() {
             if e.role == Role::Primary {
                 orphans.insert(id, e.version);
+                let backups = worldmesh_core::rendezvous::top_k(id, &up, Some(*n), cfg.cluster.backups);
+                if backups.iter().all(|b| plan.crash.contains(b)) {
+                    backups_crashed.insert(id);
+                }
+            }
+        }
+    }
+    for n in sim
+        .nodes()
+        .iter()
+        .filter(|n| sim.is_up(n.id()) && !plan.crash.contains(&n.id()))
+    {
+        for id in orphans.keys() {
+            if n.store().get(*id).is_some() {
+                copy_survived.insert(*id);
             }
         }
     }
@@ -134,7 +175,9 @@ pub fn run(cfg: &SimConfig, plan: &CrashPlan) -> Result<CrashOutcome, ConfigErro
             Event::Adopted { id, version, .. } if orphans.contains_key(&id) => {
                 first_adopted.entry(id).or_insert((at, version));
             }
-            Event::PrimaryDeleted { id } if first_adopted.contains_key(&id) => {
+            // Held as primary by a live node (adopted, or migrated there just before the
+            // crash) and ended by its own think (a missile's flight).
+            Event::PrimaryDeleted { id } if orphans.contains_key(&id) && sim.is_up(node) => {
                 deleted_after.insert(id);
             }
             Event::OrphanDropped { id, .. } => {
@@ -166,7 +209,16 @@ pub fn run(cfg: &SimConfig, plan: &CrashPlan) -> Result<CrashOutcome, ConfigErro
             1 => out.rehomed += 1,
             0 if deleted_after.contains(id) => out.rehomed += 1,
             0 if dropped.contains(id) => out.dropped += 1,
-            0 => out.lost += 1,
+            0 if held_anywhere(&sim, *id) => out.pending += 1,
+            0 => {
+                out.lost += 1;
+                if !copy_survived.contains(id) {
+                    out.lost_no_copy += 1;
+                    if backups_crashed.contains(id) {
+                        out.lost_beyond_backups += 1;
+                    }
+                }
+            }
             _ => out.duplicated += 1,
         }
         if let Some((at, v)) = first_adopted.get(id) {
@@ -182,6 +234,13 @@ pub fn run(cfg: &SimConfig, plan: &CrashPlan) -> Result<CrashOutcome, ConfigErro
     out.adoption_ms.sort_by(f64::total_cmp);
     out.versions_behind.sort_unstable();
     Ok(out)
+}
+
+/// True if a live node holds `id` at all (a replica awaiting its adopter).
+fn held_anywhere(sim: &Sim, id: ObjectId) -> bool {
+    sim.nodes()
+        .iter()
+        .any(|n| sim.is_up(n.id()) && n.store().get(id).is_some())
 }
 
 /// For each object of `of`, how many live nodes hold it as primary.
