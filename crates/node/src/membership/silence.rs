@@ -17,6 +17,10 @@
 //! that stays suspected for `suspect_to_down_after` is declared down. So silence never
 //! shortens the time a member has to refute — it only starts the clock sooner.
 //!
+//! Silence is measured only over the time this node was itself running: a check that runs
+//! late (the process was descheduled, or a frame ran long) credits the delay to every
+//! member, since what they sent meanwhile is still waiting to be read.
+//!
 //! Pure state over virtual time: the node calls [`Silence::heard`] for every datagram from
 //! an authenticated member and [`Silence::silent`] when [`Silence::poll_timeout`] is due.
 
@@ -44,6 +48,8 @@ pub(super) struct Silence {
     after: Duration,
     heard: BTreeMap<NodeId, Heard>,
     next_check: Option<Time>,
+    /// When the last check ran.
+    last_check: Option<Time>,
     /// Suspicions this node raised, to be confirmed when due: (due, node) → (identity,
     /// incarnation suspected).
     pending: BTreeMap<(Time, NodeId), (Member, u16)>,
@@ -58,6 +64,7 @@ impl Silence {
             after,
             heard: BTreeMap::new(),
             next_check: None,
+            last_check: None,
             pending: BTreeMap::new(),
             raised: 0,
         }
@@ -106,7 +113,22 @@ impl Silence {
         if self.next_check.is_none_or(|t| t > now) {
             return Vec::new();
         }
-        self.next_check = (!self.heard.is_empty()).then(|| now + self.after / 4);
+        let period = self.after / 4;
+        self.next_check = (!self.heard.is_empty()).then(|| now + period);
+        // A check that runs late means this node itself was not running (descheduled, a
+        // long frame): what its peers sent meanwhile is still waiting to be read. Silence
+        // counts only the time this node was listening, so the delay is credited to every
+        // member (without it, an overloaded node suspected every peer after each stall:
+        // `cluster --clients 200` on 2 cores in a debug build).
+        let late = self
+            .last_check
+            .map_or(Duration::ZERO, |t| now.saturating_since(t).saturating_sub(period));
+        self.last_check = Some(now);
+        if !late.is_zero() {
+            for h in self.heard.values_mut() {
+                h.last = (h.last + late).min(now);
+            }
+        }
         let after_us = self.after.as_micros() as u64;
         let mut out = Vec::new();
         for (node, h) in &mut self.heard {
@@ -170,6 +192,28 @@ mod tests {
         // Heard again: it can be reported again later.
         s.heard(t(3000), n);
         assert!(s.silent(t(3100)).is_empty());
+    }
+
+    #[test]
+    fn a_stall_of_this_node_is_not_taken_for_silence_of_its_peers() {
+        let mut s = Silence::new(Duration::from_millis(400));
+        for ms in (0..=2000).step_by(100) {
+            s.heard(t(ms), NodeId(1));
+            assert!(s.silent(t(ms)).is_empty());
+        }
+        // This node stalls from 2000 to 2700 ms: its next check runs 600 ms late, before
+        // the datagrams queued meanwhile are read.
+        assert!(s.silent(t(2700)).is_empty(), "a stall here is not a peer's silence");
+        s.heard(t(2701), NodeId(1));
+        assert!(s.silent(t(2800)).is_empty());
+        // A real silence after the stall is still found.
+        let mut now = 2800;
+        let mut found = false;
+        while now <= 3400 {
+            now += 100;
+            found |= !s.silent(t(now)).is_empty();
+        }
+        assert!(found, "silence after 2701 ms not reported by 3400 ms");
     }
 
     #[test]
