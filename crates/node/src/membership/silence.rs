@@ -203,7 +203,10 @@ mod tests {
         }
         // This node stalls from 2000 to 2700 ms: its next check runs 600 ms late, before
         // the datagrams queued meanwhile are read.
-        assert!(s.silent(t(2700)).is_empty(), "a stall here is not a peer's silence");
+        assert!(
+            s.silent(t(2700)).is_empty(),
+            "a stall here is not a peer's silence"
+        );
         s.heard(t(2701), NodeId(1));
         assert!(s.silent(t(2800)).is_empty());
         // A real silence after the stall is still found.
