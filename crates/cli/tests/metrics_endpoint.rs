@@ -11,7 +11,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use procs::{Kind, Nodes, heavy};
-use prom::{Exposition, parse, scrape, send};
+use prom::{Exposition, ValueOf as _, parse, scrape, send};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(30);

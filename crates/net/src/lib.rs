@@ -27,6 +27,7 @@
 
 pub mod clock;
 pub mod driver;
+pub mod exposition;
 pub mod hello;
 pub mod join;
 pub mod metrics;

@@ -550,195 +550,20 @@ pub fn render(m: &MetricsSnapshot) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::{BTreeMap, BTreeSet};
 
-    /// A sample: name, labels, value.
-    type Sample = (String, BTreeMap<String, String>, f64);
+    use crate::exposition::{Exposition, parse};
 
-    fn valid_name(n: &str) -> bool {
-        let mut c = n.chars();
-        c.next()
-            .is_some_and(|f| f.is_ascii_alphabetic() || f == '_' || f == ':')
-            && c.all(|x| x.is_ascii_alphanumeric() || x == '_' || x == ':')
+    /// Parses `text` strictly and checks that every family is worldmesh's.
+    fn check(text: &str) -> Exposition {
+        let e = parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        for s in &e.samples {
+            assert!(s.name.starts_with("worldmesh_"), "{}", s.name);
+        }
+        e
     }
 
-    /// A strict parser of the text format 0.0.4: returns the samples and `family → type`,
-    /// or the first problem.
-    fn parse(text: &str) -> Result<(Vec<Sample>, BTreeMap<String, String>), String> {
-        let mut types = BTreeMap::new();
-        let mut helps = BTreeSet::new();
-        let mut samples = Vec::new();
-        if !text.ends_with('\n') {
-            return Err("output does not end with a line feed".into());
-        }
-        for (i, line) in text.lines().enumerate() {
-            let ln = i + 1;
-            if line.is_empty() {
-                continue;
-            }
-            if let Some(rest) = line.strip_prefix("# ") {
-                let mut it = rest.splitn(3, ' ');
-                let (kw, name) = (it.next().unwrap_or(""), it.next().unwrap_or(""));
-                if !valid_name(name) {
-                    return Err(format!("line {ln}: bad name in `{line}`"));
-                }
-                match kw {
-                    "HELP" => {
-                        if !helps.insert(name.to_owned()) {
-                            return Err(format!("line {ln}: second HELP for {name}"));
-                        }
-                    }
-                    "TYPE" => {
-                        let t = it.next().unwrap_or("");
-                        if !["counter", "gauge", "summary", "histogram", "untyped"].contains(&t) {
-                            return Err(format!("line {ln}: bad type `{t}`"));
-                        }
-                        if samples
-                            .iter()
-                            .any(|(n, _, _): &Sample| family_of(n, &types) == name)
-                        {
-                            return Err(format!("line {ln}: TYPE of {name} after its samples"));
-                        }
-                        if types.insert(name.to_owned(), t.to_owned()).is_some() {
-                            return Err(format!("line {ln}: second TYPE for {name}"));
-                        }
-                    }
-                    _ => return Err(format!("line {ln}: unknown comment `{line}`")),
-                }
-                continue;
-            }
-            if line.starts_with('#') {
-                return Err(format!("line {ln}: comment without a space: `{line}`"));
-            }
-            samples.push(parse_sample(line).map_err(|e| format!("line {ln}: {e}: `{line}`"))?);
-        }
-        Ok((samples, types))
-    }
-
-    fn parse_sample(line: &str) -> Result<Sample, String> {
-        let name_end = line.find(['{', ' ']).ok_or_else(|| "no value".to_string())?;
-        let name = &line[..name_end];
-        if !valid_name(name) {
-            return Err(format!("bad metric name `{name}`"));
-        }
-        let mut labels = BTreeMap::new();
-        let mut rest = &line[name_end..];
-        if let Some(r) = rest.strip_prefix('{') {
-            // `p`: byte index into `r`.
-            let mut p = 0;
-            loop {
-                if r[p..].starts_with('}') {
-                    p += 1;
-                    break;
-                }
-                let eq = r[p..].find('=').ok_or("label without =")? + p;
-                let lname = &r[p..eq];
-                if !valid_name(lname) || lname.starts_with("__") {
-                    return Err(format!("bad label name `{lname}`"));
-                }
-                p = eq + 1;
-                if !r[p..].starts_with('"') {
-                    return Err("label value not quoted".into());
-                }
-                p += 1;
-                let mut val = String::new();
-                let mut it = r[p..].char_indices();
-                loop {
-                    match it.next() {
-                        Some((_, '\\')) => match it.next() {
-                            Some((_, '\\')) => val.push('\\'),
-                            Some((_, '"')) => val.push('"'),
-                            Some((_, 'n')) => val.push('\n'),
-                            _ => return Err("bad escape in a label value".into()),
-                        },
-                        Some((i, '"')) => {
-                            p += i + 1;
-                            break;
-                        }
-                        Some((_, '\n')) | None => return Err("unterminated label value".into()),
-                        Some((_, c)) => val.push(c),
-                    }
-                }
-                if labels.insert(lname.to_owned(), val).is_some() {
-                    return Err(format!("label `{lname}` twice"));
-                }
-                match r[p..].chars().next() {
-                    Some(',') => p += 1,
-                    Some('}') => {
-                        p += 1;
-                        break;
-                    }
-                    _ => return Err("expected , or } after a label".into()),
-                }
-            }
-            rest = &r[p..];
-        }
-        let v = rest.strip_prefix(' ').ok_or("no space before the value")?;
-        let mut parts = v.split(' ');
-        let value = parts.next().unwrap_or("");
-        let value = match value {
-            "NaN" => f64::NAN,
-            "+Inf" => f64::INFINITY,
-            "-Inf" => f64::NEG_INFINITY,
-            v => v.parse::<f64>().map_err(|_| format!("bad value `{v}`"))?,
-        };
-        if let Some(ts) = parts.next()
-            && ts.parse::<i64>().is_err()
-        {
-            return Err(format!("bad timestamp `{ts}`"));
-        }
-        if parts.next().is_some() {
-            return Err("trailing text".into());
-        }
-        Ok((name.to_owned(), labels, value))
-    }
-
-    /// The family a sample belongs to (summaries' `_sum`/`_count`).
-    fn family_of<'a>(name: &'a str, types: &BTreeMap<String, String>) -> &'a str {
-        for suffix in ["_sum", "_count", "_bucket"] {
-            if let Some(base) = name.strip_suffix(suffix)
-                && types
-                    .get(base)
-                    .is_some_and(|t| t == "summary" || t == "histogram")
-            {
-                return base;
-            }
-        }
-        name
-    }
-
-    fn check(text: &str) -> Vec<Sample> {
-        let (samples, types) = parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-        let mut seen = BTreeSet::new();
-        for (name, labels, _) in &samples {
-            let fam = family_of(name, &types);
-            let t = types
-                .get(fam)
-                .unwrap_or_else(|| panic!("sample {name} has no TYPE"));
-            if t == "counter" {
-                assert!(fam.ends_with("_total"), "counter {fam} does not end in _total");
-            } else {
-                assert!(!fam.ends_with("_total"), "{t} {fam} ends in _total");
-            }
-            assert!(fam.starts_with("worldmesh_"), "{fam}");
-            assert!(
-                seen.insert((name.clone(), labels.clone())),
-                "sample {name} {labels:?} twice"
-            );
-        }
-        samples
-    }
-
-    fn value(s: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        s.iter()
-            .find(|(n, l, _)| {
-                n == name
-                    && l.len() == labels.len()
-                    && labels
-                        .iter()
-                        .all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
-            })
-            .map(|x| x.2)
+    fn value(e: &Exposition, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        e.get(name, labels)
     }
 
     fn full() -> MetricsSnapshot {
