@@ -38,7 +38,7 @@
 //! profile = "lan"                  # or "wan"; any field below overrides the profile
 //! probe_period_ms = 250
 //! suspect_to_down_after_ms = 600
-//! suspect_silent_after_ms = 400    # suspect a steadily heard member silent this long (0: off)
+//! suspect_silent_after_ms = 500    # suspect a steadily heard member silent this long (0: off)
 //!
 //! [quic]                           # transport tuning (defaults shown where set)
 //! mtu_discovery = false            # every node datagram fits QUIC's minimum packet
