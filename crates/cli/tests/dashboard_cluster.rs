@@ -28,20 +28,6 @@ fn s<T: ToString>(v: T) -> String {
     v.to_string()
 }
 
-/// The metrics address in node `id`'s ready line.
-fn metrics_addr(n: &Nodes, id: u32) -> SocketAddr {
-    let r = n
-        .records
-        .iter()
-        .find(|r| r.node == id && r.kind == Kind::Ready)
-        .expect("ready line");
-    r.json["metrics"]
-        .as_str()
-        .expect("metrics address")
-        .parse()
-        .unwrap()
-}
-
 /// The wire keys of the objects node `id` listed when it started.
 fn started_keys(n: &Nodes, id: u32) -> Vec<u64> {
     let r = n
@@ -222,7 +208,7 @@ fn the_dashboard_shows_a_real_cluster_and_follows_a_drain() {
     for i in 0..3 {
         n.started(i, WAIT);
     }
-    let endpoints: Vec<SocketAddr> = (0..3).map(|i| metrics_addr(&n, i)).collect();
+    let endpoints: Vec<SocketAddr> = (0..3).map(|i| n.metrics_addr(i)).collect();
     let dash = start_dashboard(&endpoints);
     let mut st = Stream::connect(dash.addr);
 

@@ -20,20 +20,6 @@ fn s<T: ToString>(v: T) -> String {
     v.to_string()
 }
 
-/// The metrics address in node `id`'s ready line.
-fn metrics_addr(n: &Nodes, id: u32) -> SocketAddr {
-    let r = n
-        .records
-        .iter()
-        .find(|r| r.node == id && r.kind == Kind::Ready)
-        .expect("ready line");
-    r.json["metrics"]
-        .as_str()
-        .unwrap_or_else(|| panic!("no metrics address in {}", r.json))
-        .parse()
-        .unwrap()
-}
-
 /// Scrapes and parses, asserting a 200 in the text format.
 fn scrape_ok(addr: SocketAddr) -> Exposition {
     let a = scrape(addr);
@@ -71,7 +57,7 @@ fn a_real_nodes_metrics_parse_and_agree_with_its_summary() {
     first.extend([s("--metrics"), s("127.0.0.1:0")]);
     n.spawn(0, &first);
     let a0 = n.ready(0, WAIT);
-    let m0 = metrics_addr(&n, 0);
+    let m0 = n.metrics_addr(0);
     for i in 1..3 {
         let mut args = base.to_vec();
         args.extend([s("--seeds"), s(a0)]);
@@ -242,7 +228,7 @@ fn stuck_and_bad_scrapers_get_http_errors_and_never_stall_frames() {
         ],
     );
     n.ready(0, WAIT);
-    let m = metrics_addr(&n, 0);
+    let m = n.metrics_addr(0);
     n.started(0, WAIT);
 
     // Slow-loris scrapers, one that sends a whole request and reads nothing, one that

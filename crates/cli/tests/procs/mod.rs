@@ -274,6 +274,20 @@ impl Nodes {
         r.json["addr"].as_str().unwrap().parse().unwrap()
     }
 
+    /// The metrics address (`--metrics`) in node `id`'s ready line.
+    pub fn metrics_addr(&self, id: u32) -> SocketAddr {
+        let r = self
+            .records
+            .iter()
+            .find(|r| r.node == id && r.kind == Kind::Ready)
+            .expect("ready line");
+        r.json["metrics"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no metrics address in {}", r.json))
+            .parse()
+            .unwrap()
+    }
+
     /// Releases the start barrier of `ids`.
     pub fn release(&mut self, ids: &[u32]) {
         for id in ids {
