@@ -215,6 +215,39 @@ impl Adoption {
         self.send_notices(node, &batch, out);
     }
 
+    /// Objects migrated here from `origin` (`ids`): every other member learns their new
+    /// binding through the usual notices too, not only through the origin's `Moved`. A
+    /// member that came up while they moved is not yet in the origin's view, and a
+    /// draining origin may leave before it is; such a member would otherwise keep the
+    /// origin's binding and refuse this node's states for good (fault swarm, crashes seed
+    /// 435). Members that already know the binding acknowledge at once.
+    pub fn migrated_in<O: GameObject>(
+        &mut self,
+        now: Time,
+        me: NodeId,
+        live: &[NodeId],
+        rm: &ReplicaManager<O>,
+        (origin, ids): (NodeId, &[ObjectId]),
+        out: &mut Vec<(NodeId, MigrationMsg)>,
+    ) {
+        let batch: Vec<(ObjectId, Binding, NodeId)> = ids
+            .iter()
+            .map(|id| (*id, rm.binding_of(*id)))
+            .filter(|(_, b)| b.node == me)
+            .map(|(id, b)| (id, b, id.origin))
+            .collect();
+        if batch.is_empty() {
+            return;
+        }
+        for p in live.iter().filter(|p| **p != me && **p != origin) {
+            let q = self.notices.entry(*p).or_default();
+            for (id, b, dead) in &batch {
+                q.insert(*id, (*b, *dead, now));
+            }
+            self.send_notices(*p, &batch, out);
+        }
+    }
+
     /// Sends `items` (already recorded in `notices`, to be resent until acknowledged) to
     /// `peer`, a few dozen per message.
     fn send_notices(
@@ -388,9 +421,25 @@ impl Adoption {
         me: NodeId,
         live: &[NodeId],
         rm: &ReplicaManager<O>,
+        from: NodeId,
         offers: Vec<OrphanOffer>,
     ) {
         for o in offers {
+            // A primary held here under a later epoch than the offer's: the offerer follows
+            // a binding this node has moved past (it missed the migration or adoption that
+            // brought the object here — e.g. it joined while the object moved, fault swarm
+            // seed 435). Tell it, through the usual notice (resent until acknowledged).
+            let here = rm.binding_of(o.id);
+            if here.node == me && here.epoch > o.epoch && rm.store().get(o.id).is_some() {
+                let resend = self.cfg.resend;
+                let due = Time::from_micros(now.as_micros().saturating_sub(resend.as_micros() as u64));
+                self.notices
+                    .entry(from)
+                    .or_default()
+                    .entry(o.id)
+                    .or_insert((here, o.dead, due));
+                continue;
+            }
             let agreed = adopter(o.id, me, live, o.dead) == Some(me);
             if !agreed {
                 self.stats.refused += 1;
@@ -444,6 +493,27 @@ impl Adoption {
                     && known.node != binding.node
                     && rendezvous::score(id, binding.node) > rendezvous::score(id, known.node));
             let plausible = binding.epoch <= known.epoch.saturating_add(MAX_EPOCH_LEAD);
+            // `from` failed, came back as a new generation and adopted the object from an
+            // offer made under an older binding: its epoch can equal the one its previous
+            // generation held, which names the orphan this node waits on (fault swarm,
+            // crashes seed 337). The sender is a live member again and the orphan's dead
+            // node is the sender's id: follow the new generation.
+            let reborn = known == binding
+                && binding.node == from
+                && self.seen_down.contains(&from)
+                && live.contains(&from)
+                && self.waiting.get(&id).is_some_and(|w| w.dead == from);
+            if reborn {
+                if rm.follow_new_generation(now, id, from) {
+                    self.waiting.remove(&id);
+                    rm.release_orphan(id);
+                    self.offers.remove(&id);
+                    acks.push((id, binding.epoch));
+                } else {
+                    self.stats.refused += 1;
+                }
+                continue;
+            }
             if !(agreed || wins && plausible) {
                 self.stats.refused += 1;
                 continue;

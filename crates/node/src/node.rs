@@ -782,6 +782,11 @@ impl<O: GameObject> Node<O> {
         );
         for e in events {
             self.note_refusal(&e);
+            if let (Some(_), MigrationEvent::Bound { from, ids }) = (&self.membership, &e) {
+                let me = self.config.id;
+                self.adoption
+                    .migrated_in(now, me, &self.members, &self.replicas, (*from, ids), &mut out);
+            }
             self.push_event(Event::Migration(e));
         }
         self.send_migration(now, out);

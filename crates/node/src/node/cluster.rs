@@ -279,7 +279,7 @@ impl<O: GameObject> Node<O> {
         match msg {
             MigrationMsg::Offer(offers) => {
                 self.adoption
-                    .on_offers(now, me, &self.members, &self.replicas, offers);
+                    .on_offers(now, me, &self.members, &self.replicas, from, offers);
             }
             MigrationMsg::Adopted(items) => {
                 let acks = self

@@ -308,6 +308,27 @@ impl<O: GameObject> ReplicaManager<O> {
         MovedOutcome::Accepted
     }
 
+    /// The replica `id`, bound here to `from` under an epoch that named `from`'s previous
+    /// generation (which failed), is now held by `from`'s new generation under that same
+    /// binding: fetch its state afresh from there (the new primary's versions need not
+    /// continue the old one's, so the next full state may jump). Returns false if `id` is
+    /// not a replica bound to `from` here.
+    pub fn follow_new_generation(&mut self, now: Time, id: ObjectId, from: NodeId) -> bool {
+        if from == self.me
+            || !matches!(self.store.get(id).map(|e| e.role), Some(Role::Replica { primary }) if primary == from)
+        {
+            return false;
+        }
+        if let Some(m) = self.repl.get_mut(&id) {
+            m.adopted = true;
+        }
+        self.fetching.insert(id, (now, from));
+        self.peer(from).interest.push(InterestItem { id, have: 0 });
+        self.send_pending_to(now, id);
+        self.stats.adoptions_learned += 1;
+        true
+    }
+
     /// Gives up the local primary `id` (another node's adoption of it won). The object's
     /// state here is discarded; interest fetches it again from the winner if it is wanted.
     fn demote(&mut self, _now: Time, id: ObjectId) {
