@@ -217,43 +217,46 @@ impl Store {
     pub fn open_with(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Self, StoreError> {
         let dir = dir.as_ref();
         let path = dir.join(FILE_NAME);
-        if options.create {
+        let exists = match std::fs::metadata(&path) {
+            Ok(m) if m.is_file() => true,
+            Ok(_) => {
+                return Err(StoreError::Format {
+                    path,
+                    reason: "not a file".to_owned(),
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(source) => {
+                return Err(StoreError::Io {
+                    path,
+                    action: "read the store file's metadata",
+                    source,
+                });
+            }
+        };
+        if !exists {
+            if !options.create {
+                return Err(StoreError::Missing {
+                    path: dir.to_path_buf(),
+                });
+            }
             std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
                 path: dir.to_path_buf(),
                 action: "create the store directory",
                 source,
             })?;
-        } else {
-            match std::fs::metadata(&path) {
-                Ok(m) if m.is_file() => {}
-                Ok(_) => {
-                    return Err(StoreError::Missing {
-                        path: dir.to_path_buf(),
-                    });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(StoreError::Missing {
-                        path: dir.to_path_buf(),
-                    });
-                }
-                Err(source) => {
-                    return Err(StoreError::Io {
-                        path,
-                        action: "read the store file's metadata",
-                        source,
-                    });
-                }
-            }
         }
         let db = guarded(&path, "open", || {
             let mut builder = Database::builder();
             builder
                 .set_check_integrity_on_open(true)
                 .set_cache_size(options.cache_bytes);
-            let db = if options.create {
-                builder.create(&path)
-            } else {
+            // An existing file is only ever opened, never re-initialised: redb's `create`
+            // would turn a file truncated to nothing into an empty store.
+            let db = if exists {
                 builder.open(&path)
+            } else {
+                builder.create(&path)
             };
             db.map_err(|e| StoreError::engine(&path, "open", e))
         })?;
