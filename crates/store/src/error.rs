@@ -9,14 +9,14 @@ use crate::record::RecordError;
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// A file-system operation failed (creating the directory, reading the file's size).
-    #[error("{path}: cannot {action}: {source}")]
+    #[error("{path}: cannot {action}: {error}")]
     Io {
         /// The file or directory.
         path: PathBuf,
         /// What was being done.
         action: &'static str,
-        /// The operating system's error.
-        source: std::io::Error,
+        /// The operating system's error (shown in the message, not chained as a source).
+        error: std::io::Error,
     },
     /// There is no store file where one was expected.
     #[error("{path}: no store here (expected the file {file})", file = crate::FILE_NAME)]
@@ -33,14 +33,14 @@ pub enum StoreError {
     },
     /// redb refused the file or failed an operation: a corrupted or truncated file (its
     /// integrity check verifies every page's checksum on open), an I/O error, a full disk.
-    #[error("{path}: {action}: {source}")]
+    #[error("{path}: {action}: {error}")]
     Engine {
         /// The store file.
         path: PathBuf,
         /// What was being done.
         action: &'static str,
-        /// redb's error.
-        source: Box<redb::Error>,
+        /// redb's error (shown in the message, not chained as a source).
+        error: Box<redb::Error>,
     },
     /// redb panicked on the file (it documents panics on some corrupted files that pass its
     /// checks); the panic is caught and reported, never propagated.
@@ -62,7 +62,7 @@ pub enum StoreError {
         reason: String,
     },
     /// A stored record fails verification: it is never returned.
-    #[error("{path}: table `{table}`, key {key}: {source}")]
+    #[error("{path}: table `{table}`, key {key}: {reason}")]
     Corrupt {
         /// The store file.
         path: PathBuf,
@@ -71,7 +71,7 @@ pub enum StoreError {
         /// The record's key, as `origin/seq` (or hex if the key itself is malformed).
         key: String,
         /// What is wrong with it.
-        source: RecordError,
+        reason: RecordError,
     },
     /// A table holds more records than [`crate::StoreOptions::max_records`] allows.
     #[error("{path}: table `{table}` holds more than {max} records (the configured bound)")]
@@ -111,7 +111,7 @@ impl StoreError {
         StoreError::Engine {
             path: path.to_path_buf(),
             action,
-            source: Box::new(e),
+            error: Box::new(e),
         }
     }
 }

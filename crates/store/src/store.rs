@@ -226,11 +226,11 @@ impl Store {
                 });
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-            Err(source) => {
+            Err(error) => {
                 return Err(StoreError::Io {
                     path,
                     action: "read the store file's metadata",
-                    source,
+                    error,
                 });
             }
         };
@@ -240,10 +240,10 @@ impl Store {
                     path: dir.to_path_buf(),
                 });
             }
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            std::fs::create_dir_all(dir).map_err(|error| StoreError::Io {
                 path: dir.to_path_buf(),
                 action: "create the store directory",
-                source,
+                error,
             })?;
         }
         let db = guarded(&path, "open", || {
@@ -279,10 +279,10 @@ impl Store {
     pub fn file_bytes(&self) -> Result<u64, StoreError> {
         std::fs::metadata(&self.path)
             .map(|m| m.len())
-            .map_err(|source| StoreError::Io {
+            .map_err(|error| StoreError::Io {
                 path: self.path.clone(),
                 action: "read the store file's size",
-                source,
+                error,
             })
     }
 
@@ -465,11 +465,11 @@ impl Store {
         {
             None => None,
             Some(v) => Some(
-                Checkpoint::decode(v.value()).map_err(|source| StoreError::Corrupt {
+                Checkpoint::decode(v.value()).map_err(|reason| StoreError::Corrupt {
                     path: self.path.clone(),
                     table: META,
                     key: "checkpoint".to_owned(),
-                    source,
+                    reason,
                 })?,
             ),
         };
@@ -509,11 +509,11 @@ impl Store {
                     max,
                 });
             }
-            let r = decode(k.value(), v.value()).map_err(|source| StoreError::Corrupt {
+            let r = decode(k.value(), v.value()).map_err(|reason| StoreError::Corrupt {
                 path: self.path.clone(),
                 table,
                 key: display_key(k.value()),
-                source,
+                reason,
             })?;
             out.push(r);
         }

@@ -169,12 +169,12 @@ fn states_over_the_bound_are_reported_on_load_with_table_and_key() {
     let msg = err.to_string();
     match err {
         StoreError::Corrupt {
-            table, key, source, ..
+            table, key, reason, ..
         } => {
             assert_eq!(table, "objects");
             assert_eq!(key, "2/9");
             assert_eq!(
-                source,
+                reason,
                 RecordError::TooLarge {
                     what: "state",
                     len: 100,
@@ -326,11 +326,11 @@ fn a_record_changed_behind_the_stores_back_is_reported_not_returned() {
     let err = Store::open(&dir).unwrap().load().unwrap_err();
     match &err {
         StoreError::Corrupt {
-            table, key, source, ..
+            table, key, reason, ..
         } => {
             assert_eq!(*table, "objects");
             assert_eq!(key, "3/5");
-            assert!(matches!(source, RecordError::Checksum { .. }), "{source}");
+            assert!(matches!(reason, RecordError::Checksum { .. }), "{reason}");
         }
         other => panic!("{other}"),
     }
