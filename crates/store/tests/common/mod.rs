@@ -48,7 +48,9 @@ pub fn forwarding(i: u32) -> ForwardingRecord {
         id: ObjectId::new(NodeId(0), 1000 + i),
         to_node: NodeId(2),
         to_epoch: 1 + i,
-        expires: (i % 2 == 0).then(|| Time::from_millis(5000 + u64::from(i))),
+        expires: i
+            .is_multiple_of(2)
+            .then(|| Time::from_millis(5000 + u64::from(i))),
     }
 }
 
