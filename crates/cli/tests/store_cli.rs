@@ -312,3 +312,22 @@ fn damaged_or_missing_stores_fail_naming_the_file() {
     assert!(!missing.exists());
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn a_store_held_open_by_another_process_is_refused_as_locked() {
+    let dir = fresh("store-locked");
+    write_sample(&dir);
+    // This test process holds the store, as a running node would.
+    let held = Store::open(&dir).unwrap();
+    for cmd in ["inspect", "export"] {
+        let err = fails(worldmesh().args(["store", cmd]).arg(&dir).output().unwrap());
+        assert!(err.contains("open in another process"), "{cmd}: {err}");
+        assert!(
+            err.contains(&dir.join(FILE_NAME).display().to_string()),
+            "{cmd}: {err}"
+        );
+    }
+    drop(held);
+    run_ok(worldmesh().args(["store", "inspect"]).arg(&dir));
+    std::fs::remove_dir_all(dir).unwrap();
+}
