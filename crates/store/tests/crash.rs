@@ -1,5 +1,5 @@
 //! A batch is all or nothing across a crash: a child process applies batches that set every
-//! object to the same version, and is killed (SIGKILL) at varying moments; after each kill
+//! object to the same version, and is killed (SIGKILL) at varying moments of an apply; after each kill
 //! the store must hold one whole batch — every object at one version, the checkpoint
 //! marker of that same batch — and that batch must be the last one begun or the last one
 //! finished. A process kill leaves what the kernel already has; it does not model a power
@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::io::Read as _;
+use std::io::{BufRead as _, BufReader, Read as _};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -45,7 +45,9 @@ fn batches_survive_kills_whole_or_not_at_all() {
     let exe = std::env::current_exe().unwrap();
     let mut last_version = 0;
     let mut killed_inside_apply = 0;
-    for (round, delay_ms) in [250u64, 400, 330, 520, 290].into_iter().enumerate() {
+    // Each round kills the child this long after it announced its second batch of the
+    // round (the first one finished), so the kill lands at varied points of an apply.
+    for (round, delay_us) in [0u64, 700, 1500, 2500, 4000].into_iter().enumerate() {
         let mut child = Command::new(&exe)
             .args([
                 "crash_child",
@@ -59,15 +61,26 @@ fn batches_survive_kills_whole_or_not_at_all() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(delay_ms));
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut out = String::new();
+        let mut begins = 0;
+        while begins < 2 {
+            let mut line = String::new();
+            // EOF (0 bytes) means the child died on its own: the assertion below reports it.
+            if stdout.read_line(&mut line).unwrap() == 0 {
+                break;
+            }
+            begins += usize::from(line.starts_with("begin "));
+            out.push_str(&line);
+        }
+        std::thread::sleep(Duration::from_micros(delay_us));
         assert!(
             child.try_wait().unwrap().is_none(),
-            "round {round}: the child ended by itself"
+            "round {round}: the child ended by itself:\n{out}"
         );
         child.kill().unwrap();
         child.wait().unwrap();
-        let mut out = String::new();
-        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        stdout.read_to_string(&mut out).unwrap();
         let last = |word: &str| {
             out.lines()
                 .filter_map(|l| l.strip_prefix(word)?.trim().parse::<u64>().ok())
