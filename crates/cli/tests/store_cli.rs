@@ -217,7 +217,10 @@ fn malformed_exports_are_refused_with_their_line_and_nothing_is_written() {
     let dir = tmp("store-bad");
     let header = r#"{"worldmesh_store_export":1,"store_format":1}"#;
     let object = r#"{"table":"object","origin":0,"seq":1,"epoch":0,"version":1,"durability":"durable","kind":0,"state":"00ff"}"#;
-    let cases: [(&str, String, &str); 8] = [
+    // The longest line accepted: twice the default state bound (hex) plus 1 KiB.
+    let too_long = format!("{header}\n{}\n", "x".repeat(2 * 256 * 1024 + 1024 + 1));
+    let cases: [(&str, String, &str); 9] = [
+        ("long", too_long, ":2: line longer than 525312 bytes"),
         (
             "nohdr",
             object.to_owned(),
