@@ -15,6 +15,7 @@ mod cmd_node;
 mod cmd_plan;
 mod cmd_play;
 mod cmd_simulate;
+mod cmd_store;
 mod cmd_swarm;
 mod cmd_token;
 mod duration;
@@ -68,6 +69,9 @@ enum Command {
     /// The seeded fault swarm: whole simulated worlds under crashes, restarts, joins,
     /// drains and partitions, invariants checked after every event.
     Swarm(cmd_swarm::SwarmArgs),
+    /// A node's embedded store: `store inspect DIR` (verify; counts, sizes, last
+    /// checkpoint), `store export DIR` (JSON lines), `store import DIR FILE`.
+    Store(cmd_store::StoreArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -95,5 +99,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Swarm(args) => cmd_swarm::run(args),
         Command::Play(args) => cmd_play::run(args),
         Command::Dashboard(args) => cmd_dashboard::run(args),
+        Command::Store(args) => cmd_store::run(args),
     }
 }

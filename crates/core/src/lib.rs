@@ -5,6 +5,8 @@
 //! - [`id`]: node, object and client identifiers;
 //! - [`time`]: virtual time. Protocol code never reads a clock; drivers pass `now` in
 //!   (BRIEF §2.2), so the simulator and the real runtime drive the same code;
+//! - [`durability`]: the durability class an object declares (ephemeral, checkpointed,
+//!   durable): what of it the node's store keeps across a crash;
 //! - [`hash`]: a fast hasher for maps keyed by ids the program makes itself;
 //! - [`geom`]: 3-D points, axis-aligned boxes and multi-attribute range predicates, the
 //!   language of naming attributes and areas of interest (Colyseus, paper `000` §3);
@@ -18,6 +20,7 @@
 //! - [`wire`]: datagram framing with an explicit protocol version and a bounded codec.
 #![forbid(unsafe_code)]
 
+pub mod durability;
 pub mod geom;
 pub mod hash;
 pub mod id;
@@ -28,6 +31,7 @@ pub mod time;
 pub mod traffic;
 pub mod wire;
 
+pub use durability::Durability;
 pub use geom::{Aabb, Interval, Point3, RangePredicate};
 pub use id::{ClientId, NodeId, ObjectId};
 pub use latency::{LatencyError, LatencyMatrix};

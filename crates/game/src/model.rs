@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 use worldmesh_client::Playable;
-use worldmesh_core::{Aabb, NodeId, ObjectId, Point3};
+use worldmesh_core::{Aabb, Durability, NodeId, ObjectId, Point3};
 use worldmesh_replica::{GameObject, StateError, ThinkContext};
 
 use crate::map::GameMap;
@@ -602,6 +602,16 @@ impl GameObject for ModelObject {
             ModelObject::Player(_) => PLAYER,
             ModelObject::Missile(_) => MISSILE,
             ModelObject::Item(_) => ITEM,
+        }
+    }
+
+    /// Avatars come back from the last checkpoint, missiles are not worth persisting (they
+    /// live seconds), items on the map are durable (issue 19's classes).
+    fn durability(&self) -> Durability {
+        match self {
+            ModelObject::Player(_) => Durability::Checkpointed,
+            ModelObject::Missile(_) => Durability::Ephemeral,
+            ModelObject::Item(_) => Durability::Durable,
         }
     }
 

@@ -2,7 +2,7 @@
 
 use proptest::prelude::*;
 use std::time::Duration;
-use worldmesh_core::{DetRng, NodeId, ObjectId, Point3, Time};
+use worldmesh_core::{DetRng, Durability, NodeId, ObjectId, Point3, Time};
 use worldmesh_game::model::{Activity, Control, GameWrite, Item, Player, PlayerInput};
 use worldmesh_game::{GameMap, ModelConfig, ModelObject, workload};
 use worldmesh_replica::{GameObject, ObjectStore, ThinkContext};
@@ -193,6 +193,27 @@ fn bots_move_on_free_ground_fight_and_shoot() {
         .filter(|(_, e)| matches!(e.object, ModelObject::Missile(_)))
         .count();
     assert!(alive < missiles, "{alive} alive of {missiles}");
+}
+
+#[test]
+fn avatars_are_checkpointed_missiles_ephemeral_items_durable() {
+    let player = ModelObject::Player(Player::new(Point3::new(10.0, 10.0, 0.0), 450.0));
+    let item = ModelObject::Item(Item {
+        pos: Point3::ORIGIN,
+        item: 1,
+    });
+    assert_eq!(player.durability(), Durability::Checkpointed);
+    assert_eq!(item.durability(), Durability::Durable);
+    // Missiles exist only once fired: take them from a running world.
+    let (store, ..) = run(600, 3);
+    let mut seen = 0;
+    for (_, e) in store.iter() {
+        if matches!(e.object, ModelObject::Missile(_)) {
+            assert_eq!(e.object.durability(), Durability::Ephemeral);
+            seen += 1;
+        }
+    }
+    assert!(seen > 0, "no missile alive after 60 s");
 }
 
 #[test]

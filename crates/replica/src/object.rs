@@ -2,7 +2,7 @@
 
 use std::fmt::Debug;
 use std::time::Duration;
-use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time};
+use worldmesh_core::{Aabb, DetRng, Durability, NodeId, ObjectId, Point3, Time};
 
 use crate::store::ObjectStore;
 
@@ -82,6 +82,16 @@ pub trait GameObject: Clone + Debug + Send + 'static {
     /// A small type tag published with the position (players, missiles, items, …).
     fn kind(&self) -> u8 {
         0
+    }
+
+    /// How much of the object survives a crash of its primary's node (issue 19): the node's
+    /// store is to persist `Checkpointed` objects every N frames and log every write to a
+    /// `Durable` object before acknowledging it; `Ephemeral` objects (the default) are never
+    /// persisted. Declared per object, so one game type can mix classes (avatars, missiles,
+    /// buildings). Not acted on yet: the node does not persist (ARCHITECTURE.md,
+    /// "Persistence").
+    fn durability(&self) -> Durability {
+        Durability::Ephemeral
     }
 
     /// The object's area of interest (its subscription), if it has one.
