@@ -17,7 +17,9 @@
 //!   field types cannot express (e.g. a direction is at most unit length).
 //!
 //! Structs with named or unnamed fields and enums with unit, tuple and struct variants are
-//! supported; type parameters get a `Replicate` bound. Unions are refused.
+//! supported; type parameters get a `Replicate` bound. Unions are refused. The generated
+//! code names `::worldmesh_replica`: the deriving crate depends on `worldmesh-replica`
+//! under that name.
 #![forbid(unsafe_code)]
 
 use proc_macro::TokenStream;

@@ -419,3 +419,48 @@ fn non_finite_floats_and_bad_masks_are_refused() {
             .contains("unknown change-mask bits")
     );
 }
+
+#[test]
+fn quantized_values_beyond_the_limit_are_refused() {
+    // Full state of `Q`: one quantised f32. The largest varint (zigzag of i64::MIN) and
+    // one step past the limit are errors, the limit itself decodes.
+    #[derive(Clone, Debug, PartialEq, Replicate)]
+    struct Q {
+        #[replicate(quantize = 0.5)]
+        v: f32,
+    }
+    use worldmesh_replica::replicate::{put_varint, zigzag};
+    for (steps, ok) in [
+        (i64::MIN, false),
+        (i64::MAX, false),
+        (QUANTIZED_LIMIT + 1, false),
+        (-QUANTIZED_LIMIT - 1, false),
+        (QUANTIZED_LIMIT, true),
+    ] {
+        let mut bytes = Vec::new();
+        put_varint(&mut bytes, zigzag(steps));
+        assert_eq!(Q::decode_full(&bytes).is_ok(), ok, "{steps} steps");
+        // The same number as an absolute value in a delta (low bit 1).
+        let mut d = vec![1];
+        put_varint(&mut d, zigzag(steps) << 1 | 1);
+        if steps.unsigned_abs() < 1 << 62 {
+            assert_eq!(
+                Q::apply_delta(&Q { v: 0.0 }, &d).is_ok(),
+                ok,
+                "{steps} steps in a delta"
+            );
+        }
+    }
+    // A relative delta that walks past the limit from a baseline at it.
+    let mut d = vec![1];
+    put_varint(&mut d, zigzag(1) << 1);
+    assert!(
+        Q::apply_delta(
+            &Q {
+                v: QUANTIZED_LIMIT as f32 * 0.5
+            },
+            &d
+        )
+        .is_err()
+    );
+}

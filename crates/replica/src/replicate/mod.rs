@@ -14,17 +14,21 @@
 //! header(struct)= change mask: each field owns Replicate::MASK_BITS consecutive bits
 //!                 (a Point3 three, one per coordinate; most types one), in order
 //! body(struct)  = the changed fields' deltas, in order
-//! header(enum)  = mask << 1        same variant: mask as for a struct of the variant's fields;
-//!                                  a one-field (newtype) variant shares its field's header,
-//!                                  so `Player(Player)` costs no byte more than `Player`
-//!               | variant << 1 | 1 the variant changed: its fields follow in full
+//! header(enum)  = mask              same variant: the mask of the variant's fields, as for a
+//!                                   struct; a one-field (newtype) variant uses its field's
+//!                                   own header, so `Player(Player)` costs no byte more
+//!                                   than `Player`
+//!               | 1 << W | variant << (W + 1)
+//!                                   the variant changed (W: the widest variant's mask
+//!                                   bits): its fields follow in full
 //! ```
 //!
 //! Field encodings: `u8`, `i8`, `bool` one byte; other integers LEB128 varints (signed ones
 //! zigzag); `f32`/`f64` exact little-endian bits (non-finite values are refused on decode),
 //! and in deltas the zigzag varint of the difference of their order-preserving integer
-//! images (a coordinate that moved by a few units costs 3 bytes, not 4; exact, so replicas
-//! hold bit for bit what the primary holds); `#[replicate(quantize = STEP)]` on `f32` or
+//! images (3 bytes instead of 4 for a move of under 2^20 float steps — 64 units near
+//! 1000, 16 near 200 —, at most 5; exact, so replicas hold bit for bit what the primary
+//! holds); `#[replicate(quantize = STEP)]` on `f32` or
 //! [`Point3`] fields stores `round(v / STEP)` as a zigzag varint and, in deltas, the
 //! difference to the baseline where that is smaller ([`Quantize`]); `Option` a tag byte;
 //! `Vec` a varint length (at most [`DEFAULT_MAX_LEN`] or `#[replicate(max_len = N)]`) and
