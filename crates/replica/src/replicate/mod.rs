@@ -68,6 +68,44 @@ pub const DEFAULT_MAX_LEN: usize = 1024;
 /// `c = a.changes(b)` non-zero, `read_changes(b, c, ..)` reads back `a` from what
 /// `a.write_changes(b, c, ..)` wrote; the same for `delta_header`/`write_delta_body`/
 /// `read_delta_body`. Readers return an error, never panic, on any input.
+///
+/// ```
+/// use worldmesh_core::Point3;
+/// use worldmesh_replica::Replicate;
+///
+/// #[derive(Clone, Debug, PartialEq, Replicate)]
+/// enum Shape {
+///     Dot,
+///     Ball { at: Point3, radius: f32 },
+/// }
+///
+/// #[derive(Clone, Debug, PartialEq, Replicate)]
+/// struct Thing {
+///     shape: Shape,
+///     #[replicate(max_len = 4)]
+///     tags: Vec<u16>,
+///     #[replicate(skip)]
+///     scratch: u64, // primary-only
+/// }
+///
+/// let ball = Shape::Ball { at: Point3::new(1000.0, 5.0, 0.0), radius: 2.0 };
+/// let before = Thing { shape: ball, tags: vec![7], scratch: 9 };
+/// let mut after = before.clone();
+/// if let Shape::Ball { at, .. } = &mut after.shape {
+///     at.x += 10.0; // one coordinate moved
+/// }
+/// let mut delta = Vec::new();
+/// after.encode_delta(&before, &mut delta);
+/// // Thing's mask (bit 0: shape), Shape's mask (bit 0: at.x), at.x's difference (3 bytes).
+/// assert_eq!(delta.len(), 5);
+/// let replica = Thing::apply_delta(&before, &delta).unwrap();
+/// assert_eq!(replica, after); // exact: floats are not rounded
+///
+/// let mut full = Vec::new();
+/// after.encode_full(&mut full);
+/// assert_eq!(Thing::decode_full(&full).unwrap().scratch, 0); // skipped: Default
+/// assert!(Thing::decode_full(&full[..full.len() - 1]).is_err());
+/// ```
 pub trait Replicate: Sized + Clone {
     /// How many bits of its parent's change mask this type takes (1 to 64). Most types
     /// take one; [`Point3`] takes three (one per coordinate), a tuple the sum of its
