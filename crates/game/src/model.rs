@@ -11,15 +11,18 @@
 //!   so every node replicating the shooter gets it without discovery (§5).
 //! - An **item** never changes.
 //!
-//! Wire format: a hand-written compact encoding. Full state: a tag byte and the
-//! replicated fields (players 27 bytes, missiles 30, items 14). Delta: a dirty mask byte
-//! and only the changed fields (a moving player typically 9 bytes). State that only the
-//! primary needs (its path, its fight target, timers) is not replicated.
+//! Wire format: derived (`#[derive(Replicate)]`, see `worldmesh_replica::replicate`).
+//! Full state: the variant index and the replicated fields (players 29 bytes, missiles
+//! 24–26, items 14). Delta: a change mask varint (position coordinates, velocity
+//! components, health, activity, … one bit each) and only the changed fields, positions
+//! as exact differences (a moving player typically 7 bytes). Floats replicate exactly, so
+//! replicas hold what the primary holds. State that only the primary needs (its path, its
+//! fight target, timers) is `#[replicate(skip)]`.
 
 use std::time::Duration;
 use worldmesh_client::Playable;
-use worldmesh_core::{Aabb, Durability, NodeId, ObjectId, Point3};
-use worldmesh_replica::{GameObject, StateError, ThinkContext};
+use worldmesh_core::{Aabb, Durability, ObjectId, Point3};
+use worldmesh_replica::{GameObject, Replicate, StateError, ThinkContext};
 
 use crate::map::GameMap;
 
@@ -29,10 +32,6 @@ pub const PLAYER: u8 = 0;
 pub const MISSILE: u8 = 1;
 /// Item kind tag.
 pub const ITEM: u8 = 2;
-/// Wire tag of a player-controlled player (its kind is still [`PLAYER`]).
-const AVATAR: u8 = 3;
-/// Wire tag of a bot with a home (a client location for the placement loop).
-const HOMED: u8 = 4;
 
 /// Hit radius of a missile, units (a Quake player's bounding box is 32 × 32 × 56).
 const HIT_RADIUS: f32 = 40.0;
@@ -40,7 +39,7 @@ const HIT_RADIUS: f32 = 40.0;
 pub const FULL_HEALTH: u8 = 100;
 
 /// What a player is doing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Replicate)]
 #[repr(u8)]
 pub enum Activity {
     /// Standing at a waypoint.
@@ -52,7 +51,7 @@ pub enum Activity {
 }
 
 /// A player (bot).
-#[derive(Debug, PartialEq)]
+#[derive(Debug, PartialEq, Replicate)]
 pub struct Player {
     /// Position.
     pub pos: Point3,
@@ -65,11 +64,16 @@ pub struct Player {
     /// Half-extent of the area-of-interest box in x and y (in the full state only; it
     /// never changes).
     pub aoi: f32,
+    #[replicate(skip)]
     path: Vec<Point3>,
+    #[replicate(skip)]
     wait_left: f32,
+    #[replicate(skip)]
     fight: Option<ObjectId>,
+    #[replicate(skip)]
     next_shot: f32,
     /// While dead: where the player will respawn and the time left.
+    #[replicate(skip)]
     respawn: Option<(Point3, f32)>,
     /// Set when a person drives this player through the client protocol instead of the
     /// bot logic (replicated, so a migrated or adopted avatar stays under control).
@@ -80,7 +84,8 @@ pub struct Player {
 }
 
 /// The state of a player-controlled avatar.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Replicate)]
+#[replicate(check = unit_directions)]
 pub struct Control {
     /// The player (the connect token's account id).
     pub player: u64,
@@ -137,7 +142,7 @@ pub fn step_avatar(map: &GameMap, pos: Point3, direction: (f32, f32), speed: f32
 }
 
 /// A missile.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Replicate)]
 pub struct Missile {
     /// Position.
     pub pos: Point3,
@@ -147,11 +152,12 @@ pub struct Missile {
     pub shooter: ObjectId,
     /// Attached to the shooter (proactive replication on).
     pub attached: bool,
+    #[replicate(skip)]
     age: f32,
 }
 
 /// A static item.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Replicate)]
 pub struct Item {
     /// Position.
     pub pos: Point3,
@@ -160,7 +166,7 @@ pub struct Item {
 }
 
 /// Any object of the model workload.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, PartialEq, Replicate)]
 pub enum ModelObject {
     /// A player.
     Player(Player),
@@ -469,89 +475,15 @@ impl Missile {
     }
 }
 
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], StateError> {
-        if self.0.len() < N {
-            return Err(StateError(format!("truncated: need {N} more bytes")));
-        }
-        let (a, b) = self.0.split_at(N);
-        self.0 = b;
-        a.try_into().map_err(|_| StateError("truncated".into()))
-    }
-    fn u8(&mut self) -> Result<u8, StateError> {
-        Ok(self.take::<1>()?[0])
-    }
-    fn f32(&mut self) -> Result<f32, StateError> {
-        let v = f32::from_le_bytes(self.take::<4>()?);
-        if v.is_finite() {
-            Ok(v)
-        } else {
-            Err(StateError("non-finite number".into()))
-        }
-    }
-    fn u32(&mut self) -> Result<u32, StateError> {
-        Ok(u32::from_le_bytes(self.take::<4>()?))
-    }
-    fn done(&self) -> Result<(), StateError> {
-        if self.0.is_empty() {
-            Ok(())
-        } else {
-            Err(StateError(format!("{} trailing bytes", self.0.len())))
-        }
-    }
-}
-
-fn put_f32(out: &mut Vec<u8>, v: f32) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-/// The changing part of an avatar's control: last input, inputs applied, intent, flags
-/// (bit 0: aim follows, bit 1: left), aim.
-fn put_control(out: &mut Vec<u8>, c: &Control) {
-    out.extend_from_slice(&c.last_input.to_le_bytes());
-    out.extend_from_slice(&c.applied.to_le_bytes());
-    put_f32(out, c.intent.0);
-    put_f32(out, c.intent.1);
-    out.push(u8::from(c.aim.is_some()) | (u8::from(c.left) << 1));
-    if let Some((x, y)) = c.aim {
-        put_f32(out, x);
-        put_f32(out, y);
-    }
-}
-
-/// Reads what [`put_control`] wrote, for `player`. Directions are checked to be at most
-/// unit length (a state from the network cannot make an avatar fast).
-fn read_control(r: &mut Reader<'_>, player: u64) -> Result<Control, StateError> {
-    let last_input = r.u32()?;
-    let applied = r.u32()?;
-    let intent = (r.f32()?, r.f32()?);
-    let flags = r.u8()?;
-    if flags > 3 {
-        return Err(StateError(format!("bad control flags {flags:#x}")));
-    }
-    let aim = if flags & 1 != 0 {
-        Some((r.f32()?, r.f32()?))
-    } else {
-        None
-    };
+/// A decoded avatar's directions are at most unit length: a state from the network cannot
+/// make an avatar fast (the `check` of [`Control`]'s derived codec).
+fn unit_directions(c: &Control) -> Result<(), StateError> {
     let long = |(x, y): (f32, f32)| x * x + y * y > 1.0 + 1e-3;
-    if long(intent) || aim.is_some_and(long) {
+    if long(c.intent) || c.aim.is_some_and(long) {
         return Err(StateError("control direction longer than 1".into()));
     }
-    Ok(Control {
-        player,
-        last_input,
-        applied,
-        intent,
-        aim,
-        left: flags & 2 != 0,
-    })
+    Ok(())
 }
-
-/// Delta mask bit meaning "a full state follows" (variant changed).
-const FULL: u8 = 0x80;
 
 impl GameObject for ModelObject {
     type World = GameMap;
@@ -673,245 +605,7 @@ impl GameObject for ModelObject {
         }
     }
 
-    fn encode_state(&self, out: &mut Vec<u8>) {
-        match self {
-            ModelObject::Player(p) => {
-                out.push(match (&p.control, p.home) {
-                    (Some(_), _) => AVATAR,
-                    (None, Some(_)) => HOMED,
-                    (None, None) => PLAYER,
-                });
-                put_f32(out, p.pos.x);
-                put_f32(out, p.pos.y);
-                put_f32(out, p.pos.z);
-                put_f32(out, p.vel.0);
-                put_f32(out, p.vel.1);
-                out.push(p.health);
-                out.push(p.activity as u8);
-                put_f32(out, p.aoi);
-                if let Some(c) = &p.control {
-                    out.extend_from_slice(&c.player.to_le_bytes());
-                    put_control(out, c);
-                } else if let Some(h) = p.home {
-                    out.extend_from_slice(&h.to_le_bytes());
-                }
-            }
-            ModelObject::Missile(m) => {
-                out.push(MISSILE);
-                put_f32(out, m.pos.x);
-                put_f32(out, m.pos.y);
-                put_f32(out, m.pos.z);
-                put_f32(out, m.vel.0);
-                put_f32(out, m.vel.1);
-                out.extend_from_slice(&m.shooter.origin.0.to_le_bytes());
-                out.extend_from_slice(&m.shooter.counter().to_le_bytes());
-                // Bit 0: attached; bit 1: the shooter's generation follows (a shooter of a
-                // first-generation node, the common case, costs nothing extra).
-                let generation = m.shooter.generation();
-                out.push(u8::from(m.attached) | if generation != 0 { 2 } else { 0 });
-                if generation != 0 {
-                    out.extend_from_slice(&generation.to_le_bytes());
-                }
-            }
-            ModelObject::Item(i) => {
-                out.push(ITEM);
-                put_f32(out, i.pos.x);
-                put_f32(out, i.pos.y);
-                put_f32(out, i.pos.z);
-                out.push(i.item);
-            }
-        }
-    }
-
-    fn decode_state(bytes: &[u8]) -> Result<Self, StateError> {
-        let mut r = Reader(bytes);
-        let o = match r.u8()? {
-            tag @ (PLAYER | AVATAR | HOMED) => {
-                let pos = Point3::new(r.f32()?, r.f32()?, r.f32()?);
-                let vel = (r.f32()?, r.f32()?);
-                let health = r.u8()?;
-                let activity = match r.u8()? {
-                    0 => Activity::Waiting,
-                    1 => Activity::Moving,
-                    2 => Activity::Fighting,
-                    a => return Err(StateError(format!("unknown activity {a}"))),
-                };
-                let aoi = r.f32()?;
-                let control = if tag == AVATAR {
-                    let player = u64::from_le_bytes(r.take::<8>()?);
-                    Some(read_control(&mut r, player)?)
-                } else {
-                    None
-                };
-                let home = if tag == HOMED { Some(r.u32()?) } else { None };
-                ModelObject::Player(Player {
-                    vel,
-                    health,
-                    activity,
-                    control,
-                    home,
-                    ..Player::new(pos, aoi)
-                })
-            }
-            MISSILE => {
-                let pos = Point3::new(r.f32()?, r.f32()?, r.f32()?);
-                let vel = (r.f32()?, r.f32()?);
-                let (origin, seq) = (NodeId(r.u32()?), r.u32()?);
-                let flags = r.u8()?;
-                if flags > 3 {
-                    return Err(StateError(format!("bad missile flags {flags:#x}")));
-                }
-                let generation = if flags & 2 != 0 { r.u32()? } else { 0 };
-                let shooter = ObjectId::with_generation(origin, generation, seq);
-                let attached = flags & 1 != 0;
-                ModelObject::Missile(Missile {
-                    pos,
-                    vel,
-                    shooter,
-                    attached,
-                    age: 0.0,
-                })
-            }
-            ITEM => {
-                let pos = Point3::new(r.f32()?, r.f32()?, r.f32()?);
-                ModelObject::Item(Item { pos, item: r.u8()? })
-            }
-            t => return Err(StateError(format!("unknown object tag {t}"))),
-        };
-        r.done()?;
-        Ok(o)
-    }
-
-    fn encode_delta(&self, baseline: &Self, out: &mut Vec<u8>) {
-        let at = out.len();
-        out.push(0);
-        let mut mask = 0u8;
-        let mut field = |bit: u8, changed: bool, out: &mut Vec<u8>, write: &dyn Fn(&mut Vec<u8>)| {
-            if changed {
-                mask |= 1 << bit;
-                write(out);
-            }
-        };
-        match (self, baseline) {
-            (ModelObject::Player(p), ModelObject::Player(b))
-                if p.aoi == b.aoi
-                    && p.home == b.home
-                    && p.control.map(|c| c.player) == b.control.map(|c| c.player) =>
-            {
-                field(0, p.pos.x != b.pos.x, out, &|o| put_f32(o, p.pos.x));
-                field(1, p.pos.y != b.pos.y, out, &|o| put_f32(o, p.pos.y));
-                field(2, p.pos.z != b.pos.z, out, &|o| put_f32(o, p.pos.z));
-                field(3, p.vel != b.vel, out, &|o| {
-                    put_f32(o, p.vel.0);
-                    put_f32(o, p.vel.1);
-                });
-                field(4, p.health != b.health, out, &|o| o.push(p.health));
-                field(5, p.activity != b.activity, out, &|o| o.push(p.activity as u8));
-                if let Some(c) = &p.control {
-                    field(6, p.control != b.control, out, &|o| put_control(o, c));
-                }
-            }
-            (ModelObject::Missile(m), ModelObject::Missile(b))
-                if m.shooter == b.shooter && m.attached == b.attached =>
-            {
-                field(0, m.pos.x != b.pos.x, out, &|o| put_f32(o, m.pos.x));
-                field(1, m.pos.y != b.pos.y, out, &|o| put_f32(o, m.pos.y));
-                field(2, m.pos.z != b.pos.z, out, &|o| put_f32(o, m.pos.z));
-                field(3, m.vel != b.vel, out, &|o| {
-                    put_f32(o, m.vel.0);
-                    put_f32(o, m.vel.1);
-                });
-            }
-            (ModelObject::Item(i), ModelObject::Item(b)) => {
-                field(0, i.pos != b.pos, out, &|o| {
-                    put_f32(o, i.pos.x);
-                    put_f32(o, i.pos.y);
-                    put_f32(o, i.pos.z);
-                });
-                field(1, i.item != b.item, out, &|o| o.push(i.item));
-            }
-            _ => {
-                mask = FULL;
-                self.encode_state(out);
-            }
-        }
-        out[at] = mask;
-    }
-
-    fn apply_delta(baseline: &Self, delta: &[u8]) -> Result<Self, StateError> {
-        let mut r = Reader(delta);
-        let mask = r.u8()?;
-        if mask == FULL {
-            return Self::decode_state(r.0);
-        }
-        let bit = |b: u8| mask & (1 << b) != 0;
-        let mut o = baseline.clone();
-        match &mut o {
-            ModelObject::Player(p) => {
-                if mask & 0x80 != 0 || (mask & 0x40 != 0 && p.control.is_none()) {
-                    return Err(StateError(format!("bad player mask {mask:#x}")));
-                }
-                if bit(0) {
-                    p.pos.x = r.f32()?;
-                }
-                if bit(1) {
-                    p.pos.y = r.f32()?;
-                }
-                if bit(2) {
-                    p.pos.z = r.f32()?;
-                }
-                if bit(3) {
-                    p.vel = (r.f32()?, r.f32()?);
-                }
-                if bit(4) {
-                    p.health = r.u8()?;
-                }
-                if bit(5) {
-                    p.activity = match r.u8()? {
-                        0 => Activity::Waiting,
-                        1 => Activity::Moving,
-                        2 => Activity::Fighting,
-                        a => return Err(StateError(format!("unknown activity {a}"))),
-                    };
-                }
-                if bit(6)
-                    && let Some(c) = &mut p.control
-                {
-                    *c = read_control(&mut r, c.player)?;
-                }
-            }
-            ModelObject::Missile(m) => {
-                if mask & 0xF0 != 0 {
-                    return Err(StateError(format!("bad missile mask {mask:#x}")));
-                }
-                if bit(0) {
-                    m.pos.x = r.f32()?;
-                }
-                if bit(1) {
-                    m.pos.y = r.f32()?;
-                }
-                if bit(2) {
-                    m.pos.z = r.f32()?;
-                }
-                if bit(3) {
-                    m.vel = (r.f32()?, r.f32()?);
-                }
-            }
-            ModelObject::Item(i) => {
-                if mask & 0xFC != 0 {
-                    return Err(StateError(format!("bad item mask {mask:#x}")));
-                }
-                if bit(0) {
-                    i.pos = Point3::new(r.f32()?, r.f32()?, r.f32()?);
-                }
-                if bit(1) {
-                    i.item = r.u8()?;
-                }
-            }
-        }
-        r.done()?;
-        Ok(o)
-    }
+    worldmesh_replica::replicate_codec!();
 }
 
 impl Playable for ModelObject {
@@ -953,6 +647,7 @@ impl Playable for ModelObject {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use worldmesh_core::NodeId;
 
     fn walking(x: f32, steps: usize) -> Player {
         let mut p = Player::new(Point3::new(x, 2.0, 0.0), 450.0);

@@ -90,10 +90,26 @@ fn a_moving_player_delta_is_small() {
     }
     let mut d = Vec::new();
     b.encode_delta(&a, &mut d);
+    // Mask + x + y; near 10 a float step is 2^-20, so these moves are 2^24 and 2^20
+    // steps: 4-byte varints each.
     assert_eq!(d.len(), 9, "mask + x + y");
+    assert_eq!(ModelObject::apply_delta(&a, &d).unwrap(), b);
+    // At map coordinates (hundreds to thousands of units) the same moves are at most 2^19
+    // steps: 3 bytes per coordinate.
+    let a = ModelObject::Player(Player::new(Point3::new(1000.0, 700.0, 0.0), 450.0));
+    let mut b = a.clone();
+    if let ModelObject::Player(p) = &mut b {
+        p.pos.x += 32.0;
+        p.pos.y += 1.0;
+    }
+    let mut d = Vec::new();
+    b.encode_delta(&a, &mut d);
+    assert_eq!(d.len(), 7, "mask + x + y");
+    assert_eq!(ModelObject::apply_delta(&a, &d).unwrap(), b);
     let mut full = Vec::new();
     b.encode_state(&mut full);
-    assert_eq!(full.len(), 27);
+    // Variant, position 12, velocity 8, health, activity, aoi 4, control and home tags.
+    assert_eq!(full.len(), 29);
 }
 
 /// Runs the think function of primary `id` for one 100-ms frame at `now`; removes it from

@@ -20,9 +20,16 @@
 //!   entries with leases); with the migration hooks of [`ReplicaManager`] (freeze, transfer,
 //!   bind, forward, delete) it lets a region of primaries move between nodes.
 //!
+//! - [`Replicate`] (`#[derive(Replicate)]` and the trait of the same name in [`replicate`]):
+//!   full-state and delta codecs with per-field change masks, generated from a game's
+//!   types; [`replicate_codec!`] makes them an object's `GameObject` codec in one line.
+//!
 //! The store is sans-IO: it never reads a clock or touches the network. The node (crate
 //! `worldmesh-node`) decides what to send; this crate holds state.
 #![forbid(unsafe_code)]
+
+// Derived code names `::worldmesh_replica`, also inside this crate.
+extern crate self as worldmesh_replica;
 
 mod codec;
 mod history;
@@ -30,6 +37,7 @@ mod manager;
 mod message;
 mod naming;
 mod object;
+pub mod replicate;
 mod store;
 mod vecmap;
 
@@ -41,4 +49,7 @@ pub use manager::{
 pub use message::{ForwardedWrite, InterestItem, LogItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
 pub use naming::{Binding, NameService, Resolution, follow_chain};
 pub use object::{GameObject, OrphanPolicy, StateError, ThinkContext};
+pub use replicate::Replicate;
 pub use store::{Entry, ObjectStore, Role, StoreError};
+/// `#[derive(Replicate)]`: see [`replicate`] and the crate `worldmesh-derive`.
+pub use worldmesh_derive::Replicate;

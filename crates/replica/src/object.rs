@@ -11,6 +11,13 @@ use crate::store::ObjectStore;
 #[error("malformed object state: {0}")]
 pub struct StateError(pub String);
 
+impl StateError {
+    /// The same error, prefixed with where it happened (`Type.field`).
+    pub fn within(self, at: &str) -> StateError {
+        StateError(format!("{at}: {}", self.0))
+    }
+}
+
 /// What becomes of an object whose primary's node fails (`node::adoption`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum OrphanPolicy {
