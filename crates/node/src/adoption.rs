@@ -215,8 +215,8 @@ impl Adoption {
         self.send_notices(node, &batch, out);
     }
 
-    /// Objects migrated here from `origin` (`ids`): every other member learns their new
-    /// binding through the usual notices too, not only through the origin's `Moved`. A
+    /// Objects migrated here (`ids`): every member learns their new binding
+    /// through the usual notices too, not only through the origin's `Moved`. A
     /// member that came up while they moved is not yet in the origin's view, and a
     /// draining origin may leave before it is; such a member would otherwise keep the
     /// origin's binding and refuse this node's states for good (fault swarm, crashes seed
@@ -227,7 +227,7 @@ impl Adoption {
         me: NodeId,
         live: &[NodeId],
         rm: &ReplicaManager<O>,
-        (origin, ids): (NodeId, &[ObjectId]),
+        ids: &[ObjectId],
         out: &mut Vec<(NodeId, MigrationMsg)>,
     ) {
         let batch: Vec<(ObjectId, Binding, NodeId)> = ids
@@ -239,7 +239,10 @@ impl Adoption {
         if batch.is_empty() {
             return;
         }
-        for p in live.iter().filter(|p| **p != me && **p != origin) {
+        // The origin too: it may have given the migration up (its view had this node down,
+        // fault swarm seed 608) and kept the object as primary under the older epoch; the
+        // notice's higher epoch makes it give that copy up.
+        for p in live.iter().filter(|p| **p != me) {
             let q = self.notices.entry(*p).or_default();
             for (id, b, dead) in &batch {
                 q.insert(*id, (*b, *dead, now));
@@ -429,8 +432,13 @@ impl Adoption {
             // a binding this node has moved past (it missed the migration or adoption that
             // brought the object here — e.g. it joined while the object moved, fault swarm
             // seed 435). Tell it, through the usual notice (resent until acknowledged).
+            // Or an offer naming this node as the failed one, for an object it holds under
+            // that very binding: this is the new generation, which the object reached after
+            // the old one failed (a migration or adoption the offerer saw before it saw the
+            // failure, fault swarm seed 1007); the notice makes the offerer follow it.
             let here = rm.binding_of(o.id);
-            if here.node == me && here.epoch > o.epoch && rm.store().get(o.id).is_some() {
+            let moved_past = here.epoch > o.epoch || (o.dead == me && here.epoch == o.epoch);
+            if here.node == me && moved_past && rm.store().get(o.id).is_some() {
                 let resend = self.cfg.resend;
                 let due = Time::from_micros(now.as_micros().saturating_sub(resend.as_micros() as u64));
                 self.notices
@@ -665,6 +673,11 @@ impl Adoption {
                     if w.offered_at.is_none_or(|t| now.saturating_since(t) >= resend)
                         && let Some(o) = rm.offer(id, dead)
                     {
+                        // The failed node's id is a member again (a new generation): it
+                        // may hold the object by now; it answers with its binding if so.
+                        if live.contains(&dead) {
+                            offers.entry(dead).or_default().push(o.clone());
+                        }
                         offers.entry(a).or_default().push(o);
                         if let Some(w) = self.waiting.get_mut(&id) {
                             w.offered_at = Some(now);

@@ -782,10 +782,10 @@ impl<O: GameObject> Node<O> {
         );
         for e in events {
             self.note_refusal(&e);
-            if let (Some(_), MigrationEvent::Bound { from, ids }) = (&self.membership, &e) {
+            if let (Some(_), MigrationEvent::Bound { ids, .. }) = (&self.membership, &e) {
                 let me = self.config.id;
                 self.adoption
-                    .migrated_in(now, me, &self.members, &self.replicas, (*from, ids), &mut out);
+                    .migrated_in(now, me, &self.members, &self.replicas, ids, &mut out);
             }
             self.push_event(Event::Migration(e));
         }
