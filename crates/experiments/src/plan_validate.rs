@@ -1444,9 +1444,12 @@ mod tests {
         s.frame(&moved, true, false);
         assert_eq!(s.updates, 2);
         let stats = s.class_stats();
-        // 1 send out of 8 player-frames; a delta of mask + one f32 = 5 bytes + 8 header.
+        // 1 send out of 8 player-frames; the derived delta (`replica::replicate`): a 1-byte
+        // change mask, then x as the zigzag varint of the difference of the floats'
+        // order-preserving bit patterns (450 -> 460: 0x43E10000 -> 0x43E60000, 327,680,
+        // zigzag 655,360: 3 bytes), + 8 header = 12 bytes.
         assert_eq!(stats[0].send_share, 1.0 / 8.0);
-        assert_eq!(stats[0].update_bytes, 13.0);
+        assert_eq!(stats[0].update_bytes, 12.0);
         // A new player at x = 300.
         moved.push(player(5, 300.0, 550.0));
         let before = s.updates;
