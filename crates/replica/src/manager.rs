@@ -127,6 +127,26 @@ pub struct ReplicaConfig {
     pub new_replicas_per_sec: f64,
     /// Burst size of the per-peer creation budget.
     pub new_replicas_burst: f64,
+    /// Record every forwarded write a primary applies ([`ReplicaManager::applied_writes`],
+    /// at most [`MAX_TRACED_WRITES`]), for the fault swarm's exactly-once check. Off by
+    /// default.
+    pub trace_writes: bool,
+}
+
+/// Most applied writes [`ReplicaConfig::trace_writes`] records.
+pub const MAX_TRACED_WRITES: usize = 1 << 20;
+
+/// A forwarded write a primary applied (recorded with [`ReplicaConfig::trace_writes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AppliedWrite {
+    /// The object written to.
+    pub id: ObjectId,
+    /// The node that made the write.
+    pub writer: NodeId,
+    /// The writer's sequence number of the write.
+    pub seq: u64,
+    /// The epoch of the object's binding here when it was applied.
+    pub epoch: u32,
 }
 
 impl Default for ReplicaConfig {
@@ -147,6 +167,7 @@ impl Default for ReplicaConfig {
             name_lease: Duration::from_secs(5),
             backups: 0,
             drop_silent_peers: true,
+            trace_writes: false,
             // 10 Hz frames, with room for migrations and clock skew.
             max_version_rate: 40.0,
             max_replicas_per_peer: 100_000,
@@ -449,6 +470,8 @@ pub struct ReplicaManager<O: GameObject> {
     /// Replicas of a failed member's objects awaiting their adoption: kept whatever the
     /// local interest, since they may be the only copy left (see [`Self::keep_orphan`]).
     kept_orphans: BTreeSet<ObjectId>,
+    /// Forwarded writes applied here, with [`ReplicaConfig::trace_writes`].
+    write_trace: Vec<AppliedWrite>,
 }
 
 /// A write of this node awaiting its primary's acknowledgement.
@@ -485,6 +508,7 @@ impl<O: GameObject> ReplicaManager<O> {
             repl: BTreeMap::new(),
             fetching: BTreeMap::new(),
             kept_orphans: BTreeSet::new(),
+            write_trace: Vec::new(),
             net: VecMap::new(),
             stats: ReplicaStats::default(),
             rivals: BTreeSet::new(),
@@ -521,6 +545,12 @@ impl<O: GameObject> ReplicaManager<O> {
     /// The local store.
     pub fn store(&self) -> &ObjectStore<O> {
         &self.store
+    }
+
+    /// The forwarded writes this node applied as primary, in order (empty unless
+    /// [`ReplicaConfig::trace_writes`] is on).
+    pub fn applied_writes(&self) -> &[AppliedWrite] {
+        &self.write_trace
     }
 
     /// Counters.
@@ -790,6 +820,14 @@ impl<O: GameObject> ReplicaManager<O> {
                 Some(true) => {
                     if let Some(e) = self.store.get_mut(item.id) {
                         e.object.apply_write(&w);
+                    }
+                    if self.cfg.trace_writes && self.write_trace.len() < MAX_TRACED_WRITES {
+                        self.write_trace.push(AppliedWrite {
+                            id: item.id,
+                            writer,
+                            seq: item.seq,
+                            epoch: self.names.local_epoch(item.id),
+                        });
                     }
                     self.stats.writes_applied += 1;
                     if writer != self.me {

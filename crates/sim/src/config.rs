@@ -148,6 +148,10 @@ pub struct ClusterConfig {
     pub profile: String,
     /// Backups per primary (`replica::ReplicaConfig::backups`).
     pub backups: usize,
+    /// Record every forwarded write a primary applies (`replica::ReplicaConfig::trace_writes`;
+    /// the fault swarm's exactly-once check). Not a configuration-file setting.
+    #[serde(skip)]
+    pub trace_writes: bool,
 }
 
 impl Default for ClusterConfig {
@@ -156,6 +160,7 @@ impl Default for ClusterConfig {
             membership: false,
             profile: "lan".into(),
             backups: 0,
+            trace_writes: false,
         }
     }
 }

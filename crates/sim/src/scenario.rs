@@ -74,6 +74,7 @@ pub fn build_with_spares(cfg: &SimConfig, spares: usize) -> Result<Sim, ConfigEr
                 Duration::from_secs_f64(cfg.locator.interest_lead_ms.max(0.0) / 1000.0);
             nc.membership = cfg.cluster.membership_config();
             nc.replica.backups = cfg.cluster.backups;
+            nc.replica.trace_writes = cfg.cluster.trace_writes;
             nc.migration.max_primaries = capacity;
             // Frames of different nodes are not aligned: start each at a random phase.
             let phase = root
@@ -135,6 +136,7 @@ pub fn new_member(
     nc.replica.interest_lead = Duration::from_secs_f64(cfg.locator.interest_lead_ms.max(0.0) / 1000.0);
     nc.membership = cfg.cluster.membership_config();
     nc.replica.backups = cfg.cluster.backups;
+    nc.replica.trace_writes = cfg.cluster.trace_writes;
     nc.generation = generation;
     let mut node = Node::new(nc, Arc::clone(&world), now);
     if cfg.architecture == Architecture::Colyseus

@@ -26,6 +26,9 @@
 //! - `monotone-versions`: while a node holds an object, its version never goes back.
 //! - `no-object-lost`: when a node drops an orphan whose policy is adoption (nobody
 //!   adopted it in time here: `node::adoption`), some live node holds it as primary.
+//! - `write-applied-once`: a write forwarded to a primary (retried by its writer until
+//!   acknowledged) is applied at most once by one primary under one epoch, whatever the
+//!   loss and duplication (`replica::ReplicaConfig::trace_writes` records each one).
 //!
 //! **Liveness, [`LIVENESS_S`] after the heal** (a bound derived from `lan` failure
 //! detection, about 2.3 s, plus adoption and one rejoin): every object that had a primary
@@ -36,7 +39,7 @@
 //! A failing seed is reported with its setup, its faults and the first violation:
 //! `worldmesh swarm --seeds 1 --from SEED` replays it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -330,6 +333,7 @@ impl Setup {
         cfg.network.jitter_ms = self.jitter_ms;
         cfg.cluster.membership = true;
         cfg.cluster.backups = self.backups;
+        cfg.cluster.trace_writes = true;
         cfg
     }
 }
@@ -350,6 +354,13 @@ struct Checker {
     /// Objects whose orphans are to be adopted (their [`OrphanPolicy`] as seen at a
     /// primary): dropping one of them as an orphan loses it.
     adoptable: BTreeSet<ObjectId>,
+    /// Per node: its incarnation (restarts and rejoins start a new one), and how much of
+    /// its trace of applied writes has been checked.
+    incarnations: Vec<u32>,
+    write_cursors: Vec<usize>,
+    /// Every forwarded write applied: (object, writer, writer's incarnation, sequence
+    /// number) → the (primary, its incarnation, epoch) that applied it.
+    applied: HashSet<(ObjectId, NodeId, u32, u64, NodeId, u32, u32)>,
     checks: u64,
 }
 
@@ -358,6 +369,8 @@ impl Checker {
         if self.primaries.len() < n {
             self.primaries.resize_with(n, BTreeMap::new);
             self.versions.resize_with(n, HashMap::new);
+            self.incarnations.resize(n, 0);
+            self.write_cursors.resize(n, 0);
         }
     }
 
@@ -366,6 +379,8 @@ impl Checker {
         self.grow(i + 1);
         self.primaries[i].clear();
         self.versions[i].clear();
+        self.incarnations[i] += 1;
+        self.write_cursors[i] = 0;
     }
 
     fn check(&mut self, sim: &Sim, i: usize) -> Result<(), Violation> {
@@ -426,6 +441,37 @@ impl Checker {
                 }
             }
         }
+        // Every forwarded write applied at most once by one primary under one epoch (the
+        // writer retries until acknowledged; the primary's per-writer log must absorb the
+        // retries). A later primary of the object may apply it again only if the state it
+        // took over did not contain it.
+        let trace = rm.applied_writes();
+        if trace.len() < self.write_cursors[i] {
+            self.write_cursors[i] = 0;
+        }
+        for w in &trace[self.write_cursors[i]..] {
+            let writer_inc = self.incarnations.get(w.writer.0 as usize).copied().unwrap_or(0);
+            let key = (
+                w.id,
+                w.writer,
+                writer_inc,
+                w.seq,
+                me,
+                self.incarnations[i],
+                w.epoch,
+            );
+            if !self.applied.insert(key) {
+                return Err(Violation {
+                    at_ms,
+                    invariant: "write-applied-once",
+                    detail: format!(
+                        "{me} applied write {} of {} to {} twice under epoch {}",
+                        w.seq, w.writer, w.id, w.epoch
+                    ),
+                });
+            }
+        }
+        self.write_cursors[i] = trace.len();
         // One primary per epoch among live nodes.
         for (id, epoch) in &prim {
             for (j, other) in self.primaries.iter().enumerate() {
