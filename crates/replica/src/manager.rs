@@ -133,6 +133,9 @@ pub struct ReplicaConfig {
     pub trace_writes: bool,
 }
 
+/// Most refused states of unheld objects remembered (see `refused_unheld`).
+const MAX_REFUSED_UNHELD: usize = 4096;
+
 /// Most applied writes [`ReplicaConfig::trace_writes`] records.
 pub const MAX_TRACED_WRITES: usize = 1 << 20;
 
@@ -472,6 +475,10 @@ pub struct ReplicaManager<O: GameObject> {
     kept_orphans: BTreeSet<ObjectId>,
     /// Forwarded writes applied here, with [`ReplicaConfig::trace_writes`].
     write_trace: Vec<AppliedWrite>,
+    /// Objects not held here whose state was refused because it came from a node the
+    /// object is not bound to here (bounded): if that node's adoption is learned later,
+    /// its state is fetched (`learn_adoption`).
+    refused_unheld: BTreeMap<ObjectId, NodeId>,
 }
 
 /// A write of this node awaiting its primary's acknowledgement.
@@ -509,6 +516,7 @@ impl<O: GameObject> ReplicaManager<O> {
             fetching: BTreeMap::new(),
             kept_orphans: BTreeSet::new(),
             write_trace: Vec::new(),
+            refused_unheld: BTreeMap::new(),
             net: VecMap::new(),
             stats: ReplicaStats::default(),
             rivals: BTreeSet::new(),
@@ -1413,6 +1421,10 @@ impl<O: GameObject> ReplicaManager<O> {
                 && self.binding_is_live(it.id) =>
             {
                 self.stats.refused_updates += 1;
+                if self.refused_unheld.len() >= MAX_REFUSED_UNHELD {
+                    self.refused_unheld.clear();
+                }
+                self.refused_unheld.insert(it.id, from);
                 return;
             }
             None => (None, Time::ZERO),

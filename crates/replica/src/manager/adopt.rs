@@ -303,11 +303,11 @@ impl<O: GameObject> ReplicaManager<O> {
             self.peer(binding.node)
                 .interest
                 .push(InterestItem { id, have: 0 });
-        } else if self.mode == super::Mode::Broadcast && self.store.get(id).is_none() {
-            // Broadcast: every member holds every object. The new primary's first full
-            // state may have arrived before this binding and been refused, and the primary
-            // counts it as delivered once the packet is acknowledged: ask for it (fault
-            // swarm, crashes seed 454: a static object never sent again).
+        } else if self.store.get(id).is_none() && self.refused_unheld.remove(&id) == Some(binding.node) {
+            // The new primary's state reached this node before this binding and was refused
+            // (not from the node it was bound to), and the primary counts it as delivered
+            // once the packet is acknowledged: ask for it (fault swarm, crashes seed 454: a
+            // static object, never sent again).
             self.fetching.insert(id, (now, binding.node));
             self.peer(binding.node)
                 .interest
