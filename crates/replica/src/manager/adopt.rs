@@ -115,7 +115,30 @@ impl<O: GameObject> ReplicaManager<O> {
         self.fetching.retain(|_, (_, n)| *n != id);
         self.recompute_backups();
         self.release_deferred_acks();
-        self.orphans_of(id)
+        let mut orphans = Vec::new();
+        for o in self.orphans_of(id) {
+            // A replica fetched from a node the name service here had already moved past
+            // (a stale location from discovery): the object lives on where it is bound, so
+            // follow that node instead of treating it as an orphan (fault swarm, crashes
+            // seed 267).
+            let named = self.names.resolve(o).binding(self.me);
+            if named.node != id
+                && named.node != self.me
+                && self.peers.binary_search(&named.node).is_ok()
+                && self.rebind_replica(o, named.node)
+            {
+                if let Some(m) = self.repl.get_mut(&o) {
+                    m.adopted = true;
+                }
+                self.fetching.insert(o, (Time::ZERO, named.node));
+                self.peer(named.node)
+                    .interest
+                    .push(InterestItem { id: o, have: 0 });
+                continue;
+            }
+            orphans.push(o);
+        }
+        orphans
     }
 
     /// Replicas held here whose primary is on `node`.
