@@ -8,6 +8,21 @@ use super::{
 };
 use crate::object::StateError;
 
+/// The delta methods of a type replicated whole: one change bit, then its full form.
+macro_rules! whole_value_delta {
+    () => {
+        fn changes(&self, baseline: &Self) -> u64 {
+            u64::from(self != baseline)
+        }
+        fn write_changes(&self, _: &Self, _: u64, out: &mut Vec<u8>) {
+            self.write_full(out);
+        }
+        fn read_changes(_: &Self, _: u64, r: &mut Reader<'_>) -> Result<Self, StateError> {
+            Self::read_full(r)
+        }
+    };
+}
+
 /// Bytes kept whole: one byte, full state and delta alike.
 macro_rules! byte_impl {
     ($($t:ty),*) => {$(
@@ -18,15 +33,7 @@ macro_rules! byte_impl {
             fn read_full(r: &mut Reader<'_>) -> Result<Self, StateError> {
                 Ok(r.byte()? as $t)
             }
-            fn changes(&self, baseline: &Self) -> u64 {
-                u64::from(self != baseline)
-            }
-            fn write_changes(&self, _: &Self, _: u64, out: &mut Vec<u8>) {
-                self.write_full(out);
-            }
-            fn read_changes(_: &Self, _: u64, r: &mut Reader<'_>) -> Result<Self, StateError> {
-                Self::read_full(r)
-            }
+            whole_value_delta!();
         }
     )*};
 }
@@ -43,15 +50,7 @@ macro_rules! unsigned_impl {
                 let v = r.varint()?;
                 <$t>::try_from(v).map_err(|_| StateError(format!("{v} out of range for {}", stringify!($t))))
             }
-            fn changes(&self, baseline: &Self) -> u64 {
-                u64::from(self != baseline)
-            }
-            fn write_changes(&self, _: &Self, _: u64, out: &mut Vec<u8>) {
-                self.write_full(out);
-            }
-            fn read_changes(_: &Self, _: u64, r: &mut Reader<'_>) -> Result<Self, StateError> {
-                Self::read_full(r)
-            }
+            whole_value_delta!();
         }
     )*};
 }
@@ -68,15 +67,7 @@ macro_rules! signed_impl {
                 let v = unzigzag(r.varint()?);
                 <$t>::try_from(v).map_err(|_| StateError(format!("{v} out of range for {}", stringify!($t))))
             }
-            fn changes(&self, baseline: &Self) -> u64 {
-                u64::from(self != baseline)
-            }
-            fn write_changes(&self, _: &Self, _: u64, out: &mut Vec<u8>) {
-                self.write_full(out);
-            }
-            fn read_changes(_: &Self, _: u64, r: &mut Reader<'_>) -> Result<Self, StateError> {
-                Self::read_full(r)
-            }
+            whole_value_delta!();
         }
     )*};
 }
@@ -93,15 +84,7 @@ impl Replicate for bool {
             b => Err(StateError(format!("bad bool {b}"))),
         }
     }
-    fn changes(&self, baseline: &Self) -> u64 {
-        u64::from(self != baseline)
-    }
-    fn write_changes(&self, _: &Self, _: u64, out: &mut Vec<u8>) {
-        self.write_full(out);
-    }
-    fn read_changes(_: &Self, _: u64, r: &mut Reader<'_>) -> Result<Self, StateError> {
-        Self::read_full(r)
-    }
+    whole_value_delta!();
 }
 
 /// The order-preserving integer image of an `f32`'s bits: neighbouring floats get
@@ -238,15 +221,7 @@ impl Replicate for NodeId {
     fn read_full(r: &mut Reader<'_>) -> Result<Self, StateError> {
         Ok(NodeId(u32::read_full(r)?))
     }
-    fn changes(&self, baseline: &Self) -> u64 {
-        u64::from(self != baseline)
-    }
-    fn write_changes(&self, _: &Self, _: u64, out: &mut Vec<u8>) {
-        self.write_full(out);
-    }
-    fn read_changes(_: &Self, _: u64, r: &mut Reader<'_>) -> Result<Self, StateError> {
-        Self::read_full(r)
-    }
+    whole_value_delta!();
 }
 
 /// [`ObjectId`]: origin and sequence number (generation and counter) as varints, so the
@@ -262,15 +237,7 @@ impl Replicate for ObjectId {
             seq: u64::read_full(r)?,
         })
     }
-    fn changes(&self, baseline: &Self) -> u64 {
-        u64::from(self != baseline)
-    }
-    fn write_changes(&self, _: &Self, _: u64, out: &mut Vec<u8>) {
-        self.write_full(out);
-    }
-    fn read_changes(_: &Self, _: u64, r: &mut Reader<'_>) -> Result<Self, StateError> {
-        Self::read_full(r)
-    }
+    whole_value_delta!();
 }
 
 /// `Option<T>`: a tag byte (0 none, 1 some) and the value. Delta: 0 (now none), 1 (some:
