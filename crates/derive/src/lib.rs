@@ -327,8 +327,32 @@ fn expand(mut input: DeriveInput) -> syn::Result<Tokens> {
     })
 }
 
+/// The methods a type with its own delta header (a derived struct or enum) uses when it is
+/// a field of another: changed if its header is not empty, then its own delta.
+fn nested_delta_methods() -> Tokens {
+    let rt = rt();
+    quote! {
+        fn changes(&self, baseline: &Self) -> u64 {
+            u64::from(#rt::Replicate::delta_header(self, baseline) != 0)
+        }
+
+        fn write_changes(&self, baseline: &Self, _: u64, out: &mut ::std::vec::Vec<u8>) {
+            #rt::write_nested_delta(self, baseline, out);
+        }
+
+        fn read_changes(
+            baseline: &Self,
+            _: u64,
+            r: &mut #rt::Reader<'_>,
+        ) -> ::core::result::Result<Self, ::worldmesh_replica::StateError> {
+            #rt::read_nested_delta(baseline, r)
+        }
+    }
+}
+
 fn expand_struct(fields: &[Field], check: &Option<syn::Path>, name: &str) -> Tokens {
     let rt = rt();
+    let nested = nested_delta_methods();
     let a: Vec<Tokens> = fields
         .iter()
         .map(|f| {
@@ -367,21 +391,7 @@ fn expand_struct(fields: &[Field], check: &Option<syn::Path>, name: &str) -> Tok
             Ok(value)
         }
 
-        fn changes(&self, baseline: &Self) -> u64 {
-            u64::from(#rt::Replicate::delta_header(self, baseline) != 0)
-        }
-
-        fn write_changes(&self, baseline: &Self, _: u64, out: &mut ::std::vec::Vec<u8>) {
-            #rt::write_nested_delta(self, baseline, out);
-        }
-
-        fn read_changes(
-            baseline: &Self,
-            _: u64,
-            r: &mut #rt::Reader<'_>,
-        ) -> ::core::result::Result<Self, ::worldmesh_replica::StateError> {
-            #rt::read_nested_delta(baseline, r)
-        }
+        #nested
 
         fn delta_header(&self, baseline: &Self) -> u64 {
             #mask
@@ -444,6 +454,7 @@ impl Variant {
 
 fn expand_enum(e: &syn::DataEnum, check: &Option<syn::Path>, name: &str) -> syn::Result<Tokens> {
     let rt = rt();
+    let nested = nested_delta_methods();
     let variants: Vec<Variant> = e
         .variants
         .iter()
@@ -577,21 +588,7 @@ fn expand_enum(e: &syn::DataEnum, check: &Option<syn::Path>, name: &str) -> syn:
             Ok(value)
         }
 
-        fn changes(&self, baseline: &Self) -> u64 {
-            u64::from(#rt::Replicate::delta_header(self, baseline) != 0)
-        }
-
-        fn write_changes(&self, baseline: &Self, _: u64, out: &mut ::std::vec::Vec<u8>) {
-            #rt::write_nested_delta(self, baseline, out);
-        }
-
-        fn read_changes(
-            baseline: &Self,
-            _: u64,
-            r: &mut #rt::Reader<'_>,
-        ) -> ::core::result::Result<Self, ::worldmesh_replica::StateError> {
-            #rt::read_nested_delta(baseline, r)
-        }
+        #nested
 
         #[allow(unreachable_patterns, unused_variables)]
         fn delta_header(&self, baseline: &Self) -> u64 {
