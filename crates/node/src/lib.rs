@@ -44,6 +44,7 @@ pub mod instance_wire;
 pub mod membership;
 pub mod migration;
 mod node;
+pub mod persist;
 pub mod placement;
 pub mod sessions;
 pub mod stats;
@@ -52,6 +53,7 @@ pub use migration::{
     MigrationConfig, MigrationEvent, MigrationMsg, MigrationStats, RefuseReason, StartError,
 };
 pub use node::{Event, LocatorOp, Node, NodeConfig, Transmit};
+pub use persist::{PersistConfig, PersistRequest, PersistStats, RecoverError, RecoveryReport};
 pub use placement::{LatencyOracle, Placement, PlacementConfig, PlacementDecision, PlacementOutcome};
 pub use stats::{ClusterSummary, FrameFault, NodeStats, NodeSummary, Rejection, Rejections, RunSummary};
 pub use worldmesh_replica::{Mode, Packet, ReplicaMsg, UpdateItem};

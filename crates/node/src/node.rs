@@ -17,6 +17,9 @@ use crate::drain::{Drain, DrainConfig};
 use crate::instance::InstanceHost;
 use crate::membership::{Member, Membership, MembershipConfig};
 use crate::migration::{MigrationConfig, MigrationEvent, MigrationMsg, Migrator, StartError};
+use crate::persist::{
+    PersistConfig, PersistRequest, PersistStats, Persistence, RecoverError, RecoveryReport,
+};
 use crate::stats::{NodeStats, NodeSummary, Rejection};
 
 mod cluster;
@@ -53,6 +56,10 @@ pub struct NodeConfig {
     pub adoption: AdoptionConfig,
     /// Drain tuning.
     pub drain: DrainConfig,
+    /// Persistence (issue 19, [`crate::persist`]): the node emits store batches
+    /// ([`Node::poll_persist`]) and holds durable writes' acknowledgements until they are
+    /// on disk. `None`: nothing is persisted.
+    pub persist: Option<PersistConfig>,
 }
 
 impl NodeConfig {
@@ -71,6 +78,7 @@ impl NodeConfig {
             address: None,
             adoption: AdoptionConfig::default(),
             drain: DrainConfig::default(),
+            persist: None,
         }
     }
 
@@ -221,6 +229,8 @@ pub struct Node<O: GameObject> {
     drain: Option<Drain>,
     /// Membership counters for the summary.
     cluster: crate::stats::ClusterSummary,
+    /// Persistence, if on.
+    persist: Option<Persistence>,
 }
 
 impl<O: GameObject> Node<O> {
@@ -242,6 +252,10 @@ impl<O: GameObject> Node<O> {
             // SWIM decides failures; the replicas of a failed member are what adoption needs.
             replica_cfg.drop_silent_peers = false;
         }
+        if config.persist.is_some() {
+            replica_cfg.hold_durable_acks = true;
+        }
+        let persist = config.persist.clone().map(Persistence::new);
         let mut replicas = ReplicaManager::new(config.id, config.mode, replica_cfg, config.peers.clone());
         replicas.set_generation(config.generation);
         let instances = InstanceHost::new(config.id, config.seed);
@@ -272,6 +286,7 @@ impl<O: GameObject> Node<O> {
             adoption,
             drain: None,
             cluster: Default::default(),
+            persist,
         }
         .with_membership(now)
     }
@@ -622,8 +637,78 @@ impl<O: GameObject> Node<O> {
         self.send_migration(now, out);
         self.cluster_frame(now);
         self.send_migration_side_effects(now);
+        self.persist_frame(now);
         let packets = self.replicas.flush(now);
         self.send_packets(now, packets);
+    }
+
+    /// Queues the frame's store batch, if persistence is on and something changed.
+    fn persist_frame(&mut self, now: Time) {
+        let Some(p) = &mut self.persist else {
+            return;
+        };
+        let membership = self.membership.as_ref();
+        p.after_frame(now, self.frame, &mut self.replicas, |w| {
+            membership.and_then(|m| m.identity(w)).map_or(0, |m| m.generation)
+        });
+    }
+
+    /// The next store batch to apply (persistence on), if any. The driver applies batches
+    /// in order, off the frame's thread, and reports each with [`Node::handle_persisted`].
+    pub fn poll_persist(&mut self) -> Option<PersistRequest> {
+        self.persist.as_mut().and_then(Persistence::poll)
+    }
+
+    /// Store batch `id` (and every earlier one) is on disk: the durable writes it logged
+    /// are acknowledged to their writers with the next packets.
+    pub fn handle_persisted(&mut self, now: Time, id: u64) {
+        if let Some(p) = &mut self.persist {
+            p.persisted(id, &mut self.replicas);
+        }
+        let _ = now;
+    }
+
+    /// Store batches requested and not yet reported done.
+    pub fn persist_pending(&self) -> usize {
+        self.persist.as_ref().map_or(0, Persistence::pending)
+    }
+
+    /// Persistence counters (persistence on).
+    pub fn persist_stats(&self) -> Option<&PersistStats> {
+        self.persist.as_ref().map(Persistence::stats)
+    }
+
+    /// Brings back what this node's store holds (see [`crate::persist`]): call once,
+    /// before the first frame and before spawning anything. Every stored primary is
+    /// installed under its stored epoch at a version above any its previous incarnation
+    /// can have produced; writers' logs wait for the writers to be seen as members.
+    pub fn recover(
+        &mut self,
+        now: Time,
+        recovered: worldmesh_store::Recovered,
+    ) -> Result<RecoveryReport, RecoverError> {
+        let membership = self.membership.is_some();
+        let Some(p) = &mut self.persist else {
+            return Err(RecoverError::Disabled);
+        };
+        let report = p.recover(now, &mut self.replicas, recovered, membership)?;
+        // Members already live (a configured member list is assumed up at construction).
+        if let Some(m) = &self.membership {
+            for w in m.live() {
+                p.member_up(w.node, w.generation, &mut self.replicas);
+            }
+        }
+        let ids: Vec<ObjectId> = self
+            .replicas
+            .store()
+            .iter()
+            .filter(|(_, e)| e.role == Role::Primary)
+            .map(|(id, _)| id)
+            .collect();
+        for id in ids {
+            self.push_event(Event::PrimaryCreated { id });
+        }
+        Ok(report)
     }
 
     /// Encodes and queues packets, counting them.

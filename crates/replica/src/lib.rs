@@ -43,8 +43,8 @@ mod vecmap;
 
 pub use codec::PacketError;
 pub use manager::{
-    AdoptError, AppliedWrite, FrameReport, MAX_TRACED_WRITES, MigrateError, MigratedObject, Mode,
-    MovedOutcome, OrphanOffer, ReplicaConfig, ReplicaManager, ReplicaStats, WriterLog,
+    AdoptError, AppliedWrite, DurableWrite, FrameReport, MAX_TRACED_WRITES, MigrateError, MigratedObject,
+    Mode, MovedOutcome, OrphanOffer, ReplicaConfig, ReplicaManager, ReplicaStats, WriterLog,
 };
 pub use message::{ForwardedWrite, InterestItem, LogItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
 pub use naming::{Binding, NameService, Resolution, follow_chain};

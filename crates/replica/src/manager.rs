@@ -45,9 +45,11 @@ use crate::{GameObject, ThinkContext};
 
 mod adopt;
 mod backup;
+mod durable;
 mod guard;
 mod migrate;
 pub use adopt::{AdoptError, OrphanOffer};
+pub use durable::DurableWrite;
 pub use migrate::{MigrateError, MigratedObject, MovedOutcome, WriterLog};
 
 /// How replicas are chosen.
@@ -131,6 +133,11 @@ pub struct ReplicaConfig {
     /// at most [`MAX_TRACED_WRITES`]), for the fault swarm's exactly-once check. Off by
     /// default.
     pub trace_writes: bool,
+    /// A forwarded write applied to a primary of class `Durable` is acknowledged only once
+    /// the node's store holds it (see `durable`): the node logs it and reports the batch
+    /// done with [`ReplicaManager::durable_persisted`]. Set by a node that persists; off
+    /// by default.
+    pub hold_durable_acks: bool,
 }
 
 /// Most refused states of unheld objects remembered (see `refused_unheld`).
@@ -171,6 +178,7 @@ impl Default for ReplicaConfig {
             backups: 0,
             drop_silent_peers: true,
             trace_writes: false,
+            hold_durable_acks: false,
             // 10 Hz frames, with room for migrations and clock skew.
             max_version_rate: 40.0,
             max_replicas_per_peer: 100_000,
@@ -259,6 +267,17 @@ pub struct ReplicaStats {
     /// Write acknowledgements held until every backup had the write.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub acks_deferred: u64,
+    /// Write acknowledgements held until the node's store had the write (`Durable`
+    /// objects, with [`ReplicaConfig::hold_durable_acks`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub durable_held: u64,
+    /// Durable writes applied while too many were waiting for the store: applied, but
+    /// their acknowledgement dropped (the writer resends).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub durable_ack_dropped: u64,
+    /// Primaries brought back from this node's store after a restart.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recovered: u64,
 }
 
 fn is_zero(x: &u64) -> bool {
@@ -479,6 +498,10 @@ pub struct ReplicaManager<O: GameObject> {
     /// object is not bound to here (bounded): if that node's adoption is learned later,
     /// its state is fetched (`learn_adoption`).
     refused_unheld: BTreeMap<ObjectId, NodeId>,
+    /// Durable writes applied since the node last took them for its store's log.
+    durable_new: Vec<DurableWrite>,
+    /// Durable writes (writer, object, seq) whose acknowledgement waits for the store.
+    durable_held: BTreeSet<(NodeId, ObjectId, u64)>,
 }
 
 /// A write of this node awaiting its primary's acknowledgement.
@@ -530,6 +553,8 @@ impl<O: GameObject> ReplicaManager<O> {
             pending: BTreeMap::new(),
             generation: 0,
             deferred: Vec::new(),
+            durable_new: Vec::new(),
+            durable_held: BTreeSet::new(),
         }
     }
 
@@ -840,7 +865,11 @@ impl<O: GameObject> ReplicaManager<O> {
                     self.stats.writes_applied += 1;
                     if writer != self.me {
                         self.stats.writes_applied_remote += 1;
-                        self.acknowledge_write(writer, item.id, item.seq);
+                        if self.holds_durable(item.id) {
+                            self.hold_durable(writer, item.id, item.seq, item.data);
+                        } else {
+                            self.acknowledge_write(writer, item.id, item.seq);
+                        }
                     } else if let Some(m) = self.prim.get_mut(&item.id) {
                         m.wrote = true;
                     }

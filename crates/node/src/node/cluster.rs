@@ -203,6 +203,9 @@ impl<O: GameObject> Node<O> {
             self.members.insert(at, m.node);
         }
         self.replicas.member_up(m.node);
+        if let Some(p) = &mut self.persist {
+            p.member_up(m.node, m.generation, &mut self.replicas);
+        }
         if let Some(loc) = &mut self.locator {
             loc.member_up(m.node);
         }

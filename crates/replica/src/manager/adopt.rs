@@ -112,6 +112,7 @@ impl<O: GameObject> ReplicaManager<O> {
             logs.remove(&id);
         }
         self.deferred.retain(|d| d.writer != id);
+        self.forget_durable_writer(id);
         self.fetching.retain(|_, (_, n)| *n != id);
         self.recompute_backups();
         self.release_deferred_acks();
@@ -236,7 +237,7 @@ impl<O: GameObject> ReplicaManager<O> {
 
     /// The first version of an adopted primary whose confirmed state had `version` and was
     /// received at `since`: above every version the failed primary can have produced since.
-    fn adoption_version(&self, version: u64, since: Time, now: Time) -> u64 {
+    pub(super) fn adoption_version(&self, version: u64, since: Time, now: Time) -> u64 {
         let rate = if self.cfg.max_version_rate > 0.0 {
             self.cfg.max_version_rate
         } else {

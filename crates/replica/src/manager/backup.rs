@@ -105,10 +105,11 @@ impl<O: GameObject> ReplicaManager<O> {
     /// A duplicate of an applied write: acknowledge it, unless its first acknowledgement is
     /// still waiting for the backups (it goes out with that one).
     pub(super) fn acknowledge_duplicate(&mut self, writer: NodeId, id: ObjectId, seq: u64) {
-        if !self
-            .deferred
-            .iter()
-            .any(|d| d.writer == writer && d.id == id && d.seq == seq)
+        if !self.durable_pending(writer, id, seq)
+            && !self
+                .deferred
+                .iter()
+                .any(|d| d.writer == writer && d.id == id && d.seq == seq)
         {
             self.peer(writer).write_acks.push((id, seq));
         }

@@ -56,6 +56,20 @@ impl WriterLog {
         }
         Some(true)
     }
+
+    /// Takes every write `other` lists as applied here too (the union of both logs).
+    pub fn merge(&mut self, other: &WriterLog) {
+        if other.floor > self.floor {
+            self.floor = other.floor;
+        }
+        let floor = self.floor;
+        self.above.retain(|s| *s > floor);
+        self.above
+            .extend(other.above.iter().copied().filter(|s| *s > floor));
+        while self.above.remove(&(self.floor + 1)) {
+            self.floor += 1;
+        }
+    }
 }
 
 /// One primary in transit (paper `001` §3.2 steps 1–2).
