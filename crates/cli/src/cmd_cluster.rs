@@ -106,6 +106,11 @@ pub struct ClusterArgs {
     /// Write report.json with every node's report into this folder.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Persist the world: node I keeps its store in DIR/node-I. A second run on the same
+    /// DIR brings the world back from the stores (every avatar as of its last checkpoint,
+    /// every item) instead of creating a new one.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
 }
 
 /// Runs the command.
@@ -232,6 +237,9 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
         }
         if args.dashboard.is_some() {
             cmd.args(["--metrics", "127.0.0.1:0"]);
+        }
+        if let Some(d) = &args.data_dir {
+            cmd.arg("--data-dir").arg(d.join(format!("node-{i}")));
         }
         if let Some(c) = args.node_capacity {
             cmd.args(["--capacity", &c.min(args.clients.max(1)).to_string()]);

@@ -18,7 +18,8 @@ use worldmesh_net::transport::Transport;
 use worldmesh_net::udp::UdpTransport;
 use worldmesh_net::{Clock, DelayShim, DriverOptions, EventKind, JoinPolicy, NodeHandle, StopReason};
 use worldmesh_node::drain::DrainConfig;
-use worldmesh_node::{Event, Mode, Node, NodeConfig, RunSummary};
+use worldmesh_node::{Event, Mode, Node, NodeConfig, PersistConfig, RunSummary};
+use worldmesh_store::Store;
 
 use crate::duration::parse_duration;
 use crate::node_config::{
@@ -26,8 +27,8 @@ use crate::node_config::{
     check_frame_hz, check_loss, check_players,
 };
 use crate::node_report::{
-    EVENT_PREFIX, NodeReport, PlayersReport, READY_PREFIX, Ready, STARTED_PREFIX, SUMMARY_PREFIX, Started,
-    cpu_seconds, event_json,
+    EVENT_PREFIX, NodeReport, PersistReport, PlayersReport, READY_PREFIX, Ready, STARTED_PREFIX,
+    SUMMARY_PREFIX, Started, cpu_seconds, event_json,
 };
 use crate::summary;
 use worldmesh_net::Players;
@@ -115,9 +116,16 @@ pub struct NodeArgs {
     /// Membership timing profile: `lan` (default) or `wan`.
     #[arg(long, value_parser = ["lan", "wan"])]
     membership: Option<String>,
-    /// Placeholder: directory for persistence (issue 19); not used yet.
+    /// Persist this node's world in DIR/store.redb (created if absent): avatars at every
+    /// checkpoint, durable objects (items) and the writes to them in the frame they change;
+    /// a durable write is acknowledged only once it is on disk. A node started on a store
+    /// that holds a previous run recovers its objects from it instead of spawning the
+    /// initial ones. Off when absent: nothing survives the process.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// With --data-dir: frames between checkpoints of avatars [default: 10, 1 s at 10 Hz].
+    #[arg(long, value_parser = checkpoint_frames, value_name = "N")]
+    checkpoint_frames: Option<u32>,
     /// Serve Prometheus metrics at http://ADDR/metrics (text format 0.0.4), e.g.
     /// 127.0.0.1:9100 (port 0: any free port, printed in the ready line). Served from a
     /// thread of its own, off the frame loop; off when absent. The same endpoint serves
@@ -196,6 +204,10 @@ fn frame_hz(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
     check_frame_hz(v, "--frame-hz").map(|_| v)
 }
+fn checkpoint_frames(s: &str) -> Result<u32, String> {
+    let v: u32 = s.parse().map_err(|e| format!("{e}"))?;
+    node_config::check_checkpoint_frames(v, "--checkpoint-frames").map(|_| v)
+}
 fn backups(s: &str) -> Result<usize, String> {
     let v: usize = s.parse().map_err(|e| format!("{e}"))?;
     check_backups(v, "--backups").map(|_| v)
@@ -235,6 +247,7 @@ impl NodeArgs {
             epoch_ms: self.epoch_ms,
             membership: self.membership.clone(),
             data_dir: self.data_dir.clone(),
+            checkpoint_frames: self.checkpoint_frames,
             metrics: self.metrics,
             log_format: self.log_format,
             latency: self.latency.clone(),
@@ -387,6 +400,11 @@ fn build_node(
     cfg.membership = Some(s.membership.clone());
     cfg.address = Some(advertise);
     cfg.replica.backups = w.backups;
+    if s.data_dir.is_some() {
+        cfg.persist = Some(PersistConfig {
+            checkpoint_every: s.checkpoint_frames,
+        });
+    }
     // Object-update datagrams fit one QUIC DATAGRAM frame at QUIC's minimum MTU (1200-byte
     // packets leave 1162 bytes for a datagram with 4- to 8-byte connection ids): larger
     // ones would ride the reliable stream.
@@ -450,7 +468,10 @@ async fn serve<T: Transport + 'static>(
         advertise.set_port(local.port());
     }
     let clock = Clock::new(s.world.epoch_ms);
-    let node = build_node(&s, generation, advertise, clock.now())?;
+    let mut node = build_node(&s, generation, advertise, clock.now())?;
+    // Persistence: the store in --data-dir; a store holding a previous run is recovered
+    // (and the initial objects are not spawned again).
+    let (store, recovered) = open_store(&s, &mut node, clock.now())?;
     let shim = match (&s.shim_latency, s.shim_loss) {
         (None, 0.0) => None,
         (spec, l) => {
@@ -470,6 +491,7 @@ async fn serve<T: Transport + 'static>(
         }
     };
     let mut opts = DriverOptions::new(clock);
+    opts.store = store;
     opts.shim = shim;
     opts.seeds = s.contacts().to_vec();
     opts.join = JoinPolicy {
@@ -585,7 +607,7 @@ async fn serve<T: Transport + 'static>(
     let started_unix = worldmesh_net::driver::unix_ms();
     let cpu0 = cpu_seconds().unwrap_or(0.0);
     let mut primaries: Vec<ObjectId> = Vec::new();
-    if s.is_founder() {
+    if s.is_founder() && recovered.is_none() {
         let game = ModelConfig {
             map: s.world.map,
             ..ModelConfig::default()
@@ -607,6 +629,7 @@ async fn serve<T: Transport + 'static>(
             node: me,
             unix_ms: started_unix,
             primaries,
+            recovered: recovered.clone().unwrap_or_default(),
         };
         println!("{STARTED_PREFIX}{}", serde_json::to_string(&st)?);
     }
@@ -630,6 +653,13 @@ async fn serve<T: Transport + 'static>(
                 start_drain(&handle, &mut draining, "--drain-after").await;
             }
             sig = signals.next() => {
+                if sig == "SIGQUIT" {
+                    // Stop without draining: the objects stay here (and, with a store, in
+                    // it: a last checkpoint is taken), for a whole-cluster restart.
+                    tracing::info!(node = s.id, "SIGQUIT: stopping without a drain");
+                    handle.stop().await;
+                    break;
+                }
                 if draining.is_none() {
                     start_drain(&handle, &mut draining, sig).await;
                 } else {
@@ -661,6 +691,41 @@ async fn serve<T: Transport + 'static>(
     }
     let out = task.await?;
     finish(&s, &run, out, started_at, started_unix, cpu0, generation).await
+}
+
+/// Opens the store in `--data-dir` (if set) and recovers `node` from it when it holds a
+/// previous run. Returns the store for the driver and the recovered primaries (`None`:
+/// a fresh store, or no persistence).
+fn open_store(
+    s: &NodeSettings,
+    node: &mut Node<ModelObject>,
+    now: Time,
+) -> anyhow::Result<(Option<Store>, Option<Vec<ObjectId>>)> {
+    let Some(dir) = &s.data_dir else {
+        return Ok((None, None));
+    };
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+    let store = Store::open(dir)?;
+    let rec = store.load()?;
+    if rec.is_empty() {
+        tracing::info!(node = s.id, store = %store.path().display(), "new store");
+        return Ok((Some(store), None));
+    }
+    let report = node
+        .recover(now, rec)
+        .with_context(|| format!("cannot recover from {}", store.path().display()))?;
+    let ids = node.store().primary_ids();
+    tracing::info!(
+        node = s.id,
+        store = %store.path().display(),
+        durable = report.durable,
+        checkpointed = report.checkpointed,
+        log_entries = report.log_entries,
+        last_checkpoint_frame = report.last_checkpoint.map(|c| c.frame),
+        "recovered from the store"
+    );
+    Ok((Some(store), Some(ids)))
 }
 
 async fn start_drain(
@@ -724,6 +789,10 @@ async fn finish<T: Transport>(
             port: p.port,
             assignment: p.assignment,
         }),
+        persist: node.persist_stats().map(|st| PersistReport {
+            node: st.clone(),
+            store: out.persist.clone().unwrap_or_default(),
+        }),
     };
     tracing::info!(
         node = s.id,
@@ -784,10 +853,11 @@ fn stdin_lines(enabled: bool) -> tokio::sync::mpsc::Receiver<String> {
     rx
 }
 
-/// SIGTERM and SIGINT.
+/// SIGTERM and SIGINT (drain), SIGQUIT (stop without a drain).
 struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    quit: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -796,6 +866,7 @@ impl Signals {
         Ok(Self {
             term: signal(SignalKind::terminate()).context("cannot watch SIGTERM")?,
             int: signal(SignalKind::interrupt()).context("cannot watch SIGINT")?,
+            quit: signal(SignalKind::quit()).context("cannot watch SIGQUIT")?,
         })
     }
 
@@ -803,6 +874,7 @@ impl Signals {
         tokio::select! {
             _ = self.term.recv() => "SIGTERM",
             _ = self.int.recv() => "SIGINT",
+            _ = self.quit.recv() => "SIGQUIT",
         }
     }
 }

@@ -41,7 +41,8 @@ enum Command {
     /// Spawn real node processes on loopback, run them, print the same summary.
     Cluster(cmd_cluster::ClusterArgs),
     /// Run one real node: QUIC with mutual TLS, membership through seeds, graceful drain
-    /// on SIGTERM (settings from flags or --config FILE).
+    /// on SIGTERM or SIGINT, stop without a drain on SIGQUIT, persistence with --data-dir
+    /// (settings from flags or --config FILE).
     Node(cmd_node::NodeArgs),
     /// Run a named experiment that reproduces a paper's figure or table.
     Experiment(cmd_experiment::ExperimentArgs),

@@ -14,7 +14,8 @@
 //! frame_hz = 10.0
 //! backups = 2
 //! transport = "quic"               # "udp-insecure" only as a benchmark baseline
-//! data_dir = "/var/lib/worldmesh"  # placeholder (persistence, issue 19)
+//! data_dir = "/var/lib/worldmesh"  # the node's store (persistence; off if absent)
+//! checkpoint_frames = 10           # Checkpointed objects written every N frames
 //! metrics = "127.0.0.1:9100"       # Prometheus metrics at http://ADDR/metrics (off if absent)
 //! log_format = "human"             # or "json"
 //! join_timeout_s = 30
@@ -234,8 +235,11 @@ pub struct NodeSettings {
     pub membership_profile: String,
     /// The player port, if the node admits players.
     pub players: Option<PlayerSettings>,
-    /// Placeholder: persistence directory (issue 19).
+    /// The node's store directory (`DIR/store.redb`): the node persists its primaries
+    /// and recovers them at start (issue 19). `None`: nothing persists.
     pub data_dir: Option<PathBuf>,
+    /// Frames between checkpoints of `Checkpointed` objects.
+    pub checkpoint_frames: u32,
     /// Where to serve Prometheus metrics (`GET /metrics`; `None`: not served).
     pub metrics: Option<SocketAddr>,
     /// Log format.
@@ -318,6 +322,8 @@ pub struct FileConfig {
     backups: Option<usize>,
     transport: Option<TransportKind>,
     data_dir: Option<PathBuf>,
+    #[serde(default, deserialize_with = "checkpoint_frames")]
+    checkpoint_frames: Option<u32>,
     metrics: Option<SocketAddr>,
     log_format: Option<LogFormat>,
     #[serde(default, deserialize_with = "secs")]
@@ -393,6 +399,9 @@ fn frame_hz<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
 fn backups<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
     checked(d, |v: &usize| check_backups(*v, "backups"))
 }
+fn checkpoint_frames<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    checked(d, |v: &u32| check_checkpoint_frames(*v, "checkpoint_frames"))
+}
 fn players<'de, D: Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
     checked(d, |v: &usize| check_players(*v, "world.players"))
 }
@@ -460,6 +469,14 @@ pub fn check_backups(v: usize, what: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("{what} must be at most 16, got {v}"))
+    }
+}
+/// `checkpoint_frames` in 1..=100,000.
+pub fn check_checkpoint_frames(v: u32, what: &str) -> Result<(), String> {
+    if (1..=100_000).contains(&v) {
+        Ok(())
+    } else {
+        Err(format!("{what} must be in 1..=100000, got {v}"))
     }
 }
 /// `players` at most 100,000.
@@ -592,6 +609,8 @@ pub struct Overrides {
     pub membership: Option<String>,
     /// `--data-dir`.
     pub data_dir: Option<PathBuf>,
+    /// `--checkpoint-frames`.
+    pub checkpoint_frames: Option<u32>,
     /// `--metrics`.
     pub metrics: Option<SocketAddr>,
     /// `--log-format`.
@@ -825,6 +844,7 @@ pub fn resolve(file: FileConfig, o: Overrides, source: &str) -> Result<NodeSetti
         membership,
         membership_profile: profile,
         data_dir: o.data_dir.clone().or(file.data_dir),
+        checkpoint_frames: o.checkpoint_frames.or(file.checkpoint_frames).unwrap_or(10),
         metrics: o.metrics.or(file.metrics),
         log_format: o.log_format.or(file.log_format).unwrap_or(LogFormat::Human),
         shim_latency: o.latency.clone().or(file.shim.latency),

@@ -52,6 +52,10 @@ pub struct Started {
     pub unix_ms: u64,
     /// The initial objects it spawned.
     pub primaries: Vec<ObjectId>,
+    /// The objects it recovered from its store (`--data-dir` holding a previous run; it
+    /// then spawns nothing).
+    #[serde(default)]
+    pub recovered: Vec<ObjectId>,
 }
 
 /// Everything a node process reports at the end: the node's summary (the same figures the
@@ -102,6 +106,19 @@ pub struct NodeReport {
     /// Players: sessions and the player port, if the node admitted players.
     #[serde(default)]
     pub players: Option<PlayersReport>,
+    /// Persistence, if the node had a store (`--data-dir`).
+    #[serde(default)]
+    pub persist: Option<PersistReport>,
+}
+
+/// What a node persisted over the run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PersistReport {
+    /// The node's counters: batches, objects written and deleted, durable writes logged,
+    /// checkpoints, what it recovered at start.
+    pub node: worldmesh_node::PersistStats,
+    /// How the store kept up: batches applied, apply time quantiles (fsync included).
+    pub store: worldmesh_net::PersistTimes,
 }
 
 /// A node's players over the run.

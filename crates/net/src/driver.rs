@@ -19,6 +19,12 @@
 //! [`DriverOptions::metrics`] is set, publishes a [`MetricsSnapshot`] once a second for
 //! the metrics endpoint ([`crate::metrics_server`]), which renders it on its own thread.
 //!
+//! With [`DriverOptions::store`], it performs the node's persistence effects: every batch
+//! [`Node::poll_persist`] hands out goes to a store thread of its own ([`crate::persister`]),
+//! and each completion is reported back with [`Node::handle_persisted`]; a batch the store
+//! cannot apply stops the run ([`NetError::Store`]). When the run ends it takes a last
+//! checkpoint and waits until every batch is on disk.
+//!
 //! It makes no protocol decision: joining (dial the seeds, then [`Node::join`]), draining
 //! and stopping are the node's, on command. A drain ends the run after
 //! [`Event::Drained`] (and a short linger so the leave reaches the others).
@@ -36,6 +42,7 @@ use worldmesh_replica::GameObject;
 use crate::clock::Clock;
 use crate::join::{JoinError, JoinPolicy, reach_seeds};
 use crate::metrics::{FrameTimeSummary, FrameTimes, MetricsSnapshot, PlayerMetrics, SnapshotCell};
+use crate::persister::{Completion, PersistTimes, Persister};
 use crate::players::{PlayerEvent, PlayerHost, PlayerListener, PlayerPortStats};
 use crate::shim::DelayShim;
 use crate::transport::{RefusalReason, Transport, TransportEvent, TransportStats, class_of};
@@ -47,6 +54,13 @@ pub enum NetError {
     /// No seed could be joined.
     #[error(transparent)]
     Join(#[from] JoinError),
+    /// The store could not apply a batch (the node stops rather than acknowledge durable
+    /// writes that are not on disk).
+    #[error("persistence failed: {0}")]
+    Store(#[from] worldmesh_store::StoreError),
+    /// The store's thread could not be started.
+    #[error("cannot start the store thread: {0}")]
+    StoreThread(std::io::Error),
 }
 
 /// How the driver runs.
@@ -73,6 +87,9 @@ pub struct DriverOptions {
     /// Where to publish a [`ViewSnapshot`] for a live dashboard: after a frame, at most
     /// every [`ViewCell::period`], and only while the view is wanted.
     pub view: Option<ViewCell>,
+    /// The node's store (persistence on: the node was configured with
+    /// `NodeConfig::persist`, and recovered from this store if it held anything).
+    pub store: Option<worldmesh_store::Store>,
 }
 
 impl DriverOptions {
@@ -89,6 +106,7 @@ impl DriverOptions {
             log_period: Duration::from_secs(5),
             metrics: None,
             view: None,
+            store: None,
         }
     }
 }
@@ -238,6 +256,8 @@ pub struct RunOutcome<O: GameObject, T> {
     pub players: Option<PlayersOutcome>,
     /// Frame durations over the run.
     pub frame_times: FrameTimeSummary,
+    /// How the store kept up, if the node persisted.
+    pub persist: Option<PersistTimes>,
 }
 
 /// The players' counters of a node.
@@ -398,7 +418,12 @@ where
             let _ = join_tx.send(reach_seeds(&dialer, &seeds, &policy).await);
         });
     }
+    let persister = match opts.store.take() {
+        Some(store) => Some(Persister::start(store).map_err(NetError::StoreThread)?),
+        None => None,
+    };
     let mut d = Driver {
+        persister,
         clock: opts.clock,
         node,
         transport,
@@ -457,6 +482,11 @@ where
                 Some(c) => d.on_command(c),
                 None => break StopReason::HandleDropped,
             },
+            c = recv_persisted(&mut d.persister) => {
+                if let Some(c) = c {
+                    d.on_persisted(c)?;
+                }
+            }
             r = &mut join_rx, if joining => {
                 joining = false;
                 match r {
@@ -480,6 +510,17 @@ where
         p.host.shutdown(now, &mut d.node);
     }
     d.pump(Instant::now());
+    if d.persister.is_some() {
+        // A planned stop loses nothing: a last checkpoint, then every batch on disk.
+        let now = d.clock.now();
+        d.node.checkpoint(now);
+        d.pump(Instant::now());
+        let done = d.persister.as_mut().map(Persister::finish).unwrap_or_default();
+        for c in done {
+            d.on_persisted(c)?;
+        }
+        d.pump(Instant::now());
+    }
     if let Some(p) = &d.players {
         p.listener.shutdown();
     }
@@ -499,7 +540,16 @@ where
         ended,
         players: d.players.as_ref().map(Players::outcome),
         frame_times: d.frame_times.summary(),
+        persist: d.persister.as_ref().map(Persister::times),
     })
+}
+
+/// The next store completion, or never when the node does not persist.
+async fn recv_persisted(p: &mut Option<Persister>) -> Option<Completion> {
+    match p {
+        Some(p) => p.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 impl<O: GameObject> Players<O> {
@@ -521,6 +571,8 @@ async fn recv_player<O: GameObject>(p: &mut Option<Players<O>>) -> PlayerEvent {
 }
 
 struct Driver<O: GameObject, T> {
+    /// The store's thread, if the node persists.
+    persister: Option<Persister>,
     clock: Clock,
     node: Node<O>,
     transport: T,
@@ -689,6 +741,14 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
                 tracing::info!(node = self.node.id().0, "{line}");
             }
         }
+        while let Some(r) = self.node.poll_persist() {
+            match &mut self.persister {
+                Some(p) => p.send(r),
+                // A node configured to persist without a store: its durable writes are
+                // never acknowledged (never falsely).
+                None => tracing::debug!(node = self.node.id().0, batch = r.id, "no store: batch dropped"),
+            }
+        }
         while let Some(t) = self.node.poll_transmit() {
             match &mut self.shim {
                 Some(shim) => shim.push(now, t.dst, t.datagram),
@@ -703,6 +763,21 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
         }
         while let Some(e) = self.node.poll_event() {
             self.on_node_event(e);
+        }
+    }
+
+    /// A store batch is done: the node acknowledges the durable writes it held.
+    fn on_persisted(&mut self, (id, res, _): Completion) -> Result<(), NetError> {
+        match res {
+            Ok(()) => {
+                let now = self.clock.now();
+                self.node.handle_persisted(now, id);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(node = self.node.id().0, batch = id, error = %e, "the store failed: stopping");
+                Err(NetError::Store(e))
+            }
         }
     }
 

@@ -32,6 +32,7 @@ pub mod hello;
 pub mod join;
 pub mod metrics;
 pub mod metrics_server;
+pub mod persister;
 pub mod pki;
 pub mod players;
 pub mod quic;
@@ -46,4 +47,5 @@ pub use driver::{
     Snapshot, StopReason, run_node, start, start_with_players,
 };
 pub use join::{JoinError, JoinPolicy};
+pub use persister::PersistTimes;
 pub use shim::DelayShim;

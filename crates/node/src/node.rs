@@ -668,6 +668,16 @@ impl<O: GameObject> Node<O> {
         let _ = now;
     }
 
+    /// Queues a checkpoint batch now (outside the frame loop): every changed primary of
+    /// the `Checkpointed` and `Durable` classes, and the checkpoint marker. A driver calls
+    /// it when it stops, so a planned stop loses nothing.
+    pub fn checkpoint(&mut self, now: Time) {
+        if let Some(p) = &mut self.persist {
+            p.checkpoint_next();
+        }
+        self.persist_frame(now);
+    }
+
     /// Store batches requested and not yet reported done.
     pub fn persist_pending(&self) -> usize {
         self.persist.as_ref().map_or(0, Persistence::pending)

@@ -340,6 +340,11 @@ impl Persistence {
         self.queue.push_back(PersistRequest { id, batch: b });
     }
 
+    /// Makes the next [`Persistence::after_frame`] a checkpoint.
+    pub(crate) fn checkpoint_next(&mut self) {
+        self.frames_since = self.cfg.checkpoint_every;
+    }
+
     /// Replaces the log entries at or below each writer's floor by one floor marker.
     fn compact<O: GameObject>(
         &mut self,
@@ -348,7 +353,7 @@ impl Persistence {
         b: &mut Batch,
     ) {
         for ((id, writer), seqs) in self.logged.iter_mut() {
-            let Some(log) = replicas.writer_log(*id, *writer) else {
+            let Some(log) = replicas.writer_log(*id, *writer).filter(|l| l.floor > 0) else {
                 continue;
             };
             let below: Vec<u64> = seqs.range(1..=log.floor).copied().collect();

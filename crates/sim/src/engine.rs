@@ -6,6 +6,14 @@
 //! re-arms the node's timer from `poll_timeout`. Ties in time are broken by insertion
 //! order, which makes every run reproducible.
 //!
+//! Nodes that persist (`NodeConfig::persist`, issue 19) hand their store batches to the
+//! engine like datagrams ([`Simulation::with_persistence`]): each is applied to the node's
+//! in-memory store ([`MemStore`], the real store's semantics) after a modelled latency, in
+//! order, and its completion reaches the node a moment later. A crash loses the batches
+//! not yet applied, and one applied but whose completion had not arrived stays applied
+//! and unacknowledged — the two crash points of a real store thread. A restarted node is
+//! built from [`Simulation::store`].
+//!
 //! The heap orders small keys (time, insertion number, slot); the events themselves wait
 //! in a slab of reusable slots, so sifting moves 24 bytes per step instead of a whole
 //! event.
@@ -13,20 +21,68 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use std::time::Duration;
+
 use worldmesh_core::{NodeId, Time};
 use worldmesh_node::{Event, Node, NodeSummary};
 use worldmesh_replica::GameObject;
+use worldmesh_store::{Batch, MemStore};
 
 use crate::metrics::Collector;
 use crate::network::{Fate, NetworkModel, NetworkStats};
 use crate::oracle::{Discovery, Oracle};
 
 enum Kind {
-    Deliver { dst: u32, src: u32, datagram: Vec<u8> },
-    Wake { node: u32 },
+    Deliver {
+        dst: u32,
+        src: u32,
+        datagram: Vec<u8>,
+    },
+    Wake {
+        node: u32,
+    },
     OracleTick,
     Discover(Discovery),
     Sample,
+    /// A store batch of `node`'s process `incarnation` is applied.
+    Persist {
+        node: u32,
+        incarnation: u32,
+        id: u64,
+        batch: Box<Batch>,
+    },
+    /// Its completion reaches the node.
+    Persisted {
+        node: u32,
+        incarnation: u32,
+        id: u64,
+    },
+}
+
+/// Between a batch on disk and the node learning it (the store thread's channel).
+const COMPLETION_DELAY: Duration = Duration::from_micros(20);
+
+/// The stores of persisting nodes and what happened to their batches.
+struct Stores {
+    latency: Duration,
+    stores: Vec<MemStore>,
+    /// When each node's store is free again (batches are applied one at a time, in order).
+    busy_until: Vec<Time>,
+    /// Each node's process count (a crash or restart starts a new one): batches of an
+    /// earlier process never apply or complete.
+    incarnation: Vec<u32>,
+    stats: PersistSimStats,
+}
+
+/// What the modelled stores did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PersistSimStats {
+    /// Batches applied.
+    pub applied: u64,
+    /// Batches lost: their node crashed before they were applied.
+    pub lost: u64,
+    /// Batches applied whose node crashed before it learned it.
+    pub unacknowledged: u64,
 }
 
 /// The oracle locator attached to a simulation.
@@ -67,6 +123,8 @@ pub struct Simulation<O: GameObject> {
     region_migrations: u64,
     /// The node the last [`Simulation::step`] ran (for checks after every event).
     touched: Option<usize>,
+    /// Persistence performed against in-memory stores, if on.
+    stores: Option<Stores>,
 }
 
 impl<O: GameObject> Simulation<O> {
@@ -96,6 +154,7 @@ impl<O: GameObject> Simulation<O> {
             placement: None,
             region_migrations: 0,
             touched: None,
+            stores: None,
         };
         for i in 0..n {
             sim.after_input(i);
@@ -118,6 +177,30 @@ impl<O: GameObject> Simulation<O> {
     /// Region migrations the placement loops started so far.
     pub fn region_migrations(&self) -> u64 {
         self.region_migrations
+    }
+
+    /// Performs the store batches of persisting nodes against in-memory stores, each
+    /// applied `latency` after the previous one of its node finished (see the module docs).
+    pub fn with_persistence(mut self, latency: Duration) -> Self {
+        let n = self.nodes.len();
+        self.stores = Some(Stores {
+            latency,
+            stores: vec![MemStore::new(); n],
+            busy_until: vec![Time::ZERO; n],
+            incarnation: vec![0; n],
+            stats: PersistSimStats::default(),
+        });
+        self
+    }
+
+    /// Node `id`'s store (persistence on): what a restarted process recovers from.
+    pub fn store(&self, id: NodeId) -> Option<&MemStore> {
+        self.stores.as_ref().and_then(|s| s.stores.get(id.0 as usize))
+    }
+
+    /// What the modelled stores did (persistence on).
+    pub fn persist_stats(&self) -> Option<&PersistSimStats> {
+        self.stores.as_ref().map(|s| &s.stats)
     }
 
     /// Attaches an oracle locator that matches every `interval` and delivers discoveries
@@ -192,6 +275,11 @@ impl<O: GameObject> Simulation<O> {
     /// Crashes a node: it stops running and everything sent to it is dropped.
     pub fn crash(&mut self, id: NodeId) {
         self.up[id.0 as usize] = false;
+        if let Some(s) = &mut self.stores
+            && let Some(inc) = s.incarnation.get_mut(id.0 as usize)
+        {
+            *inc += 1;
+        }
     }
 
     /// True if node `id` runs (not crashed).
@@ -208,6 +296,9 @@ impl<O: GameObject> Simulation<O> {
         self.nodes[i] = node;
         self.up[i] = true;
         self.timers[i] = None;
+        if let Some(s) = &mut self.stores {
+            s.incarnation[i] += 1;
+        }
         self.after_input(i);
     }
 
@@ -217,6 +308,11 @@ impl<O: GameObject> Simulation<O> {
         self.nodes.push(node);
         self.up.push(true);
         self.timers.push(None);
+        if let Some(s) = &mut self.stores {
+            s.stores.push(MemStore::new());
+            s.busy_until.push(Time::ZERO);
+            s.incarnation.push(0);
+        }
         self.after_input(self.nodes.len() - 1);
     }
 
@@ -298,6 +394,25 @@ impl<O: GameObject> Simulation<O> {
                         );
                     }
                 }
+            }
+        }
+        if let Some(s) = &mut self.stores {
+            let mut due = Vec::new();
+            while let Some(r) = self.nodes[i].poll_persist() {
+                let at = self.now.max(s.busy_until[i]) + s.latency;
+                s.busy_until[i] = at;
+                due.push((at, s.incarnation[i], r));
+            }
+            for (at, incarnation, r) in due {
+                self.push(
+                    at,
+                    Kind::Persist {
+                        node: i as u32,
+                        incarnation,
+                        id: r.id,
+                        batch: Box::new(r.batch),
+                    },
+                );
             }
         }
         while let Some(e) = self.nodes[i].poll_event() {
@@ -382,6 +497,48 @@ impl<O: GameObject> Simulation<O> {
                     self.nodes[i].handle_discovery(self.now, d.object, d.primary, d.pos);
                     self.after_input(i);
                     self.touched = Some(i);
+                }
+            }
+            Kind::Persist {
+                node,
+                incarnation,
+                id,
+                batch,
+            } => {
+                let i = node as usize;
+                if let Some(s) = &mut self.stores {
+                    if self.up[i] && s.incarnation[i] == incarnation {
+                        s.stores[i].apply(&batch);
+                        s.stats.applied += 1;
+                        self.push(
+                            self.now + COMPLETION_DELAY,
+                            Kind::Persisted {
+                                node,
+                                incarnation,
+                                id,
+                            },
+                        );
+                    } else {
+                        s.stats.lost += 1;
+                    }
+                }
+            }
+            Kind::Persisted {
+                node,
+                incarnation,
+                id,
+            } => {
+                let i = node as usize;
+                let current = self
+                    .stores
+                    .as_ref()
+                    .is_some_and(|s| s.incarnation[i] == incarnation);
+                if self.up[i] && current {
+                    self.nodes[i].handle_persisted(self.now, id);
+                    self.after_input(i);
+                    self.touched = Some(i);
+                } else if let Some(s) = &mut self.stores {
+                    s.stats.unacknowledged += 1;
                 }
             }
             Kind::Sample => {

@@ -33,6 +33,6 @@ pub mod scenario;
 pub mod swarm;
 
 pub use config::{ConfigError, SimConfig};
-pub use engine::Simulation;
+pub use engine::{PersistSimStats, Simulation};
 pub use network::{NetworkConfig, NetworkModel, NetworkStats};
 pub use report::SimReport;

@@ -75,6 +75,7 @@ pub fn build_with_spares(cfg: &SimConfig, spares: usize) -> Result<Sim, ConfigEr
             nc.membership = cfg.cluster.membership_config();
             nc.replica.backups = cfg.cluster.backups;
             nc.replica.trace_writes = cfg.cluster.trace_writes;
+            nc.persist = cfg.cluster.persist_config();
             nc.migration.max_primaries = capacity;
             // Frames of different nodes are not aligned: start each at a random phase.
             let phase = root
@@ -95,6 +96,9 @@ pub fn build_with_spares(cfg: &SimConfig, spares: usize) -> Result<Sim, ConfigEr
     let frame = cfg.frame_interval();
     let mut sim = Simulation::new(nodes, net)
         .with_collector(Collector::new(Time::from_secs_f64(cfg.effective_warmup())), frame);
+    if cfg.cluster.checkpoint_frames > 0 {
+        sim = sim.with_persistence(Duration::from_secs_f64(cfg.cluster.store_latency_ms / 1000.0));
+    }
     if cfg.placement.enabled {
         sim = sim.with_placement(worldmesh_node::PlacementConfig {
             interval: Duration::from_secs_f64(cfg.placement.interval_s),
@@ -137,6 +141,7 @@ pub fn new_member(
     nc.membership = cfg.cluster.membership_config();
     nc.replica.backups = cfg.cluster.backups;
     nc.replica.trace_writes = cfg.cluster.trace_writes;
+    nc.persist = cfg.cluster.persist_config();
     nc.generation = generation;
     let mut node = Node::new(nc, Arc::clone(&world), now);
     if cfg.architecture == Architecture::Colyseus

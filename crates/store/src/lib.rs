@@ -40,11 +40,13 @@
 
 pub mod batch;
 pub mod error;
+pub mod memory;
 pub mod record;
 pub mod store;
 
 pub use batch::{Batch, Op};
 pub use error::StoreError;
+pub use memory::MemStore;
 pub use record::{
     BindingRecord, Checkpoint, ForwardingRecord, ObjectRecord, RecordError, WriteKey, WriteRecord,
 };

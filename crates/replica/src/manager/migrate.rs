@@ -439,6 +439,12 @@ impl<O: GameObject> ReplicaManager<O> {
         self.pending.len()
     }
 
+    /// The writes of this node not yet acknowledged: (target, this node's sequence number
+    /// for writes to it, from 1), ascending.
+    pub fn pending_write_ids(&self) -> impl Iterator<Item = (ObjectId, u64)> + '_ {
+        self.pending.keys().copied()
+    }
+
     /// Sequence numbers of `writer`'s writes applied to the local primary `id`.
     pub fn applied_log(&self, id: ObjectId, writer: NodeId) -> Option<&WriterLog> {
         self.applied.get(&id).and_then(|m| m.get(&writer))

@@ -1,0 +1,161 @@
+//! Performs the node's persistence effects (issue 19): the store batches
+//! [`worldmesh_node::Node::poll_persist`] hands out are applied on a thread of their own,
+//! in order, never on the frame loop's thread, and each completion is reported back to the
+//! driver, which tells the node ([`worldmesh_node::Node::handle_persisted`]).
+//!
+//! A batch that fails to apply is fatal: the node would otherwise acknowledge durable
+//! writes that are not on disk. The driver stops with [`crate::NetError::Store`].
+
+use std::sync::mpsc as std_mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use worldmesh_node::PersistRequest;
+use worldmesh_store::{Store, StoreError};
+
+/// A completed batch: its id, the outcome, and how long applying it took.
+pub(crate) type Completion = (u64, Result<(), StoreError>, Duration);
+
+/// Most apply times kept for the quantiles (the oldest are overwritten beyond).
+const MAX_SAMPLES: usize = 1 << 16;
+
+/// The store's thread and the channels to and from it.
+pub(crate) struct Persister {
+    tx: Option<std_mpsc::Sender<PersistRequest>>,
+    done: mpsc::UnboundedReceiver<Completion>,
+    thread: Option<JoinHandle<()>>,
+    /// Batches sent and not yet completed.
+    in_flight: usize,
+    samples: Vec<u32>,
+    next_sample: usize,
+    stats: PersistTimes,
+}
+
+/// How the store kept up: batches applied and how long each took.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PersistTimes {
+    /// Batches applied.
+    pub batches: u64,
+    /// Median time to apply a batch (fsync included), milliseconds.
+    pub apply_p50_ms: f64,
+    /// 99th percentile, milliseconds.
+    pub apply_p99_ms: f64,
+    /// Longest, milliseconds.
+    pub apply_max_ms: f64,
+    /// Most batches waiting at once.
+    pub max_queued: usize,
+}
+
+impl Persister {
+    /// Starts the store's thread.
+    pub(crate) fn start(mut store: Store) -> std::io::Result<Self> {
+        let (tx, rx) = std_mpsc::channel::<PersistRequest>();
+        let (done_tx, done) = mpsc::unbounded_channel();
+        let thread = std::thread::Builder::new()
+            .name("worldmesh-store".into())
+            .spawn(move || {
+                let path = store.path().to_path_buf();
+                for r in rx {
+                    let t0 = Instant::now();
+                    // A panic inside the engine is reported like any failure, never lost
+                    // with the thread (the run would wait for the batch forever).
+                    let res =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.apply(&r.batch)))
+                            .unwrap_or_else(|p| {
+                                let message = p
+                                    .downcast_ref::<&str>()
+                                    .map(|s| (*s).to_owned())
+                                    .or_else(|| p.downcast_ref::<String>().cloned())
+                                    .unwrap_or_else(|| "panic".into());
+                                Err(StoreError::EnginePanic {
+                                    path: path.clone(),
+                                    action: "apply a batch",
+                                    message,
+                                })
+                            });
+                    let failed = res.is_err();
+                    if done_tx.send((r.id, res, t0.elapsed())).is_err() || failed {
+                        return;
+                    }
+                }
+            })?;
+        Ok(Self {
+            tx: Some(tx),
+            done,
+            thread: Some(thread),
+            in_flight: 0,
+            samples: Vec::new(),
+            next_sample: 0,
+            stats: PersistTimes::default(),
+        })
+    }
+
+    /// Queues a batch for the store's thread.
+    pub(crate) fn send(&mut self, r: PersistRequest) {
+        if let Some(tx) = &self.tx
+            && tx.send(r).is_ok()
+        {
+            self.in_flight += 1;
+            self.stats.max_queued = self.stats.max_queued.max(self.in_flight);
+        }
+    }
+
+    /// The next completion. After the thread ended (a failure, already reported, or
+    /// [`Persister::finish`]) nothing more comes: pending forever.
+    pub(crate) async fn recv(&mut self) -> Option<Completion> {
+        match self.done.recv().await {
+            Some(c) => {
+                self.record(c.2);
+                Some(c)
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    fn record(&mut self, took: Duration) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.stats.batches += 1;
+        let us = took.as_micros().min(u128::from(u32::MAX)) as u32;
+        if self.samples.len() < MAX_SAMPLES {
+            self.samples.push(us);
+        } else {
+            self.samples[self.next_sample] = us;
+            self.next_sample = (self.next_sample + 1) % MAX_SAMPLES;
+        }
+    }
+
+    /// Waits until every queued batch is applied (the run is ending) and returns their
+    /// completions; the thread ends.
+    pub(crate) fn finish(&mut self) -> Vec<Completion> {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let mut out = Vec::new();
+        while let Ok(c) = self.done.try_recv() {
+            self.record(c.2);
+            out.push(c);
+        }
+        out
+    }
+
+    /// Apply times so far.
+    pub(crate) fn times(&self) -> PersistTimes {
+        let mut s = self.samples.clone();
+        s.sort_unstable();
+        let q = |p: f64| -> f64 {
+            if s.is_empty() {
+                return 0.0;
+            }
+            let i = ((s.len() - 1) as f64 * p).round() as usize;
+            f64::from(s[i.min(s.len() - 1)]) / 1000.0
+        };
+        PersistTimes {
+            apply_p50_ms: q(0.5),
+            apply_p99_ms: q(0.99),
+            apply_max_ms: s.last().map_or(0.0, |m| f64::from(*m) / 1000.0),
+            ..self.stats.clone()
+        }
+    }
+}
