@@ -712,9 +712,19 @@ fn open_store(
         tracing::info!(node = s.id, store = %store.path().display(), "new store");
         return Ok((Some(store), None));
     }
-    let report = node
-        .recover(now, rec)
-        .with_context(|| format!("cannot recover from {}", store.path().display()))?;
+    // A node that joins a running world (`--join`) installs what it kept only once the
+    // others had time to tell it what they adopted while it was down; founders (a whole
+    // world restarting) install it at once.
+    let report = if s.join.is_empty() {
+        node.recover(now, rec)
+    } else {
+        node.recover_after_join(
+            now,
+            rec,
+            s.membership.suspect_to_down_after + Duration::from_secs(1),
+        )
+    }
+    .with_context(|| format!("cannot recover from {}", store.path().display()))?;
     let ids = node.store().primary_ids();
     tracing::info!(
         node = s.id,

@@ -224,3 +224,49 @@ fn bad_certificates_name_the_file_and_the_reason() {
     assert!(err.contains("missing.pem: cannot read"), "{err}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A node started on a damaged store refuses to start, naming the store file and what is
+/// wrong, and never panics: a truncated file, and a file that is not a store at all.
+#[test]
+fn a_damaged_store_names_the_file_and_what_is_wrong() {
+    let dir = tmp("node-store");
+    let (ca, nodes) = pki::throwaway(&dir.join("pki"), [NodeId(0)]).unwrap();
+    let data = dir.join("data");
+    let start = |data: &Path| {
+        fails(
+            worldmesh()
+                .args(["node", "--id", "0", "--listen", "127.0.0.1:0", "--duration", "1s"])
+                .arg("--ca")
+                .arg(&ca.cert)
+                .arg("--cert")
+                .arg(&nodes[0].cert)
+                .arg("--key")
+                .arg(&nodes[0].key)
+                .arg("--data-dir")
+                .arg(data)
+                .output()
+                .unwrap(),
+        )
+    };
+    // A real store with a checkpoint marker, then cut in half.
+    std::fs::create_dir_all(&data).unwrap();
+    let file = data.join(worldmesh_store::FILE_NAME);
+    {
+        let mut s = worldmesh_store::Store::open(&data).unwrap();
+        let mut b = worldmesh_store::Batch::new();
+        b.checkpoint(worldmesh_store::Checkpoint {
+            frame: 1,
+            time: worldmesh_core::Time::ZERO,
+        });
+        s.apply(&b).unwrap();
+    }
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes[..bytes.len() / 2]).unwrap();
+    let err = start(&data);
+    assert!(err.contains(&file.display().to_string()), "{err}");
+    // Not a store at all.
+    std::fs::write(&file, b"these are not the bytes you are looking for").unwrap();
+    let err = start(&data);
+    assert!(err.contains(&file.display().to_string()), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}

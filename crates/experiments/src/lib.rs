@@ -29,6 +29,7 @@ pub mod locator_loadbal;
 pub mod locator_predtime;
 pub mod locator_runs;
 pub mod migration;
+pub mod persist_cost;
 pub mod plan_validate;
 pub mod plan_vis;
 pub mod player_capacity;
@@ -239,6 +240,13 @@ pub fn registry() -> Vec<Experiment> {
             run: assign_vivaldi::run,
         },
         Experiment {
+            name: "persist-cost",
+            reproduces: "issue 19 benchmark (no paper figure)",
+            summary: "what persistence costs a node on the real store: frame-time overhead of checkpointing 2,000 avatars at 20 Hz, durable-write latency p50/p99, recovery time per 10,000 objects",
+            claims: persist_cost::CLAIMS,
+            run: persist_cost::run,
+        },
+        Experiment {
             name: "player-capacity",
             reproduces: "issue 16 item 6 benchmark (no paper figure)",
             summary: "players one node sustains at 20 Hz on one core: node frame time p50/p99/max vs connected clients (250..4000), bytes and views per client, clients behind",
@@ -431,6 +439,21 @@ mod tests {
         }
         assert!(!out.tables[0].rows.is_empty());
         std::fs::remove_dir_all(ctx.out.root()).unwrap();
+    }
+
+    #[test]
+    fn persist_cost_quick_measures_all_three_parts() {
+        let ctx = quick_ctx("persist-cost");
+        let out = (find("persist-cost").unwrap().run)(&ctx).unwrap();
+        let r = std::fs::read_to_string(ctx.out.path("persist_cost.json")).unwrap();
+        let r: serde_json::Value = serde_json::from_str(&r).unwrap();
+        // 500 avatars plus the items, every frame timed both ways.
+        assert!(r["objects"].as_u64().unwrap() > 500, "{r}");
+        assert_eq!(r["frames"], 100);
+        assert!(r["durable_writes"].as_u64().unwrap() >= 10, "{r}");
+        // Every record written was recovered (the run fails otherwise).
+        assert!(r["recovery_records"].as_u64().unwrap() >= 2_000, "{r}");
+        assert_eq!(out.checks.len(), 1);
     }
 
     #[test]

@@ -401,6 +401,7 @@ impl<O: GameObject> Node<O> {
     /// Advances timers: runs a frame when one is due.
     pub fn handle_timeout(&mut self, now: Time) {
         self.membership_timeout(now);
+        self.activate_recovered(now);
         if now >= self.next_frame {
             self.run_frame(now);
             while self.next_frame <= now {
@@ -642,6 +643,24 @@ impl<O: GameObject> Node<O> {
         self.send_packets(now, packets);
     }
 
+    /// Installs the objects recovered for after the join, once due
+    /// ([`Node::recover_after_join`]).
+    fn activate_recovered(&mut self, now: Time) {
+        let Some(p) = &mut self.persist else {
+            return;
+        };
+        if p.deferred_due().is_none_or(|t| now < t) {
+            return;
+        }
+        let membership = self.membership.as_ref();
+        let installed = p.activate_due(now, &mut self.replicas, |w| {
+            membership.and_then(|m| m.identity(w)).map(|m| m.generation)
+        });
+        for id in installed {
+            self.push_event(Event::PrimaryCreated { id });
+        }
+    }
+
     /// Queues the frame's store batch, if persistence is on and something changed.
     fn persist_frame(&mut self, now: Time) {
         let Some(p) = &mut self.persist else {
@@ -697,11 +716,37 @@ impl<O: GameObject> Node<O> {
         now: Time,
         recovered: worldmesh_store::Recovered,
     ) -> Result<RecoveryReport, RecoverError> {
+        self.recover_with(now, recovered, None)
+    }
+
+    /// [`Node::recover`] for a node that rejoins a **running** world: the stored primaries
+    /// are installed only `settle` after the node joined the cluster (`Event::Joined`),
+    /// and only those the world has not moved on from while the node was down — not
+    /// adopted or migrated under a later epoch, not held here as a replica by then (the
+    /// adopters announce their adoptions to a member that comes up). Until then nothing
+    /// of them is sent, so no replica ever follows a stale copy and then the adopter's.
+    /// Without dynamic membership this is [`Node::recover`].
+    pub fn recover_after_join(
+        &mut self,
+        now: Time,
+        recovered: worldmesh_store::Recovered,
+        settle: Duration,
+    ) -> Result<RecoveryReport, RecoverError> {
+        let settle = self.membership.is_some().then_some(settle);
+        self.recover_with(now, recovered, settle)
+    }
+
+    fn recover_with(
+        &mut self,
+        now: Time,
+        recovered: worldmesh_store::Recovered,
+        settle: Option<Duration>,
+    ) -> Result<RecoveryReport, RecoverError> {
         let membership = self.membership.is_some();
         let Some(p) = &mut self.persist else {
             return Err(RecoverError::Disabled);
         };
-        let report = p.recover(now, &mut self.replicas, recovered, membership)?;
+        let report = p.recover(now, &mut self.replicas, recovered, membership, settle)?;
         // Members already live (a configured member list is assumed up at construction).
         if let Some(m) = &self.membership {
             for w in m.live() {

@@ -15,8 +15,8 @@
 //!   survives any crash, and the log tells the restarted node which writes its state
 //!   already contains (a resend is then acknowledged, not applied again).
 //! - **`Checkpointed`** primaries (avatars) are written every
-//!   [`PersistConfig::checkpoint_every`] frames if they changed: a crash loses at most one
-//!   checkpoint interval of their changes.
+//!   [`PersistConfig::checkpoint_every`] frames if they changed, from the node's first
+//!   frame on: a crash loses at most one checkpoint interval of their changes.
 //! - **`Ephemeral`** objects (missiles) are never written.
 //!
 //! A primary that leaves the node (deleted, migrated, adopted elsewhere after this node
@@ -49,6 +49,7 @@
 //! the cluster's notices).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
 
 use worldmesh_core::{Durability, NodeId, ObjectId, Time};
 use worldmesh_replica::{GameObject, ReplicaManager, Role, WriterLog};
@@ -100,6 +101,10 @@ pub struct PersistStats {
     /// Per-writer logs discarded after recovery (their writer restarted, or membership is
     /// off).
     pub discarded_logs: u64,
+    /// Recovered objects not installed: the world moved on from them while the node was
+    /// down (adopted or migrated under a later epoch, or held here as a replica by then).
+    #[serde(default)]
+    pub superseded: u64,
 }
 
 /// Why a node cannot recover from its store.
@@ -176,7 +181,22 @@ pub(crate) struct Persistence {
     kept: BTreeMap<NodeId, Vec<KeptLog>>,
     /// Log entries to delete in the next batch (discarded logs).
     to_delete: Vec<WriteKey>,
+    /// Object records to delete in the next batch (recovered copies the world moved on
+    /// from).
+    to_delete_objects: Vec<ObjectId>,
+    /// Recovered objects waiting for the cluster to settle (a node rejoining a running
+    /// world).
+    deferred: Option<Deferred>,
     stats: PersistStats,
+}
+
+/// Stored primaries of a node rejoining a running world, installed only once the cluster
+/// had time to tell it what moved on while it was down.
+struct Deferred {
+    records: Vec<ObjectRecord>,
+    since: Time,
+    settle: Duration,
+    joined_at: Option<Time>,
 }
 
 /// The value of a log entry: writer's generation, then the write.
@@ -194,13 +214,17 @@ impl Persistence {
                 checkpoint_every: cfg.checkpoint_every.max(1),
             },
             next_id: 1,
-            frames_since: 0,
+            // The first frame is a checkpoint: the world a node starts with is on disk at
+            // once, with a marker that later recoveries bound their version jump by.
+            frames_since: cfg.checkpoint_every.max(1) - 1,
             stored: BTreeMap::new(),
             logged: BTreeMap::new(),
             in_flight: VecDeque::new(),
             queue: VecDeque::new(),
             kept: BTreeMap::new(),
             to_delete: Vec::new(),
+            to_delete_objects: Vec::new(),
+            deferred: None,
             stats: PersistStats::default(),
         }
     }
@@ -248,6 +272,10 @@ impl Persistence {
         let mut b = Batch::new();
         for k in self.to_delete.drain(..) {
             b.delete_write(k);
+        }
+        for id in std::mem::take(&mut self.to_delete_objects) {
+            b.delete_object(id);
+            self.stats.objects_deleted += 1;
         }
         let mut state = Vec::new();
         for (id, e) in replicas.store().iter() {
@@ -383,15 +411,18 @@ impl Persistence {
     }
 
     /// Installs what the store holds (see the module docs). `membership` says whether
-    /// writers' generations will be known (else every log is discarded).
+    /// writers' generations will be known (else every log is discarded). With `settle`,
+    /// the objects are installed only `settle` after the node joined the cluster, and only
+    /// those the world has not moved on from ([`Persistence::activate_due`]).
     pub(crate) fn recover<O: GameObject>(
         &mut self,
         now: Time,
         replicas: &mut ReplicaManager<O>,
         rec: Recovered,
         membership: bool,
+        settle: Option<Duration>,
     ) -> Result<RecoveryReport, RecoverError> {
-        if replicas.store().primary_count() > 0 || !self.stored.is_empty() {
+        if replicas.store().primary_count() > 0 || !self.stored.is_empty() || self.deferred.is_some() {
             return Err(RecoverError::NotFresh);
         }
         let since = rec.last_checkpoint.map_or(Time::ZERO, |c| c.time);
@@ -407,6 +438,10 @@ impl Persistence {
                 version: o.version,
                 reason: e.to_string(),
             })?;
+            match object.durability() {
+                Durability::Durable => report.durable += 1,
+                _ => report.checkpointed += 1,
+            }
             objects.push(object);
         }
         // Logs: (writer, generation, object) → log and its entries.
@@ -437,16 +472,20 @@ impl Persistence {
                 let _ = entry.0.record(seq);
             }
         }
-        for (o, object) in rec.objects.into_iter().zip(objects) {
-            let class = object.durability();
-            let version = replicas.recovery_version(o.version, since, now);
-            if replicas.recover_primary(now, o.id, o.epoch, version, object) {
-                self.stored.insert(o.id, (o.epoch, o.version, class));
-                match class {
-                    Durability::Durable => report.durable += 1,
-                    _ => report.checkpointed += 1,
+        let held: BTreeSet<ObjectId> = rec.objects.iter().map(|o| o.id).collect();
+        match settle {
+            Some(settle) => {
+                self.deferred = Some(Deferred {
+                    records: rec.objects,
+                    since,
+                    settle,
+                    joined_at: None,
+                });
+            }
+            None => {
+                for (o, object) in rec.objects.into_iter().zip(objects) {
+                    self.install(now, replicas, o.id, o.epoch, o.version, since, object);
                 }
-                self.stats.recovered_objects += 1;
             }
         }
         for ((writer, generation, id), (log, seqs)) in logs {
@@ -460,13 +499,93 @@ impl Persistence {
                 log,
                 seqs,
             };
-            if membership && self.stored.contains_key(&id) {
+            if membership && held.contains(&id) {
                 self.kept.entry(writer).or_default().push(kept);
             } else {
                 self.discard(writer, kept);
             }
         }
         Ok(report)
+    }
+
+    /// Installs one stored primary at a version above any its previous incarnation can
+    /// have produced since the checkpoint at `since`.
+    #[allow(clippy::too_many_arguments)]
+    fn install<O: GameObject>(
+        &mut self,
+        now: Time,
+        replicas: &mut ReplicaManager<O>,
+        id: ObjectId,
+        epoch: u32,
+        stored_version: u64,
+        since: Time,
+        object: O,
+    ) -> bool {
+        let class = object.durability();
+        let version = replicas.recovery_version(stored_version, since, now);
+        if !replicas.recover_primary(now, id, epoch, version, object) {
+            return false;
+        }
+        self.stored.insert(id, (epoch, stored_version, class));
+        self.stats.recovered_objects += 1;
+        true
+    }
+
+    /// The node joined the cluster: deferred objects come due `settle` from now.
+    pub(crate) fn joined(&mut self, now: Time) {
+        if let Some(d) = &mut self.deferred {
+            d.joined_at.get_or_insert(now);
+        }
+    }
+
+    /// When deferred objects come due, if they wait for a time already known.
+    pub(crate) fn deferred_due(&self) -> Option<Time> {
+        let d = self.deferred.as_ref()?;
+        d.joined_at.map(|t| t + d.settle)
+    }
+
+    /// Installs the deferred objects once due: each one the world has not moved on from —
+    /// not held here (as a replica fetched from an adopter), and bound nowhere under a
+    /// later epoch than the stored one — as a primary under its stored epoch; the others
+    /// leave the store. Writers' logs of installed objects are installed for writers live
+    /// (`live`: a member's current generation) in the generation that wrote them. Returns
+    /// the objects installed.
+    pub(crate) fn activate_due<O: GameObject>(
+        &mut self,
+        now: Time,
+        replicas: &mut ReplicaManager<O>,
+        live: impl Fn(NodeId) -> Option<u32>,
+    ) -> Vec<ObjectId> {
+        if self.deferred_due().is_none_or(|t| now < t) {
+            return Vec::new();
+        }
+        let Some(d) = self.deferred.take() else {
+            return Vec::new();
+        };
+        let mut installed = Vec::new();
+        for o in d.records {
+            let moved_on = replicas.store().get(o.id).is_some() || replicas.binding_of(o.id).epoch > o.epoch;
+            let object = O::decode_state(&o.state).ok();
+            match object {
+                Some(object) if !moved_on => {
+                    if self.install(now, replicas, o.id, o.epoch, o.version, d.since, object) {
+                        installed.push(o.id);
+                    }
+                }
+                _ => {
+                    self.stats.superseded += 1;
+                    self.to_delete_objects.push(o.id);
+                }
+            }
+        }
+        // Logs: installed objects' logs for live writers now; others wait for their writer.
+        let writers: Vec<NodeId> = self.kept.keys().copied().collect();
+        for w in writers {
+            if let Some(g) = live(w) {
+                self.member_up(w, g, replicas);
+            }
+        }
+        installed
     }
 
     /// `writer` is a member in `generation`: its recovered logs of that generation are
@@ -478,7 +597,14 @@ impl Persistence {
         replicas: &mut ReplicaManager<O>,
     ) {
         for k in self.kept.remove(&writer).unwrap_or_default() {
-            if k.generation == generation {
+            let waiting = self
+                .deferred
+                .as_ref()
+                .is_some_and(|d| d.records.iter().any(|o| o.id == k.id));
+            if waiting && k.generation == generation {
+                // Its object is not installed yet: kept for the activation.
+                self.kept.entry(writer).or_default().push(k);
+            } else if k.generation == generation && self.stored.contains_key(&k.id) {
                 replicas.install_writer_log(k.id, writer, &k.log);
                 self.stats.recovered_logs += 1;
             } else {

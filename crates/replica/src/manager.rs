@@ -502,6 +502,9 @@ pub struct ReplicaManager<O: GameObject> {
     durable_new: Vec<DurableWrite>,
     /// Durable writes (writer, object, seq) whose acknowledgement waits for the store.
     durable_held: BTreeSet<(NodeId, ObjectId, u64)>,
+    /// Primaries recovered from this node's store and still held: one that loses to an
+    /// adoption made while this node was down is fetched back as a replica at once.
+    recovered: BTreeSet<ObjectId>,
 }
 
 /// A write of this node awaiting its primary's acknowledgement.
@@ -555,6 +558,7 @@ impl<O: GameObject> ReplicaManager<O> {
             deferred: Vec::new(),
             durable_new: Vec::new(),
             durable_held: BTreeSet::new(),
+            recovered: BTreeSet::new(),
         }
     }
 
@@ -687,6 +691,7 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     fn delete_primary(&mut self, id: ObjectId) {
+        self.recovered.remove(&id);
         self.names.unbind(id);
         self.applied.remove(&id);
         if let Some(meta) = self.prim.remove(&id) {

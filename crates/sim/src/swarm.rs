@@ -13,7 +13,10 @@
 //! one-way partitions (a node's datagrams lost, it still hears the others), drains
 //! (migrations of every primary, paper `001` §3.2, then a graceful leave and the process
 //! exits, whatever it could not hand over) and joins of
-//! new nodes. At 15 s the network heals: partitions end, loss and duplication stop.
+//! new nodes. At 15 s the network heals: partitions end, loss and duplication stop. Half
+//! the seeds persist (`Setup::persist`, issue 19): every node keeps a modelled store, a
+//! crash loses the store batches not yet applied (or leaves one applied and unacknowledged),
+//! and a restarted node recovers what its store kept.
 //!
 //! **Safety, after every event** (on the node that handled it):
 //! - `one-primary-per-epoch`: no live node holds an object as primary under the epoch
@@ -138,6 +141,11 @@ pub struct Setup {
     pub jitter_ms: f64,
     /// Backups per primary.
     pub backups: usize,
+    /// Every node persists to a modelled store (checkpoints every 5 frames, store
+    /// batches applied 2 ms after their frame, `Simulation::with_persistence`), and a
+    /// restarted node recovers from its store; drawn from a stream of its own, so the
+    /// other draws of a seed stay as they were before persistence existed.
+    pub persist: bool,
     /// The schedule, in time order.
     pub faults: Vec<Fault>,
 }
@@ -300,9 +308,15 @@ pub fn draw(seed: u64, kinds: Faults) -> Setup {
         duplicate: [0.0, 0.01, 0.05][r.index(3)],
         jitter_ms: [0.0, 2.0, 10.0][r.index(3)],
         backups: 1 + r.index(2),
+        persist: DetRng::new(seed ^ 0x5045_5253_4953_5400).index(2) == 1,
         faults,
     }
 }
+
+/// How long a restarted node that persists waits after joining before it installs what
+/// its store kept (`Node::recover_after_join`): the `lan` profile's 2 s of suspicion and a
+/// second for adoptions to be announced to it.
+const RECOVERY_SETTLE: Duration = Duration::from_secs(3);
 
 /// Room for joiners.
 const SPARES: usize = 2;
@@ -334,6 +348,9 @@ impl Setup {
         cfg.cluster.membership = true;
         cfg.cluster.backups = self.backups;
         cfg.cluster.trace_writes = true;
+        if self.persist {
+            cfg.cluster.checkpoint_frames = 5;
+        }
         cfg
     }
 }
@@ -714,7 +731,14 @@ fn apply(
         FaultKind::Restart { node } => {
             let g = generations.entry(*node).or_insert(0);
             *g += 1;
-            let n = scenario::new_member(cfg, Arc::clone(world), NodeId(*node), *g, sim.now())?;
+            let mut n = scenario::new_member(cfg, Arc::clone(world), NodeId(*node), *g, sim.now())?;
+            if let Some(store) = sim.store(NodeId(*node)) {
+                // What its store kept comes back, under the epochs it was stored with.
+                // Into a running world: installed once the cluster had time to say what
+                // moved on while it was down.
+                n.recover_after_join(sim.now(), store.load(), RECOVERY_SETTLE)
+                    .map_err(|e| ConfigError::Invalid(format!("node {node} cannot recover: {e}")))?;
+            }
             sim.restart(n);
             checker.reset(*node as usize);
             if let Some(s) = seed_of(sim, *node) {

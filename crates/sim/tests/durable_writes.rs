@@ -143,7 +143,8 @@ fn trial(seed: u64) -> Outcome {
     sim.run_until(crash_at + down);
     let rec = sim.store(NodeId(0)).expect("persisting").load();
     let mut n = Node::new(config(0, 1, Vec::new()), Arc::clone(&world), sim.now());
-    n.recover(sim.now(), rec).expect("recover");
+    n.recover_after_join(sim.now(), rec, Duration::from_secs(3))
+        .expect("recover");
     sim.restart(n);
     sim.with_node(NodeId(0), |n, now| {
         n.join(now, &[Member::simulated(NodeId(1), 0)])

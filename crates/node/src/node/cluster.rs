@@ -178,7 +178,12 @@ impl<O: GameObject> Node<O> {
         match e {
             MembershipEvent::Up(m) => self.member_up(now, m),
             MembershipEvent::Down(m) => self.member_down(now, m),
-            MembershipEvent::Active => self.push_event(Event::Joined),
+            MembershipEvent::Active => {
+                if let Some(p) = &mut self.persist {
+                    p.joined(now);
+                }
+                self.push_event(Event::Joined)
+            }
             MembershipEvent::Idle => {}
             MembershipEvent::Rejoined(m) => self.rejoined(now, m),
         }

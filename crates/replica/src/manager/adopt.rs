@@ -313,7 +313,8 @@ impl<O: GameObject> ReplicaManager<O> {
                 MovedOutcome::Superseded
             };
         }
-        if self.prim.contains_key(&id) {
+        let demoted = self.prim.contains_key(&id);
+        if demoted {
             self.demote(now, id);
         }
         self.names.learn_over(id, binding);
@@ -327,11 +328,17 @@ impl<O: GameObject> ReplicaManager<O> {
             self.peer(binding.node)
                 .interest
                 .push(InterestItem { id, have: 0 });
-        } else if self.store.get(id).is_none() && self.refused_unheld.remove(&id) == Some(binding.node) {
+        } else if self.store.get(id).is_none()
+            && (self.refused_unheld.remove(&id) == Some(binding.node)
+                || (demoted && self.recovered.remove(&id)))
+        {
             // The new primary's state reached this node before this binding and was refused
             // (not from the node it was bound to), and the primary counts it as delivered
             // once the packet is acknowledged: ask for it (fault swarm, crashes seed 454: a
-            // static object, never sent again).
+            // static object, never sent again). Likewise after giving up a primary here:
+            // the winner's updates to this node were refused while it held the object
+            // (a copy recovered from this node's store that lost to an adoption made while
+            // it was down: swarm seeds 112, 119, 375 with persistence).
             self.fetching.insert(id, (now, binding.node));
             self.peer(binding.node)
                 .interest

@@ -124,6 +124,7 @@ impl<O: GameObject> ReplicaManager<O> {
         self.prim.insert(id, meta);
         self.names.bind_local(id, epoch);
         self.stats.recovered += 1;
+        self.recovered.insert(id);
         true
     }
 
