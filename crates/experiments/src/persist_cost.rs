@@ -16,6 +16,8 @@
 //!    (`Durable`) every frame; the latency of a write is from its issue at B to the
 //!    acknowledgement's arrival at B (A applies it, logs it in its next frame's batch,
 //!    the store applies it, A acknowledges it in the next frame after the completion).
+//!    Without backups, and with one (B: the acknowledgement then also waits for B to
+//!    acknowledge a version containing the write).
 //! 3. **Recovery time.** A store holding 10,000 avatars' records (`--quick`: 2,000):
 //!    opening the file (redb's integrity check), loading and verifying every record, and
 //!    installing them in a node (`Node::recover`, every state decoded).
@@ -196,7 +198,7 @@ fn frame_overhead(ctx: &Context, players: usize, frames: usize) -> Result<FrameC
 
 /// Write latencies (ms) of durable writes from node B to an item of node A, over `secs`
 /// of wall-clock time at 20 Hz.
-fn write_latency(ctx: &Context, secs: f64) -> Result<(Vec<f64>, Vec<f64>), ExperimentError> {
+fn write_latency(ctx: &Context, secs: f64, backups: usize) -> Result<(Vec<f64>, Vec<f64>), ExperimentError> {
     let seed = ctx.seed;
     let map = Arc::new(GameMap::generate(&ModelConfig::default(), 8, seed));
     let items: Vec<ModelObject> = workload::initial_objects(&map, 1, 0, seed)
@@ -206,6 +208,7 @@ fn write_latency(ctx: &Context, secs: f64) -> Result<(Vec<f64>, Vec<f64>), Exper
     let mk = |id: u32, persist: bool| {
         let mut cfg = NodeConfig::new(NodeId(id), vec![NodeId(1 - id)], seed).with_mode(Mode::Broadcast);
         cfg.frame_interval = FRAME;
+        cfg.replica.backups = backups;
         if persist {
             cfg.persist = Some(PersistConfig { checkpoint_every: 20 });
         }
@@ -222,7 +225,7 @@ fn write_latency(ctx: &Context, secs: f64) -> Result<(Vec<f64>, Vec<f64>), Exper
         }
     }
     let target = target.ok_or_else(|| ExperimentError::Run("the model world has no item".into()))?;
-    let store = StoreThread::start(store_in(ctx, "store-writes")?);
+    let store = StoreThread::start(store_in(ctx, &format!("store-writes-{backups}"))?);
     let mut apply_ms = Vec::new();
     let mut issued: BTreeMap<u64, Instant> = BTreeMap::new();
     let mut latencies = Vec::new();
@@ -302,12 +305,13 @@ fn recovery(ctx: &Context, n: usize) -> Result<(f64, f64, usize), ExperimentErro
         .map(std::path::Path::to_path_buf)
         .unwrap_or_default();
     drop(store);
+    // The world the node runs, built before the clock starts (not part of recovery).
+    let map = GameMap::generate(&ModelConfig::default(), n, ctx.seed);
     let t0 = Instant::now();
     let store = Store::open(&dir).map_err(|e| ExperimentError::Run(e.to_string()))?;
     let rec = store.load().map_err(|e| ExperimentError::Run(e.to_string()))?;
     let t1 = Instant::now();
     let records = rec.objects.len();
-    let map = GameMap::generate(&ModelConfig::default(), n, ctx.seed);
     let mut cfg = NodeConfig::new(NodeId(0), vec![], ctx.seed).with_mode(Mode::Broadcast);
     cfg.persist = Some(PersistConfig::default());
     let mut fresh: Node<ModelObject> = Node::new(cfg, Arc::new(map), Time::from_secs_f64(10.0));
@@ -350,7 +354,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     if ctx.progress {
         eprintln!("  durable-write latency: {secs} s at 20 Hz");
     }
-    let (lat, write_apply) = write_latency(ctx, secs)?;
+    let (lat, write_apply) = write_latency(ctx, secs, 0)?;
+    let (lat_b, _) = write_latency(ctx, secs, 1)?;
     if ctx.progress {
         eprintln!("  recovery of {recover_n} avatars");
     }
@@ -408,6 +413,13 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         lat.len().to_string(),
     ]);
     table.push([
+        "the same with 1 backup (the acknowledgement also waits for it), ms".to_string(),
+        format!("{:.2}", mean(&lat_b)),
+        format!("{:.2}", quantile(&lat_b, 0.5)),
+        format!("{:.2}", quantile(&lat_b, 0.99)),
+        lat_b.len().to_string(),
+    ]);
+    table.push([
         "store apply of a write's batch, ms".to_string(),
         format!("{:.3}", mean(&write_apply)),
         format!("{:.3}", quantile(&write_apply, 0.5)),
@@ -444,6 +456,11 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             quantile(&write_apply, 0.5)
         ),
         format!(
+            "with a backup (worldmesh node runs 2) the acknowledgement also waits until the backup acknowledged a version containing the write: {:.1} ms p50, {:.1} ms p99",
+            quantile(&lat_b, 0.5),
+            quantile(&lat_b, 0.99)
+        ),
+        format!(
             "recovery: {per_10k:.0} ms per 10,000 objects (open with redb's integrity check, load and verify every record, decode and install every state)"
         ),
         format!("wall-clock figures, {build}, on this machine with whatever else it ran"),
@@ -464,6 +481,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                 "durable_write_ms_p50": quantile(&lat, 0.5),
                 "durable_write_ms_p99": quantile(&lat, 0.99),
                 "durable_writes": lat.len(),
+                "durable_write_1_backup_ms_p50": quantile(&lat_b, 0.5),
+                "durable_write_1_backup_ms_p99": quantile(&lat_b, 0.99),
                 "recovery_records": records,
                 "recovery_load_ms": load_ms,
                 "recovery_install_ms": recover_ms,
