@@ -123,6 +123,25 @@ pub fn transport_lines(nodes: &[NodeReport]) -> Vec<(String, String)> {
         ),
         ("CPU per node over the run, s (mean)".into(), f(cpu, 2)),
     ];
+    let persist: Vec<_> = nodes.iter().filter_map(|n| n.persist.as_ref()).collect();
+    if !persist.is_empty() {
+        let s = |g: &dyn Fn(&worldmesh_node::PersistStats) -> u64| -> u64 {
+            persist.iter().map(|p| g(&p.node)).sum()
+        };
+        let p99 = persist.iter().map(|p| p.store.apply_p99_ms).fold(0.0, f64::max);
+        lines.push((
+            "persistence: objects recovered at start (superseded) / batches on disk / checkpoints / store apply p99 ms (worst node)"
+                .into(),
+            format!(
+                "{} ({}) / {} / {} / {}",
+                s(&|x| x.recovered_objects),
+                s(&|x| x.superseded),
+                s(&|x| x.completed),
+                s(&|x| x.checkpoints),
+                f(p99, 2)
+            ),
+        ));
+    }
     let players: Vec<_> = nodes.iter().filter_map(|n| n.players.as_ref()).collect();
     if !players.is_empty() {
         let sum = |g: &dyn Fn(&worldmesh_node::sessions::SessionStats) -> u64| -> u64 {
