@@ -370,76 +370,55 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         format!("persistence cost (issue 19), real store, {build}"),
         &["measurement", "value", "p50", "p99", "samples"],
     );
-    table.push([
+    // A row of samples: mean, p50, p99 and how many, with `d` decimals.
+    let mut samples = |name: String, v: &[f64], d: usize| {
+        table.push([
+            name,
+            format!("{:.d$}", mean(v)),
+            format!("{:.d$}", quantile(v, 0.5)),
+            format!("{:.d$}", quantile(v, 0.99)),
+            v.len().to_string(),
+        ]);
+    };
+    samples(
         format!("frame work without persistence ({} objects), ms", fc.objects),
-        format!("{:.3}", mean(&fc.plain_ms)),
-        format!("{:.3}", quantile(&fc.plain_ms, 0.5)),
-        format!("{:.3}", quantile(&fc.plain_ms, 0.99)),
-        fc.plain_ms.len().to_string(),
-    ]);
-    table.push([
-        "frame work with a checkpoint every 20 frames, ms".to_string(),
-        format!("{:.3}", mean(&fc.persist_ms)),
-        format!("{:.3}", quantile(&fc.persist_ms, 0.5)),
-        format!("{:.3}", quantile(&fc.persist_ms, 0.99)),
-        fc.persist_ms.len().to_string(),
-    ]);
-    table.push([
-        "overhead per frame, % of the 50 ms budget".to_string(),
-        format!("{:.2}", overhead_ms / budget_ms * 100.0),
-        String::new(),
-        String::new(),
-        String::new(),
-    ]);
-    table.push([
-        "overhead of a checkpoint frame, ms".to_string(),
-        format!("{:.3}", mean(&ck)),
-        format!("{:.3}", quantile(&ck, 0.5)),
-        format!("{:.3}", quantile(&ck, 0.99)),
-        ck.len().to_string(),
-    ]);
-    table.push([
-        "store apply of a frame's batch (other thread), ms".to_string(),
-        format!("{:.3}", mean(&fc.apply_ms)),
-        format!("{:.3}", quantile(&fc.apply_ms, 0.5)),
-        format!("{:.3}", quantile(&fc.apply_ms, 0.99)),
-        fc.apply_ms.len().to_string(),
-    ]);
-    table.push([
-        "durable write, issue to acknowledgement, ms".to_string(),
-        format!("{:.2}", mean(&lat)),
-        format!("{:.2}", quantile(&lat, 0.5)),
-        format!("{:.2}", quantile(&lat, 0.99)),
-        lat.len().to_string(),
-    ]);
-    table.push([
-        "the same with 1 backup (the acknowledgement also waits for it), ms".to_string(),
-        format!("{:.2}", mean(&lat_b)),
-        format!("{:.2}", quantile(&lat_b, 0.5)),
-        format!("{:.2}", quantile(&lat_b, 0.99)),
-        lat_b.len().to_string(),
-    ]);
-    table.push([
-        "store apply of a write's batch, ms".to_string(),
-        format!("{:.3}", mean(&write_apply)),
-        format!("{:.3}", quantile(&write_apply, 0.5)),
-        format!("{:.3}", quantile(&write_apply, 0.99)),
-        write_apply.len().to_string(),
-    ]);
-    table.push([
-        format!("recovery of {records} records: open + load + verify, ms"),
-        format!("{load_ms:.1}"),
-        String::new(),
-        String::new(),
-        "1".into(),
-    ]);
-    table.push([
-        format!("recovery of {records} records: install in the node, ms"),
-        format!("{recover_ms:.1}"),
-        String::new(),
-        String::new(),
-        "1".into(),
-    ]);
+        &fc.plain_ms,
+        3,
+    );
+    samples(
+        "frame work with a checkpoint every 20 frames, ms".into(),
+        &fc.persist_ms,
+        3,
+    );
+    samples("overhead of a checkpoint frame, ms".into(), &ck, 3);
+    samples(
+        "store apply of a frame's batch (other thread), ms".into(),
+        &fc.apply_ms,
+        3,
+    );
+    samples("durable write, issue to acknowledgement, ms".into(), &lat, 2);
+    samples(
+        "the same with 1 backup (the acknowledgement also waits for it), ms".into(),
+        &lat_b,
+        2,
+    );
+    samples("store apply of a write's batch, ms".into(), &write_apply, 3);
+    for (name, v) in [
+        (
+            "overhead per frame, % of the 50 ms budget".to_string(),
+            overhead_ms / budget_ms * 100.0,
+        ),
+        (
+            format!("recovery of {records} records: open + load + verify, ms"),
+            load_ms,
+        ),
+        (
+            format!("recovery of {records} records: install in the node, ms"),
+            recover_ms,
+        ),
+    ] {
+        table.push([name, format!("{v:.2}"), String::new(), String::new(), "1".into()]);
+    }
     let per_10k = (load_ms + recover_ms) * 10_000.0 / records.max(1) as f64;
     let notes = vec![
         format!(

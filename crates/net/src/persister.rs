@@ -55,25 +55,10 @@ impl Persister {
         let thread = std::thread::Builder::new()
             .name("worldmesh-store".into())
             .spawn(move || {
-                let path = store.path().to_path_buf();
                 for r in rx {
                     let t0 = Instant::now();
-                    // A panic inside the engine is reported like any failure, never lost
-                    // with the thread (the run would wait for the batch forever).
-                    let res =
-                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.apply(&r.batch)))
-                            .unwrap_or_else(|p| {
-                                let message = p
-                                    .downcast_ref::<&str>()
-                                    .map(|s| (*s).to_owned())
-                                    .or_else(|| p.downcast_ref::<String>().cloned())
-                                    .unwrap_or_else(|| "panic".into());
-                                Err(StoreError::EnginePanic {
-                                    path: path.clone(),
-                                    action: "apply a batch",
-                                    message,
-                                })
-                            });
+                    // A panic inside the engine comes back as an error (`Store::apply`).
+                    let res = store.apply(&r.batch);
                     let failed = res.is_err();
                     if done_tx.send((r.id, res, t0.elapsed())).is_err() || failed {
                         return;
