@@ -710,12 +710,12 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                     .collect();
                 let plot = Plot::of(
                     "paper 003 Fig. 13",
-                    format!("predicted uptime (mean ± sd of 50 sessions) of each player of an auxiliary game of {size}, and the chosen server's Uptime_min"),
+                    format!("predicted uptime (mean ± sd of 50 sessions, cut at 0 h) of each player of an auxiliary game of {size}, and the chosen server's Uptime_min"),
                     "player",
                     "uptime (h)",
                 )
                 .with_categories((1..=size).map(|j| if j - 1 == pair.server { format!("P{j} (S)") } else { format!("P{j}") }))
-                .with(Series::bars("predicted uptime", &ms.iter().map(|x| x.0).collect::<Vec<_>>()).with_errors(ms.iter().map(|x| (x.0 - x.1, x.0 + x.1)).collect()))
+                .with(Series::bars("predicted uptime", &ms.iter().map(|x| x.0).collect::<Vec<_>>()).with_errors(ms.iter().map(|x| ((x.0 - x.1).max(0.0), x.0 + x.1)).collect()))
                 .with(Series::bars("Uptime_min", &umin))
                 .with_hline("chosen server's Uptime_min", umin[pair.server]);
                 f13.push(

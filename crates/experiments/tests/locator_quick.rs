@@ -37,7 +37,12 @@ fn predtime_quick_sweeps_prediction_horizon() {
     let c = ctx("predtime");
     let out = (find("predtime").unwrap().run)(&c).unwrap();
     let t = &out.tables[0];
-    assert_eq!(t.rows.len(), 8, "4 PredTimes x 2 locators: {t}");
+    assert_eq!(
+        t.rows.len(),
+        4,
+        "4 PredTimes, rangedht (the paper's locator): {t}"
+    );
+    assert!(t.rows.iter().all(|r| r[0] == "rangedht"), "{t}");
     let f = |s: &str| s.parse::<f64>().unwrap();
     for r in &t.rows {
         // The locator's traffic is part of, and smaller than, the node's total.

@@ -3,7 +3,7 @@
 //! through the real wire encoding, so byte counts are what a network would carry.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use worldmesh_core::{DetRng, LatencyMatrix, NodeId, Time};
@@ -31,6 +31,34 @@ enum Ev {
     Timer(usize),
 }
 
+/// A queued event, ordered by time and then by the order it was queued in (so the heap
+/// pops it earliest first, ties in queueing order).
+struct Queued {
+    at: Time,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Queued {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+
+impl Eq for Queued {}
+
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for Queued {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
 /// One simulated node.
 pub struct Slot {
     /// Its locator.
@@ -50,8 +78,7 @@ pub struct Harness {
     pub now: Time,
     /// The nodes, indexed by `NodeId.0`.
     pub nodes: Vec<Slot>,
-    queue: BinaryHeap<Reverse<(Time, u64)>>,
-    events: BTreeMap<u64, Ev>,
+    queue: BinaryHeap<Reverse<Queued>>,
     seq: u64,
     rng: DetRng,
     delay: Delay,
@@ -97,7 +124,6 @@ impl Harness {
             now: Time::ZERO,
             nodes,
             queue: BinaryHeap::new(),
-            events: BTreeMap::new(),
             seq: 0,
             rng: DetRng::new(seed).fork(0xAB),
             delay,
@@ -113,8 +139,11 @@ impl Harness {
 
     fn push(&mut self, t: Time, ev: Ev) {
         self.seq += 1;
-        self.queue.push(Reverse((t, self.seq)));
-        self.events.insert(self.seq, ev);
+        self.queue.push(Reverse(Queued {
+            at: t,
+            seq: self.seq,
+            ev,
+        }));
     }
 
     fn link_delay(&self, a: usize, b: usize) -> Duration {
@@ -163,15 +192,11 @@ impl Harness {
 
     /// Runs every event up to and including `until`.
     pub fn run_until(&mut self, until: Time) {
-        while let Some(Reverse((t, seq))) = self.queue.peek().copied() {
-            if t > until {
+        while self.queue.peek().is_some_and(|q| q.0.at <= until) {
+            let Some(Reverse(Queued { at: t, ev, .. })) = self.queue.pop() else {
                 break;
-            }
-            self.queue.pop();
-            self.now = self.now.max(t);
-            let Some(ev) = self.events.remove(&seq) else {
-                continue;
             };
+            self.now = self.now.max(t);
             match ev {
                 Ev::Msg { from, to, data } => {
                     if !self.nodes[to].alive || !self.nodes[from].alive {

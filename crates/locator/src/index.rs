@@ -11,12 +11,47 @@
 use std::cmp::Reverse;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BinaryHeap, HashMap};
-use std::hash::BuildHasherDefault;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use worldmesh_core::{Aabb, NodeId, ObjectId, Point3, Time};
 
 /// A hash map with a fixed hasher, so iteration order is the same on every run.
 pub(crate) type DetMap<K, V> = HashMap<K, V, BuildHasherDefault<DefaultHasher>>;
+
+/// A multiply-rotate hasher (the FxHash recipe) for maps that are only looked up, never
+/// iterated: the grid cells. It is several times cheaper than SipHash on the small
+/// integer keys of the index, and fixed, so it is deterministic too.
+#[derive(Clone, Copy, Default)]
+struct CellHasher(u64);
+
+impl Hasher for CellHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.add(u64::from(*b));
+        }
+    }
+    fn write_i32(&mut self, v: i32) {
+        self.add(u64::from(v as u32));
+    }
+    fn write_u32(&mut self, v: u32) {
+        self.add(u64::from(v));
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.add(v);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl CellHasher {
+    fn add(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+/// A map of grid cells (looked up, never iterated, so the hasher does not order results).
+type CellMap<V> = HashMap<Cell, V, BuildHasherDefault<CellHasher>>;
 
 /// The identity of a stored subscription: the subscriber's node and its sequence number.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, bitcode::Encode, bitcode::Decode)]
@@ -73,6 +108,20 @@ enum Item {
     Pub(ObjectId),
 }
 
+/// The grid cell of side `cell` holding `(x, y)`.
+fn cell_at(cell: f32, x: f32, y: f32) -> Cell {
+    let c = |v: f32| (v / cell).floor().clamp(i32::MIN as f32, i32::MAX as f32) as i32;
+    (c(x), c(y))
+}
+
+/// The lowest and highest grid cells under `b`, and how many cells it covers.
+fn cells_under(cell: f32, b: &Aabb) -> (Cell, Cell, u64) {
+    let lo = cell_at(cell, b.min.x, b.min.y);
+    let hi = cell_at(cell, b.max.x, b.max.y);
+    let n = (i64::from(hi.0) - i64::from(lo.0) + 1) as u64 * (i64::from(hi.1) - i64::from(lo.1) + 1) as u64;
+    (lo, hi, n)
+}
+
 /// Grid-indexed soft-state store of subscriptions and publications.
 #[derive(Clone, Debug)]
 pub struct MatchIndex {
@@ -81,8 +130,13 @@ pub struct MatchIndex {
     subs: DetMap<SubKey, StoredSub>,
     pubs: DetMap<ObjectId, StoredPub>,
     // Cells hold copies of the items so a query scans contiguous memory.
-    sub_cells: DetMap<Cell, Vec<(SubKey, StoredSub)>>,
-    pub_cells: DetMap<Cell, Vec<(ObjectId, StoredPub)>>,
+    sub_cells: CellMap<Vec<(SubKey, StoredSub)>>,
+    pub_cells: CellMap<Vec<(ObjectId, StoredPub)>>,
+    // Where each subscription sits in each cell it covers (cells in `for x { for y }`
+    // order), so removing one does not scan the cells' lists.
+    sub_slots: HashMap<SubKey, Vec<u32>, BuildHasherDefault<CellHasher>>,
+    // Where each publication sits in its cell.
+    pub_slots: HashMap<ObjectId, u32, BuildHasherDefault<CellHasher>>,
     expiry: BinaryHeap<Reverse<(Time, Item)>>,
 }
 
@@ -99,23 +153,20 @@ impl MatchIndex {
             max_cells: max_cells.max(1),
             subs: DetMap::default(),
             pubs: DetMap::default(),
-            sub_cells: DetMap::default(),
-            pub_cells: DetMap::default(),
+            sub_cells: CellMap::default(),
+            pub_cells: CellMap::default(),
+            sub_slots: HashMap::default(),
+            pub_slots: HashMap::default(),
             expiry: BinaryHeap::new(),
         }
     }
 
     fn cell_of(&self, x: f32, y: f32) -> Cell {
-        let c = |v: f32| (v / self.cell).floor().clamp(i32::MIN as f32, i32::MAX as f32) as i32;
-        (c(x), c(y))
+        cell_at(self.cell, x, y)
     }
 
     fn cells_of(&self, b: &Aabb) -> (Cell, Cell, u64) {
-        let lo = self.cell_of(b.min.x, b.min.y);
-        let hi = self.cell_of(b.max.x, b.max.y);
-        let n =
-            (i64::from(hi.0) - i64::from(lo.0) + 1) as u64 * (i64::from(hi.1) - i64::from(lo.1) + 1) as u64;
-        (lo, hi, n)
+        cells_under(self.cell, b)
     }
 
     /// Number of stored subscriptions.
@@ -151,11 +202,15 @@ impl MatchIndex {
             });
         }
         self.remove_sub(k);
+        let mut slots = Vec::with_capacity(n as usize);
         for x in lo.0..=hi.0 {
             for y in lo.1..=hi.1 {
-                self.sub_cells.entry((x, y)).or_default().push((k, s));
+                let v = self.sub_cells.entry((x, y)).or_default();
+                slots.push(v.len() as u32);
+                v.push((k, s));
             }
         }
+        self.sub_slots.insert(k, slots);
         self.subs.insert(k, s);
         self.expiry.push(Reverse((s.expires, Item::Sub(k))));
         Ok(())
@@ -168,7 +223,9 @@ impl MatchIndex {
         }
         self.remove_pub(id);
         let c = self.cell_of(p.pos.x, p.pos.y);
-        self.pub_cells.entry(c).or_default().push((id, p));
+        let v = self.pub_cells.entry(c).or_default();
+        self.pub_slots.insert(id, v.len() as u32);
+        v.push((id, p));
         self.pubs.insert(id, p);
         self.expiry.push(Reverse((p.expires, Item::Pub(id))));
         Ok(())
@@ -177,16 +234,36 @@ impl MatchIndex {
     /// Removes a subscription; returns it if it was stored.
     pub fn remove_sub(&mut self, k: SubKey) -> Option<StoredSub> {
         let s = self.subs.remove(&k)?;
+        let slots = self.sub_slots.remove(&k).unwrap_or_default();
         let (lo, hi, _) = self.cells_of(&s.bbox);
+        let mut j = 0;
         for x in lo.0..=hi.0 {
             for y in lo.1..=hi.1 {
-                if let Some(v) = self.sub_cells.get_mut(&(x, y)) {
-                    if let Some(i) = v.iter().position(|e| e.0 == k) {
-                        v.swap_remove(i);
+                let at = slots.get(j).map_or(usize::MAX, |i| *i as usize);
+                j += 1;
+                let cell = self.cell;
+                let Some(v) = self.sub_cells.get_mut(&(x, y)) else {
+                    continue;
+                };
+                if v.get(at).is_some_and(|e| e.0 == k) {
+                    v.swap_remove(at);
+                    // The last entry moved into `at`: record its new slot in this cell.
+                    if let Some((moved, ms)) = v.get(at).copied() {
+                        let (mlo, mhi, _) = cells_under(cell, &ms.bbox);
+                        let mj = (i64::from(x) - i64::from(mlo.0))
+                            * (i64::from(mhi.1) - i64::from(mlo.1) + 1)
+                            + (i64::from(y) - i64::from(mlo.1));
+                        if let Some(slot) = self
+                            .sub_slots
+                            .get_mut(&moved)
+                            .and_then(|m| m.get_mut(mj as usize))
+                        {
+                            *slot = at as u32;
+                        }
                     }
-                    if v.is_empty() {
-                        self.sub_cells.remove(&(x, y));
-                    }
+                }
+                if v.is_empty() {
+                    self.sub_cells.remove(&(x, y));
                 }
             }
         }
@@ -196,10 +273,14 @@ impl MatchIndex {
     /// Removes a publication; returns it if it was stored.
     pub fn remove_pub(&mut self, id: ObjectId) -> Option<StoredPub> {
         let p = self.pubs.remove(&id)?;
+        let at = self.pub_slots.remove(&id).map_or(usize::MAX, |i| i as usize);
         let c = self.cell_of(p.pos.x, p.pos.y);
         if let Some(v) = self.pub_cells.get_mut(&c) {
-            if let Some(i) = v.iter().position(|e| e.0 == id) {
-                v.swap_remove(i);
+            if v.get(at).is_some_and(|e| e.0 == id) {
+                v.swap_remove(at);
+                if let Some((moved, _)) = v.get(at) {
+                    self.pub_slots.insert(*moved, at as u32);
+                }
             }
             if v.is_empty() {
                 self.pub_cells.remove(&c);
@@ -286,6 +367,33 @@ impl MatchIndex {
     /// Every stored publication (any order).
     pub fn pubs(&self) -> impl Iterator<Item = (ObjectId, &StoredPub)> {
         self.pubs.iter().map(|(k, p)| (*k, p))
+    }
+}
+
+#[cfg(test)]
+impl MatchIndex {
+    /// Test check: every recorded slot holds its item, and every cell entry has a slot.
+    fn slots_consistent(&self) -> bool {
+        let subs_ok = self.subs.iter().all(|(k, s)| {
+            let (lo, hi, _) = self.cells_of(&s.bbox);
+            let slots = &self.sub_slots[k];
+            let mut j = 0;
+            let mut ok = true;
+            for x in lo.0..=hi.0 {
+                for y in lo.1..=hi.1 {
+                    ok &= self.sub_cells[&(x, y)][slots[j] as usize].0 == *k;
+                    j += 1;
+                }
+            }
+            ok && j == slots.len()
+        });
+        let pubs_ok = self.pubs.iter().all(|(id, p)| {
+            self.pub_cells[&self.cell_of(p.pos.x, p.pos.y)][self.pub_slots[id] as usize].0 == *id
+        });
+        let cells = self.sub_cells.values().map(Vec::len).sum::<usize>()
+            == self.sub_slots.values().map(Vec::len).sum::<usize>()
+            && self.pub_cells.values().map(Vec::len).sum::<usize>() == self.pub_slots.len();
+        subs_ok && pubs_ok && cells && self.sub_slots.len() == self.subs.len()
     }
 }
 
@@ -445,8 +553,10 @@ mod tests {
                 ix.insert_pub(id, sp).unwrap();
                 lin.insert_pub(id, sp);
             }
+            prop_assert!(ix.slots_consistent());
             let now = Time::from_secs_f64(now as f64);
             ix.expire(now);
+            prop_assert!(ix.slots_consistent());
             for (p, b) in probes {
                 let (mut a, mut r) = (Vec::new(), Vec::new());
                 ix.subs_containing(p, now, |k, _| a.push(k));

@@ -390,6 +390,50 @@ impl Plot {
         Some((bx, by))
     }
 
+    /// Per series: whether it is drawn dashed because it runs over an earlier line. A
+    /// line (plain, marked or step) of which at least a fifth of the segments (between
+    /// consecutive points) coincide with segments of an earlier line would hide that line
+    /// wholly or in part; drawn dashed, the earlier one shows through the gaps (and the
+    /// legend says so). Lines that merely cross or share a point stay solid.
+    fn overlaid(&self) -> Vec<bool> {
+        type Seg = (u64, u64, u64, u64);
+        let line_like = |m: Mark| matches!(m, Mark::Line | Mark::Marked | Mark::Step);
+        let segs = |pts: &[(f64, f64)]| -> Vec<Seg> {
+            pts.windows(2)
+                .map(|w| {
+                    (
+                        w[0].0.to_bits(),
+                        w[0].1.to_bits(),
+                        w[1].0.to_bits(),
+                        w[1].1.to_bits(),
+                    )
+                })
+                .collect()
+        };
+        let mut seen: std::collections::HashSet<Seg> = std::collections::HashSet::new();
+        let mut out = Vec::with_capacity(self.series.len());
+        for s in &self.series {
+            if !line_like(s.mark) {
+                out.push(false);
+                continue;
+            }
+            let mine = segs(&s.points);
+            let shared = mine.iter().filter(|g| seen.contains(g)).count();
+            out.push(!mine.is_empty() && shared * 5 >= mine.len());
+            seen.extend(mine);
+        }
+        out
+    }
+
+    /// Whether any series draws markers or error bars at its points (such points must
+    /// not sit on the frame of the chart).
+    fn has_point_marks(&self) -> bool {
+        self.series.iter().any(|s| {
+            matches!(s.mark, Mark::Marked | Mark::Points)
+                || (s.errors.is_some() && !s.band && s.mark != Mark::Bar)
+        })
+    }
+
     fn is_integer_x(&self) -> bool {
         self.x_scale == Scale::Linear
             && self
@@ -631,7 +675,9 @@ impl Plot {
                 let span = if hi > lo { hi - lo } else { lo.abs().max(1.0) };
                 let mut a = lo - 0.04 * span;
                 let mut b = hi + 0.04 * span;
-                if lo >= 0.0 && a < 0.0 {
+                // Keep the axis from going below zero, except on x under markers or
+                // error bars at zero, which would sit on the frame.
+                if lo >= 0.0 && a < 0.0 && !(is_x && lo == 0.0 && self.has_point_marks()) {
                     a = 0.0;
                 }
                 if hi <= 0.0 && b > 0.0 {
@@ -761,11 +807,22 @@ impl Plot {
             }
         }
         // Lines, steps, points.
+        let overlaid = self.overlaid();
+        // Successive dashed overlays start their dashes 6 pixels apart.
+        let phase = |i: usize| 6.0 * overlaid[..i].iter().filter(|o| **o).count() as f64;
         for (i, s) in self.series.iter().enumerate() {
             let c = colour(i);
             let pts: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| finite(p, xs, ys)).collect();
             match s.mark {
                 Mark::Bar | Mark::Area => continue,
+                Mark::Line | Mark::Marked if overlaid[i] => {
+                    dashed_from(
+                        root,
+                        pts.iter().map(|p| px((p.0, clamp_y(p.1)))).collect(),
+                        c.stroke_width(2),
+                        phase(i),
+                    )?;
+                }
                 Mark::Line | Mark::Marked => {
                     let line: Vec<(i32, i32)> = pts.iter().map(|p| px((p.0, clamp_y(p.1)))).collect();
                     root.draw(&PathElement::new(line, c.stroke_width(2)))?;
@@ -785,7 +842,11 @@ impl Plot {
                         }
                         st.push(px((p.0, clamp_y(p.1))));
                     }
-                    root.draw(&PathElement::new(st, c.stroke_width(2)))?;
+                    if overlaid[i] {
+                        dashed_from(root, st, c.stroke_width(2), phase(i))?;
+                    } else {
+                        root.draw(&PathElement::new(st, c.stroke_width(2)))?;
+                    }
                 }
                 Mark::Points => {}
             }
@@ -798,6 +859,8 @@ impl Plot {
             }
             let (r, alpha) = match s.mark {
                 Mark::Marked => (4, 1.0),
+                // A line through one point draws nothing: mark the point.
+                Mark::Line | Mark::Dashed | Mark::Step if pts.len() == 1 => (4, 1.0),
                 Mark::Points if pts.len() > 400 => (2, 0.45),
                 Mark::Points => (3, 0.8),
                 _ => continue,
@@ -864,6 +927,7 @@ impl Plot {
             [(0, 4), (w, 4 + h)],
             RGBColor(200, 200, 200).stroke_width(1),
         ))?;
+        let overlaid = self.overlaid();
         for (entry, lines) in &lay.legend {
             let mid = y + LEGEND_LINE / 2;
             match *entry {
@@ -877,11 +941,22 @@ impl Plot {
                                 c.mix(0.8).filled(),
                             ))?;
                         }
-                        Mark::Dashed => dashed(area, vec![(8, mid), (38, mid)], c.stroke_width(2))?,
+                        Mark::Dashed => {
+                            dashed(area, vec![(8, mid), (38, mid)], c.stroke_width(2))?;
+                            if s.points.len() == 1 {
+                                draw_marker(area, marker(i), (23, mid), 4, c.into())?;
+                            }
+                        }
                         Mark::Points => draw_marker(area, marker(i), (23, mid), 3, c.into())?,
+                        _ if overlaid[i] => {
+                            dashed(area, vec![(8, mid), (38, mid)], c.stroke_width(2))?;
+                            if s.mark == Mark::Marked || s.points.len() == 1 {
+                                draw_marker(area, marker(i), (23, mid), 4, c.into())?;
+                            }
+                        }
                         _ => {
                             area.draw(&PathElement::new(vec![(8, mid), (38, mid)], c.stroke_width(2)))?;
-                            if s.mark == Mark::Marked {
+                            if s.mark == Mark::Marked || s.points.len() == 1 {
                                 draw_marker(area, marker(i), (23, mid), 4, c.into())?;
                             }
                         }
@@ -968,8 +1043,19 @@ fn dashed<DB: DrawingBackend>(
     pts: Vec<(i32, i32)>,
     style: ShapeStyle,
 ) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    dashed_from(area, pts, style, 0.0)
+}
+
+/// [`dashed`] starting `phase` pixels into the dash pattern (7 on, 5 off): two dashed
+/// lines over the same path, started 6 pixels apart, show their dashes in turn.
+fn dashed_from<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    pts: Vec<(i32, i32)>,
+    style: ShapeStyle,
+    phase: f64,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
     let (on, off) = (7.0, 5.0);
-    let mut phase = 0.0f64;
+    let mut phase = phase.rem_euclid(on + off);
     for w in pts.windows(2) {
         let (a, b) = (w[0], w[1]);
         let (dx, dy) = (f64::from(b.0 - a.0), f64::from(b.1 - a.1));
@@ -1056,6 +1142,38 @@ mod tests {
             assert_eq!(s.matches(&format!(">\n{d}\n<")).count(), 2, "{d} once per axis");
         }
         assert!(!s.contains("\n1000.0\n"));
+    }
+
+    #[test]
+    fn a_line_over_an_earlier_one_is_dashed_and_markers_clear_the_frame() {
+        let same: Vec<(f64, f64)> = (0..10).map(|i| (f64::from(i), f64::from(i % 3))).collect();
+        let mut other = same.clone();
+        for p in other.iter_mut().skip(5) {
+            p.1 += 10.0;
+        }
+        let p = Plot::of("paper 002 Fig. 6", "delays", "leaves", "ms")
+            .with(Series::step("L-SA", same.clone()))
+            .with(Series::step("BF", same.clone()))
+            .with(Series::line("half the same", other))
+            .with(Series::line("apart", vec![(0.0, 50.0), (9.0, 60.0)]))
+            .with(Series::line("shares a point", vec![(0.0, 0.0), (9.0, 70.0)]));
+        assert_eq!(p.overlaid(), [false, true, true, false, false]);
+        // The dashed copy is drawn as many short segments, the solid one as one path.
+        let solid = Plot::of("x", "t", "x", "y").with(Series::step("L-SA", same.clone()));
+        let dashed = solid.clone().with(Series::step("BF", same));
+        assert!(svg(&dashed).matches("<polyline").count() > svg(&solid).matches("<polyline").count() + 5);
+        // Markers at x = 0 get room left of the y axis; plain lines (CDFs) start on it.
+        let m = Plot::of("x", "t", "PredTime (ms)", "kbit/s")
+            .with(Series::marked("a", vec![(0.0, 1.0), (8.0, 2.0)]));
+        let (bx, _) = m.data_bounds().unwrap();
+        assert!(m.axis(bx, None, Scale::Linear, true, true).0.0 < 0.0);
+        let l = Plot::of("x", "t", "ms", "fraction").with(Series::line("a", vec![(0.0, 0.0), (8.0, 1.0)]));
+        let (bx, _) = l.data_bounds().unwrap();
+        assert_eq!(l.axis(bx, None, Scale::Linear, true, true).0.0, 0.0);
+        // A line through a single point still shows it (as its marker).
+        let lone = Plot::of("x", "t", "N", "kbit/s").with(Series::line("predicted", vec![(16.0, 5.0)]));
+        let bare = Plot::of("x", "t", "N", "kbit/s").with(Series::line("predicted", vec![]));
+        assert!(svg(&lone).len() > svg(&bare).len() + 40, "{}", svg(&lone));
     }
 
     #[test]

@@ -143,8 +143,9 @@ pub fn linear(lo: f64, hi: f64, max_n: usize, integer: bool) -> Ticks {
 }
 
 /// Ticks of a base-10 log axis over `[lo, hi]` (both > 0): every decade, thinned to at
-/// most `max_n` labels; with fewer than three decades also 2 × and 5 ×. Minor ticks at
-/// 2…9 × every decade.
+/// most `max_n` labels; with fewer than three decades also 2 × and 5 ×, and with one
+/// label or none so far every whole multiple (1 × … 9 ×). Minor ticks at 2…9 × every
+/// decade.
 pub fn log(lo: f64, hi: f64, max_n: usize) -> Ticks {
     let (lo, hi) = (lo.max(f64::MIN_POSITIVE), hi.max(lo * 1.0001));
     let (k0, k1) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
@@ -159,6 +160,14 @@ pub fn log(lo: f64, hi: f64, max_n: usize) -> Ticks {
         major = decades
             .iter()
             .flat_map(|k| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(*k)))
+            .filter(|v| inside(*v))
+            .collect();
+    }
+    if major.len() < 2 {
+        // Less than about half a decade: every whole multiple of the decade.
+        major = decades
+            .iter()
+            .flat_map(|k| (1..10).map(move |m| f64::from(m) * 10f64.powi(*k)))
             .filter(|v| inside(*v))
             .collect();
     }
@@ -235,5 +244,7 @@ mod tests {
         assert_eq!(fmt_log(2e7), "2×10⁷");
         // Narrow ranges get 2 × and 5 × ticks so the axis is not left unlabelled.
         assert_eq!(labels(&log(3.0, 60.0, 8)), ["5", "10", "20", "50"]);
+        // Under half a decade (8 and 16 nodes, padded): whole multiples, not "10" alone.
+        assert_eq!(labels(&log(7.1, 17.9, 9)), ["8", "9", "10"]);
     }
 }
