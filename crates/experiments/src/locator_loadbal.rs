@@ -57,14 +57,8 @@ fn imbalance(r: &ScenarioResult, f: impl Fn(&NodeRates) -> f64) -> f64 {
     if mean > 0.0 { max / mean } else { 0.0 }
 }
 
-/// Seeds of the paper's comparison (`dht` against `rangedht` with load balancing). One
-/// 96-node run costs 75–125 s of CPU on this project's 2-core reference machine, so five
-/// seeds of both (ten runs) alone would take more than the 10 minutes an experiment may;
-/// three keep the whole experiment within them.
-pub const LOADBAL_SEEDS: usize = 3;
-
-/// Runs the configurations: `dht` and `rangedht` with load balancing over the first
-/// [`LOADBAL_SEEDS`] headline seeds (the paper's comparison), the others over one seed.
+/// Runs the configurations: `dht` and `rangedht` with load balancing over the headline
+/// seeds (the paper's comparison), the others over one seed.
 pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let m = matrix(ctx)?;
     let med = median_rtt(&m);
@@ -82,9 +76,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             true,
         ),
     ];
-    let seeds: Vec<u64> = ctx.seeds().into_iter().take(LOADBAL_SEEDS).collect();
-    // Runs start in plan order on the worker threads: the `dht` runs, the longest
-    // (about 120 s of CPU each against 75–90 s for the `rangedht` ones), go first.
+    let seeds = ctx.seeds();
     let mut plan = Vec::new();
     for (ci, c) in configs.iter().enumerate() {
         let ss: &[u64] = if c.0 == "dht" || c.0 == "rangedht loadbal" {
