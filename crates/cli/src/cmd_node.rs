@@ -120,7 +120,9 @@ pub struct NodeArgs {
     /// checkpoint, durable objects (items) and the writes to them in the frame they change;
     /// a durable write is acknowledged only once it is on disk. A node started on a store
     /// that holds a previous run recovers its objects from it instead of spawning the
-    /// initial ones. Off when absent: nothing survives the process.
+    /// initial ones; with --join (rejoining a running world) they are installed only once
+    /// the cluster settled, skipping those the others adopted meanwhile. Off when absent:
+    /// nothing survives the process.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// With --data-dir: frames between checkpoints of avatars [default: 10, 1 s at 10 Hz].
