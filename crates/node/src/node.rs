@@ -680,11 +680,12 @@ impl<O: GameObject> Node<O> {
 
     /// Store batch `id` (and every earlier one) is on disk: the durable writes it logged
     /// are acknowledged to their writers with the next packets.
-    pub fn handle_persisted(&mut self, now: Time, id: u64) {
+    /// (`_now` keeps the shape of every other input; acknowledgements go out with the
+    /// next frame's packets.)
+    pub fn handle_persisted(&mut self, _now: Time, id: u64) {
         if let Some(p) = &mut self.persist {
             p.persisted(id, &mut self.replicas);
         }
-        let _ = now;
     }
 
     /// Queues a checkpoint batch now (outside the frame loop): every changed primary of

@@ -277,7 +277,6 @@ impl Persistence {
             b.delete_object(id);
             self.stats.objects_deleted += 1;
         }
-        let mut state = Vec::new();
         for (id, e) in replicas.store().iter() {
             if e.role != Role::Primary {
                 continue;
@@ -294,7 +293,7 @@ impl Persistence {
             {
                 continue;
             }
-            state.clear();
+            let mut state = Vec::new();
             e.object.encode_state(&mut state);
             b.put_object(ObjectRecord {
                 id,
@@ -302,7 +301,7 @@ impl Persistence {
                 version: e.version,
                 durability: class,
                 kind: e.object.kind(),
-                state: state.clone(),
+                state,
             });
             self.stored.insert(id, (epoch, e.version, class));
             self.stats.objects_put += 1;
