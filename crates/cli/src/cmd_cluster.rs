@@ -21,9 +21,9 @@ use worldmesh_net::pki;
 use worldmesh_node::RunSummary;
 
 use crate::duration::parse_duration;
-use crate::node_config::TransportKind;
-use crate::node_report::{NodeReport, READY_PREFIX, Ready, SUMMARY_PREFIX};
 use crate::summary;
+use worldmesh::config::TransportKind;
+use worldmesh::report::{NodeReport, READY_PREFIX, Ready, SUMMARY_PREFIX};
 
 /// Arguments of `worldmesh cluster`.
 #[derive(clap::Args, Debug)]

@@ -59,8 +59,7 @@ enum TokenCommand {
 
 /// Reads a key file.
 pub fn load_key(path: &std::path::Path) -> anyhow::Result<TokenKey> {
-    let text = crate::cmd_node::read_small(path, 4096)?;
-    TokenKey::from_hex(&text).with_context(|| path.display().to_string())
+    Ok(worldmesh::server::load_token_key(path)?)
 }
 
 /// Runs the command.

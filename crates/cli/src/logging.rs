@@ -3,7 +3,7 @@
 
 use tracing_subscriber::EnvFilter;
 
-use crate::node_config::LogFormat;
+use worldmesh::config::LogFormat;
 
 /// Installs the subscriber (once; later calls do nothing).
 pub fn init(format: LogFormat) {

@@ -21,8 +21,6 @@ mod cmd_token;
 mod duration;
 mod live;
 mod logging;
-mod node_config;
-mod node_report;
 mod progress;
 mod summary;
 

@@ -4,7 +4,7 @@ use worldmesh_net::transport::TransportStats;
 use worldmesh_node::{NodeSummary, RunSummary};
 use worldmesh_report::Table;
 
-use crate::node_report::NodeReport;
+use worldmesh::report::NodeReport;
 
 /// Formats a float with `d` decimals.
 pub fn f(v: f64, d: usize) -> String {

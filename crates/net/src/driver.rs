@@ -281,12 +281,48 @@ pub struct Players<O: GameObject> {
 
 /// The application's side of a running node: commands in, events out.
 pub struct NodeHandle<O: GameObject> {
-    commands: mpsc::Sender<Command<O>>,
+    control: Control<O>,
     /// Events, in order; see [`DriverOptions::event_capacity`].
     pub events: mpsc::Receiver<NodeEvent>,
 }
 
 impl<O: GameObject> NodeHandle<O> {
+    /// A clonable sender of commands that outlives this handle's event receiver (for
+    /// other tasks: a game's own input loop, a signal handler).
+    pub fn control(&self) -> Control<O> {
+        self.control.clone()
+    }
+
+    /// A sender of commands that outlives this handle's event receiver.
+    pub fn commands(&self) -> mpsc::Sender<Command<O>> {
+        self.control.commands.clone()
+    }
+}
+
+/// The handle's commands ([`NodeHandle`] dereferences to its control).
+impl<O: GameObject> std::ops::Deref for NodeHandle<O> {
+    type Target = Control<O>;
+
+    fn deref(&self) -> &Control<O> {
+        &self.control
+    }
+}
+
+/// Commands to a running node, from any task: spawn objects, inject writes, drain, stop,
+/// look. Cheap to clone; every method returns false (or `None`) once the run has ended.
+pub struct Control<O: GameObject> {
+    commands: mpsc::Sender<Command<O>>,
+}
+
+impl<O: GameObject> Clone for Control<O> {
+    fn clone(&self) -> Self {
+        Self {
+            commands: self.commands.clone(),
+        }
+    }
+}
+
+impl<O: GameObject> Control<O> {
     /// Sends a command; false if the run has ended.
     pub async fn send(&self, c: Command<O>) -> bool {
         self.commands.send(c).await.is_ok()
@@ -307,7 +343,7 @@ impl<O: GameObject> NodeHandle<O> {
         rx.await.ok()
     }
 
-    /// Writes to an object.
+    /// Writes to an object (a tentative write sent to its primary, [`Node::write`]).
     pub async fn write(&self, target: ObjectId, write: O::Write) -> bool {
         self.send(Command::Write { target, write }).await
     }
@@ -329,11 +365,6 @@ impl<O: GameObject> NodeHandle<O> {
             return None;
         }
         rx.await.ok()
-    }
-
-    /// A sender of commands that outlives this handle's event receiver.
-    pub fn commands(&self) -> mpsc::Sender<Command<O>> {
-        self.commands.clone()
     }
 }
 
@@ -374,7 +405,7 @@ where
     let (ctx, crx) = mpsc::channel(64);
     let (etx, erx) = mpsc::channel(opts.event_capacity.max(1));
     let handle = NodeHandle {
-        commands: ctx,
+        control: Control { commands: ctx },
         events: erx,
     };
     (handle, run_node(node, transport, opts, players, crx, etx))

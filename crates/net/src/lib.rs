@@ -43,8 +43,8 @@ pub mod view;
 
 pub use clock::Clock;
 pub use driver::{
-    Command, DriverOptions, DriverStats, EventKind, NetError, NodeEvent, NodeHandle, Players, RunOutcome,
-    Snapshot, StopReason, run_node, start, start_with_players,
+    Command, Control, DriverOptions, DriverStats, EventKind, NetError, NodeEvent, NodeHandle, Players,
+    RunOutcome, Snapshot, StopReason, run_node, start, start_with_players,
 };
 pub use join::{JoinError, JoinPolicy};
 pub use persister::PersistTimes;
