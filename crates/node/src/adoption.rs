@@ -144,7 +144,8 @@ pub struct Adoption {
 const MAX_OFFERS: usize = 1 << 16;
 
 /// Furthest a notice's epoch may run ahead of the one known here (each failure adds one;
-/// a member cannot claim an object with an arbitrary epoch).
+/// a member cannot claim an object with an arbitrary epoch). Not applied when this node
+/// knows no epoch of the object (see `on_notices`).
 const MAX_EPOCH_LEAD: u32 = 16;
 
 /// The adopter of `id` among `live` (sorted, without `me`) and `me`, the failed `dead`
@@ -500,7 +501,13 @@ impl Adoption {
                 || (binding.epoch == known.epoch
                     && known.node != binding.node
                     && rendezvous::score(id, binding.node) > rendezvous::score(id, known.node));
-            let plausible = binding.epoch <= known.epoch.saturating_add(MAX_EPOCH_LEAD);
+            // The lead is bounded only against an epoch this node knows: a node that
+            // joined or restarted after the object's 16th adoption or migration knows none,
+            // and refusing every notice would leave it following the creator forever (and
+            // adopting the object, should its primary fail, under an epoch lower than the
+            // one it held: crash trials on real processes, issue 19).
+            let plausible =
+                !rm.knows_binding(id) || binding.epoch <= known.epoch.saturating_add(MAX_EPOCH_LEAD);
             // `from` failed, came back as a new generation and adopted the object from an
             // offer made under an older binding: its epoch can equal the one its previous
             // generation held, which names the orphan this node waits on (fault swarm,

@@ -743,7 +743,13 @@ impl<O: GameObject> ReplicaManager<O> {
             return;
         }
         let seq = {
-            let s = self.write_seq.entry(target).or_insert(0);
+            // Sequence numbers carry this node's generation in their high half, so a
+            // restarted writer's numbers never collide with its previous incarnation's in
+            // a primary's log (see `WriterLog`).
+            let s = self
+                .write_seq
+                .entry(target)
+                .or_insert(u64::from(self.generation) << 32);
             *s += 1;
             *s
         };

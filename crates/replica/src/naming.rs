@@ -197,6 +197,13 @@ impl NameService {
         }
     }
 
+    /// True if this node knows an epoch of `id` for a fact: bound here, forwarded from
+    /// here, or learned from a notice (not the creator's presumed epoch 0 it assumes for
+    /// objects it never heard of).
+    pub fn knows(&self, id: ObjectId) -> bool {
+        self.local.contains_key(&id) || self.forwarding.contains_key(&id) || self.known.contains_key(&id)
+    }
+
     /// The forwarding entry of `id`, if this node keeps one.
     pub fn forwarding(&self, id: ObjectId) -> Option<Binding> {
         self.forwarding.get(&id).map(|f| f.to)

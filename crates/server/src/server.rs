@@ -40,7 +40,7 @@ use worldmesh_net::{
 };
 use worldmesh_node::drain::DrainConfig;
 use worldmesh_node::sessions::{SessionConfig, Sessions};
-use worldmesh_node::{Event, Mode, Node, NodeConfig, PersistConfig};
+use worldmesh_node::{Event, Mode, Node, NodeConfig, PersistConfig, RecoveryReport};
 use worldmesh_replica::GameObject;
 use worldmesh_store::Store;
 
@@ -139,6 +139,8 @@ pub struct Space {
     pub max_speed: f32,
 }
 
+/// The primaries a recovery installed at once, and its report.
+type Recovered = (Vec<ObjectId>, RecoveryReport);
 /// Makes a node's player port and session table for a playable game.
 type PlayersFactory<O> = fn(&PlayerSettings, NodeId, &NodeIdentity) -> Result<Players<O>, ServerError>;
 /// The objects a founder creates.
@@ -286,7 +288,8 @@ impl<O: GameObject> ServerBuilder<O> {
         }
         let clock = Clock::new(s.world.epoch_ms);
         let mut node = build_node(&s, generation, advertise, clock.now(), self.world, self.space)?;
-        let (store, recovered) = open_store(&s, &mut node, clock.now())?;
+        let (store, recovery) = open_store(&s, &mut node, clock.now())?;
+        let (recovered, recovery) = recovery.unzip();
         let mut opts = DriverOptions::new(clock);
         opts.store = store;
         opts.shim = shim(&s)?;
@@ -371,6 +374,7 @@ impl<O: GameObject> ServerBuilder<O> {
                 metrics: metrics_addr,
             },
             recovered,
+            recovery,
             initial: self.initial,
             begun: None,
             backlog: Vec::new(),
@@ -464,6 +468,7 @@ pub struct Running<O: GameObject> {
     settings: NodeSettings,
     ready: Ready,
     recovered: Option<Vec<ObjectId>>,
+    recovery: Option<RecoveryReport>,
     initial: Option<Initial<O>>,
     begun: Option<Begun>,
     /// Events received while waiting for the join, delivered first by `serve`.
@@ -488,6 +493,12 @@ impl<O: GameObject> Running<O> {
     /// The primaries recovered from the store (`None`: no store, or a fresh one).
     pub fn recovered(&self) -> Option<&[ObjectId]> {
         self.recovered.as_deref()
+    }
+
+    /// What the recovery from the store installed, and the last checkpoint it found
+    /// (`None`: no store, or a fresh one).
+    pub fn recovery(&self) -> Option<&RecoveryReport> {
+        self.recovery.as_ref()
     }
 
     /// Commands to the node from any task: spawn, write, drain, stop, snapshot.
@@ -889,13 +900,13 @@ fn shim(s: &NodeSettings) -> Result<Option<DelayShim>, ServerError> {
 }
 
 /// Opens the store in the data directory (if set) and recovers `node` from it when it
-/// holds a previous run. Returns the store for the driver and the recovered primaries
-/// (`None`: a fresh store, or no persistence).
+/// holds a previous run. Returns the store for the driver and the recovered primaries with
+/// the recovery's report (`None`: a fresh store, or no persistence).
 fn open_store<O: GameObject>(
     s: &NodeSettings,
     node: &mut Node<O>,
     now: Time,
-) -> Result<(Option<Store>, Option<Vec<ObjectId>>), ServerError> {
+) -> Result<(Option<Store>, Option<Recovered>), ServerError> {
     let Some(dir) = &s.data_dir else {
         return Ok((None, None));
     };
@@ -935,7 +946,7 @@ fn open_store<O: GameObject>(
         last_checkpoint_frame = report.last_checkpoint.map(|c| c.frame),
         "recovered from the store"
     );
-    Ok((Some(store), Some(ids)))
+    Ok((Some(store), Some((ids, report))))
 }
 
 async fn start_drain<O: GameObject>(

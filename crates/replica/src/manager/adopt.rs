@@ -166,6 +166,14 @@ impl<O: GameObject> ReplicaManager<O> {
         }
     }
 
+    /// True if this node knows the epoch [`ReplicaManager::binding_of`] gives for `id` (a
+    /// local primary, or a binding bound, forwarded or learned here), rather than presuming
+    /// the creator's epoch 0 (a replica whose primary never announced a later epoch here,
+    /// or an object never heard of).
+    pub fn knows_binding(&self, id: ObjectId) -> bool {
+        self.prim.contains_key(&id) || self.names.knows(id)
+    }
+
     /// Checks that `id` is an orphan of `dead` here and returns the epoch of that binding.
     fn orphan_epoch(&self, id: ObjectId, dead: NodeId) -> Result<u32, AdoptError> {
         if self.prim.contains_key(&id) {

@@ -32,6 +32,15 @@ use crate::{GameObject, Mode};
 const MAX_LOG_GAP: usize = 4096;
 
 /// Which writes of one writer a primary has applied: every seq `<= floor`, plus `above`.
+///
+/// A writer numbers its writes to each object from `generation << 32` + 1, so the high
+/// half of a sequence number names the writer's generation (its incarnation). A log holds
+/// one generation, the newest seen: a write of a later generation starts the log afresh
+/// (the writer restarted; its earlier incarnation's numbers mean nothing to it any more),
+/// and a write of an earlier one is void (that incarnation is gone: it is not applied).
+/// Without this, a writer that restarted and numbered from 1 again would have its first
+/// writes taken for ones applied before its crash — acknowledged, never applied (crash
+/// trials, issue 19).
 #[derive(Clone, Debug, Default, PartialEq, Eq, bitcode::Encode, bitcode::Decode)]
 pub struct WriterLog {
     /// All sequence numbers up to this one were applied.
@@ -40,10 +49,25 @@ pub struct WriterLog {
     pub above: BTreeSet<u64>,
 }
 
+/// The writer generation a sequence number (or a log's floor) belongs to.
+fn generation_of(seq: u64) -> u64 {
+    seq >> 32
+}
+
 impl WriterLog {
     /// Records `seq`: `Some(true)` if it is new (apply it), `Some(false)` if it was applied
-    /// before, `None` if the log cannot hold it (too far ahead; the writer will resend).
+    /// before or belongs to an earlier generation of the writer, `None` if the log cannot
+    /// hold it (too far ahead; the writer will resend).
     pub fn record(&mut self, seq: u64) -> Option<bool> {
+        let (g, mine) = (generation_of(seq), generation_of(self.floor));
+        if g < mine {
+            return Some(false);
+        }
+        if g > mine {
+            // The writer's next incarnation: its first write resets the log.
+            self.floor = g << 32;
+            self.above.clear();
+        }
         if seq <= self.floor || self.above.contains(&seq) {
             return Some(false);
         }
@@ -57,8 +81,17 @@ impl WriterLog {
         Some(true)
     }
 
-    /// Takes every write `other` lists as applied here too (the union of both logs).
+    /// Takes every write `other` lists as applied here too (the union of both logs, if
+    /// they are of one generation; else the later generation's log).
     pub fn merge(&mut self, other: &WriterLog) {
+        let (theirs, mine) = (generation_of(other.floor), generation_of(self.floor));
+        if theirs < mine {
+            return;
+        }
+        if theirs > mine {
+            *self = other.clone();
+            return;
+        }
         if other.floor > self.floor {
             self.floor = other.floor;
         }
@@ -468,6 +501,36 @@ impl<O: GameObject> ReplicaManager<O> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_writers_next_generation_starts_its_log_afresh_and_voids_the_previous_one() {
+        let g1 = 1u64 << 32;
+        let g2 = 2u64 << 32;
+        let mut l = WriterLog::default();
+        for s in 1..=5 {
+            assert_eq!(l.record(g1 + s), Some(true));
+        }
+        // The writer restarted (generation 2) and numbers from 1 again: applied, not
+        // taken for generation 1's writes.
+        assert_eq!(l.record(g2 + 1), Some(true));
+        assert_eq!(l.record(g2 + 1), Some(false));
+        // A late write of the dead generation is void.
+        assert_eq!(l.record(g1 + 6), Some(false));
+        assert_eq!(l.floor, g2 + 1);
+        // Merging: a log of an older generation changes nothing; a newer one replaces.
+        let old = WriterLog {
+            floor: g1 + 9,
+            above: BTreeSet::new(),
+        };
+        l.merge(&old);
+        assert_eq!(l.floor, g2 + 1);
+        let newer = WriterLog {
+            floor: (3u64 << 32) + 2,
+            above: BTreeSet::new(),
+        };
+        l.merge(&newer);
+        assert_eq!(l, newer);
+    }
 
     #[test]
     fn writer_log_applies_each_seq_once_in_any_order() {
