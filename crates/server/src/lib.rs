@@ -30,6 +30,7 @@
 pub mod config;
 pub mod report;
 pub mod server;
+pub mod sim;
 
 pub use config::{FileConfig, NodeConfigError, NodeSettings, Overrides};
 pub use report::NodeReport;

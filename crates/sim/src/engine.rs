@@ -558,6 +558,12 @@ impl<O: GameObject> Simulation<O> {
         self.touched.map(|i| NodeId(i as u32))
     }
 
+    /// Runs `d` of virtual time from now (see [`Simulation::run_until`]).
+    pub fn run_for(&mut self, d: std::time::Duration) {
+        let until = self.now + d;
+        self.run_until(until);
+    }
+
     /// Runs every event up to and including `until`, then sets the clock to `until`.
     pub fn run_until(&mut self, until: Time) {
         while self.step(until) {}
