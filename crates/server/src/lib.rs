@@ -40,4 +40,4 @@ pub use worldmesh_client::Playable;
 pub use worldmesh_core::{Aabb, Durability, NodeId, ObjectId, Point3, Time};
 pub use worldmesh_net::{Control, EventKind, NodeEvent};
 pub use worldmesh_node::Event;
-pub use worldmesh_replica::{GameObject, OrphanPolicy, Replicate, StateError, ThinkContext};
+pub use worldmesh_replica::{GameObject, OrphanPolicy, Replicate, Role, StateError, ThinkContext};
