@@ -96,7 +96,7 @@ impl Observer {
                     y: p.y,
                     kind,
                     owner: nodes[f.node].id(),
-                    aoi: o.interest().map(|b| Rect::from_aabb(&b)),
+                    aoi: o.interest(nodes[f.node].world()).map(|b| Rect::from_aabb(&b)),
                 }
             })
             .collect();
@@ -148,7 +148,8 @@ impl Observer {
         let mut order: Vec<usize> = (0..found.len()).collect();
         order.sort_by_key(|&k| found[k].node);
         for sub in order.into_iter().map(|k| &found[k]) {
-            let Some(b) = sub.object.interest() else {
+            let world = nodes[sub.node].world().as_ref();
+            let Some(b) = sub.object.interest(world) else {
                 continue;
             };
             let store = nodes[sub.node].store();
@@ -162,7 +163,7 @@ impl Observer {
                         let o = &found[k as usize];
                         if o.node == sub.node
                             || self.stamp[k as usize] == tag
-                            || !sub.object.is_interested(o.object)
+                            || !sub.object.is_interested(o.object, world)
                         {
                             continue;
                         }

@@ -94,7 +94,7 @@ impl GameObject for Avatar {
     fn position(&self) -> Point3 {
         Point3::new(self.x, 0.0, 0.0)
     }
-    fn interest(&self) -> Option<Aabb> {
+    fn interest(&self, _world: &Self::World) -> Option<Aabb> {
         None
     }
     fn client_location(&self) -> Option<u32> {

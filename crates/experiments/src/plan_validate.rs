@@ -474,7 +474,7 @@ impl<'a> FrameSampler<'a> {
     /// Looks at one frame's objects (every primary in the world). `measuring`: past the
     /// warm-up (otherwise only the previous state is kept); `snapshot`: also take the
     /// once-per-second position samples and relationship counts.
-    pub fn frame(&mut self, objects: &[Seen], measuring: bool, snapshot: bool) {
+    pub fn frame(&mut self, objects: &[Seen], world: &GameMap, measuring: bool, snapshot: bool) {
         let mut enc: BTreeMap<ObjectId, Vec<u8>> = BTreeMap::new();
         let mut delta: BTreeMap<ObjectId, u64> = BTreeMap::new();
         let mut full: BTreeMap<ObjectId, u64> = BTreeMap::new();
@@ -500,7 +500,7 @@ impl<'a> FrameSampler<'a> {
         for a in objects.iter().filter(|s| s.object.kind() == PLAYER) {
             let v: BTreeSet<ObjectId> = objects
                 .iter()
-                .filter(|b| a.object.is_interested(&b.object))
+                .filter(|b| a.object.is_interested(&b.object, world))
                 .map(|b| b.id)
                 .collect();
             views.insert(a.id, v);
@@ -509,7 +509,7 @@ impl<'a> FrameSampler<'a> {
         // expanded interest of one of the node's players.
         let mut regions: BTreeMap<NodeId, Vec<worldmesh_core::Aabb>> = BTreeMap::new();
         for a in objects {
-            if let Some(b) = a.object.interest() {
+            if let Some(b) = a.object.interest(world) {
                 regions.entry(a.node).or_default().push(b.expand(self.margin));
             }
         }
@@ -797,11 +797,11 @@ pub fn validate_one(
         if measuring && at_warmup.is_none() {
             at_warmup = Some((counters(&sim), t));
             // The frame at the warm-up edge only sets the baseline for deltas.
-            sampler.frame(&primaries(&sim), false, false);
+            sampler.frame(&primaries(&sim), &world, false, false);
             continue;
         }
         let snapshot = measuring && k % per_second == 0;
-        sampler.frame(&primaries(&sim), measuring, snapshot);
+        sampler.frame(&primaries(&sim), &world, measuring, snapshot);
         if snapshot {
             replica_snaps += 1;
             replica_sum += sim
@@ -1399,6 +1399,8 @@ mod tests {
         let map = Map::empty(2000.0, 1000.0).unwrap();
         let grid = Grid::for_map(&map, 100.0).unwrap();
         let aoi = AoiRule::Box(450.0, 450.0);
+        // The players' interest reads their own AoI, not the map (any map will do).
+        let world = GameMap::generate(&ModelConfig::default(), 4, 1);
         let vis = VisibilityMap::build_with(&map, &grid, aoi.max_range(), 1, SightRule::RangeOnly).unwrap();
         // Players at x = 150, 450, 850 and 1950 (y = 550): cell centres 150, 450, 850,
         // 1950. Pairs within 450 in x: (150, 450) and (450, 850): 4 directed.
@@ -1418,9 +1420,9 @@ mod tests {
             }),
         });
         let mut s = FrameSampler::new(&grid, &vis, aoi, 160.0, 0.1);
-        s.frame(&objs, false, false);
+        s.frame(&objs, &world, false, false);
         // Nothing changes: no updates, relationships as counted above.
-        s.frame(&objs, true, true);
+        s.frame(&objs, &world, true, true);
         assert_eq!(s.player_relationships(), 4.0);
         assert_eq!(s.player_rel_exact, 4);
         assert_eq!(s.item_rel, 3);
@@ -1441,7 +1443,7 @@ mod tests {
         if let ModelObject::Player(p) = &mut moved[1].object {
             p.pos.x += 10.0;
         }
-        s.frame(&moved, true, false);
+        s.frame(&moved, &world, true, false);
         assert_eq!(s.updates, 2);
         let stats = s.class_stats();
         // 1 send out of 8 player-frames; the derived delta (`replica::replicate`): a 1-byte
@@ -1453,7 +1455,7 @@ mod tests {
         // A new player at x = 300.
         moved.push(player(5, 300.0, 550.0));
         let before = s.updates;
-        s.frame(&moved, true, false);
+        s.frame(&moved, &world, true, false);
         // Players 1 and 2 see the newcomer (3 at 850 is 550 away); the newcomer has no
         // previous view, so players 1, 2 and the item reach it as full states: 2 + 3.
         assert_eq!(s.updates - before, 5);
@@ -1464,9 +1466,9 @@ mod tests {
         if let ModelObject::Player(p) = &mut moved[2].object {
             p.pos.x = 1200.0;
         }
-        s.frame(&moved, true, false);
+        s.frame(&moved, &world, true, false);
         moved.retain(|o| o.object.kind() != ITEM);
-        s.frame(&moved, true, false);
+        s.frame(&moved, &world, true, false);
         let stats = s.class_stats();
         assert_eq!(s.pair_ends, [1, 0, 0]);
         // Births: one, node 0's pair with the newcomer.

@@ -514,7 +514,7 @@ impl GameObject for ModelObject {
         }
     }
 
-    fn position_ahead(&self, lead: Duration) -> Point3 {
+    fn position_ahead(&self, lead: Duration, _world: &GameMap) -> Point3 {
         match self {
             // A dead player about to respawn will be at its spawn point (known only to the
             // primary: the spawn point is not replicated).
@@ -547,7 +547,7 @@ impl GameObject for ModelObject {
         }
     }
 
-    fn interest(&self) -> Option<Aabb> {
+    fn interest(&self, _world: &GameMap) -> Option<Aabb> {
         match self {
             // A dead player already looks where it will respawn.
             ModelObject::Player(p) => {

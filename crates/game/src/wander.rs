@@ -101,8 +101,8 @@ impl GameObject for Bot {
         self.pos
     }
 
-    fn interest(&self) -> Option<Aabb> {
-        let h = 400.0;
+    fn interest(&self, world: &WanderConfig) -> Option<Aabb> {
+        let h = world.aoi_half_extent;
         Some(Aabb::around(self.pos, Point3::new(h, h, h)))
     }
 

@@ -254,7 +254,7 @@ fn a_dead_player_announces_its_spawn_point_within_the_lead() {
     let mut p = Player::new(Point3::new(100.0, 100.0, 0.0), 450.0);
     p.vel = (200.0, -100.0);
     let moving = ModelObject::Player(p.clone());
-    let ahead = moving.position_ahead(Duration::from_millis(500));
+    let ahead = moving.position_ahead(Duration::from_millis(500), &map);
     assert_eq!(ahead, Point3::new(200.0, 50.0, 0.0));
     p.health = 0;
     let died_at = p.pos;
@@ -272,7 +272,7 @@ fn a_dead_player_announces_its_spawn_point_within_the_lead() {
         let o = &store.get(id).unwrap().object;
         let ModelObject::Player(q) = o else { unreachable!() };
         if q.health == 0 {
-            let a = o.position_ahead(lead);
+            let a = o.position_ahead(lead, &map);
             if a != died_at {
                 announced.get_or_insert((f, a));
             }

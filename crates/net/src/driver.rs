@@ -705,7 +705,10 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
                     kind: e.object.kind(),
                     x: p.x,
                     y: p.y,
-                    aoi: e.object.interest().map(|b| [b.min.x, b.min.y, b.max.x, b.max.y]),
+                    aoi: e
+                        .object
+                        .interest(node.world())
+                        .map(|b| [b.min.x, b.min.y, b.max.x, b.max.y]),
                     frozen: frozen.contains(&id),
                 }
             })

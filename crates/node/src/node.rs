@@ -491,7 +491,7 @@ impl<O: GameObject> Node<O> {
     /// The locator matched a publication of `id` (primary on `primary`, at `pos`) with one
     /// of this node's subscriptions.
     pub fn handle_discovery(&mut self, now: Time, id: ObjectId, primary: NodeId, pos: Point3) {
-        if self.replicas.on_discovered(now, id, primary, pos) {
+        if self.replicas.on_discovered(now, id, primary, pos, &self.world) {
             let packets = self.replicas.flush_peer(now, primary);
             self.send_packets(now, packets.into_iter().map(|p| (primary, p)).collect());
         }
@@ -567,7 +567,7 @@ impl<O: GameObject> Node<O> {
                 return;
             }
         };
-        if self.replicas.handle_packet(now, from, packet) {
+        if self.replicas.handle_packet(now, from, packet, &self.world) {
             let packets = self.replicas.flush_peer(now, from);
             self.send_packets(now, packets.into_iter().map(|p| (from, p)).collect());
         }
@@ -610,12 +610,12 @@ impl<O: GameObject> Node<O> {
                     id,
                     pos: e.object.position(),
                     kind: e.object.kind(),
-                    ahead: self.replicas.position_ahead(id),
+                    ahead: self.replicas.position_ahead(id, &self.world),
                 });
                 if let Some(region) = self
                     .replicas
-                    .predicted_interest(id)
-                    .or_else(|| e.object.interest())
+                    .predicted_interest(id, &self.world)
+                    .or_else(|| e.object.interest(&self.world))
                 {
                     self.locator_ops.push(LocatorOp::Subscribe { owner: id, region });
                 }

@@ -733,6 +733,7 @@ impl<O: Playable> Sessions<O> {
         let mut conns: Vec<ConnId> = self.sessions.keys().copied().collect();
         conns.sort_unstable();
         let store = node.store();
+        let world = node.world().as_ref();
         let grid = (!conns.is_empty()).then(|| ViewGrid::build(store, self.cfg.view_cell));
         let mut candidates: Vec<ObjectId> = Vec::new();
         for conn in conns {
@@ -748,7 +749,7 @@ impl<O: Playable> Sessions<O> {
                 // Candidates from the cells the area of interest overlaps, in id order;
                 // the game's own `is_interested` decides.
                 candidates.clear();
-                if let Some(b) = a.interest() {
+                if let Some(b) = a.interest(world) {
                     grid.within(b, &mut candidates);
                 }
                 candidates.push(s.avatar);
@@ -758,7 +759,7 @@ impl<O: Playable> Sessions<O> {
                     let Some(o) = store.object(id) else {
                         continue;
                     };
-                    if id == s.avatar || (objects.len() < MAX_VIEW_OBJECTS && a.is_interested(o)) {
+                    if id == s.avatar || (objects.len() < MAX_VIEW_OBJECTS && a.is_interested(o, world)) {
                         objects.push((id, o.clone()));
                     }
                 }

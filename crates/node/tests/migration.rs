@@ -62,7 +62,7 @@ impl GameObject for Counter {
     fn position(&self) -> Point3 {
         Point3::new(self.me as f32, 0.0, 0.0)
     }
-    fn interest(&self) -> Option<Aabb> {
+    fn interest(&self, _world: &Self::World) -> Option<Aabb> {
         // Object 0 is interested in everything (used in interest mode).
         (self.me == 0).then(|| Aabb::around(self.position(), Point3::new(1e3, 1e3, 1e3)))
     }

@@ -258,7 +258,7 @@ fn a_player_connects_sees_its_area_and_every_input_is_applied_exactly_once_under
         .node
         .store()
         .iter()
-        .filter(|(id, e)| *id == avatar || on_node.is_interested(&e.object))
+        .filter(|(id, e)| *id == avatar || on_node.is_interested(&e.object, h.node.world()))
         .map(|(id, _)| id)
         .collect();
     assert_eq!(got, expected);
@@ -393,9 +393,10 @@ fn the_protocol_gives_no_way_to_write_another_object_or_widen_the_view() {
     // The view of `a` never holds an object its avatar is not interested in.
     let avatar_a = h.sessions.avatar_of(a).unwrap();
     let me = h.node.store().object(avatar_a).unwrap().clone();
+    let world = h.node.world().clone();
     for (id, o) in &h.client(a).view().unwrap().objects {
         assert!(
-            *id == avatar_a || me.is_interested(o),
+            *id == avatar_a || me.is_interested(o, &world),
             "{id:?} outside the area of interest"
         );
     }

@@ -677,9 +677,9 @@ impl<O: GameObject> ReplicaManager<O> {
             self.apply_local_write(now, target, &w);
         }
         self.resend_writes(now);
-        self.version_primaries(now);
+        self.version_primaries(now, world);
         if self.mode == Mode::Interest {
-            report.dropped.extend(self.maintain_interest(now));
+            report.dropped.extend(self.maintain_interest(now, world));
         }
         if self.cfg.drop_silent_peers {
             report.dropped.extend(self.drop_silent_peers(now));
@@ -903,7 +903,7 @@ impl<O: GameObject> ReplicaManager<O> {
         self.stats.writes_dropped += 1;
     }
 
-    fn version_primaries(&mut self, now: Time) {
+    fn version_primaries(&mut self, now: Time, world: &O::World) {
         let hist = self.cfg.history.max(1);
         let backups = self.cfg.backups > 0;
         let mut logged = Vec::new();
@@ -912,7 +912,7 @@ impl<O: GameObject> ReplicaManager<O> {
             let Some(entry) = self.store.get_mut(*id) else {
                 continue;
             };
-            if let Some(b) = entry.object.interest()
+            if let Some(b) = entry.object.interest(world)
                 && entry.object.velocity().is_none()
             {
                 let jump = ((b.max.x - b.min.x).min(b.max.y - b.min.y) / 2.0).max(0.0);
@@ -943,18 +943,18 @@ impl<O: GameObject> ReplicaManager<O> {
     /// its area of interest grown by the margin), or is it attached to an object held here?
     /// `primaries` pairs each local primary with its area of interest grown by the margin
     /// (computed once per frame); the cheap box test runs before the game's own check.
-    fn wanted(&self, obj: &O, primaries: &[(&O, Option<Aabb>)]) -> bool {
+    fn wanted(&self, obj: &O, primaries: &[(&O, Option<Aabb>)], world: &O::World) -> bool {
         if obj.attached_to().is_some_and(|p| self.store.get(p).is_some()) {
             return true;
         }
         let pos = obj.position();
         let lead = self.cfg.interest_lead;
         let ahead = (!lead.is_zero())
-            .then(|| obj.position_ahead(lead))
+            .then(|| obj.position_ahead(lead, world))
             .filter(|a| *a != pos && a.is_finite());
         primaries.iter().any(|(p, grown)| {
             grown.is_some_and(|b| b.contains(pos) || ahead.is_some_and(|a| b.contains(a)))
-                || p.is_interested(obj)
+                || p.is_interested(obj, world)
         })
     }
 
@@ -980,14 +980,14 @@ impl<O: GameObject> ReplicaManager<O> {
     /// prediction is on and that is elsewhere: the game's [`GameObject::position_ahead`],
     /// or the moving average of its observed motion if the game states neither a jump
     /// nor a velocity. The node publishes it beside the position (paper `000` §6.2).
-    pub fn position_ahead(&self, id: ObjectId) -> Option<Point3> {
+    pub fn position_ahead(&self, id: ObjectId, world: &O::World) -> Option<Point3> {
         let lead = self.cfg.interest_lead;
         if lead.is_zero() {
             return None;
         }
         let o = &self.store.get(id)?.object;
         let pos = o.position();
-        let mut ahead = o.position_ahead(lead);
+        let mut ahead = o.position_ahead(lead, world);
         if ahead == pos
             && let Some(d) = self.lead_displacement(Some(id), o)
         {
@@ -1001,18 +1001,18 @@ impl<O: GameObject> ReplicaManager<O> {
     /// its velocity over the lead time (paper `000` §6.2). `None` if `id` is not held here
     /// or has no interest, or if neither margin nor prediction is configured (then only the
     /// game's own check applies).
-    pub fn predicted_interest(&self, id: ObjectId) -> Option<Aabb> {
+    pub fn predicted_interest(&self, id: ObjectId, world: &O::World) -> Option<Aabb> {
         let o = &self.store.get(id)?.object;
         let m = self.cfg.interest_margin;
         let d = self.lead_displacement(Some(id), o);
         if m <= 0.0 && d.is_none() {
             return None;
         }
-        let grown = o.interest()?.expand(m.max(0.0));
+        let grown = o.interest(world)?.expand(m.max(0.0));
         Some(d.map_or(grown, |d| grown.swept(d)))
     }
 
-    fn maintain_interest(&mut self, now: Time) -> Vec<ObjectId> {
+    fn maintain_interest(&mut self, now: Time, world: &O::World) -> Vec<ObjectId> {
         let mut dropped = Vec::new();
         let mut register: Vec<(NodeId, InterestItem)> = Vec::new();
         {
@@ -1020,12 +1020,12 @@ impl<O: GameObject> ReplicaManager<O> {
                 .store
                 .iter()
                 .filter(|(_, e)| e.role == Role::Primary)
-                .map(|(id, e)| (&e.object, self.predicted_interest(id)))
+                .map(|(id, e)| (&e.object, self.predicted_interest(id, world)))
                 .collect();
             let mut wanted_now = Vec::new();
             for (id, e) in self.store.iter() {
                 if let Role::Replica { primary } = e.role
-                    && self.wanted(&e.object, &primaries)
+                    && self.wanted(&e.object, &primaries, world)
                 {
                     wanted_now.push((id, primary, e.version));
                 }
@@ -1254,7 +1254,14 @@ impl<O: GameObject> ReplicaManager<O> {
     /// interest (grown by the margin) contains `pos`. Returns true if a fetch was queued for
     /// `primary` (the node should send to it now, with [`Self::flush_peer`], rather than
     /// wait for the frame).
-    pub fn on_discovered(&mut self, now: Time, id: ObjectId, primary: NodeId, pos: Point3) -> bool {
+    pub fn on_discovered(
+        &mut self,
+        now: Time,
+        id: ObjectId,
+        primary: NodeId,
+        pos: Point3,
+        world: &O::World,
+    ) -> bool {
         if self.mode != Mode::Interest || primary == self.me || self.store.get(id).is_some() {
             return false;
         }
@@ -1269,8 +1276,8 @@ impl<O: GameObject> ReplicaManager<O> {
         let wanted = self.prim.keys().any(|pid| {
             self.store.get(*pid).is_some_and(|e| {
                 e.role == Role::Primary
-                    && (self.predicted_interest(*pid))
-                        .or_else(|| e.object.interest())
+                    && (self.predicted_interest(*pid, world))
+                        .or_else(|| e.object.interest(world))
                         .is_some_and(|b| b.contains(pos))
             })
         });
@@ -1302,18 +1309,21 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     /// True if some local primary's interest (with the discovery margin) holds `pos`.
-    fn wanted_at(&self, pos: Point3) -> bool {
+    fn wanted_at(&self, pos: Point3, world: &O::World) -> bool {
         let m = self.cfg.interest_margin;
         self.prim.keys().any(|pid| {
             self.store.get(*pid).is_some_and(|e| {
-                e.role == Role::Primary && e.object.interest().is_some_and(|b| b.expand(m).contains(pos))
+                e.role == Role::Primary
+                    && e.object
+                        .interest(world)
+                        .is_some_and(|b| b.expand(m).contains(pos))
             })
         })
     }
 
     /// Handles a packet from `from`. Returns true if something should be sent to `from`
     /// at once (a fetched state, with [`Self::flush_peer`]) rather than at the next frame.
-    pub fn handle_packet(&mut self, now: Time, from: NodeId, packet: Packet) -> bool {
+    pub fn handle_packet(&mut self, now: Time, from: NodeId, packet: Packet, world: &O::World) -> bool {
         let mut urgent = false;
         {
             // Only packets that carried updates are acknowledged: acknowledgements exist to
@@ -1329,7 +1339,7 @@ impl<O: GameObject> ReplicaManager<O> {
             match msg {
                 ReplicaMsg::Update(items) => {
                     for it in items {
-                        self.apply_update(now, from, packet.sent_at, it);
+                        self.apply_update(now, from, packet.sent_at, it, world);
                     }
                 }
                 ReplicaMsg::Interest(items) => {
@@ -1438,7 +1448,7 @@ impl<O: GameObject> ReplicaManager<O> {
         std::mem::take(&mut self.rivals)
     }
 
-    fn apply_update(&mut self, now: Time, from: NodeId, sent_at: Time, it: UpdateItem) {
+    fn apply_update(&mut self, now: Time, from: NodeId, sent_at: Time, it: UpdateItem, world: &O::World) {
         let (held, held_at) = match self.store.get(it.id).map(|e| (e.role, e.version, e.updated_at)) {
             Some((Role::Primary, ..)) => {
                 self.stats.refused_updates += 1;
@@ -1530,7 +1540,7 @@ impl<O: GameObject> ReplicaManager<O> {
             && self.mode == Mode::Interest
             && !self.fetching.contains_key(&it.id)
             && object.attached_to().is_none_or(|p| self.store.get(p).is_none())
-            && !(it.base == 0 && self.wanted_at(object.position()))
+            && !(it.base == 0 && self.wanted_at(object.position(), world))
             && !self.backs_up(it.id, from)
         {
             // Not asked for, not attached to anything held here and not a full state a

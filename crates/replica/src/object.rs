@@ -76,8 +76,9 @@ pub trait GameObject: Clone + Debug + Send + 'static {
     /// publications, paper `000` §6.2 "PubTime"), and used to keep replicas of objects
     /// about to enter an interest. The default moves the position along
     /// [`Self::velocity`]; a game overrides it for jumps it knows of (a respawn point, a
-    /// teleporter's exit).
-    fn position_ahead(&self, lead: Duration) -> Point3 {
+    /// teleporter's exit), and may read the `world` (e.g. the map's spawn points).
+    fn position_ahead(&self, lead: Duration, world: &Self::World) -> Point3 {
+        let _ = world;
         let p = self.position();
         let t = lead.as_secs_f32();
         match self.velocity() {
@@ -101,13 +102,14 @@ pub trait GameObject: Clone + Debug + Send + 'static {
         Durability::Ephemeral
     }
 
-    /// The object's area of interest (its subscription), if it has one.
-    fn interest(&self) -> Option<Aabb>;
+    /// The object's area of interest (its subscription), if it has one. `world` is the
+    /// static game data, e.g. a configured view distance shared by every object.
+    fn interest(&self, world: &Self::World) -> Option<Aabb>;
 
     /// Fine-grained local interest check: does this object want a replica of `other`?
     /// Defaults to "`other`'s position lies inside my area of interest".
-    fn is_interested(&self, other: &Self) -> bool {
-        self.interest().is_some_and(|b| b.contains(other.position()))
+    fn is_interested(&self, other: &Self, world: &Self::World) -> bool {
+        self.interest(world).is_some_and(|b| b.contains(other.position()))
     }
 
     /// The object this one is attached to (e.g. a missile to its shooter). Every node

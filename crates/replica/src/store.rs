@@ -305,7 +305,7 @@ mod tests {
         fn position(&self) -> Point3 {
             Point3::new(self.0, 0.0, 0.0)
         }
-        fn interest(&self) -> Option<Aabb> {
+        fn interest(&self, _world: &Self::World) -> Option<Aabb> {
             None
         }
         fn encode_state(&self, out: &mut Vec<u8>) {

@@ -71,7 +71,7 @@ impl GameObject for Probe {
     fn velocity(&self) -> Option<Point3> {
         (self.says_velocity && self.speed != 0.0).then(|| Point3::new(self.speed, 0.0, 0.0))
     }
-    fn interest(&self) -> Option<Aabb> {
+    fn interest(&self, _world: &Self::World) -> Option<Aabb> {
         (self.aoi > 0.0).then(|| Aabb::around(self.position(), Point3::new(self.aoi, self.aoi, self.aoi)))
     }
     fn attached_to(&self) -> Option<ObjectId> {
@@ -216,7 +216,7 @@ impl Net {
                 if self.down[to.0 as usize] || self.down[from.0 as usize] {
                     continue;
                 }
-                let urgent = self.nodes[to.0 as usize].handle_packet(now, from, p);
+                let urgent = self.nodes[to.0 as usize].handle_packet(now, from, p, &());
                 self.check_replicas();
                 if urgent {
                     for p in self.nodes[to.0 as usize].flush_peer(now, from) {
@@ -279,7 +279,7 @@ impl Net {
             .collect();
         for i in 0..self.nodes.len() {
             for (id, p, pos) in &pubs {
-                if self.nodes[i].on_discovered(now, *id, *p, *pos) {
+                if self.nodes[i].on_discovered(now, *id, *p, *pos, &()) {
                     self.send(i);
                 }
             }
@@ -419,7 +419,7 @@ fn writes_to_objects_not_primary_here_are_dropped() {
         msgs: vec![worldmesh_replica::ReplicaMsg::Write(vec![bogus, junk])],
     };
     let now = net.now();
-    net.nodes[0].handle_packet(now, NodeId(1), p);
+    net.nodes[0].handle_packet(now, NodeId(1), p, &());
     assert_eq!(net.nodes[0].stats().writes_dropped, 1);
     assert_eq!(net.nodes[0].stats().undecodable, 1);
     assert!(net.nodes[0].store().object(a).unwrap().log.is_empty());
@@ -498,12 +498,12 @@ fn predicted_interest_fetches_ahead_of_motion_only() {
     let far = |n: u32| ObjectId::new(NodeId(1), n);
     let t = Time::from_millis(100);
     let mut predicting = manager(1000);
-    assert!(predicting.on_discovered(t, far(1), NodeId(1), Point3::new(120.0, 0.0, 0.0)));
-    assert!(!predicting.on_discovered(t, far(2), NodeId(1), Point3::new(-120.0, 0.0, 0.0)));
-    assert!(!predicting.on_discovered(t, far(3), NodeId(1), Point3::new(160.0, 0.0, 0.0)));
+    assert!(predicting.on_discovered(t, far(1), NodeId(1), Point3::new(120.0, 0.0, 0.0), &()));
+    assert!(!predicting.on_discovered(t, far(2), NodeId(1), Point3::new(-120.0, 0.0, 0.0), &()));
+    assert!(!predicting.on_discovered(t, far(3), NodeId(1), Point3::new(160.0, 0.0, 0.0), &()));
     let mut plain = manager(0);
-    assert!(!plain.on_discovered(t, far(1), NodeId(1), Point3::new(120.0, 0.0, 0.0)));
-    assert!(plain.on_discovered(t, far(4), NodeId(1), Point3::new(40.0, 0.0, 0.0)));
+    assert!(!plain.on_discovered(t, far(1), NodeId(1), Point3::new(120.0, 0.0, 0.0), &()));
+    assert!(plain.on_discovered(t, far(4), NodeId(1), Point3::new(40.0, 0.0, 0.0), &()));
 }
 
 /// Without a stated velocity, prediction uses the moving average of the primary's observed
@@ -530,7 +530,7 @@ fn predicted_interest_falls_back_to_the_observed_motion() {
         );
     }
     let b = m
-        .predicted_interest(id)
+        .predicted_interest(id, &())
         .expect("a moving walker has a predicted interest");
     assert!(b.contains(Point3::new(195.0, 0.0, 0.0)));
     assert!(!b.contains(Point3::new(205.0, 0.0, 0.0)));

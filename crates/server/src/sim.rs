@@ -14,7 +14,7 @@
 //! #     type Write = ();
 //! #     fn think(&mut self, ctx: &mut ThinkContext<'_, Self>) { self.0 += ctx.dt.as_secs_f32(); }
 //! #     fn position(&self) -> Point3 { Point3::new(self.0, 0.0, 0.0) }
-//! #     fn interest(&self) -> Option<Aabb> { None }
+//! #     fn interest(&self, _world: &Self::World) -> Option<Aabb> { None }
 //! #     fn apply_write(&mut self, _: &()) {}
 //! #     fn encode_state(&self, out: &mut Vec<u8>) { out.extend_from_slice(&self.0.to_le_bytes()) }
 //! #     fn decode_state(b: &[u8]) -> Result<Self, StateError> {

@@ -253,13 +253,13 @@ impl<O: GameObject> Collector<O> {
         }
         // The objects `o` is interested in. Each object sits in exactly one cell, so the
         // list has no duplicates; cell order makes it deterministic.
-        let view_of = |o: &O, v: &mut Vec<usize>| {
+        let view_of = |o: &O, world: &O::World, v: &mut Vec<usize>| {
             v.clear();
-            if let Some(b) = o.interest() {
+            if let Some(b) = o.interest(world) {
                 for cx in cell(b.min.x)..=cell(b.max.x) {
                     for cy in cell(b.min.y)..=cell(b.max.y) {
                         for &k in grid.get(&(cx, cy)).into_iter().flatten() {
-                            if o.is_interested(prim[k].object) {
+                            if o.is_interested(prim[k].object, world) {
                                 v.push(k);
                             }
                         }
@@ -290,15 +290,16 @@ impl<O: GameObject> Collector<O> {
         for n in nodes {
             req.clear();
             nearest.clear();
+            let world = n.world().as_ref();
             let mut missing_here = [0usize; 3];
             for &k in by_owner.get(&n.id()).into_iter().flatten() {
                 let o = prim[k].object;
-                view_of(o, &mut view);
+                view_of(o, world, &mut view);
                 req.extend(view.iter().copied().filter(|x| prim[*x].owner != n.id()));
                 if detail_on {
                     // From where the object looks: the centre of its area of interest
                     // (a dead player already looks at its respawn point).
-                    let p = o.interest().map_or_else(|| o.position(), |b| b.center());
+                    let p = o.interest(world).map_or_else(|| o.position(), |b| b.center());
                     for &x in view.iter().filter(|x| prim[**x].owner != n.id()) {
                         let q = prim[x].object.position();
                         let d = ((p.x - q.x).powi(2) + (p.y - q.y).powi(2)).sqrt();
@@ -308,7 +309,7 @@ impl<O: GameObject> Collector<O> {
                 }
                 // Clients are the objects with an area of interest (players); missiles and
                 // items are not clients.
-                if o.interest().is_some() {
+                if o.interest(world).is_some() {
                     views.push((k, view.clone()));
                 }
             }

@@ -84,7 +84,7 @@ impl GameObject for Obj {
     fn position(&self) -> Point3 {
         Point3::new(0.0, 0.0, 0.0)
     }
-    fn interest(&self) -> Option<Aabb> {
+    fn interest(&self, _world: &Self::World) -> Option<Aabb> {
         None
     }
     fn apply_write(&mut self, w: &(Stream, u32)) {

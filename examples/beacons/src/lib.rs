@@ -83,7 +83,7 @@ impl GameObject for Thing {
         }
     }
 
-    fn interest(&self) -> Option<Aabb> {
+    fn interest(&self, _world: &Field) -> Option<Aabb> {
         match self {
             Thing::Walker { pos, .. } => Some(Aabb::around(*pos, Point3::new(SIGHT, SIGHT, 1.0))),
             Thing::Beacon { .. } => None,

@@ -209,7 +209,7 @@ pub trait Replicate: Sized + Clone {
 ///     type Write = u16;
 ///     fn think(&mut self, _: &mut ThinkContext<'_, Self>) {}
 ///     fn position(&self) -> Point3 { self.pos }
-///     fn interest(&self) -> Option<Aabb> { None }
+///     fn interest(&self, _world: &Self::World) -> Option<Aabb> { None }
 ///     fn apply_write(&mut self, hits: &u16) { self.hits += hits }
 ///     worldmesh_replica::replicate_codec!();
 /// }
