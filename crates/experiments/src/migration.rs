@@ -32,7 +32,7 @@ use worldmesh_netcoord::Coordinate;
 use worldmesh_netcoord::VivaldiConfig;
 use worldmesh_netcoord::probe_sim::{ProbeConfig, ProbeSim};
 use worldmesh_node::{
-    Event, LatencyOracle, MigrationEvent, Mode, Node, NodeConfig, Placement, PlacementConfig,
+    Event, LatencyOracle, Located, MigrationEvent, Mode, Node, NodeConfig, Placement, PlacementConfig,
 };
 use worldmesh_replica::{Binding, GameObject, NameService, StateError, ThinkContext, follow_chain};
 use worldmesh_report::{Plot, Series, Table};
@@ -72,6 +72,12 @@ struct Avatar {
     hits: u32,
 }
 
+impl Located for Avatar {
+    fn client_location(&self) -> Option<u32> {
+        Some(self.client)
+    }
+}
+
 impl GameObject for Avatar {
     type World = ();
     type Write = u32;
@@ -96,9 +102,6 @@ impl GameObject for Avatar {
     }
     fn interest(&self, _world: &Self::World) -> Option<Aabb> {
         None
-    }
-    fn client_location(&self) -> Option<u32> {
-        Some(self.client)
     }
     fn apply_write(&mut self, w: &u32) {
         self.hits += w;
@@ -264,7 +267,7 @@ fn simulate(
         let mut v = Vec::new();
         for (i, n) in nodes.iter().enumerate() {
             for id in n.store().primary_ids() {
-                if let Some(c) = n.store().object(id).and_then(GameObject::client_location) {
+                if let Some(c) = n.store().object(id).and_then(Located::client_location) {
                     v.push(f64::from(m.rtt_ms(c as usize, servers[i])));
                 }
             }

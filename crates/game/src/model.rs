@@ -22,6 +22,7 @@
 use std::time::Duration;
 use worldmesh_client::Playable;
 use worldmesh_core::{Aabb, Durability, ObjectId, Point3};
+use worldmesh_node::Located;
 use worldmesh_replica::{GameObject, Replicate, StateError, ThinkContext};
 
 use crate::map::GameMap;
@@ -561,16 +562,6 @@ impl GameObject for ModelObject {
         }
     }
 
-    /// A person's avatar is located by its player id (low 32 bits): the session table,
-    /// which knows the delays the player measured, answers the placement loop for it.
-    fn client_location(&self) -> Option<u32> {
-        match self {
-            ModelObject::Player(Player { control: Some(c), .. }) if !c.left => Some(c.player as u32),
-            ModelObject::Player(p) => p.home,
-            _ => None,
-        }
-    }
-
     fn attached_to(&self) -> Option<ObjectId> {
         match self {
             ModelObject::Missile(m) if m.attached => Some(m.shooter),
@@ -639,6 +630,20 @@ impl Playable for ModelObject {
     fn player(&self) -> Option<u64> {
         match self {
             ModelObject::Player(Player { control: Some(c), .. }) if !c.left => Some(c.player),
+            _ => None,
+        }
+    }
+}
+
+/// Players of the placement loop (paper `001` §7.4): a bot at its home (a latency-matrix
+/// row, set by the simulator's `[placement]` scenario), a person's avatar by its player id.
+impl Located for ModelObject {
+    /// A person's avatar is located by its player id (low 32 bits): the session table,
+    /// which knows the delays the player measured, answers the placement loop for it.
+    fn client_location(&self) -> Option<u32> {
+        match self {
+            ModelObject::Player(Player { control: Some(c), .. }) if !c.left => Some(c.player as u32),
+            ModelObject::Player(p) => p.home,
             _ => None,
         }
     }

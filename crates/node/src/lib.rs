@@ -54,6 +54,8 @@ pub use migration::{
 };
 pub use node::{Event, LocatorOp, Node, NodeConfig, Transmit};
 pub use persist::{PersistConfig, PersistRequest, PersistStats, RecoverError, RecoveryReport};
-pub use placement::{LatencyOracle, Placement, PlacementConfig, PlacementDecision, PlacementOutcome};
+pub use placement::{
+    LatencyOracle, Located, Placement, PlacementConfig, PlacementDecision, PlacementOutcome,
+};
 pub use stats::{ClusterSummary, FrameFault, NodeStats, NodeSummary, Rejection, Rejections, RunSummary};
 pub use worldmesh_replica::{Mode, Packet, ReplicaMsg, UpdateItem};

@@ -979,15 +979,31 @@ impl<O: GameObject> Node<O> {
 /// actually runs.
 impl<O: GameObject> Node<O> {
     /// Evaluates the placement of this node's region (its live primaries) against the other
-    /// members with `placement`'s policy and `oracle`'s latencies; on a decision to move,
-    /// starts the migration. Returns what the loop decided.
+    /// members with `placement`'s policy and `oracle`'s latencies, players located by their
+    /// [`crate::Located::client_location`]; on a decision to move, starts the migration.
+    /// Returns what the loop decided.
     pub fn run_placement(
         &mut self,
         now: Time,
         placement: &mut crate::Placement,
         oracle: &dyn crate::LatencyOracle,
+    ) -> Result<crate::PlacementOutcome, crate::placement::PlacementError>
+    where
+        O: crate::Located,
+    {
+        self.run_placement_by(now, placement, oracle, &O::client_location)
+    }
+
+    /// [`Node::run_placement`] with players located by `locate` (e.g. by their player id,
+    /// as the session table does).
+    pub fn run_placement_by(
+        &mut self,
+        now: Time,
+        placement: &mut crate::Placement,
+        oracle: &dyn crate::LatencyOracle,
+        locate: &dyn Fn(&O) -> Option<u32>,
     ) -> Result<crate::PlacementOutcome, crate::placement::PlacementError> {
-        let outcome = placement.evaluate(now, &self.replicas, &self.members, oracle)?;
+        let outcome = placement.evaluate_by(now, &self.replicas, &self.members, oracle, locate)?;
         if let crate::PlacementOutcome::Migrate(d) = &outcome {
             // A refused start (the region moved or froze meanwhile) is the placement
             // loop's to retry: nothing was sent.

@@ -2,7 +2,10 @@
 //! node's region be hosted?
 //!
 //! A **region** here is the set of live primaries of one node; its **players** are the
-//! primaries with a [`GameObject::client_location`]. §7.4 splits the decision in two
+//! primaries with a client location: [`Located::client_location`] for a game that runs the
+//! loop in the simulator or by hand ([`Node::run_placement`](crate::Node::run_placement)),
+//! the player id for a node's player sessions (`Sessions::with_placement`, whose oracle
+//! knows the delays each player reported). §7.4 splits the decision in two
 //! stages, which [`Placement::evaluate`] follows:
 //!
 //! 1. **Activation** — is running core selection potentially beneficial? We trigger it
@@ -28,10 +31,20 @@ use worldmesh_core::{NodeId, ObjectId, Time};
 use worldmesh_netcoord::core_select::{CoreError, CostTable, Objective, rank};
 use worldmesh_replica::{GameObject, ReplicaManager, Role};
 
+/// Where the players of a game connect from: what the placement loop needs of a game's
+/// objects (only where placement is used; a game without it need not implement this).
+pub trait Located: GameObject {
+    /// Where the player this object stands for connects from: an index into the driver's
+    /// client locations (e.g. a latency-matrix row). `None` for objects that are not
+    /// players. The placement loop (paper `001` §4, §7.4) runs core selection over the
+    /// latencies of a region's players to candidate hosts.
+    fn client_location(&self) -> Option<u32>;
+}
+
 /// Latency estimates and load reports the placement loop needs (provided by the driver).
 pub trait LatencyOracle {
-    /// Estimated round-trip time in ms between the client at `client` (a
-    /// [`GameObject::client_location`]) and server node `node`; `None` if unknown.
+    /// Estimated round-trip time in ms between the client at `client` (a client location,
+    /// e.g. [`Located::client_location`]) and server node `node`; `None` if unknown.
     fn client_rtt_ms(&self, client: u32, node: NodeId) -> Option<f64>;
 
     /// How many primaries `node` holds now, if known (load reports). Used to skip targets
@@ -152,13 +165,26 @@ impl Placement {
     }
 
     /// Stage 1 and 2 of §7.4 for the region of live primaries in `rm`, with `candidates`
-    /// the other nodes that may host it.
-    pub fn evaluate<O: GameObject>(
+    /// the other nodes that may host it; players located by [`Located::client_location`].
+    pub fn evaluate<O: Located>(
         &mut self,
         now: Time,
         rm: &ReplicaManager<O>,
         candidates: &[NodeId],
         oracle: &dyn LatencyOracle,
+    ) -> Result<PlacementOutcome, PlacementError> {
+        self.evaluate_by(now, rm, candidates, oracle, &O::client_location)
+    }
+
+    /// [`Placement::evaluate`] with players located by `locate` (`None` for objects that
+    /// are not players).
+    pub fn evaluate_by<O: GameObject>(
+        &mut self,
+        now: Time,
+        rm: &ReplicaManager<O>,
+        candidates: &[NodeId],
+        oracle: &dyn LatencyOracle,
+        locate: &dyn Fn(&O) -> Option<u32>,
     ) -> Result<PlacementOutcome, PlacementError> {
         if !rm.frozen().is_empty() {
             return Ok(PlacementOutcome::Idle);
@@ -171,7 +197,7 @@ impl Placement {
             .collect();
         let players: Vec<u32> = region
             .iter()
-            .filter_map(|id| rm.store().object(*id).and_then(GameObject::client_location))
+            .filter_map(|id| rm.store().object(*id).and_then(locate))
             .collect();
         if players.is_empty() || players.len() < self.cfg.min_players {
             return Ok(PlacementOutcome::Idle);

@@ -261,7 +261,8 @@ impl<O: Playable> Sessions<O> {
     }
 
     /// Runs the placement loop of paper `001` §7.4 after every frame: this node's region
-    /// (its primaries) moves to the node its players, by the delays they reported, are
+    /// (its primaries) moves to the node its players (the live avatars, located by
+    /// [`Playable::player`]), by the delays they reported, are
     /// nearest to on average (core selection, k = 1); the players follow their avatars.
     /// Not together with the assignment (which moves players instead of regions).
     pub fn with_placement(mut self, cfg: crate::PlacementConfig) -> Self {
@@ -803,7 +804,9 @@ impl<O: Playable> Sessions<O> {
                 .map(|s| (s.player as u32, s.delays.as_slice()))
                 .collect(),
         );
-        match node.run_placement(now, p, &oracle) {
+        // Players are located by their id, as the oracle knows them.
+        let locate = |o: &O| o.player().map(|p| p as u32);
+        match node.run_placement_by(now, p, &oracle, &locate) {
             Ok(crate::PlacementOutcome::Migrate(_)) => self.stats.region_migrations += 1,
             Ok(_) => {}
             // A player has not reported its delays yet: the next frame tries again.
@@ -943,7 +946,7 @@ impl ViewGrid {
 }
 
 /// The delays players reported, as the placement loop's latency oracle (clients located by
-/// their player id's low 32 bits: `Playable` avatars' `client_location`).
+/// their player id's low 32 bits: [`Playable::player`]).
 struct ReportedDelays<'a>(HashMap<u32, &'a [(u32, f32)]>);
 
 impl crate::LatencyOracle for ReportedDelays<'_> {

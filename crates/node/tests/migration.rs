@@ -10,8 +10,8 @@ use proptest::prelude::*;
 use worldmesh_core::wire;
 use worldmesh_core::{Aabb, DetRng, MessageClass, NodeId, ObjectId, Point3, Time};
 use worldmesh_node::{
-    Event, LatencyOracle, MigrationEvent, MigrationMsg, Mode, Node, NodeConfig, Placement, PlacementConfig,
-    PlacementOutcome, RefuseReason,
+    Event, LatencyOracle, Located, MigrationEvent, MigrationMsg, Mode, Node, NodeConfig, Placement,
+    PlacementConfig, PlacementOutcome, RefuseReason,
 };
 use worldmesh_replica::{Binding, GameObject, MigratedObject, Role, StateError, ThinkContext};
 
@@ -42,6 +42,12 @@ struct Counter {
     log: Vec<(u32, u32)>,
 }
 
+impl Located for Counter {
+    fn client_location(&self) -> Option<u32> {
+        Some(self.me)
+    }
+}
+
 impl GameObject for Counter {
     type World = World;
     type Write = (u32, u32);
@@ -68,9 +74,6 @@ impl GameObject for Counter {
     }
     fn apply_write(&mut self, w: &(u32, u32)) {
         self.log.push(*w);
-    }
-    fn client_location(&self) -> Option<u32> {
-        Some(self.me)
     }
     fn encode_state(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&bitcode::encode(self));

@@ -119,14 +119,6 @@ pub trait GameObject: Clone + Debug + Send + 'static {
         None
     }
 
-    /// Where the player this object stands for connects from: an index into the driver's
-    /// client locations (e.g. a latency-matrix row). `None` (the default) for objects that
-    /// are not players. The placement loop (paper `001` §4, §7.4) runs core selection over
-    /// the latencies of a region's players to candidate hosts.
-    fn client_location(&self) -> Option<u32> {
-        None
-    }
-
     /// What happens to this object if its primary's node fails. The default adopts it.
     fn orphan_policy(&self) -> OrphanPolicy {
         OrphanPolicy::Adopt

@@ -24,7 +24,7 @@ use std::collections::BinaryHeap;
 use std::time::Duration;
 
 use worldmesh_core::{NodeId, Time};
-use worldmesh_node::{Event, Node, NodeSummary};
+use worldmesh_node::{Event, Located, Node, NodeSummary};
 use worldmesh_replica::GameObject;
 use worldmesh_store::{Batch, MemStore};
 
@@ -117,8 +117,9 @@ pub struct Simulation<O: GameObject> {
     found: Vec<Discovery>,
     /// Node events kept for the caller (when recording is on), with time and node.
     recorded: Option<Vec<(Time, NodeId, Event)>>,
-    /// The placement loop of paper `001` §7.4, one per node, if on.
-    placement: Option<Vec<worldmesh_node::Placement>>,
+    /// The placement loop of paper `001` §7.4, one per node, and how it locates players,
+    /// if on.
+    placement: Option<(Vec<worldmesh_node::Placement>, Locate<O>)>,
     /// Region migrations the placement loops started.
     region_migrations: u64,
     /// The node the last [`Simulation::step`] ran (for checks after every event).
@@ -160,18 +161,6 @@ impl<O: GameObject> Simulation<O> {
             sim.after_input(i);
         }
         sim
-    }
-
-    /// Runs the placement loop of paper `001` §7.4 on every node after each of its frames:
-    /// a node's region (its primaries) migrates to the node its players
-    /// ([`GameObject::client_location`], latency-matrix rows) are nearest to.
-    pub fn with_placement(mut self, cfg: worldmesh_node::PlacementConfig) -> Self {
-        self.placement = Some(
-            (0..self.nodes.len())
-                .map(|_| worldmesh_node::Placement::new(cfg.clone()))
-                .collect(),
-        );
-        self
     }
 
     /// Region migrations the placement loops started so far.
@@ -352,15 +341,18 @@ impl<O: GameObject> Simulation<O> {
 
     /// After a node handled an input: route its datagrams and re-arm its timer.
     fn run_placement(&mut self, i: usize) {
-        let Some(placements) = &mut self.placement else {
+        let Some((placements, locate)) = &mut self.placement else {
             return;
         };
+        let locate = *locate;
         let loads: Vec<usize> = self.nodes.iter().map(|n| n.store().primary_count()).collect();
         let oracle = MatrixClients(&self.net, loads);
         let (Some(p), Some(node)) = (placements.get_mut(i), self.nodes.get_mut(i)) else {
             return;
         };
-        if let Ok(worldmesh_node::PlacementOutcome::Migrate(_)) = node.run_placement(self.now, p, &oracle) {
+        if let Ok(worldmesh_node::PlacementOutcome::Migrate(_)) =
+            node.run_placement_by(self.now, p, &oracle, &locate)
+        {
             self.region_migrations += 1;
         }
     }
@@ -576,6 +568,22 @@ impl<O: GameObject> Simulation<O> {
             .iter()
             .map(|n| n.summary_window(self.now, from_s, to_s))
             .collect()
+    }
+}
+
+/// How the placement loop locates an object's player ([`Located::client_location`]).
+type Locate<O> = fn(&O) -> Option<u32>;
+
+impl<O: Located> Simulation<O> {
+    /// Runs the placement loop of paper `001` §7.4 on every node after each of its frames:
+    /// a node's region (its primaries) migrates to the node its players
+    /// ([`Located::client_location`], latency-matrix rows) are nearest to.
+    pub fn with_placement(mut self, cfg: worldmesh_node::PlacementConfig) -> Self {
+        let placements = (0..self.nodes.len())
+            .map(|_| worldmesh_node::Placement::new(cfg.clone()))
+            .collect();
+        self.placement = Some((placements, O::client_location as Locate<O>));
+        self
     }
 }
 

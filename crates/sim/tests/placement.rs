@@ -1,7 +1,8 @@
 //! The placement loop of paper `001` §7.4 in the simulated world (`[placement]`).
 
 use worldmesh_core::{NodeId, Time};
-use worldmesh_replica::{GameObject, Role};
+use worldmesh_node::Located;
+use worldmesh_replica::Role;
 use worldmesh_sim::SimConfig;
 use worldmesh_sim::config::{Architecture, PlacementSettings};
 use worldmesh_sim::scenario::{self, Sim};
