@@ -14,7 +14,13 @@
 //!   `#[replicate(max_len = N)]` (a `Vec` field holds at most `N` elements on decode);
 //! - on the type: `#[replicate(check = path::to::fn)]`, a `fn(&Self) -> Result<(),
 //!   StateError>` run on every decoded value (full state or delta), for invariants the
-//!   field types cannot express (e.g. a direction is at most unit length).
+//!   field types cannot express (e.g. a direction is at most unit length); it fails with
+//!   `StateError::check("message")`.
+//!
+//! The generated decoders fail with a typed `worldmesh_replica::StateError`: `Truncated`,
+//! `TrailingBytes`, `Invalid` (a value its type refuses: range, tag, non-finite float,
+//! unknown change-mask bits, a bad delta header), `UnknownVariant` or the check's `Check`,
+//! located by `StateError::At` at the `Type.field` where it happened.
 //!
 //! Structs with named or unnamed fields and enums with unit, tuple and struct variants are
 //! supported; type parameters get a `Replicate` bound. Unions are refused. The generated
@@ -582,7 +588,7 @@ fn expand_enum(e: &syn::DataEnum, check: &Option<syn::Path>, name: &str) -> syn:
             let index = r.varint()?;
             let value = match index {
                 #(#read_variant_arms)*
-                _ => return Err(::worldmesh_replica::StateError(format!("{}: unknown variant {}", #name, index))),
+                _ => return Err(::worldmesh_replica::StateError::UnknownVariant { ty: #name, index }),
             };
             #check
             Ok(value)
@@ -627,12 +633,12 @@ fn expand_enum(e: &syn::DataEnum, check: &Option<syn::Path>, name: &str) -> syn:
             let top = #rt::mask_bits(header, widest, 64);
             let value = if top != 0 {
                 if top & 1 == 0 {
-                    return Err(::worldmesh_replica::StateError(format!("{}: bad delta header {:#x}", #name, header)));
+                    return Err(::worldmesh_replica::StateError::invalid("delta header", ::core::format_args!("{:#x}", header)).within(#name));
                 }
                 let index = top >> 1;
                 match index {
                     #(#read_variant_arms)*
-                    _ => return Err(::worldmesh_replica::StateError(format!("{}: unknown variant {}", #name, index))),
+                    _ => return Err(::worldmesh_replica::StateError::UnknownVariant { ty: #name, index }),
                 }
             } else {
                 let mask = header;

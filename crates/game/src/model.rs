@@ -481,7 +481,7 @@ impl Missile {
 fn unit_directions(c: &Control) -> Result<(), StateError> {
     let long = |(x, y): (f32, f32)| x * x + y * y > 1.0 + 1e-3;
     if long(c.intent) || c.aim.is_some_and(long) {
-        return Err(StateError("control direction longer than 1".into()));
+        return Err(StateError::check("control direction longer than 1"));
     }
     Ok(())
 }

@@ -111,9 +111,9 @@ impl GameObject for Bot {
     }
 
     fn decode_state(bytes: &[u8]) -> Result<Self, StateError> {
-        let b: Bot = bitcode::decode(bytes).map_err(|e| StateError(e.to_string()))?;
+        let b: Bot = bitcode::decode(bytes).map_err(StateError::from)?;
         if !(b.pos.is_finite() && b.target.is_finite()) {
-            return Err(StateError("bot position is not finite".into()));
+            return Err(StateError::check("bot position is not finite"));
         }
         Ok(b)
     }

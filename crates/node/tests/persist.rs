@@ -83,7 +83,7 @@ impl GameObject for Obj {
         out.extend_from_slice(&bitcode::encode(self));
     }
     fn decode_state(b: &[u8]) -> Result<Self, StateError> {
-        bitcode::decode(b).map_err(|e| StateError(e.to_string()))
+        bitcode::decode(b).map_err(StateError::from)
     }
 }
 

@@ -6,15 +6,110 @@ use worldmesh_core::{Aabb, DetRng, Durability, NodeId, ObjectId, Point3, Time};
 
 use crate::store::ObjectStore;
 
-/// Why an object's encoded state or delta could not be decoded.
+/// Why an object's encoded state or delta could not be decoded (input comes from the
+/// network: decoders return one of these, never panic).
+///
+/// The derived codecs (`#[derive(Replicate)]`) say where in the value it went wrong with
+/// [`StateError::At`] (`Type.field`, outermost first); [`StateError::root`] is what went
+/// wrong there.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("malformed object state: {0}")]
-pub struct StateError(pub String);
+#[non_exhaustive]
+pub enum StateError {
+    /// The input ended inside a value.
+    #[error("truncated: {needed} bytes needed, {left} left")]
+    Truncated {
+        /// Bytes the value needed next.
+        needed: usize,
+        /// Bytes that were left.
+        left: usize,
+    },
+    /// A complete value was followed by bytes no field reads.
+    #[error("{0} trailing bytes")]
+    TrailingBytes(usize),
+    /// A value its type does not allow: an integer out of range, a non-finite float, an
+    /// unknown tag, an overlong varint, change-mask bits no field owns, …
+    #[error("invalid {what}: {detail}")]
+    Invalid {
+        /// What was being read (`u16`, `bool`, `varint`, `option tag`, `change mask`, …).
+        what: &'static str,
+        /// What was wrong with it (usually the value read).
+        detail: String,
+    },
+    /// An enum's variant index that no variant has.
+    #[error("{ty}: unknown variant {index}")]
+    UnknownVariant {
+        /// The enum.
+        ty: &'static str,
+        /// The index read.
+        index: u64,
+    },
+    /// The decoded value failed the game's own check (`#[replicate(check = ..)]`, or an
+    /// invariant a hand-written decoder enforces), with the game's message.
+    #[error("{0}")]
+    Check(String),
+    /// A codec the game uses itself (e.g. bitcode in a hand-written decoder) refused the
+    /// bytes, with that codec's message.
+    #[error("{0}")]
+    Decode(String),
+    /// `error` happened at `path` (`Type.field`; nested paths joined by `": "`,
+    /// outermost first). Never wraps another `At`: see [`StateError::within`].
+    #[error("{path}: {error}")]
+    At {
+        /// Where.
+        path: String,
+        /// What went wrong there.
+        error: Box<StateError>,
+    },
+}
 
 impl StateError {
-    /// The same error, prefixed with where it happened (`Type.field`).
+    /// A failed check of the game's, with its message.
+    pub fn check(message: impl Into<String>) -> StateError {
+        StateError::Check(message.into())
+    }
+
+    /// A value of kind `what` that is not valid, and why.
+    pub fn invalid(what: &'static str, detail: impl std::fmt::Display) -> StateError {
+        StateError::Invalid {
+            what,
+            detail: detail.to_string(),
+        }
+    }
+
+    /// The same error, located at `at` (`Type.field`) inside whatever path it already has.
     pub fn within(self, at: &str) -> StateError {
-        StateError(format!("{at}: {}", self.0))
+        match self {
+            StateError::At { path, error } => StateError::At {
+                path: format!("{at}: {path}"),
+                error,
+            },
+            error => StateError::At {
+                path: at.to_owned(),
+                error: Box::new(error),
+            },
+        }
+    }
+
+    /// Where the error happened (`Type.field: Inner.field`), if known.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            StateError::At { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+
+    /// What went wrong, without its location.
+    pub fn root(&self) -> &StateError {
+        match self {
+            StateError::At { error, .. } => error,
+            e => e,
+        }
+    }
+}
+
+impl From<bitcode::Error> for StateError {
+    fn from(e: bitcode::Error) -> Self {
+        StateError::Decode(e.to_string())
     }
 }
 

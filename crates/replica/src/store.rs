@@ -312,7 +312,9 @@ mod tests {
             out.extend_from_slice(&self.0.to_le_bytes());
         }
         fn decode_state(b: &[u8]) -> Result<Self, StateError> {
-            let a: [u8; 4] = b.try_into().map_err(|_| StateError("len".into()))?;
+            let a: [u8; 4] = b
+                .try_into()
+                .map_err(|_| StateError::invalid("Dot", format_args!("{} bytes, not 4", b.len())))?;
             Ok(Dot(f32::from_le_bytes(a)))
         }
     }

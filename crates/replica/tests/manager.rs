@@ -84,7 +84,7 @@ impl GameObject for Probe {
         out.extend_from_slice(&bitcode::encode(self));
     }
     fn decode_state(b: &[u8]) -> Result<Self, StateError> {
-        bitcode::decode(b).map_err(|e| StateError(e.to_string()))
+        bitcode::decode(b).map_err(StateError::from)
     }
     // Field-wise delta: a mask byte, then x (bit 0), then the whole rest (bit 1).
     fn encode_delta(&self, base: &Self, out: &mut Vec<u8>) {
@@ -102,13 +102,15 @@ impl GameObject for Probe {
         }
     }
     fn apply_delta(base: &Self, d: &[u8]) -> Result<Self, StateError> {
-        let (&mask, mut rest) = d.split_first().ok_or_else(|| StateError("empty delta".into()))?;
+        let (&mask, mut rest) = d
+            .split_first()
+            .ok_or(StateError::Truncated { needed: 1, left: 0 })?;
         let mut o = base.clone();
         if mask & 1 != 0 {
             let x: [u8; 4] = rest
                 .get(..4)
                 .and_then(|s| s.try_into().ok())
-                .ok_or_else(|| StateError("short".into()))?;
+                .ok_or_else(|| StateError::invalid("Probe delta", "too short"))?;
             o.x = f32::from_le_bytes(x);
             rest = &rest[4..];
         }

@@ -13,7 +13,7 @@ use worldmesh_replica::{Replicate, StateError};
 fn short(inner: &Inner) -> Result<(), StateError> {
     let (x, y) = inner.dir;
     if x * x + y * y > 1.0 {
-        return Err(StateError("direction longer than 1".into()));
+        return Err(StateError::check("direction longer than 1"));
     }
     Ok(())
 }
@@ -324,12 +324,9 @@ fn enum_newtype_variant_shares_its_header() {
     assert_eq!(delta(&Mode::Walking(1, -1), &a), vec![(1 << 4) | (1 << 5), 1, 1]);
     assert_eq!(delta(&Mode::Idle, &a), vec![1 << 4]);
     // The marker bit clear but bits above it set: refused.
-    assert!(
-        Mode::apply_delta(&a, &[1 << 5])
-            .unwrap_err()
-            .0
-            .contains("bad delta header")
-    );
+    let err = Mode::apply_delta(&a, &[1 << 5]).unwrap_err();
+    assert_eq!(err.path(), Some("Mode"), "{err}");
+    assert_eq!(err.root(), &StateError::invalid("delta header", "0x20"), "{err}");
 }
 
 #[test]
@@ -343,10 +340,8 @@ fn check_hook_refuses_invalid_state_from_full_and_delta() {
         tick: 0,
     };
     let err = Inner::decode_full(&full(&fast)).unwrap_err();
-    assert!(
-        err.0.contains("Inner") && err.0.contains("longer than 1"),
-        "{err}"
-    );
+    assert_eq!(err, StateError::check("direction longer than 1").within("Inner"));
+    assert_eq!(err.to_string(), "Inner: direction longer than 1");
     assert!(Inner::apply_delta(&ok, &delta(&fast, &ok)).is_err());
     assert!(
         Mode::apply_delta(
@@ -363,15 +358,12 @@ fn errors_name_the_field() {
     // `flag` is the 11th field: a, b (1 byte each), c (2), d (3), e, f, g, h, u, i (1 each).
     bytes[13] = 7;
     let err = Everything::decode_full(&bytes).unwrap_err();
-    assert!(
-        err.0.contains("Everything.flag") && err.0.contains("bad bool 7"),
-        "{err}"
-    );
+    assert_eq!(err.path(), Some("Everything.flag"), "{err}");
+    assert_eq!(err.root(), &StateError::invalid("bool", 7), "{err}");
+    assert_eq!(err.to_string(), "Everything.flag: invalid bool: 7");
     let err = Everything::decode_full(&[]).unwrap_err();
-    assert!(
-        err.0.contains("Everything.a") && err.0.contains("truncated"),
-        "{err}"
-    );
+    assert_eq!(err.path(), Some("Everything.a"), "{err}");
+    assert_eq!(err.root(), &StateError::Truncated { needed: 1, left: 0 }, "{err}");
 }
 
 #[test]
@@ -379,8 +371,10 @@ fn lengths_are_capped_before_allocating() {
     let mut v = walker(1.0);
     v.list = vec![1; 9]; // one over `max_len = 8`
     let err = Everything::decode_full(&full(&v)).unwrap_err();
-    assert!(
-        err.0.contains("Everything.list") && err.0.contains("exceeds 8"),
+    assert_eq!(err.path(), Some("Everything.list"), "{err}");
+    assert_eq!(
+        err.root(),
+        &StateError::invalid("vec length", "9 exceeds 8"),
         "{err}"
     );
     // A length near 2^63 with three bytes behind it: refused by the cap, nothing allocated.
@@ -388,7 +382,10 @@ fn lengths_are_capped_before_allocating() {
     worldmesh_replica::replicate::put_varint(&mut huge, u64::MAX >> 1);
     huge.extend_from_slice(&[0, 0, 0]);
     let err = read_vec::<u8>(&mut Reader::new(&huge), DEFAULT_MAX_LEN).unwrap_err();
-    assert!(err.0.contains("exceeds 1024"), "{err}");
+    assert_eq!(
+        err,
+        StateError::invalid("vec length", format!("{} exceeds 1024", u64::MAX >> 1))
+    );
 }
 
 #[test]
@@ -396,12 +393,8 @@ fn non_finite_floats_and_bad_masks_are_refused() {
     let mut bytes = full(&walker(1.0));
     let x_at = 14; // after the 11 integer and bool fields (14 bytes)
     bytes[x_at..x_at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
-    assert!(
-        Everything::decode_full(&bytes)
-            .unwrap_err()
-            .0
-            .contains("non-finite")
-    );
+    let err = Everything::decode_full(&bytes).unwrap_err();
+    assert_eq!(err.root(), &StateError::invalid("f32", "not finite"), "{err}");
     // A delta turning a finite f32 into an infinity, through its difference.
     let inf = f32::INFINITY.to_bits() as i64 - 1.0f32.to_bits() as i64;
     let mut d = vec![1 << 0];
@@ -412,11 +405,17 @@ fn non_finite_floats_and_bad_masks_are_refused() {
         dir: (0.0, 0.0),
         tick: 0,
     };
+    let err = Inner::apply_delta(&ok, &[0b1000, 1]).unwrap_err();
+    assert_eq!(err.path(), Some("Inner"), "{err}");
     assert!(
-        Inner::apply_delta(&ok, &[0b1000, 1])
-            .unwrap_err()
-            .0
-            .contains("unknown change-mask bits")
+        matches!(
+            err.root(),
+            StateError::Invalid {
+                what: "change mask",
+                ..
+            }
+        ),
+        "{err}"
     );
 }
 

@@ -18,7 +18,7 @@
 //! #     fn apply_write(&mut self, _: &()) {}
 //! #     fn encode_state(&self, out: &mut Vec<u8>) { out.extend_from_slice(&self.0.to_le_bytes()) }
 //! #     fn decode_state(b: &[u8]) -> Result<Self, StateError> {
-//! #         b.try_into().map(|a| Dot(f32::from_le_bytes(a))).map_err(|_| StateError("4 bytes".into()))
+//! #         b.try_into().map(|a| Dot(f32::from_le_bytes(a))).map_err(|_| StateError::invalid("Dot", "not 4 bytes"))
 //! #     }
 //! # }
 //! let mut sim = Sim::builder()

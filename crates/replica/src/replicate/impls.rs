@@ -48,7 +48,7 @@ macro_rules! unsigned_impl {
             }
             fn read_full(r: &mut Reader<'_>) -> Result<Self, StateError> {
                 let v = r.varint()?;
-                <$t>::try_from(v).map_err(|_| StateError(format!("{v} out of range for {}", stringify!($t))))
+                <$t>::try_from(v).map_err(|_| StateError::invalid(stringify!($t), format_args!("{v} out of range")))
             }
             whole_value_delta!();
         }
@@ -65,7 +65,7 @@ macro_rules! signed_impl {
             }
             fn read_full(r: &mut Reader<'_>) -> Result<Self, StateError> {
                 let v = unzigzag(r.varint()?);
-                <$t>::try_from(v).map_err(|_| StateError(format!("{v} out of range for {}", stringify!($t))))
+                <$t>::try_from(v).map_err(|_| StateError::invalid(stringify!($t), format_args!("{v} out of range")))
             }
             whole_value_delta!();
         }
@@ -81,7 +81,7 @@ impl Replicate for bool {
         match r.byte()? {
             0 => Ok(false),
             1 => Ok(true),
-            b => Err(StateError(format!("bad bool {b}"))),
+            b => Err(StateError::invalid("bool", b)),
         }
     }
     whole_value_delta!();
@@ -102,7 +102,7 @@ fn finite32(v: f32) -> Result<f32, StateError> {
     if v.is_finite() {
         Ok(v)
     } else {
-        Err(StateError("non-finite number".into()))
+        Err(StateError::invalid("f32", "not finite"))
     }
 }
 
@@ -127,7 +127,8 @@ impl Replicate for f32 {
     }
     fn read_changes(baseline: &Self, _: u64, r: &mut Reader<'_>) -> Result<Self, StateError> {
         let d = unzigzag(r.varint()?);
-        let d = i32::try_from(d).map_err(|_| StateError(format!("f32 delta {d} out of range")))?;
+        let d = i32::try_from(d)
+            .map_err(|_| StateError::invalid("f32 delta", format_args!("{d} out of range")))?;
         finite32(from_ordered32(ordered32(*baseline).wrapping_add(d as u32)))
     }
 }
@@ -151,7 +152,7 @@ impl Replicate for f64 {
         if v.is_finite() {
             Ok(v)
         } else {
-            Err(StateError("non-finite number".into()))
+            Err(StateError::invalid("f64", "not finite"))
         }
     }
     fn changes(&self, baseline: &Self) -> u64 {
@@ -167,7 +168,7 @@ impl Replicate for f64 {
         if v.is_finite() {
             Ok(v)
         } else {
-            Err(StateError("non-finite number".into()))
+            Err(StateError::invalid("f64", "not finite"))
         }
     }
 }
@@ -256,7 +257,7 @@ impl<T: Replicate> Replicate for Option<T> {
         match r.byte()? {
             0 => Ok(None),
             1 => Ok(Some(T::read_full(r)?)),
-            t => Err(StateError(format!("bad option tag {t}"))),
+            t => Err(StateError::invalid("option tag", t)),
         }
     }
     fn changes(&self, baseline: &Self) -> u64 {
@@ -281,9 +282,12 @@ impl<T: Replicate> Replicate for Option<T> {
             1 => Ok(Some(T::read_full(r)?)),
             2 => match baseline {
                 Some(b) => Ok(Some(read_nested_delta(b, r)?)),
-                None => Err(StateError("option delta against a missing baseline value".into())),
+                None => Err(StateError::invalid(
+                    "option delta",
+                    "against a missing baseline value",
+                )),
             },
-            t => Err(StateError(format!("bad option delta tag {t}"))),
+            t => Err(StateError::invalid("option delta tag", t)),
         }
     }
 }

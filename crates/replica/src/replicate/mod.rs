@@ -267,10 +267,10 @@ impl<'a> Reader<'a> {
     /// The next `n` bytes.
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], StateError> {
         if self.bytes.len() < n {
-            return Err(StateError(format!(
-                "truncated: {n} bytes needed, {} left",
-                self.bytes.len()
-            )));
+            return Err(StateError::Truncated {
+                needed: n,
+                left: self.bytes.len(),
+            });
         }
         let (head, tail) = self.bytes.split_at(n);
         self.bytes = tail;
@@ -296,21 +296,21 @@ impl<'a> Reader<'a> {
             let b = self.byte()?;
             let bits = u64::from(b & 0x7f);
             if i == 9 && bits > 1 {
-                return Err(StateError("varint overflows 64 bits".into()));
+                return Err(StateError::invalid("varint", "overflows 64 bits"));
             }
             value |= bits << (7 * i);
             if b & 0x80 == 0 {
                 return Ok(value);
             }
         }
-        Err(StateError("varint longer than 10 bytes".into()))
+        Err(StateError::invalid("varint", "longer than 10 bytes"))
     }
 
     /// A varint that must not exceed `max` (`what` names it in the error).
-    pub fn varint_max(&mut self, max: u64, what: &str) -> Result<u64, StateError> {
+    pub fn varint_max(&mut self, max: u64, what: &'static str) -> Result<u64, StateError> {
         let v = self.varint()?;
         if v > max {
-            return Err(StateError(format!("{what} {v} exceeds {max}")));
+            return Err(StateError::invalid(what, format_args!("{v} exceeds {max}")));
         }
         Ok(v)
     }
@@ -320,7 +320,7 @@ impl<'a> Reader<'a> {
         if self.bytes.is_empty() {
             Ok(())
         } else {
-            Err(StateError(format!("{} trailing bytes", self.bytes.len())))
+            Err(StateError::TrailingBytes(self.bytes.len()))
         }
     }
 }
@@ -372,9 +372,9 @@ pub const fn place_bits(bits: u64, offset: u32) -> u64 {
 #[doc(hidden)]
 pub fn check_mask(mask: u64, width: u32, what: &str) -> Result<(), StateError> {
     if mask.checked_shr(width).unwrap_or(0) != 0 {
-        return Err(StateError(format!(
-            "{what}: unknown change-mask bits in {mask:#x}"
-        )));
+        return Err(
+            StateError::invalid("change mask", format_args!("unknown bits in {mask:#x}")).within(what),
+        );
     }
     Ok(())
 }
@@ -397,7 +397,10 @@ pub const fn bits_for(n: u64) -> u32 {
 pub fn read_nested_delta<T: Replicate>(baseline: &T, r: &mut Reader<'_>) -> Result<T, StateError> {
     let header = r.varint()?;
     if header == 0 {
-        return Err(StateError("changed field with an empty delta".into()));
+        return Err(StateError::invalid(
+            "nested delta",
+            "empty, though its field changed",
+        ));
     }
     T::read_delta_body(baseline, header, r)
 }

@@ -50,9 +50,10 @@ pub fn dequantize(q: i64, step: f32) -> f32 {
 
 fn checked(q: i64) -> Result<i64, StateError> {
     if q.unsigned_abs() > QUANTIZED_LIMIT as u64 {
-        return Err(StateError(format!(
-            "quantized value {q} beyond ±{QUANTIZED_LIMIT} steps"
-        )));
+        return Err(StateError::invalid(
+            "quantized value",
+            format_args!("{q} beyond ±{QUANTIZED_LIMIT} steps"),
+        ));
     }
     Ok(q)
 }
