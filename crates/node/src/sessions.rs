@@ -48,7 +48,7 @@ pub enum HandOffError {
     Busy(u64),
     /// The migration would not start.
     #[error("cannot migrate the avatar: {0}")]
-    Migration(String),
+    Migration(#[from] crate::migration::StartError),
 }
 
 /// A client connection, as the driver numbers them.
@@ -647,7 +647,7 @@ impl<O: Playable> Sessions<O> {
             return Err(HandOffError::NotHere(s.player));
         }
         node.migrate(now, &[s.avatar], target)
-            .map_err(|e| HandOffError::Migration(format!("{e:?}")))?;
+            .map_err(HandOffError::Migration)?;
         s.handoff = Some(HandOff {
             target,
             started: now,
