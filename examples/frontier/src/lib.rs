@@ -438,6 +438,17 @@ pub fn founders_share(node: NodeId, sector: &Sector) -> Vec<Body> {
     v
 }
 
+/// Every primary on the live nodes of a simulated world.
+pub fn live_primaries(sim: &worldmesh::sim::Simulation<Body>) -> Vec<(ObjectId, &Body)> {
+    sim.nodes()
+        .iter()
+        .filter(|n| sim.is_up(n.id()))
+        .flat_map(|n| n.store().iter())
+        .filter(|(_, e)| e.role == worldmesh::Role::Primary)
+        .map(|(id, e)| (id, &e.object))
+        .collect()
+}
+
 /// The outposts among `bodies` (their ids), e.g. to check none is lost to a crash.
 pub fn outposts<'a>(
     bodies: impl IntoIterator<Item = (ObjectId, &'a Body)>,

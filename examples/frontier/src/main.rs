@@ -69,20 +69,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 }
 
-/// Every live primary.
-fn primaries(sim: &worldmesh::sim::Simulation<Body>) -> Vec<(worldmesh::ObjectId, &Body)> {
-    sim.nodes()
-        .iter()
-        .filter(|n| sim.is_up(n.id()))
-        .flat_map(|n| n.store().iter())
-        .filter(|(_, e)| e.role == Role::Primary)
-        .map(|(id, e)| (id, &e.object))
-        .collect()
-}
-
 /// The census of every live primary.
 fn census(sim: &worldmesh::sim::Simulation<Body>) -> Census {
-    Census::of(primaries(sim).into_iter().map(|(_, b)| b))
+    Census::of(frontier::live_primaries(sim).into_iter().map(|(_, b)| b))
 }
 
 fn simulate(
@@ -129,7 +118,7 @@ fn simulate(
         if let Some(victim) = crash
             && s == secs / 2
         {
-            before_crash = Some(frontier::outposts(primaries(&sim)));
+            before_crash = Some(frontier::outposts(frontier::live_primaries(&sim)));
             sim.crash(NodeId(victim));
         }
     }
@@ -153,7 +142,7 @@ fn simulate(
     println!("  drone swarms crossed regions {crossings} times");
     println!("  bandwidth out {kbps:.1} kB/s per node (mean)");
     if let (Some(victim), Some(before)) = (crash, before_crash) {
-        let after = frontier::outposts(primaries(&sim));
+        let after = frontier::outposts(frontier::live_primaries(&sim));
         let kept = before.intersection(&after).count();
         println!(
             "  node {victim} crashed at {:.0} s: {kept} of the {} outposts built before it are still there",

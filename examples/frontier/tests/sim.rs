@@ -4,19 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use frontier::{Body, Census, Sector, founders_share, outposts};
+use frontier::{Body, Census, Sector, founders_share, live_primaries as primaries, outposts};
 use worldmesh::sim::{Sim, Simulation};
 use worldmesh::{NodeId, ObjectId, Role};
-
-fn primaries(sim: &Simulation<Body>) -> Vec<(ObjectId, &Body)> {
-    sim.nodes()
-        .iter()
-        .filter(|n| sim.is_up(n.id()))
-        .flat_map(|n| n.store().iter())
-        .filter(|(_, e)| e.role == Role::Primary)
-        .map(|(id, e)| (id, &e.object))
-        .collect()
-}
 
 #[test]
 fn outposts_survive_the_crash_of_their_node() {
