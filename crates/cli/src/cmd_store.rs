@@ -1,7 +1,11 @@
 //! `worldmesh store`: operator tools for a node's embedded store (issue 19 item 5).
 //! `store inspect DIR` verifies the store and prints counts, sizes and the last checkpoint;
 //! `store export DIR` writes every record as JSON lines; `store import DIR FILE` validates a
-//! whole export (line-numbered errors) and writes it in one atomic batch.
+//! whole export (line-numbered errors) and writes it in one atomic batch; `store merge
+//! DEST SRC...` moves the stores of nodes that will not come back into DEST's store in one
+//! atomic batch (`worldmesh_store::merge`: sources' objects under the next epoch, the later
+//! epoch wins, differing copies under one epoch refused), then renames each source's file
+//! to `store.redb.merged` so it can be neither started nor merged again.
 //!
 //! The store is a redb file that one process at a time may open: run these on a stopped
 //! node's directory (a running node's store is refused as locked).
@@ -33,7 +37,11 @@ FILES:
 EXAMPLE (backup and restore of a stopped node):
   worldmesh store inspect /var/lib/worldmesh/node-3
   worldmesh store export /var/lib/worldmesh/node-3 --out node-3.jsonl
-  worldmesh store import /var/lib/worldmesh/node-3-restored node-3.jsonl";
+  worldmesh store import /var/lib/worldmesh/node-3-restored node-3.jsonl
+
+EXAMPLE (a stopped 3-node world restarted on 2 nodes; see crates/store/README.md):
+  worldmesh store merge /var/lib/worldmesh/node-0 /var/lib/worldmesh/node-2
+  worldmesh store inspect /var/lib/worldmesh/node-0";
 
 /// Arguments of `worldmesh store`.
 #[derive(clap::Args, Debug)]
@@ -70,6 +78,19 @@ enum StoreCommand {
         /// Replace the contents of a store that is not empty (otherwise refused).
         #[arg(long)]
         force: bool,
+    },
+    /// Move every record of the stores in SRC... (nodes that will not come back) into the
+    /// store in DEST, in one atomic batch: the sources' objects are taken under their next
+    /// epoch (as if migrated to DEST), the later epoch wins between copies of one object,
+    /// and two differing copies under the same epoch are refused (nothing is written).
+    /// Writers' logs go with their objects; the earliest checkpoint marker is kept. Each
+    /// source's file is then renamed to store.redb.merged. Run it on stopped nodes only.
+    Merge {
+        /// The store that takes the records (a node that will be started again).
+        dest: PathBuf,
+        /// The stores of nodes that will not come back.
+        #[arg(required = true)]
+        src: Vec<PathBuf>,
     },
 }
 
@@ -131,6 +152,7 @@ pub fn run(args: StoreArgs) -> anyhow::Result<()> {
         StoreCommand::Inspect { dir } => inspect(&dir),
         StoreCommand::Export { dir, out } => export(&dir, out.as_deref()),
         StoreCommand::Import { dir, file, force } => import(&dir, &file, force),
+        StoreCommand::Merge { dest, src } => merge(&dest, &src),
     }
 }
 
@@ -450,5 +472,73 @@ fn import(dir: &Path, file: &Path, force: bool) -> anyhow::Result<()> {
     // Read back what was written: the import is done only if it verifies.
     store.load()?;
     eprintln!("imported {n} records into {}", store.path().display());
+    Ok(())
+}
+
+fn merge(dest: &Path, srcs: &[PathBuf]) -> anyhow::Result<()> {
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut seen = vec![canonical(dest)];
+    for s in srcs {
+        let c = canonical(s);
+        if seen.contains(&c) {
+            bail!(
+                "{} is named twice (DEST and every SRC must be different stores)",
+                s.display()
+            );
+        }
+        seen.push(c);
+    }
+    let mut store = open_existing(dest)?;
+    let into = store.load()?;
+    let mut sources = Vec::with_capacity(srcs.len());
+    for s in srcs {
+        // Each source is read, verified and closed (its lock released) before anything
+        // is written.
+        let r = open_existing(s)?.load()?;
+        sources.push((s.display().to_string(), r));
+    }
+    let (merged, report) = worldmesh_store::merge(&dest.display().to_string(), &into, &sources)?;
+    let content = merged.to_batch();
+    let mut batch = Batch::new();
+    batch.push(Op::Clear);
+    for op in content.ops() {
+        batch.push(op.clone());
+    }
+    if let Some(c) = content.checkpoint_marker() {
+        batch.checkpoint(c);
+    }
+    store.apply(&batch)?;
+    // Done only if what was written reads back verified and whole.
+    let back = store.load()?;
+    if back != merged {
+        bail!(
+            "{}: the merged store does not read back as written",
+            store.path().display()
+        );
+    }
+    drop(store);
+    for s in srcs {
+        let from = s.join(worldmesh_store::FILE_NAME);
+        let to = s.join(format!("{}.merged", worldmesh_store::FILE_NAME));
+        std::fs::rename(&from, &to).with_context(|| {
+            format!(
+                "rename {} to {} (the merge itself is done)",
+                from.display(),
+                to.display()
+            )
+        })?;
+    }
+    for ((name, _), n) in sources.iter().zip(&report.taken) {
+        eprintln!("merged {name}: {n} objects taken");
+    }
+    eprintln!(
+        "{}: {} objects, {} logged writes, {} forwarding entries ({} copies superseded by a later epoch, {} forwarding entries ended here)",
+        dest.display(),
+        merged.objects.len(),
+        merged.writes.len(),
+        merged.forwarding.len(),
+        report.superseded,
+        report.forwarding_dropped
+    );
     Ok(())
 }

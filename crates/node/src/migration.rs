@@ -190,6 +190,9 @@ struct Outgoing {
     parts: Vec<Vec<MigratedObject>>,
     started: Time,
     last_sent: Time,
+    /// False while the old node's store takes the region's records and in-doubt markers
+    /// (persistence on): nothing is sent before they are on disk.
+    ready: bool,
 }
 
 /// A region being received.
@@ -268,6 +271,13 @@ pub struct Migrator {
     incoming_bytes: usize,
     /// This node drains: transfers to it are refused.
     draining: bool,
+    /// Persistence is on: transfers wait for [`Migrator::release_transfer`], acceptances
+    /// for [`Migrator::release_accept`] (see [`Migrator::set_persisting`]).
+    persisting: bool,
+    /// Regions bound here whose records are not on disk yet (no `Accept` sent).
+    unpersisted: std::collections::BTreeSet<(NodeId, u64)>,
+    /// Regions bound here since the last [`Migrator::take_newly_bound`].
+    newly_bound: Vec<((NodeId, u64), Vec<ObjectId>)>,
     stats: MigrationStats,
 }
 
@@ -275,6 +285,95 @@ impl Migrator {
     /// From now on, refuse every transfer to this node (it drains).
     pub fn set_draining(&mut self) {
         self.draining = true;
+    }
+
+    /// The node persists (issue 19): a migration moves the objects' store records exactly
+    /// once. The old node sends a region only once its records and in-doubt markers are
+    /// on disk ([`Migrator::release_transfer`]); the new node answers `Accept` only once
+    /// the bound objects are on disk ([`Migrator::release_accept`]), and answers a
+    /// transfer of objects it already holds under the transfer's epoch (or a later one)
+    /// with `Accept` (a resend reaching it after its restart); a target that fails does not
+    /// give a region with persisted objects back to its old node, which keeps resending
+    /// until the target (restarted) answers — the target may have the objects on disk.
+    pub fn set_persisting(&mut self) {
+        self.persisting = true;
+    }
+
+    /// The region `mig` may be sent: its old node's records are on disk.
+    pub fn release_transfer<O: GameObject>(
+        &mut self,
+        now: Time,
+        mig: u64,
+        rm: &ReplicaManager<O>,
+        out: &mut Vec<(NodeId, MigrationMsg)>,
+    ) {
+        let Some(o) = self.outgoing.get_mut(&mig).filter(|o| !o.ready) else {
+            return;
+        };
+        o.ready = true;
+        o.last_sent = now;
+        self.send_transfer(mig, rm, out);
+    }
+
+    /// Regions bound here since the last call, by (old node, its migration number): the
+    /// node persists them, then calls [`Migrator::release_accept`].
+    pub fn take_newly_bound(&mut self) -> Vec<((NodeId, u64), Vec<ObjectId>)> {
+        std::mem::take(&mut self.newly_bound)
+    }
+
+    /// Region `key` (bound here) is on disk: its `Accept` goes out. Returns the region's
+    /// objects (empty if it was released before).
+    pub fn release_accept(
+        &mut self,
+        key: (NodeId, u64),
+        out: &mut Vec<(NodeId, MigrationMsg)>,
+    ) -> Vec<ObjectId> {
+        if !self.unpersisted.remove(&key) {
+            return Vec::new();
+        }
+        let Some((_, bindings)) = self.bound.get(&key) else {
+            return Vec::new();
+        };
+        out.push((
+            key.0,
+            MigrationMsg::Accept {
+                mig: key.1,
+                bindings: bindings.clone(),
+            },
+        ));
+        bindings.iter().map(|(id, _)| *id).collect()
+    }
+
+    /// Announces moves this node's store remembers (forwarding entries recovered after a
+    /// restart) to `peers` with `Moved` notices, resent until acknowledged like those of a
+    /// migration; the entries are released once every peer acknowledged. Returns the
+    /// objects no peer needs telling (release them now).
+    pub fn announce(
+        &mut self,
+        now: Time,
+        peers: &[NodeId],
+        moved: &[(ObjectId, Binding)],
+        out: &mut Vec<(NodeId, MigrationMsg)>,
+    ) -> Vec<ObjectId> {
+        let mut lone = Vec::new();
+        for (id, b) in moved {
+            let told: Vec<NodeId> = peers.iter().copied().filter(|p| *p != b.node).collect();
+            if told.is_empty() {
+                lone.push(*id);
+            }
+            for p in told {
+                self.notices.entry(p).or_default().insert(*id, (*b, now));
+            }
+        }
+        for p in peers {
+            let batch: Vec<(ObjectId, Binding)> =
+                moved.iter().filter(|(_, b)| b.node != *p).copied().collect();
+            if !batch.is_empty() {
+                self.stats.moved_sent += batch.len() as u64;
+                out.push((*p, MigrationMsg::Moved(batch)));
+            }
+        }
+        lone
     }
 
     /// The migrator of node `me`.
@@ -291,6 +390,9 @@ impl Migrator {
             lookups: BTreeMap::new(),
             incoming_bytes: 0,
             draining: false,
+            persisting: false,
+            unpersisted: std::collections::BTreeSet::new(),
+            newly_bound: Vec::new(),
             stats: MigrationStats::default(),
         }
     }
@@ -359,10 +461,13 @@ impl Migrator {
                 parts,
                 started: now,
                 last_sent: now,
+                ready: !self.persisting,
             },
         );
         self.stats.started += 1;
-        self.send_transfer(mig, rm, out);
+        if !self.persisting {
+            self.send_transfer(mig, rm, out);
+        }
         Ok(mig)
     }
 
@@ -398,10 +503,14 @@ impl Migrator {
         rm: &ReplicaManager<O>,
         out: &mut Vec<(NodeId, MigrationMsg)>,
     ) {
+        // A region none of whose objects is frozen here any more was superseded (another
+        // node's binding of them won, see `ReplicaManager::learn_adoption`): dropped.
+        self.outgoing
+            .retain(|_, o| o.ids.iter().any(|id| rm.frozen().contains(id)));
         let due: Vec<u64> = self
             .outgoing
             .iter()
-            .filter(|(_, o)| now - o.last_sent >= self.cfg.resend)
+            .filter(|(_, o)| o.ready && now - o.last_sent >= self.cfg.resend)
             .map(|(m, _)| *m)
             .collect();
         for mig in due {
@@ -423,7 +532,9 @@ impl Migrator {
                 out.push((*peer, MigrationMsg::Moved(batch)));
             }
         }
-        self.bound.retain(|_, (t, _)| now - *t < REMEMBER_BOUND);
+        let unpersisted = &self.unpersisted;
+        self.bound
+            .retain(|k, (t, _)| now - *t < REMEMBER_BOUND || unpersisted.contains(k));
         self.lookups.retain(|_, (_, t)| now - *t < LOOKUP_TIMEOUT);
     }
 
@@ -435,10 +546,20 @@ impl Migrator {
         dead: NodeId,
         events: &mut Vec<MigrationEvent>,
     ) {
+        // With persistence, a region holding persisted objects stays frozen and is resent
+        // to the target when it is back: it may have bound them to its store already.
+        let keep = |o: &Outgoing| {
+            self.persisting
+                && o.ids.iter().any(|id| {
+                    rm.store()
+                        .get(*id)
+                        .is_some_and(|e| e.object.durability() != worldmesh_core::Durability::Ephemeral)
+                })
+        };
         let lost: Vec<u64> = self
             .outgoing
             .iter()
-            .filter(|(_, o)| o.target == dead)
+            .filter(|(_, o)| o.target == dead && !keep(o))
             .map(|(m, _)| *m)
             .collect();
         for mig in lost {
@@ -551,7 +672,7 @@ impl Migrator {
                 let Some(o) = self.outgoing.remove(&mig) else {
                     return;
                 };
-                let moved = rm.complete_migration(&o.ids, o.target);
+                let moved = rm.complete_migration(now, &o.ids, o.target);
                 for p in peers.iter().filter(|p| **p != o.target) {
                     let q = self.notices.entry(*p).or_default();
                     for (id, b) in &moved {
@@ -675,6 +796,11 @@ impl Migrator {
     ) {
         let key = (from, mig);
         if let Some((_, bindings)) = self.bound.get(&key) {
+            if self.unpersisted.contains(&key) {
+                // Bound, not on disk yet: the answer waits for the store.
+                rm.receive_forwarded(writes);
+                return;
+            }
             // Already bound: our answer was lost. Writes still held by the sender apply once.
             out.push((
                 from,
@@ -734,6 +860,20 @@ impl Migrator {
             ));
             return;
         }
+        if self.persisting
+            && all.iter().all(|m| {
+                let known = rm.names().resolve(m.id).binding(self.me).epoch;
+                known >= m.binding.epoch && !rm.frozen().contains(&m.id)
+            })
+        {
+            // A resend of a region this node bound (and persisted) before it restarted, or
+            // of objects the world already moved on from: the hand-off happened.
+            let bindings: Vec<(ObjectId, Binding)> = all.iter().map(|o| (o.id, o.binding)).collect();
+            rm.receive_forwarded(inc.writes);
+            self.bound.insert(key, (now, bindings.clone()));
+            out.push((from, MigrationMsg::Accept { mig, bindings }));
+            return;
+        }
         if let Some(max) = self.cfg.max_primaries
             && rm.store().primary_count() + all.len() > max
         {
@@ -749,14 +889,18 @@ impl Migrator {
         match rm.bind_migrated(now, from, &all) {
             Ok(()) => {
                 let bindings: Vec<(ObjectId, Binding)> = all.iter().map(|o| (o.id, o.binding)).collect();
+                let ids: Vec<ObjectId> = all.iter().map(|o| o.id).collect();
                 rm.receive_forwarded(inc.writes);
+                rm.settle_versions(now, &ids);
                 self.bound.insert(key, (now, bindings.clone()));
                 self.stats.bound += 1;
-                events.push(MigrationEvent::Bound {
-                    from,
-                    ids: all.iter().map(|o| o.id).collect(),
-                });
-                out.push((from, MigrationMsg::Accept { mig, bindings }));
+                if self.persisting {
+                    self.unpersisted.insert(key);
+                    self.newly_bound.push((key, ids.clone()));
+                } else {
+                    out.push((from, MigrationMsg::Accept { mig, bindings }));
+                }
+                events.push(MigrationEvent::Bound { from, ids });
             }
             Err(MigrateError::NotOwner { .. } | MigrateError::StillFrozen(_)) => {
                 // Not verifiable yet (an earlier move is not known here, or this node's own

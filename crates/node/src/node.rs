@@ -18,7 +18,7 @@ use crate::instance::InstanceHost;
 use crate::membership::{Member, Membership, MembershipConfig};
 use crate::migration::{MigrationConfig, MigrationEvent, MigrationMsg, Migrator, StartError};
 use crate::persist::{
-    PersistConfig, PersistRequest, PersistStats, Persistence, RecoverError, RecoveryReport,
+    PersistConfig, PersistRequest, PersistStats, Persistence, RecoverError, RecoveryReport, Release,
 };
 use crate::stats::{NodeStats, NodeSummary, Rejection};
 
@@ -241,7 +241,10 @@ impl<O: GameObject> Node<O> {
         config.peers.dedup();
         config.peers.retain(|p| *p != config.id);
         let rng = DetRng::new(config.seed).fork(u64::from(config.id.0));
-        let migrator = Migrator::new(config.id, config.migration.clone());
+        let mut migrator = Migrator::new(config.id, config.migration.clone());
+        if config.persist.is_some() {
+            migrator.set_persisting();
+        }
         let mut replica_cfg = config.replica.clone();
         if replica_cfg.max_version_rate > 0.0 {
             // At most a version per frame (plus migrations): twice the frame rate is ample.
@@ -661,8 +664,120 @@ impl<O: GameObject> Node<O> {
         }
     }
 
+    /// Starts migration `ids` → `target` (paper `001` §3.2). With persistence, the transfer
+    /// waits until the region's records and in-doubt markers are on disk.
+    pub(crate) fn start_migration(
+        &mut self,
+        now: Time,
+        ids: &[ObjectId],
+        target: NodeId,
+    ) -> Result<u64, StartError> {
+        let mut out = Vec::new();
+        let mig = self
+            .migrator
+            .start(now, &mut self.replicas, &self.members, ids, target, &mut out)?;
+        if let Some(p) = &mut self.persist {
+            let membership = self.membership.as_ref();
+            let held = p.migrating(
+                now,
+                self.frame,
+                &mut self.replicas,
+                |w| membership.and_then(|m| m.identity(w)).map_or(0, |m| m.generation),
+                mig,
+                ids,
+                target,
+            );
+            if !held {
+                self.migrator.release_transfer(now, mig, &self.replicas, &mut out);
+            }
+        }
+        self.send_migration(now, out);
+        Ok(mig)
+    }
+
+    /// Regions bound here by the last migration message: with persistence, their `Accept`
+    /// waits until their records are on disk.
+    fn persist_bound(&mut self, now: Time) {
+        let bound = self.migrator.take_newly_bound();
+        if bound.is_empty() {
+            return;
+        }
+        let mut out = Vec::new();
+        for (key, ids) in bound {
+            let held = match &mut self.persist {
+                Some(p) => {
+                    let membership = self.membership.as_ref();
+                    p.bound(
+                        now,
+                        self.frame,
+                        &mut self.replicas,
+                        |w| membership.and_then(|m| m.identity(w)).map_or(0, |m| m.generation),
+                        key,
+                        &ids,
+                    )
+                }
+                None => false,
+            };
+            if !held {
+                let ids = self.migrator.release_accept(key, &mut out);
+                self.announce_migrated_in(now, &ids, &mut out);
+            }
+        }
+        self.send_migration(now, out);
+    }
+
+    /// Objects bound here whose `Accept` went out: every member learns their binding (with
+    /// membership; see `Adoption::migrated_in`). With persistence this waits for the
+    /// records to be on disk, as the `Accept` does: the notice makes the old node give its
+    /// copy up.
+    fn announce_migrated_in(&mut self, now: Time, ids: &[ObjectId], out: &mut Vec<(NodeId, MigrationMsg)>) {
+        if self.membership.is_some() && !ids.is_empty() {
+            let me = self.config.id;
+            self.adoption
+                .migrated_in(now, me, &self.members, &self.replicas, ids, out);
+        }
+    }
+
+    /// Recovered objects in doubt (their migration may have reached its target's store)
+    /// are migrated there again once the target is a member; recovered forwarding entries
+    /// are announced to the members.
+    fn persist_redrive(&mut self, now: Time) {
+        let Some(p) = &mut self.persist else {
+            return;
+        };
+        let members = &self.members;
+        let membership = self.membership.as_ref();
+        let due = p.take_redrive(
+            now,
+            &mut self.replicas,
+            |n| members.binary_search(&n).is_ok(),
+            |w| membership.and_then(|m| m.identity(w)).map(|m| m.generation),
+        );
+        let unannounced = if self.members.is_empty() {
+            Vec::new()
+        } else {
+            p.take_unannounced()
+        };
+        for (target, ids) in due {
+            for id in &ids {
+                self.push_event(Event::PrimaryCreated { id: *id });
+            }
+            // The target is a member and the objects are primaries here: this starts.
+            let _ = self.start_migration(now, &ids, target);
+        }
+        if !unannounced.is_empty() {
+            let mut out = Vec::new();
+            let lone = self.migrator.announce(now, &self.members, &unannounced, &mut out);
+            for id in lone {
+                self.replicas.release_forwarding(id, now);
+            }
+            self.send_migration(now, out);
+        }
+    }
+
     /// Queues the frame's store batch, if persistence is on and something changed.
     fn persist_frame(&mut self, now: Time) {
+        self.persist_redrive(now);
         let Some(p) = &mut self.persist else {
             return;
         };
@@ -682,10 +797,21 @@ impl<O: GameObject> Node<O> {
     /// are acknowledged to their writers with the next packets.
     /// (`_now` keeps the shape of every other input; acknowledgements go out with the
     /// next frame's packets.)
-    pub fn handle_persisted(&mut self, _now: Time, id: u64) {
-        if let Some(p) = &mut self.persist {
-            p.persisted(id, &mut self.replicas);
+    pub fn handle_persisted(&mut self, now: Time, id: u64) {
+        let Some(p) = &mut self.persist else {
+            return;
+        };
+        let mut out = Vec::new();
+        for r in p.persisted(id, &mut self.replicas) {
+            match r {
+                Release::Transfer(mig) => self.migrator.release_transfer(now, mig, &self.replicas, &mut out),
+                Release::Accept(key) => {
+                    let ids = self.migrator.release_accept(key, &mut out);
+                    self.announce_migrated_in(now, &ids, &mut out);
+                }
+            }
         }
+        self.send_migration(now, out);
     }
 
     /// Queues a checkpoint batch now (outside the frame loop): every changed primary of
@@ -867,12 +993,7 @@ impl<O: GameObject> Node<O> {
     /// (paper `001` §3.2 steps 1–2; the rest follows from messages). Returns the migration
     /// number; completion arrives as [`Event::Migration`].
     pub fn migrate(&mut self, now: Time, ids: &[ObjectId], target: NodeId) -> Result<u64, StartError> {
-        let mut out = Vec::new();
-        let mig = self
-            .migrator
-            .start(now, &mut self.replicas, &self.members, ids, target, &mut out)?;
-        self.send_migration(now, out);
-        Ok(mig)
+        self.start_migration(now, ids, target)
     }
 
     /// Looks up where `id`'s primary is bound, following forwarding entries across nodes;
@@ -923,7 +1044,8 @@ impl<O: GameObject> Node<O> {
         );
         for e in events {
             self.note_refusal(&e);
-            if let (Some(_), MigrationEvent::Bound { ids, .. }) = (&self.membership, &e) {
+            if let (Some(_), None, MigrationEvent::Bound { ids, .. }) = (&self.membership, &self.persist, &e)
+            {
                 let me = self.config.id;
                 self.adoption
                     .migrated_in(now, me, &self.members, &self.replicas, ids, &mut out);
@@ -931,6 +1053,7 @@ impl<O: GameObject> Node<O> {
             self.push_event(Event::Migration(e));
         }
         self.send_migration(now, out);
+        self.persist_bound(now);
         self.send_migration_side_effects(now);
     }
 

@@ -19,9 +19,60 @@
 //!   frame on: a crash loses at most one checkpoint interval of their changes.
 //! - **`Ephemeral`** objects (missiles) are never written.
 //!
-//! A primary that leaves the node (deleted, migrated, adopted elsewhere after this node
-//! was declared failed) is deleted from the store in the next batch of its class, with its
-//! log. Checkpoint batches carry the `Checkpoint` marker (frame, time).
+//! A primary that leaves the node (deleted, adopted elsewhere after this node was declared
+//! failed) is deleted from the store in the next batch of its class, with its log; one that
+//! migrated away, in the next batch whatever its class. Checkpoint batches carry the
+//! `Checkpoint` marker (frame, time).
+//!
+//! ## Migration: the record moves exactly once
+//!
+//! A migrating primary of class `Durable` or `Checkpointed` (paper `001` §3.2) moves its
+//! record from the old node's store to the new node's without ever being in neither, and
+//! is installed as a primary from at most one of them after any crash:
+//!
+//! 1. the old node freezes the region and puts, in a batch of its own, each object's
+//!    record (the frozen state) and an **in-doubt marker**: a forwarding record to the
+//!    binding the object will have at the target (epoch + 1). The transfer is sent only
+//!    once that batch is on disk (`Release::Transfer`);
+//! 2. the target binds the region and puts, in a batch of its own, the objects' records
+//!    under the new epoch and their writers' logs (floor markers and the sequence numbers
+//!    above them, carried in the transfer: a write applied at the old node and resent
+//!    after a crash is then recognised, not applied again). Its `Accept` — and the
+//!    announcement of the new binding to the other members, which makes the old node give
+//!    its copy up — waits for that batch (`Release::Accept`);
+//! 3. on `Accept` the old node deletes the records in its next batch; the marker stays as
+//!    the object's forwarding entry (below).
+//!
+//! If the target fails before answering, the old node keeps the region frozen and resends
+//! it to the target's next incarnation (the target may hold it on disk). A target that
+//! already binds the objects under the transfer's epoch or a later one answers a
+//! (re)sent transfer with `Accept` at once (`Migrator::set_persisting`). A store holding
+//! an object's record **and** a marker with a later epoch after a crash holds it in
+//! doubt: recovery does not install it as an ordinary primary but migrates it to the
+//! marker's target again once the target is a member (both for a whole-world restart,
+//! [`crate::Node::recover`], and for a node rejoining, after the settle of
+//! [`crate::Node::recover_after_join`]). The target either binds it (it never got it) or
+//! answers that it holds it (then the old copy is dropped): only the newer copy is ever a
+//! primary. The cost is two store round trips on a migration's path, and a region that
+//! stays frozen (unavailable) while its target is down.
+//!
+//! ## Name service: what is persisted, and why
+//!
+//! Only **forwarding entries** are (`ForwardingRecord`, with the in-doubt markers in the
+//! same table): they are the one piece of name-service state a restarted node cannot get
+//! back from anyone. The objects' own bindings are implied by the primaries (a recovered
+//! primary is bound here under its stored epoch), and the bindings learned from other
+//! nodes' notices are soft state — newer ones arrive with the next notices, and a lookup
+//! that starts from an object's creator follows forwarding entries to it. But a node that
+//! moved an object away is the first hop of that chain for every node that still names the
+//! object by its creator (a node restarted itself, or one that missed the notice); if it
+//! forgot the entry at a restart, lookups and writes reaching it would find nothing and
+//! the object would be unreachable from those nodes. So every forwarding entry is written
+//! in the batch after it appears and deleted in the batch after its lease ends, and a
+//! restarted node reinstalls the entries (writes reaching it are passed on, lookups
+//! forwarded) and announces them to the members again with `Moved` notices; each entry is
+//! released (its lease starts) once every member acknowledged. `BindingRecord`s are not
+//! used.
 //!
 //! ## The write log
 //!
@@ -44,16 +95,13 @@
 //! installed, others are discarded and their entries deleted. A node without dynamic
 //! membership cannot tell generations apart and discards every log: a write in flight at
 //! the crash may then be applied twice (never lost).
-//!
-//! Not persisted yet: name-service bindings and forwarding entries (they are rebuilt from
-//! the cluster's notices).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use worldmesh_core::{Durability, NodeId, ObjectId, Time};
-use worldmesh_replica::{GameObject, ReplicaManager, Role, WriterLog};
-use worldmesh_store::{Batch, Checkpoint, ObjectRecord, Recovered, WriteKey, WriteRecord};
+use worldmesh_replica::{Binding, GameObject, ReplicaManager, Role, WriterLog};
+use worldmesh_store::{Batch, Checkpoint, ForwardingRecord, ObjectRecord, Recovered, WriteKey, WriteRecord};
 
 /// Persistence tuning of a node.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,6 +204,15 @@ pub struct RecoveryReport {
 /// A durable write whose acknowledgement waits for a batch: (writer, object, seq).
 type HeldAck = (NodeId, ObjectId, u64);
 
+/// A migration step that waits for a batch to be on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Release {
+    /// The old node's outgoing region (its records and in-doubt markers are on disk).
+    Transfer(u64),
+    /// A region bound here, by (old node, its migration number): its records are on disk.
+    Accept((NodeId, u64)),
+}
+
 /// A writer's recovered log for one object, kept until the writer is seen.
 struct KeptLog {
     generation: u32,
@@ -174,8 +231,19 @@ pub(crate) struct Persistence {
     stored: BTreeMap<ObjectId, (u32, u64, Durability)>,
     /// Log entries in the store per (object, writer), 0 being the floor marker.
     logged: BTreeMap<(ObjectId, NodeId), BTreeSet<u64>>,
-    /// Requests not yet reported done, with the writes each acknowledges.
-    in_flight: VecDeque<(u64, Vec<HeldAck>)>,
+    /// Requests not yet reported done, with the writes each acknowledges and the
+    /// migration steps each releases.
+    in_flight: VecDeque<(u64, Vec<HeldAck>, Vec<Release>)>,
+    /// Forwarding records in the store (as requested): object → where it went.
+    fwd_stored: BTreeMap<ObjectId, Binding>,
+    /// Objects of this node in doubt: frozen for a migration (or recovered from one) whose
+    /// target may have them on disk already — object → its binding at the target. Their
+    /// forwarding record is the in-doubt marker.
+    doubt: BTreeMap<ObjectId, Binding>,
+    /// Recovered objects in doubt, waiting to be migrated again to their target.
+    redrive: Vec<(ObjectRecord, Binding)>,
+    /// Recovered forwarding entries not yet announced to the members.
+    unannounced: Vec<(ObjectId, Binding)>,
     queue: VecDeque<PersistRequest>,
     /// Recovered logs per writer, until the writer is seen as a member.
     kept: BTreeMap<NodeId, Vec<KeptLog>>,
@@ -184,9 +252,13 @@ pub(crate) struct Persistence {
     /// Object records to delete in the next batch (recovered copies the world moved on
     /// from).
     to_delete_objects: Vec<ObjectId>,
+    /// Log entries to put in the next batch (writers' logs carried in by migrations).
+    pending_logs: Vec<WriteRecord>,
     /// Recovered objects waiting for the cluster to settle (a node rejoining a running
     /// world).
     deferred: Option<Deferred>,
+    /// The time of the last checkpoint recovered from.
+    since: Time,
     stats: PersistStats,
 }
 
@@ -220,11 +292,17 @@ impl Persistence {
             stored: BTreeMap::new(),
             logged: BTreeMap::new(),
             in_flight: VecDeque::new(),
+            fwd_stored: BTreeMap::new(),
+            doubt: BTreeMap::new(),
+            redrive: Vec::new(),
+            unannounced: Vec::new(),
             queue: VecDeque::new(),
             kept: BTreeMap::new(),
             to_delete: Vec::new(),
             to_delete_objects: Vec::new(),
+            pending_logs: Vec::new(),
             deferred: None,
+            since: Time::ZERO,
             stats: PersistStats::default(),
         }
     }
@@ -242,18 +320,153 @@ impl Persistence {
         self.in_flight.len()
     }
 
-    /// Request `id` is on disk: the durable writes it logged are acknowledged.
-    pub(crate) fn persisted<O: GameObject>(&mut self, id: u64, replicas: &mut ReplicaManager<O>) {
+    /// Request `id` is on disk: the durable writes it logged are acknowledged. Returns the
+    /// migration steps it releases.
+    pub(crate) fn persisted<O: GameObject>(
+        &mut self,
+        id: u64,
+        replicas: &mut ReplicaManager<O>,
+    ) -> Vec<Release> {
+        let mut released = Vec::new();
         // Completions come in order; an unknown or repeated id changes nothing.
-        while let Some((first, _)) = self.in_flight.front() {
+        while let Some((first, ..)) = self.in_flight.front() {
             if *first > id {
                 break;
             }
-            let Some((_, acks)) = self.in_flight.pop_front() else {
+            let Some((_, acks, rel)) = self.in_flight.pop_front() else {
                 break;
             };
             self.stats.completed += 1;
             replicas.durable_persisted(&acks);
+            released.extend(rel);
+        }
+        released
+    }
+
+    /// Migration `mig` of the frozen primaries `ids` to `target` starts: a batch now puts
+    /// their records (the frozen states) and an in-doubt marker each — a forwarding record
+    /// to the binding they will have there. The transfer waits for it
+    /// (`Release::Transfer`); returns false if nothing needs persisting (send at once).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn migrating<O: GameObject>(
+        &mut self,
+        now: Time,
+        frame: u64,
+        replicas: &mut ReplicaManager<O>,
+        generation_of: impl Fn(NodeId) -> u32,
+        mig: u64,
+        ids: &[ObjectId],
+        target: NodeId,
+    ) -> bool {
+        let persisted: Vec<ObjectId> = ids
+            .iter()
+            .copied()
+            .filter(|id| {
+                replicas
+                    .store()
+                    .get(*id)
+                    .is_some_and(|e| e.object.durability() != Durability::Ephemeral)
+            })
+            .collect();
+        if persisted.is_empty() {
+            return false;
+        }
+        for id in &persisted {
+            let to = Binding {
+                node: target,
+                epoch: replicas.local_epoch(*id) + 1,
+            };
+            self.doubt.insert(*id, to);
+        }
+        self.batch(
+            now,
+            frame,
+            replicas,
+            generation_of,
+            &persisted,
+            false,
+            vec![Release::Transfer(mig)],
+        );
+        true
+    }
+
+    /// Region `key` was bound here: a batch now puts the objects' records and their
+    /// writers' logs; its `Accept` waits for it (`Release::Accept`). Returns false if
+    /// nothing needs persisting (answer at once).
+    pub(crate) fn bound<O: GameObject>(
+        &mut self,
+        now: Time,
+        frame: u64,
+        replicas: &mut ReplicaManager<O>,
+        generation_of: impl Fn(NodeId) -> u32,
+        key: (NodeId, u64),
+        ids: &[ObjectId],
+    ) -> bool {
+        let persisted: Vec<ObjectId> = ids
+            .iter()
+            .copied()
+            .filter(|id| {
+                replicas.store().get(*id).is_some_and(|e| {
+                    e.role == Role::Primary && e.object.durability() != Durability::Ephemeral
+                })
+            })
+            .collect();
+        if persisted.is_empty() {
+            return false;
+        }
+        // Which writes the states contain, per writer: a resend after a crash of this node
+        // is then not applied twice.
+        for id in &persisted {
+            for (writer, log) in replicas.writer_logs(*id) {
+                self.log_snapshot(*id, writer, &log, &generation_of);
+            }
+        }
+        self.batch(
+            now,
+            frame,
+            replicas,
+            generation_of,
+            &persisted,
+            false,
+            vec![Release::Accept(key)],
+        );
+        true
+    }
+
+    /// Queues the entries of a writer's log carried in by a migration: a floor marker and
+    /// one entry per sequence number above it (the write itself is in the state).
+    fn log_snapshot(
+        &mut self,
+        id: ObjectId,
+        writer: NodeId,
+        log: &WriterLog,
+        generation_of: &impl Fn(NodeId) -> u32,
+    ) {
+        let generation = generation_of(writer);
+        let seqs = self.logged.entry((id, writer)).or_default();
+        if log.floor > 0 {
+            let mut v = generation.to_le_bytes().to_vec();
+            v.extend_from_slice(&log.floor.to_le_bytes());
+            self.pending_logs.push(WriteRecord {
+                key: WriteKey {
+                    target: id,
+                    writer,
+                    seq: 0,
+                },
+                bytes: v,
+            });
+            seqs.insert(0);
+        }
+        for seq in &log.above {
+            self.pending_logs.push(WriteRecord {
+                key: WriteKey {
+                    target: id,
+                    writer,
+                    seq: *seq,
+                },
+                bytes: generation.to_le_bytes().to_vec(),
+            });
+            seqs.insert(*seq);
         }
     }
 
@@ -266,10 +479,31 @@ impl Persistence {
         replicas: &mut ReplicaManager<O>,
         generation_of: impl Fn(NodeId) -> u32,
     ) {
+        self.batch(now, frame, replicas, generation_of, &[], true, Vec::new());
+    }
+
+    /// Queues a batch of what changed: `force` are put whatever their class (a migration
+    /// step), `tick` counts a frame (a checkpoint comes due), `release` waits for it.
+    #[allow(clippy::too_many_arguments)]
+    fn batch<O: GameObject>(
+        &mut self,
+        now: Time,
+        frame: u64,
+        replicas: &mut ReplicaManager<O>,
+        generation_of: impl Fn(NodeId) -> u32,
+        force: &[ObjectId],
+        tick: bool,
+        release: Vec<Release>,
+    ) {
         let writes = replicas.take_durable_writes();
-        self.frames_since += 1;
-        let checkpoint = self.frames_since >= self.cfg.checkpoint_every;
+        if tick {
+            self.frames_since += 1;
+        }
+        let checkpoint = tick && self.frames_since >= self.cfg.checkpoint_every;
         let mut b = Batch::new();
+        for w in self.pending_logs.drain(..) {
+            b.put_write(w);
+        }
         for k in self.to_delete.drain(..) {
             b.delete_write(k);
         }
@@ -282,7 +516,9 @@ impl Persistence {
                 continue;
             }
             let class = e.object.durability();
-            if class == Durability::Ephemeral || (class == Durability::Checkpointed && !checkpoint) {
+            if class == Durability::Ephemeral
+                || (class == Durability::Checkpointed && !checkpoint && !force.contains(&id))
+            {
                 continue;
             }
             let epoch = replicas.local_epoch(id);
@@ -310,7 +546,8 @@ impl Persistence {
             .stored
             .iter()
             .filter(|(id, (_, _, class))| {
-                (checkpoint || *class == Durability::Durable)
+                // Migrated away: gone at once (its forwarding record replaces it).
+                (checkpoint || *class == Durability::Durable || replicas.names().forwarding(**id).is_some())
                     && !matches!(replicas.store().get(**id).map(|e| e.role), Some(Role::Primary))
             })
             .map(|(id, _)| *id)
@@ -334,6 +571,7 @@ impl Persistence {
                 }
             }
         }
+        self.forwarding_changes(replicas, &mut b);
         let mut acks = Vec::with_capacity(writes.len());
         for w in writes {
             let generation = generation_of(w.writer);
@@ -357,14 +595,43 @@ impl Persistence {
                 self.stats.checkpoints += 1;
             }
         }
-        if b.is_empty() {
+        if b.is_empty() && release.is_empty() {
             return;
         }
         let id = self.next_id;
         self.next_id += 1;
         self.stats.batches += 1;
-        self.in_flight.push_back((id, acks));
+        self.in_flight.push_back((id, acks, release));
         self.queue.push_back(PersistRequest { id, batch: b });
+    }
+
+    /// Puts and deletes forwarding records so the store holds this node's forwarding
+    /// entries plus the in-doubt markers of its objects being migrated.
+    fn forwarding_changes<O: GameObject>(&mut self, replicas: &ReplicaManager<O>, b: &mut Batch) {
+        let redrive = &self.redrive;
+        self.doubt
+            .retain(|id, _| replicas.frozen().contains(id) || redrive.iter().any(|(o, _)| o.id == *id));
+        let mut want: BTreeMap<ObjectId, Binding> = replicas.names().forwarding_entries().collect();
+        want.extend(self.doubt.iter().map(|(id, to)| (*id, *to)));
+        if want == self.fwd_stored {
+            return;
+        }
+        for (id, to) in &want {
+            if self.fwd_stored.get(id) != Some(to) {
+                b.put_forwarding(ForwardingRecord {
+                    id: *id,
+                    to_node: to.node,
+                    to_epoch: to.epoch,
+                    expires: None,
+                });
+            }
+        }
+        for id in self.fwd_stored.keys() {
+            if !want.contains_key(id) {
+                b.delete_forwarding(*id);
+            }
+        }
+        self.fwd_stored = want;
     }
 
     /// Makes the next [`Persistence::after_frame`] a checkpoint.
@@ -421,10 +688,40 @@ impl Persistence {
         membership: bool,
         settle: Option<Duration>,
     ) -> Result<RecoveryReport, RecoverError> {
-        if replicas.store().primary_count() > 0 || !self.stored.is_empty() || self.deferred.is_some() {
+        if replicas.store().primary_count() > 0
+            || !self.stored.is_empty()
+            || self.deferred.is_some()
+            || !self.fwd_stored.is_empty()
+        {
             return Err(RecoverError::NotFresh);
         }
         let since = rec.last_checkpoint.map_or(Time::ZERO, |c| c.time);
+        self.since = since;
+        let mut rec = rec;
+        // Forwarding records: a migration's in-doubt marker next to the object's record
+        // (the target may hold it on disk: migrate it there again), or a forwarding entry
+        // (the object left: lookups and writes reaching this node are passed on).
+        for f in &rec.forwarding {
+            let to = Binding {
+                node: f.to_node,
+                epoch: f.to_epoch,
+            };
+            self.fwd_stored.insert(f.id, to);
+            match rec.objects.iter().position(|o| o.id == f.id) {
+                Some(k) if to.epoch > rec.objects[k].epoch => {
+                    let o = rec.objects.remove(k);
+                    self.doubt.insert(f.id, to);
+                    self.redrive.push((o, to));
+                }
+                // A stale marker (the object came back here later): the record wins, and
+                // the marker is deleted by the next batch.
+                Some(_) => {}
+                None => {
+                    replicas.recover_forwarding(f.id, to);
+                    self.unannounced.push((f.id, to));
+                }
+            }
+        }
         let mut report = RecoveryReport {
             last_checkpoint: rec.last_checkpoint,
             log_entries: rec.writes.len(),
@@ -471,7 +768,12 @@ impl Persistence {
                 let _ = entry.0.record(seq);
             }
         }
-        let held: BTreeSet<ObjectId> = rec.objects.iter().map(|o| o.id).collect();
+        let held: BTreeSet<ObjectId> = rec
+            .objects
+            .iter()
+            .map(|o| o.id)
+            .chain(self.redrive.iter().map(|(o, _)| o.id))
+            .collect();
         match settle {
             Some(settle) => {
                 self.deferred = Some(Deferred {
@@ -563,6 +865,16 @@ impl Persistence {
         };
         let mut installed = Vec::new();
         for o in d.records {
+            if replicas
+                .store()
+                .get(o.id)
+                .is_some_and(|e| e.role == Role::Primary)
+            {
+                // Bound here again meanwhile (a migration resent to this node): that
+                // primary owns the record now.
+                self.stats.superseded += 1;
+                continue;
+            }
             let moved_on = replicas.store().get(o.id).is_some() || replicas.binding_of(o.id).epoch > o.epoch;
             let object = O::decode_state(&o.state).ok();
             match object {
@@ -587,6 +899,64 @@ impl Persistence {
         installed
     }
 
+    /// Installs the recovered objects in doubt whose migration target is a member
+    /// (`is_member`), once no recovered object waits for the cluster to settle, so the
+    /// node migrates them there again (returned, by target): the target either binds them
+    /// or, holding them already, accepts at once. Those the world moved on from leave the
+    /// store. Writers' logs of installed objects are installed for live writers (`live`).
+    pub(crate) fn take_redrive<O: GameObject>(
+        &mut self,
+        now: Time,
+        replicas: &mut ReplicaManager<O>,
+        is_member: impl Fn(NodeId) -> bool,
+        live: impl Fn(NodeId) -> Option<u32>,
+    ) -> Vec<(NodeId, Vec<ObjectId>)> {
+        if self.redrive.is_empty() || self.deferred.is_some() {
+            return Vec::new();
+        }
+        let mut out: BTreeMap<NodeId, Vec<ObjectId>> = BTreeMap::new();
+        let (due, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.redrive)
+            .into_iter()
+            .partition(|(_, to)| is_member(to.node));
+        self.redrive = wait;
+        for (o, to) in due {
+            let moved_on = replicas.store().get(o.id).is_some() || replicas.binding_of(o.id).epoch > o.epoch;
+            let since = self.since;
+            let installed = match O::decode_state(&o.state) {
+                Ok(object) if !moved_on => {
+                    self.install(now, replicas, o.id, o.epoch, o.version, since, object)
+                }
+                _ => false,
+            };
+            match installed {
+                true => out.entry(to.node).or_default().push(o.id),
+                false => {
+                    self.stats.superseded += 1;
+                    self.doubt.remove(&o.id);
+                    if !replicas
+                        .store()
+                        .get(o.id)
+                        .is_some_and(|e| e.role == Role::Primary)
+                    {
+                        self.to_delete_objects.push(o.id);
+                    }
+                }
+            }
+        }
+        let writers: Vec<NodeId> = self.kept.keys().copied().collect();
+        for w in writers {
+            if let Some(g) = live(w) {
+                self.member_up(w, g, replicas);
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    /// Recovered forwarding entries not announced yet (drained).
+    pub(crate) fn take_unannounced(&mut self) -> Vec<(ObjectId, Binding)> {
+        std::mem::take(&mut self.unannounced)
+    }
+
     /// `writer` is a member in `generation`: its recovered logs of that generation are
     /// installed, the others discarded.
     pub(crate) fn member_up<O: GameObject>(
@@ -599,7 +969,8 @@ impl Persistence {
             let waiting = self
                 .deferred
                 .as_ref()
-                .is_some_and(|d| d.records.iter().any(|o| o.id == k.id));
+                .is_some_and(|d| d.records.iter().any(|o| o.id == k.id))
+                || self.redrive.iter().any(|(o, _)| o.id == k.id);
             if waiting && k.generation == generation {
                 // Its object is not installed yet: kept for the activation.
                 self.kept.entry(writer).or_default().push(k);

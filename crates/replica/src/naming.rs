@@ -209,6 +209,11 @@ impl NameService {
         self.forwarding.get(&id).map(|f| f.to)
     }
 
+    /// Every forwarding entry kept here: (object, where it went), by id.
+    pub fn forwarding_entries(&self) -> impl Iterator<Item = (ObjectId, Binding)> + '_ {
+        self.forwarding.iter().map(|(id, f)| (*id, f.to))
+    }
+
     /// Number of forwarding entries kept.
     pub fn forwarding_len(&self) -> usize {
         self.forwarding.len()

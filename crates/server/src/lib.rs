@@ -28,6 +28,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod player;
 pub mod report;
 pub mod server;
 pub mod sim;

@@ -68,6 +68,16 @@ impl Batch {
         self.push(Op::PutForwarding(r))
     }
 
+    /// Removes a binding.
+    pub fn delete_binding(&mut self, id: ObjectId) -> &mut Self {
+        self.push(Op::DeleteBinding(id))
+    }
+
+    /// Removes a forwarding entry.
+    pub fn delete_forwarding(&mut self, id: ObjectId) -> &mut Self {
+        self.push(Op::DeleteForwarding(id))
+    }
+
     /// Logs a durable write.
     pub fn put_write(&mut self, r: WriteRecord) -> &mut Self {
         self.push(Op::PutWrite(r))

@@ -10,6 +10,9 @@
 //! - durable writes logged before they are acknowledged ([`WriteRecord`]);
 //! - the marker of the last checkpoint ([`Checkpoint`]).
 //!
+//! [`merge()`] combines stores: the data of nodes that will not come back, moved into a
+//! node that will (`worldmesh store merge`; procedure in the crate's README).
+//!
 //! The store knows nothing of nodes, replicas or games (it depends on `worldmesh-core`
 //! only): the node decides what to persist and when, and a driver performs it as an
 //! effect. Changes go in [`Batch`]es that [`Store::apply`] commits atomically and durably;
@@ -41,12 +44,14 @@
 pub mod batch;
 pub mod error;
 pub mod memory;
+pub mod merge;
 pub mod record;
 pub mod store;
 
 pub use batch::{Batch, Op};
 pub use error::StoreError;
 pub use memory::MemStore;
+pub use merge::{MergeError, MergeReport, merge};
 pub use record::{
     BindingRecord, Checkpoint, ForwardingRecord, ObjectRecord, RecordError, WriteKey, WriteRecord,
 };

@@ -354,17 +354,8 @@ impl<O: GameObject> Node<O> {
                 .collect();
             if !idle.is_empty() {
                 for (target, region) in d.plan(&idle, &self.members) {
-                    let mut out = Vec::new();
-                    match self.migrator.start(
-                        now,
-                        &mut self.replicas,
-                        &self.members,
-                        &region,
-                        target,
-                        &mut out,
-                    ) {
-                        Ok(_) => self.send_migration(now, out),
-                        Err(_) => d.avoid(target),
+                    if self.start_migration(now, &region, target).is_err() {
+                        d.avoid(target);
                     }
                 }
             }

@@ -324,6 +324,13 @@ impl<O: GameObject> ReplicaManager<O> {
         let demoted = self.prim.contains_key(&id);
         if demoted {
             self.demote(now, id);
+            if self.frozen.remove(&id) {
+                // It was migrating: the new binding says the move (or an adoption) won.
+                // Writes held for it follow it; the migration is dropped (`Migrator`).
+                for fw in self.buffered.remove(&id).unwrap_or_default() {
+                    self.outgoing.push((binding.node, fw));
+                }
+            }
         }
         self.names.learn_over(id, binding);
         self.stats.adoptions_learned += 1;

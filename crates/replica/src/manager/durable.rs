@@ -18,6 +18,7 @@
 use worldmesh_core::{Durability, NodeId, ObjectId, Time};
 
 use super::{GameObject, PrimaryMeta, ReplicaManager, WriterLog};
+use crate::naming::Binding;
 
 /// A forwarded write applied to a durable primary, waiting to be logged and acknowledged.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,6 +129,16 @@ impl<O: GameObject> ReplicaManager<O> {
         true
     }
 
+    /// Installs a forwarding entry read back from this node's store after a restart: `id`
+    /// migrated from here to `to` (paper `001` §3.2 step 6). Writes and lookups that reach
+    /// this node for `id` are passed on to `to` again. Ignored for an object held here.
+    pub fn recover_forwarding(&mut self, id: ObjectId, to: Binding) {
+        if self.store.get(id).is_some() || to.node == self.me {
+            return;
+        }
+        self.names.forward(id, to);
+    }
+
     /// The first version of a primary recovered at `version` from a checkpoint taken at
     /// `since`: above every version the previous incarnation can have produced after it
     /// (the same bound as adoption's).
@@ -149,6 +160,15 @@ impl<O: GameObject> ReplicaManager<O> {
     /// applied here.
     pub fn writer_log(&self, id: ObjectId, writer: NodeId) -> Option<&WriterLog> {
         self.applied.get(&id).and_then(|m| m.get(&writer))
+    }
+
+    /// Every per-writer log of the local primary `id` (which writes of each writer it
+    /// contains), by writer.
+    pub fn writer_logs(&self, id: ObjectId) -> Vec<(NodeId, WriterLog)> {
+        self.applied
+            .get(&id)
+            .map(|m| m.iter().map(|(n, l)| (*n, l.clone())).collect())
+            .unwrap_or_default()
     }
 
     /// The name-service epoch under which `id` is bound here.

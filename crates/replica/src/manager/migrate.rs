@@ -291,7 +291,16 @@ impl<O: GameObject> ReplicaManager<O> {
     /// forwarding entries, deletes the frozen primaries without telling replica holders to
     /// drop them, and passes the held writes on to the new node. Returns the bindings to
     /// announce in `Moved` notices. Ids not frozen here are skipped (a duplicate accept).
-    pub fn complete_migration(&mut self, ids: &[ObjectId], target: NodeId) -> Vec<(ObjectId, Binding)> {
+    ///
+    /// In broadcast mode, or where this node backs the object up at its new host, the old
+    /// node asks the new host for a full state: its updates were refused while the object
+    /// was still a (frozen) primary here, and a backup without a copy could not adopt it.
+    pub fn complete_migration(
+        &mut self,
+        now: Time,
+        ids: &[ObjectId],
+        target: NodeId,
+    ) -> Vec<(ObjectId, Binding)> {
         let mut moved = Vec::new();
         for id in ids {
             if !self.frozen.remove(id) {
@@ -310,6 +319,10 @@ impl<O: GameObject> ReplicaManager<O> {
             }
             self.stats.migrated_out += 1;
             moved.push((*id, b));
+            if self.mode == Mode::Broadcast || self.backs_up(*id, target) {
+                self.fetching.insert(*id, (now, target));
+                self.peer(target).interest.push(InterestItem { id: *id, have: 0 });
+            }
             // This node's own writes made while the object was frozen follow it.
             self.send_pending_to(Time::ZERO, *id);
         }
@@ -375,12 +388,49 @@ impl<O: GameObject> ReplicaManager<O> {
             self.prim.insert(m.id, meta);
             let _ = self.store.insert_primary(m.id, object, m.version, now);
             self.applied.insert(m.id, m.applied.iter().cloned().collect());
+            if self.cfg.backups > 0 {
+                // The backups learn which writes the bound state contains with its first
+                // update: an adopter of it then takes a resent write as a duplicate (a
+                // write applied at the old node, its acknowledgement lost in the move).
+                self.snapshot_logs(m.id, m.version);
+            }
             self.names.bind_local(m.id, m.binding.epoch);
             self.stats.migrated_in += 1;
             // This node's own writes to the object now land here.
             self.send_pending_to(now, m.id);
         }
         Ok(())
+    }
+
+    /// Gives each local primary of `ids` a new version now if writes changed it since its
+    /// last one, as the next frame would: writes applied right after a bind (those held by
+    /// the old node) must not go out in a state still named by the bound version, whose
+    /// log snapshot does not list them (an adopter of that state would apply them again).
+    pub fn settle_versions(&mut self, now: Time, ids: &[ObjectId]) {
+        let hist = self.cfg.history.max(1);
+        let backups = self.cfg.backups > 0;
+        let mut logged = Vec::new();
+        for id in ids {
+            let (Some(meta), Some(entry)) = (self.prim.get_mut(id), self.store.get_mut(*id)) else {
+                continue;
+            };
+            let mut state = Vec::new();
+            entry.object.encode_state(&mut state);
+            let wrote = std::mem::take(&mut meta.wrote) && backups;
+            if state != meta.last_encoding || wrote {
+                entry.version += 1;
+                entry.state_time = now;
+                entry.updated_at = now;
+                meta.last_encoding = state;
+                meta.history.push_clone(entry.version, &entry.object, hist);
+                if wrote {
+                    logged.push((*id, entry.version));
+                }
+            }
+        }
+        for (id, version) in logged {
+            self.snapshot_logs(id, version);
+        }
     }
 
     /// Writes passed on by `from` for their writers (old host → new host). Applied once,
