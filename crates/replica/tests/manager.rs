@@ -637,3 +637,81 @@ fn acknowledged_writes_survive_the_primary_failing_and_apply_exactly_once() {
         );
     }
 }
+
+/// A member that joins and becomes an object's backup, and adopts it when the primary
+/// fails right after the joiner's first update: the state it adopts comes with the log of
+/// exactly that state, so the writer's resends of writes still unacknowledged (the
+/// primary was waiting for the new backup) are recognised, not applied twice. The
+/// real-process crash trials found this (`crates/server/tests/crash_trials.rs`): the log
+/// rode ahead of the state in the packet, the joiner had no replica yet to attach it to,
+/// dropped it, acknowledged the packet anyway, and adopted the state with no log.
+#[test]
+fn a_new_backup_adopts_a_state_with_its_own_log() {
+    for seed in 0..8 {
+        let cfg = ReplicaConfig {
+            backups: 1,
+            drop_silent_peers: false,
+            ..ReplicaConfig::default()
+        };
+        let mut net = Net::with_config(4, Mode::Broadcast, seed, cfg);
+        // Node 3 is not a member yet.
+        net.down[3] = true;
+        for n in 0..3 {
+            net.nodes[n].member_down(NodeId(3));
+        }
+        // An object on node 0 for which the joiner will rank first as backup (and adopter).
+        let target = loop {
+            let id = net.spawn(0, Probe::at(0.0));
+            let ranked =
+                worldmesh_core::rendezvous::top(id, [NodeId(1), NodeId(2), NodeId(3)], Some(NodeId(0)));
+            if ranked == Some(NodeId(3)) {
+                break id;
+            }
+        };
+        let mut writer = Probe::at(10.0);
+        writer.writes = vec![(target, 7)];
+        writer.write_until = 40;
+        net.spawn(2, writer);
+        for _ in 0..(6 + seed) {
+            net.step();
+        }
+        // The joiner comes up; one frame later the primary's node fails.
+        net.down[3] = false;
+        for n in 0..3 {
+            net.nodes[n].member_up(NodeId(3));
+        }
+        net.step();
+        assert!(
+            net.nodes[3].store().get(target).is_some(),
+            "seed {seed}: the joiner got its first state"
+        );
+        net.down[0] = true;
+        let now = net.now();
+        let survivors = [NodeId(1), NodeId(2), NodeId(3)];
+        for n in survivors {
+            net.nodes[n.0 as usize].member_down(NodeId(0));
+        }
+        let binding = net.nodes[3].adopt(now, target, NodeId(0)).unwrap();
+        for n in [NodeId(1), NodeId(2)] {
+            net.nodes[n.0 as usize].learn_adoption(now, NodeId(3), target, binding);
+        }
+        for _ in 0..60 {
+            net.step();
+        }
+        let made = net.nodes[2].stats().writes_forwarded + net.nodes[2].stats().writes_applied;
+        assert_eq!(
+            net.nodes[2].pending_writes(),
+            0,
+            "seed {seed}: every write acknowledged"
+        );
+        assert_eq!(net.nodes[2].stats().writes_expired, 0, "seed {seed}");
+        let log = &net.nodes[3].store().object(target).unwrap().log;
+        assert!(made >= 30, "seed {seed}: the writer wrote ({made})");
+        assert_eq!(
+            log.len() as u64,
+            made,
+            "seed {seed}: {made} writes made, {} applied",
+            log.len()
+        );
+    }
+}

@@ -191,11 +191,10 @@ impl<O: GameObject> ReplicaManager<O> {
     /// binding (to announce).
     pub fn adopt(&mut self, now: Time, id: ObjectId, dead: NodeId) -> Result<Binding, AdoptError> {
         let epoch = self.orphan_epoch(id, dead)?;
-        let Some((version, object)) = self.confirmed(id).map(|(v, o)| (v, o.clone())) else {
+        let Some((version, object, logs)) = self.logged_state(id).map(|(v, o, l)| (v, o.clone(), l)) else {
             return Err(AdoptError::NotHeld(id));
         };
         let since = self.store.get(id).map_or(now, |e| e.updated_at);
-        let logs = self.logs_contained(id, version);
         let next = self.adoption_version(version, since, now);
         let binding = self.install_adopted(now, id, epoch + 1, next, object, logs);
         self.stats.adopted += 1;
@@ -206,7 +205,7 @@ impl<O: GameObject> ReplicaManager<O> {
     /// confirmed replica.
     pub fn offer(&self, id: ObjectId, dead: NodeId) -> Option<OrphanOffer> {
         let epoch = self.orphan_epoch(id, dead).ok()?;
-        let (version, object) = self.confirmed(id)?;
+        let (version, object, logs) = self.logged_state(id)?;
         let mut state = Vec::new();
         object.encode_state(&mut state);
         Some(OrphanOffer {
@@ -215,7 +214,7 @@ impl<O: GameObject> ReplicaManager<O> {
             epoch,
             version,
             state,
-            logs: self.logs_contained(id, version),
+            logs,
         })
     }
 
@@ -279,6 +278,8 @@ impl<O: GameObject> ReplicaManager<O> {
         let subscribers = self.initial_subscribers();
         let mut meta = PrimaryMeta::new(version, object, encoding, subscribers);
         meta.backups = self.backups_for(id);
+        // The adopted state contains exactly these writes: its backups get them with it.
+        meta.logs = Some((version, logs.clone()));
         self.prim.insert(id, meta);
         self.applied.insert(id, logs.into_iter().collect());
         self.names.bind_local(id, epoch);
