@@ -54,6 +54,9 @@ pub(super) struct DeferredAck {
     pub version: u64,
 }
 
+/// Per-writer logs of one object, by writer.
+type WriterLogs = Vec<(NodeId, super::WriterLog)>;
+
 impl<O: GameObject> ReplicaManager<O> {
     /// The members that back up the local primary `id`: the `backups` best-ranked peers.
     pub(super) fn backups_for(&self, id: ObjectId) -> Vec<NodeId> {
@@ -209,7 +212,7 @@ impl<O: GameObject> ReplicaManager<O> {
     /// the newest state held whose log came with it. `None` if no held state has one (this
     /// node never backed the object up): then the confirmed state, with no log — the case
     /// of every backup failing at once, where resent writes may apply twice.
-    pub(super) fn logged_state(&self, id: ObjectId) -> Option<(u64, &O, Vec<(NodeId, super::WriterLog)>)> {
+    pub(super) fn logged_state(&self, id: ObjectId) -> Option<(u64, &O, WriterLogs)> {
         let m = self.repl.get(&id)?;
         for (v, logs) in m.logs.iter().rev() {
             if let Some(o) = m.history.get_newest(*v) {
