@@ -209,18 +209,35 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     /// The state of replica `id` to adopt or offer, with the per-writer logs it contains:
-    /// the newest state held whose log came with it. `None` if no held state has one (this
-    /// node never backed the object up): then the confirmed state, with no log — the case
-    /// of every backup failing at once, where resent writes may apply twice.
-    pub(super) fn logged_state(&self, id: ObjectId) -> Option<(u64, &O, WriterLogs)> {
+    /// the newest state held whose log came with it. With no log (`None`; this node never
+    /// backed the object up): the confirmed state — the case of every backup failing at
+    /// once, where a resent write the state contains applies twice.
+    pub(super) fn logged_state(&self, id: ObjectId) -> Option<(u64, &O, Option<WriterLogs>)> {
         let m = self.repl.get(&id)?;
         for (v, logs) in m.logs.iter().rev() {
             if let Some(o) = m.history.get_newest(*v) {
-                return Some((*v, o, logs.clone()));
+                return Some((*v, o, Some(logs.clone())));
             }
         }
         let (v, o) = m.history.back()?;
-        Some((v, o, Vec::new()))
+        Some((v, o, None))
+    }
+
+    /// True if some state of replica `id` held here came with its log (this node backs the
+    /// object up): adopting it applies resent writes exactly once. An adopter without one
+    /// waits for offers and prefers one that has it (`node::adoption`).
+    pub fn has_logged_state(&self, id: ObjectId) -> bool {
+        self.logged_state(id).is_some_and(|(_, _, l)| l.is_some())
+    }
+
+    /// True if this node, about to adopt its replica of `id`, should first collect the
+    /// offers of the other holders: backups are configured, and no state of its replica
+    /// came with its log (it did not back the object up, or only became a backup less
+    /// than a round trip before the failure), while the member that did may offer one.
+    pub fn lacks_log(&self, id: ObjectId) -> bool {
+        self.cfg.backups > 0
+            && matches!(self.store.get(id).map(|e| e.role), Some(Role::Replica { .. }))
+            && !self.has_logged_state(id)
     }
 
     /// Records the per-writer logs of a primary that just took `version` after writes.
