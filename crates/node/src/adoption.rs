@@ -17,7 +17,11 @@
 //!    and announces the binding (`Adopted`) to every live member until each acknowledges.
 //! 3. **Offers.** Every other holder of a replica of the orphan offers its copy to the
 //!    adopter (resent until the adoption is learned). An adopter that holds no replica
-//!    adopts the freshest offer after a short collection window.
+//!    adopts the best offer after a short collection window; so does one whose replica
+//!    came without the primary's per-writer log (it was not a backup, or became one less
+//!    than a round trip before the failure: `replica::manager::backup`), keeping its own
+//!    copy as a fallback. An offer with the log beats one without (only with it is a
+//!    resent write the state contains recognised), then the fresher one wins.
 //! 4. **Following.** A node accepts an `Adopted` notice only from the adopter its own view
 //!    agrees on, once its own view has the old node down (otherwise it does not
 //!    acknowledge, and the notice is resent). Its replica then follows the new primary.
@@ -122,8 +126,8 @@ struct Waiting {
 pub struct Adoption {
     cfg: AdoptionConfig,
     waiting: BTreeMap<ObjectId, Waiting>,
-    /// Offers for orphans this node must adopt but does not hold: first offer's arrival and
-    /// the freshest offer.
+    /// Offers for orphans this node must adopt but does not hold (or holds without a log):
+    /// first offer's arrival and the best offer (see [`better`]).
     offers: BTreeMap<ObjectId, (Time, OrphanOffer)>,
     /// Unacknowledged notices per peer: object → (binding, failed node, last sent).
     notices: BTreeMap<NodeId, BTreeMap<ObjectId, (Binding, NodeId, Time)>>,
@@ -147,6 +151,12 @@ const MAX_OFFERS: usize = 1 << 16;
 /// a member cannot claim an object with an arbitrary epoch). Not applied when this node
 /// knows no epoch of the object (see `on_notices`).
 const MAX_EPOCH_LEAD: u32 = 16;
+
+/// True if offer `a` is a better state to adopt than `b`: one with its log beats one
+/// without, then the fresher one.
+fn better(a: &OrphanOffer, b: &OrphanOffer) -> bool {
+    (a.logged, a.version) > (b.logged, b.version)
+}
 
 /// The adopter of `id` among `live` (sorted, without `me`) and `me`, the failed `dead`
 /// excluded.
@@ -354,10 +364,54 @@ impl Adoption {
         events: &mut Vec<AdoptionEvent>,
     ) {
         self.waiting.remove(&id);
+        if rm.lacks_log(id) {
+            // The replica here came without its log: collect the others' offers for a
+            // window, this copy among them (kept meanwhile), then adopt the best.
+            if let Some(own) = rm.offer(id, dead) {
+                rm.keep_orphan(id);
+                self.consider(now, own);
+                return;
+            }
+        }
+        self.adopt_replica(now, me, live, rm, id, dead, out, events);
+    }
+
+    /// Adopts orphan `id` of `dead` from the replica held here.
+    #[allow(clippy::too_many_arguments)]
+    fn adopt_replica<O: GameObject>(
+        &mut self,
+        now: Time,
+        me: NodeId,
+        live: &[NodeId],
+        rm: &mut ReplicaManager<O>,
+        id: ObjectId,
+        dead: NodeId,
+        out: &mut Vec<(NodeId, MigrationMsg)>,
+        events: &mut Vec<AdoptionEvent>,
+    ) {
         rm.release_orphan(id);
         if let Ok(binding) = rm.adopt(now, id, dead) {
             let version = rm.store().get(id).map_or(0, |e| e.version);
             self.adopted(now, me, live, (id, version), dead, binding, out, events);
+        }
+    }
+
+    /// Keeps offer `o` if it is the first for its object or better than the one kept.
+    /// Returns false if it was refused (too many objects with offers).
+    fn consider(&mut self, now: Time, o: OrphanOffer) -> bool {
+        let full = self.offers.len() >= MAX_OFFERS;
+        match self.offers.get_mut(&o.id) {
+            Some((_, best)) => {
+                if better(&o, best) {
+                    *best = o;
+                }
+                true
+            }
+            None if !full => {
+                self.offers.insert(o.id, (now, o));
+                true
+            }
+            None => false,
         }
     }
 
@@ -454,22 +508,13 @@ impl Adoption {
                 self.stats.refused += 1;
                 continue;
             }
-            if rm.store().get(o.id).is_some() {
-                // Held here: adopted from this node's own copy when the failure is seen
-                // (or already adopted).
+            if rm.store().get(o.id).is_some() && !rm.lacks_log(o.id) {
+                // Held here with its log: adopted from this node's own copy when the
+                // failure is seen (or already adopted).
                 continue;
             }
-            let full = self.offers.len() >= MAX_OFFERS;
-            match self.offers.get_mut(&o.id) {
-                Some((_, best)) => {
-                    if o.version > best.version {
-                        *best = o;
-                    }
-                }
-                None if !full => {
-                    self.offers.insert(o.id, (now, o));
-                }
-                None => self.stats.refused += 1,
+            if !self.consider(now, o) {
+                self.stats.refused += 1;
             }
         }
     }
@@ -643,6 +688,12 @@ impl Adoption {
             if adopter(id, me, live, offer.dead) != Some(me) {
                 continue;
             }
+            rm.release_orphan(id);
+            if !offer.logged && rm.confirmed(id).is_some_and(|(v, _)| v >= offer.version) {
+                // No offer with a log, none fresher than this node's own copy: adopt it.
+                self.adopt_replica(now, me, live, rm, id, offer.dead, out, events);
+                continue;
+            }
             if let Ok(binding) = rm.adopt_offer(now, &offer) {
                 self.stats.from_offer += 1;
                 self.adopted(
@@ -701,6 +752,24 @@ impl Adoption {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_offer_with_its_log_beats_a_fresher_one_without() {
+        let offer = |version, logged| OrphanOffer {
+            id: ObjectId::new(NodeId(0), 1),
+            dead: NodeId(0),
+            epoch: 0,
+            version,
+            state: Vec::new(),
+            logs: Vec::new(),
+            logged,
+        };
+        assert!(better(&offer(5, true), &offer(9, false)));
+        assert!(!better(&offer(9, false), &offer(5, true)));
+        assert!(better(&offer(6, true), &offer(5, true)));
+        assert!(better(&offer(6, false), &offer(5, false)));
+        assert!(!better(&offer(5, true), &offer(5, true)));
+    }
 
     #[test]
     fn every_node_agrees_on_the_adopter_and_it_is_never_the_dead_node() {

@@ -1233,7 +1233,7 @@ impl<O: GameObject> ReplicaManager<O> {
             }
             for (t, item) in out.drain(..) {
                 self.count_update(&item);
-                if extra && let Some(l) = self.logs_for(id, t, item.base) {
+                if extra && let Some(l) = self.logs_for(id, t, item.version) {
                     self.peer(t).logs.push(l);
                 }
                 self.peer(t).updates.push(item);
@@ -1325,16 +1325,10 @@ impl<O: GameObject> ReplicaManager<O> {
     /// at once (a fetched state, with [`Self::flush_peer`]) rather than at the next frame.
     pub fn handle_packet(&mut self, now: Time, from: NodeId, packet: Packet, world: &O::World) -> bool {
         let mut urgent = false;
-        {
-            // Only packets that carried updates are acknowledged: acknowledgements exist to
-            // confirm delta baselines (acknowledging acknowledgements would ping-pong forever).
-            let carries_updates = packet.msgs.iter().any(|m| matches!(m, ReplicaMsg::Update(_)));
-            let p = self.peer(from);
-            p.last_heard = Some(now);
-            if carries_updates && p.to_ack.len() < 1024 {
-                p.to_ack.push(packet.seq);
-            }
-        }
+        // Only packets that carried updates are acknowledged: acknowledgements exist to
+        // confirm delta baselines (acknowledging acknowledgements would ping-pong forever).
+        let mut ack = packet.msgs.iter().any(|m| matches!(m, ReplicaMsg::Update(_)));
+        self.peer(from).last_heard = Some(now);
         for msg in packet.msgs {
             match msg {
                 ReplicaMsg::Update(items) => {
@@ -1370,8 +1364,10 @@ impl<O: GameObject> ReplicaManager<O> {
                     }
                 }
                 ReplicaMsg::Logs(items) => {
+                    // A backup that did not take a state and its log leaves the packet
+                    // unacknowledged: the primary counts only what its backups hold.
                     for it in items {
-                        self.on_logs(from, it);
+                        ack &= self.on_logs(from, it);
                     }
                 }
                 ReplicaMsg::Deleted(ids) => {
@@ -1387,6 +1383,10 @@ impl<O: GameObject> ReplicaManager<O> {
                     }
                 }
             }
+        }
+        let p = self.peer(from);
+        if ack && p.to_ack.len() < 1024 {
+            p.to_ack.push(packet.seq);
         }
         urgent
     }
@@ -1409,12 +1409,15 @@ impl<O: GameObject> ReplicaManager<O> {
         let have_known = it.have != 0 && meta.history.contains(it.have);
         st.acked = if have_known { st.acked.max(it.have) } else { 0 };
         if it.have == 0 {
-            // A fetch: answer now with the full state.
+            // A fetch: answer now with the full state (and, to a backup, its log).
             let item = make_update(it.id, entry.version, 0, &meta.history);
             st.sent_version = entry.version;
             st.sent_at = now;
             self.count_update(&item);
-            self.peer(from).updates.push(item);
+            let log = self.logs_for(it.id, from, item.version);
+            let p = self.peer(from);
+            p.updates.push(item);
+            p.logs.extend(log);
             return true;
         }
         false
@@ -1678,19 +1681,23 @@ impl<O: GameObject> ReplicaManager<O> {
             } else {
                 Vec::new()
             };
-            if !logs.is_empty() {
-                // A log snapshot rides in the packet of its object's update: acknowledging
-                // that packet confirms both (see `backup`).
+            // A log rides in the packet of its object's update, after it (the receiver takes
+            // a log only beside the state it belongs to): acknowledging that packet
+            // confirms both (see `backup`).
+            let here: Vec<LogItem> = if logs.is_empty() {
+                Vec::new()
+            } else {
                 let (here, rest): (Vec<LogItem>, Vec<LogItem>) = logs
                     .into_iter()
                     .partition(|l| chunk.iter().any(|u| u.id == l.id) || k + 1 == chunk_count);
                 logs = rest;
-                if !here.is_empty() {
-                    msgs.push(ReplicaMsg::Logs(here));
-                }
-            }
+                here
+            };
             if !chunk.is_empty() {
                 msgs.push(ReplicaMsg::Update(chunk));
+            }
+            if !here.is_empty() {
+                msgs.push(ReplicaMsg::Logs(here));
             }
             match msgs.as_slice() {
                 [] => self.stats.keepalive_packets += 1,

@@ -71,7 +71,7 @@ pub struct ForwardedWrite {
 pub struct LogItem {
     /// The object.
     pub id: ObjectId,
-    /// The first version whose state contains exactly these writes.
+    /// The version of the update it rides with, whose state contains exactly these writes.
     pub version: u64,
     /// Per writer, the sequence numbers applied.
     pub logs: Vec<(NodeId, WriterLog)>,

@@ -639,3 +639,155 @@ fn acknowledged_writes_survive_the_primary_failing_and_apply_exactly_once() {
         );
     }
 }
+
+/// A member that joins and becomes an object's backup, and adopts it when the primary
+/// fails right after the joiner's first update: the state it adopts comes with the log of
+/// exactly that state, so the writer's resends of writes still unacknowledged (the
+/// primary was waiting for the new backup) are recognised, not applied twice. The
+/// real-process crash trials found this (`crates/server/tests/crash_trials.rs`): the log
+/// rode ahead of the state in the packet, the joiner had no replica yet to attach it to,
+/// dropped it, acknowledged the packet anyway, and adopted the state with no log.
+#[test]
+fn a_new_backup_adopts_a_state_with_its_own_log() {
+    for seed in 0..8 {
+        let cfg = ReplicaConfig {
+            backups: 1,
+            drop_silent_peers: false,
+            ..ReplicaConfig::default()
+        };
+        let mut net = Net::with_config(4, Mode::Broadcast, seed, cfg);
+        // Node 3 is not a member yet.
+        net.down[3] = true;
+        for n in 0..3 {
+            net.nodes[n].member_down(NodeId(3));
+        }
+        // An object on node 0 for which the joiner will rank first as backup (and adopter).
+        let target = loop {
+            let id = net.spawn(0, Probe::at(0.0));
+            let ranked =
+                worldmesh_core::rendezvous::top(id, [NodeId(1), NodeId(2), NodeId(3)], Some(NodeId(0)));
+            if ranked == Some(NodeId(3)) {
+                break id;
+            }
+        };
+        let mut writer = Probe::at(10.0);
+        writer.writes = vec![(target, 7)];
+        writer.write_until = 40;
+        net.spawn(2, writer);
+        for _ in 0..(6 + seed) {
+            net.step();
+        }
+        // The joiner comes up; one frame later the primary's node fails.
+        net.down[3] = false;
+        for n in 0..3 {
+            net.nodes[n].member_up(NodeId(3));
+        }
+        net.step();
+        assert!(
+            net.nodes[3].store().get(target).is_some(),
+            "seed {seed}: the joiner got its first state"
+        );
+        net.down[0] = true;
+        let now = net.now();
+        let survivors = [NodeId(1), NodeId(2), NodeId(3)];
+        for n in survivors {
+            net.nodes[n.0 as usize].member_down(NodeId(0));
+        }
+        let binding = net.nodes[3].adopt(now, target, NodeId(0)).unwrap();
+        for n in [NodeId(1), NodeId(2)] {
+            net.nodes[n.0 as usize].learn_adoption(now, NodeId(3), target, binding);
+        }
+        for _ in 0..60 {
+            net.step();
+        }
+        let made = net.nodes[2].stats().writes_forwarded + net.nodes[2].stats().writes_applied;
+        assert_eq!(
+            net.nodes[2].pending_writes(),
+            0,
+            "seed {seed}: every write acknowledged"
+        );
+        assert_eq!(net.nodes[2].stats().writes_expired, 0, "seed {seed}");
+        let log = &net.nodes[3].store().object(target).unwrap().log;
+        assert!(made >= 30, "seed {seed}: the writer wrote ({made})");
+        assert_eq!(
+            log.len() as u64,
+            made,
+            "seed {seed}: {made} writes made, {} applied",
+            log.len()
+        );
+    }
+}
+
+/// A replica holder that did not back an object up holds no log of it (`lacks_log`); the
+/// backup's offer carries one (`logged`), and adopting that offer over the holder's own
+/// replica applies every resent write exactly once (`node::adoption` prefers such offers).
+#[test]
+fn an_adopter_without_a_log_takes_the_backups_logged_offer() {
+    for seed in 0..8 {
+        let cfg = ReplicaConfig {
+            backups: 1,
+            drop_silent_peers: false,
+            ..ReplicaConfig::default()
+        };
+        let mut net = Net::with_config(3, Mode::Broadcast, seed, cfg);
+        let target = net.spawn(0, Probe::at(0.0));
+        let backup =
+            worldmesh_core::rendezvous::top(target, [NodeId(1), NodeId(2)], Some(NodeId(0))).unwrap();
+        let other = if backup == NodeId(1) { NodeId(2) } else { NodeId(1) };
+        // The writer runs on the node that is not the backup, and will adopt; it starts
+        // once that node holds the target (every write it makes reaches it).
+        net.step();
+        net.step();
+        assert!(net.nodes[other.0 as usize].store().get(target).is_some());
+        let mut writer = Probe::at(10.0);
+        writer.writes = vec![(target, 7)];
+        writer.write_until = 40;
+        let writer = net.spawn(other.0 as usize, writer);
+        net.loss = 0.2;
+        net.max_delay = 1;
+        for _ in 0..(8 + seed) {
+            net.step();
+        }
+        net.down[0] = true;
+        let now = net.now();
+        for n in [backup, other] {
+            net.nodes[n.0 as usize].member_down(NodeId(0));
+        }
+        let (b, o) = (backup.0 as usize, other.0 as usize);
+        assert!(
+            net.nodes[o].lacks_log(target),
+            "seed {seed}: a subscriber holds no log"
+        );
+        assert!(
+            !net.nodes[b].lacks_log(target),
+            "seed {seed}: the backup holds one"
+        );
+        let offer = net.nodes[b].offer(target, NodeId(0)).expect("the backup offers");
+        assert!(offer.logged, "seed {seed}");
+        let binding = net.nodes[o]
+            .adopt_offer(now, &offer)
+            .expect("adopted over the replica");
+        net.nodes[b].learn_adoption(now, other, target, binding);
+        net.loss = 0.0;
+        for _ in 0..60 {
+            net.step();
+        }
+        // One write per frame of the writer's, up to `write_until` (the stats would count a
+        // write forwarded, then applied here after the adoption, twice).
+        let w = net.nodes[o].store().object(writer).unwrap();
+        let made = u64::from(w.frame.min(w.write_until));
+        assert_eq!(
+            net.nodes[o].pending_writes(),
+            0,
+            "seed {seed}: every write acknowledged"
+        );
+        let log = &net.nodes[o].store().object(target).unwrap().log;
+        assert!(made >= 30, "seed {seed}: the writer wrote ({made})");
+        assert_eq!(
+            log.len() as u64,
+            made,
+            "seed {seed}: {made} writes made, {} applied",
+            log.len()
+        );
+    }
+}

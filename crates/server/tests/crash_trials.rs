@@ -16,8 +16,9 @@
 //!   the process that issued it and its sequence number in that process);
 //! - every write issued by every writer live at the end (restarted nodes included) is in
 //!   the ledger exactly once, none pending and none given up (a write is acknowledged
-//!   only once it is on disk at the ledger's primary and at its backup, so it survives
-//!   every kill; a writer numbers its writes afresh in every process that runs it);
+//!   only once it is on disk at the ledger's primary and held, with the log saying it
+//!   was applied, by the ledger's backup, so it survives every single kill; a writer
+//!   numbers its writes afresh in every process that runs it);
 //! - the store a killed process leaves holds every `Checkpointed` writer it ran at most two
 //!   checkpoint intervals older than the kill (the newest checkpoint may still be in
 //!   flight when the process dies, so the one before it is the last certainly on disk),

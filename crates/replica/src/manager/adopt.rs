@@ -48,6 +48,10 @@ pub struct OrphanOffer {
     pub state: Vec<u8>,
     /// The per-writer logs `state` contains, if this holder backed the object up.
     pub logs: Vec<(NodeId, WriterLog)>,
+    /// `logs` came with `state` from its primary (the holder backed the object up): a
+    /// resend of a write the state contains is recognised. False: no log is known, and
+    /// `logs` is empty.
+    pub logged: bool,
 }
 
 /// Why an adoption step was refused. Peers can cause every case; none changes any state.
@@ -191,11 +195,13 @@ impl<O: GameObject> ReplicaManager<O> {
     /// binding (to announce).
     pub fn adopt(&mut self, now: Time, id: ObjectId, dead: NodeId) -> Result<Binding, AdoptError> {
         let epoch = self.orphan_epoch(id, dead)?;
-        let Some((version, object)) = self.confirmed(id).map(|(v, o)| (v, o.clone())) else {
+        let Some((version, object, logs)) = self
+            .logged_state(id)
+            .map(|(v, o, l)| (v, o.clone(), l.unwrap_or_default()))
+        else {
             return Err(AdoptError::NotHeld(id));
         };
         let since = self.store.get(id).map_or(now, |e| e.updated_at);
-        let logs = self.logs_contained(id, version);
         let next = self.adoption_version(version, since, now);
         let binding = self.install_adopted(now, id, epoch + 1, next, object, logs);
         self.stats.adopted += 1;
@@ -206,7 +212,7 @@ impl<O: GameObject> ReplicaManager<O> {
     /// confirmed replica.
     pub fn offer(&self, id: ObjectId, dead: NodeId) -> Option<OrphanOffer> {
         let epoch = self.orphan_epoch(id, dead).ok()?;
-        let (version, object) = self.confirmed(id)?;
+        let (version, object, logs) = self.logged_state(id)?;
         let mut state = Vec::new();
         object.encode_state(&mut state);
         Some(OrphanOffer {
@@ -215,13 +221,16 @@ impl<O: GameObject> ReplicaManager<O> {
             epoch,
             version,
             state,
-            logs: self.logs_contained(id, version),
+            logs: logs.clone().unwrap_or_default(),
+            logged: logs.is_some(),
         })
     }
 
-    /// Adopts an orphan this node holds no replica of, from the freshest `offer` received.
+    /// Adopts an orphan from the best `offer` received: one this node holds no replica of,
+    /// or whose replica here has no log (see [`ReplicaManager::has_logged_state`]), which
+    /// the offered state replaces.
     pub fn adopt_offer(&mut self, now: Time, offer: &OrphanOffer) -> Result<Binding, AdoptError> {
-        if self.store.get(offer.id).is_some() {
+        if self.prim.contains_key(&offer.id) {
             return Err(AdoptError::AlreadyPrimary(offer.id));
         }
         let known = self.binding_of(offer.id);
@@ -279,6 +288,8 @@ impl<O: GameObject> ReplicaManager<O> {
         let subscribers = self.initial_subscribers();
         let mut meta = PrimaryMeta::new(version, object, encoding, subscribers);
         meta.backups = self.backups_for(id);
+        // The adopted state contains exactly these writes: its backups get them with it.
+        meta.logs = Some((version, logs.clone()));
         self.prim.insert(id, meta);
         self.applied.insert(id, logs.into_iter().collect());
         self.names.bind_local(id, epoch);

@@ -15,14 +15,27 @@
 //! - a write applied to a primary is acknowledged to its writer only once every backup has
 //!   acknowledged a version containing it ([`DeferredAck`]); until then the writer keeps it
 //!   and would resend it to the adopter;
-//! - the primary's per-writer logs (which writes it applied) travel to the backups beside
-//!   the versions they belong to ([`LogItem`]), so the adopter knows which resent writes
-//!   its adopted state already contains.
+//! - the primary's per-writer logs (which writes it applied) ride with **every** update it
+//!   sends a backup, tagged with that update's version ([`LogItem`]), so the adopter knows
+//!   exactly which resent writes the state it adopts already contains. A backup takes a
+//!   log only beside a state it accepted, and adopts the newest state it holds the log of:
+//!   a state whose log it lacks (one it got before it became a backup) is never paired with
+//!   another version's log, which would miss the writes in between and apply their resends
+//!   twice (the real-process crash trials caught exactly that: a node restarted from its
+//!   store became the backup, got the state by a fetch without its log, and adopted it a
+//!   second later with a log 25 frames older);
+//! - a member that becomes a backup starts from a full state (and its log), and a backup
+//!   that refuses an update does not acknowledge the packet carrying it, so "every backup
+//!   acknowledged version v" always means "every backup holds v and its log".
 //!
 //! What can still be lost when a primary's node fails: updates (and so unacknowledged
 //! writes' effects) newer than the freshest version its backups acknowledged — at most a
 //! few frames of motion — and, if every backup failed at the same moment, whatever the
-//! remaining replica holders did not have (they offer their copies to the adopter).
+//! remaining replica holders did not have (they offer their copies to the adopter). An
+//! adopter that holds no state with its log (it never backed the object up, or became a
+//! backup less than a round trip before the failure) adopts its newest state with no log:
+//! a write that state contains and whose writer had no acknowledgement yet is then
+//! applied a second time when resent.
 
 use worldmesh_core::{NodeId, ObjectId, rendezvous};
 
@@ -40,6 +53,9 @@ pub(super) struct DeferredAck {
     /// The first version whose state contains the write.
     pub version: u64,
 }
+
+/// Per-writer logs of one object, by writer.
+type WriterLogs = Vec<(NodeId, super::WriterLog)>;
 
 impl<O: GameObject> ReplicaManager<O> {
     /// The members that back up the local primary `id`: the `backups` best-ranked peers.
@@ -63,6 +79,9 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     /// Recomputes every local primary's backups after a membership change.
+    /// A member that becomes a backup of a primary starts afresh: what it acknowledged
+    /// before (as a plain subscriber, without logs) must not count as a backup's
+    /// acknowledgement, so its next update is a full state with its log.
     pub(super) fn recompute_backups(&mut self) {
         if self.cfg.backups == 0 {
             return;
@@ -71,6 +90,11 @@ impl<O: GameObject> ReplicaManager<O> {
         for id in ids {
             let b = self.backups_for(id);
             if let Some(m) = self.prim.get_mut(&id) {
+                for n in &b {
+                    if !m.backups.contains(n) {
+                        m.receivers.remove(n);
+                    }
+                }
                 m.backups = b;
             }
         }
@@ -139,52 +163,81 @@ impl<O: GameObject> ReplicaManager<O> {
         }
     }
 
-    /// The log snapshot to send with an update of `id` to `to`, if `to` is a backup that
-    /// has not acknowledged the snapshot's version.
-    pub(super) fn logs_for(&self, id: ObjectId, to: NodeId, acked: u64) -> Option<LogItem> {
+    /// The log to send with an update of `id` at `version` to `to`, if `to` backs `id` up:
+    /// the per-writer logs the state at `version` contains (the snapshot taken with the
+    /// newest version that followed writes; none taken yet: no write was applied).
+    pub(super) fn logs_for(&self, id: ObjectId, to: NodeId, version: u64) -> Option<LogItem> {
         let m = self.prim.get(&id)?;
-        let (version, logs) = m.logs.as_ref()?;
-        (acked < *version && m.backups.contains(&to)).then(|| LogItem {
+        if !m.backups.contains(&to) {
+            return None;
+        }
+        Some(LogItem {
             id,
-            version: *version,
-            logs: logs.clone(),
+            version,
+            logs: m.logs.as_ref().map(|(_, l)| l.clone()).unwrap_or_default(),
         })
     }
 
-    /// A log snapshot from `from` for the replica `id` this node backs up.
-    pub(super) fn on_logs(&mut self, from: NodeId, item: LogItem) {
-        let confirmed = match self.store.get(item.id).map(|e| e.role) {
-            Some(Role::Replica { primary }) if primary == from => {
-                self.confirmed(item.id).map_or(0, |(v, _)| v)
-            }
-            _ => return,
-        };
+    /// A log from `from` for the replica `id` this node backs up. Taken only beside a state
+    /// of that version accepted from `from` (the update rides ahead of it in the packet);
+    /// returns false if not (the packet is then not acknowledged: see the module docs).
+    pub(super) fn on_logs(&mut self, from: NodeId, item: LogItem) -> bool {
+        if !matches!(
+            self.store.get(item.id).map(|e| e.role),
+            Some(Role::Replica { primary }) if primary == from
+        ) {
+            return false;
+        }
         let Some(m) = self.repl.get_mut(&item.id) else {
-            return;
+            return false;
         };
+        if !m.history.contains(item.version) {
+            return false;
+        }
         if m.logs.iter().any(|(v, _)| *v == item.version) {
-            return;
+            return true;
         }
         let at = m.logs.partition_point(|(v, _)| *v < item.version);
         m.logs.insert(at, (item.version, item.logs));
-        // Keep the newest snapshot the confirmed state contains, and everything newer
-        // (bounded: a primary sends one snapshot per version).
-        while m.logs.len() > 1 && m.logs[1].0 <= confirmed {
-            m.logs.pop_front();
-        }
+        // Keep the logs of states still held (bounded: one per version).
+        let history = &m.history;
+        m.logs.retain(|(v, _)| history.contains(*v));
         while m.logs.len() > 64 {
             m.logs.pop_front();
         }
+        true
     }
 
-    /// The per-writer logs that the confirmed state of replica `id` contains: the newest
-    /// snapshot at or below its version (empty if none arrived).
-    pub(super) fn logs_contained(&self, id: ObjectId, version: u64) -> Vec<(NodeId, super::WriterLog)> {
-        self.repl
-            .get(&id)
-            .and_then(|m| m.logs.iter().rev().find(|(v, _)| *v <= version))
-            .map(|(_, l)| l.clone())
-            .unwrap_or_default()
+    /// The state of replica `id` to adopt or offer, with the per-writer logs it contains:
+    /// the newest state held whose log came with it. With no log (`None`; this node never
+    /// backed the object up): the confirmed state — the case of every backup failing at
+    /// once, where a resent write the state contains applies twice.
+    pub(super) fn logged_state(&self, id: ObjectId) -> Option<(u64, &O, Option<WriterLogs>)> {
+        let m = self.repl.get(&id)?;
+        for (v, logs) in m.logs.iter().rev() {
+            if let Some(o) = m.history.get_newest(*v) {
+                return Some((*v, o, Some(logs.clone())));
+            }
+        }
+        let (v, o) = m.history.back()?;
+        Some((v, o, None))
+    }
+
+    /// True if some state of replica `id` held here came with its log (this node backs the
+    /// object up): adopting it applies resent writes exactly once. An adopter without one
+    /// waits for offers and prefers one that has it (`node::adoption`).
+    pub fn has_logged_state(&self, id: ObjectId) -> bool {
+        self.logged_state(id).is_some_and(|(_, _, l)| l.is_some())
+    }
+
+    /// True if this node, about to adopt its replica of `id`, should first collect the
+    /// offers of the other holders: backups are configured, and no state of its replica
+    /// came with its log (it did not back the object up, or only became a backup less
+    /// than a round trip before the failure), while the member that did may offer one.
+    pub fn lacks_log(&self, id: ObjectId) -> bool {
+        self.cfg.backups > 0
+            && matches!(self.store.get(id).map(|e| e.role), Some(Role::Replica { .. }))
+            && !self.has_logged_state(id)
     }
 
     /// Records the per-writer logs of a primary that just took `version` after writes.

@@ -154,6 +154,10 @@ impl<O: GameObject> ReplicaManager<O> {
         }
         let mine = self.applied.entry(id).or_default().entry(writer).or_default();
         mine.merge(log);
+        // The recovered state contains these writes: its backups get them with it.
+        if let Some(version) = self.store.get(id).map(|e| e.version) {
+            self.snapshot_logs(id, version);
+        }
     }
 
     /// The per-writer log of `writer` for the local primary `id`, if any write of it was
