@@ -147,14 +147,15 @@ pub fn transport_lines(nodes: &[NodeReport]) -> Vec<(String, String)> {
         let sum = |g: &dyn Fn(&worldmesh_node::sessions::SessionStats) -> u64| -> u64 {
             players.iter().map(|p| g(&p.sessions)).sum()
         };
+        // Summed by reason, named as in the report (the variant's name), in name order.
         let mut refused = std::collections::BTreeMap::<String, u64>::new();
         let mut ended = std::collections::BTreeMap::<String, u64>::new();
         for p in &players {
             for (k, v) in &p.sessions.refused {
-                *refused.entry(k.clone()).or_default() += v;
+                *refused.entry(format!("{k:?}")).or_default() += v;
             }
             for (k, v) in &p.sessions.disconnected {
-                *ended.entry(k.clone()).or_default() += v;
+                *ended.entry(format!("{k:?}")).or_default() += v;
             }
         }
         lines.push((

@@ -28,8 +28,21 @@ pub const MAX_DELAYS: usize = 64;
 pub const CLIENT_PROTOCOL_VERSION: u16 = 1;
 const MAGIC: u8 = 0xC7;
 
-/// Why a node refused a connect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, bitcode::Encode, bitcode::Decode)]
+/// Why a node refused a connect. Ordered as declared; serialized (e.g. as the key of a
+/// report's counts) as the variant's name.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    bitcode::Encode,
+    bitcode::Decode,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub enum RefuseReason {
     /// The token's shape is wrong.
     MalformedToken,
@@ -51,8 +64,21 @@ pub enum RefuseReason {
     Draining,
 }
 
-/// Why a node ended a session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, bitcode::Encode, bitcode::Decode)]
+/// Why a node ended a session. Ordered as declared; serialized (e.g. as the key of a
+/// report's counts) as the variant's name.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    bitcode::Encode,
+    bitcode::Decode,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub enum DisconnectReason {
     /// The client said goodbye.
     ClientLeft,

@@ -675,7 +675,7 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
                 PlayerMetrics {
                     connected: p.host.players(),
                     connects: st.connected,
-                    refused: st.refused.into_iter().collect(),
+                    refused: st.refused.iter().map(|(r, n)| (format!("{r:?}"), *n)).collect(),
                 }
             }),
         };

@@ -132,10 +132,10 @@ pub enum SessionEvent {
 pub struct SessionStats {
     /// Sessions opened (including resumed ones).
     pub connected: u64,
-    /// Connects refused, by reason.
-    pub refused: BTreeMap<String, u64>,
-    /// Sessions ended, by reason.
-    pub disconnected: BTreeMap<String, u64>,
+    /// Connects refused, by reason (in a report, keyed by the reason's name).
+    pub refused: BTreeMap<RefuseReason, u64>,
+    /// Sessions ended, by reason (in a report, keyed by the reason's name).
+    pub disconnected: BTreeMap<DisconnectReason, u64>,
     /// Datagrams that did not decode (with or without a session).
     pub malformed: u64,
     /// Inputs applied to avatars.
@@ -360,7 +360,7 @@ impl<O: Playable> Sessions<O> {
     }
 
     fn refuse(&mut self, conn: ConnId, reason: RefuseReason) {
-        *self.stats.refused.entry(format!("{reason:?}")).or_default() += 1;
+        *self.stats.refused.entry(reason).or_default() += 1;
         self.events.push_back(SessionEvent::Refused { conn, reason });
         self.send(conn, &NodeMsg::Refused { reason });
     }
@@ -532,7 +532,11 @@ impl<O: Playable> Sessions<O> {
                             reason: DisconnectReason::Replaced,
                         },
                     );
-                    *self.stats.disconnected.entry("Replaced".into()).or_default() += 1;
+                    *self
+                        .stats
+                        .disconnected
+                        .entry(DisconnectReason::Replaced)
+                        .or_default() += 1;
                     self.events.push_back(SessionEvent::Disconnected {
                         conn: old,
                         player: s.player,
@@ -698,7 +702,7 @@ impl<O: Playable> Sessions<O> {
         {
             a.player_left(s.player, handed);
         }
-        *self.stats.disconnected.entry(format!("{reason:?}")).or_default() += 1;
+        *self.stats.disconnected.entry(reason).or_default() += 1;
         self.events.push_back(SessionEvent::Disconnected {
             conn,
             player: s.player,

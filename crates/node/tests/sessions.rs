@@ -322,8 +322,8 @@ fn forged_expired_misdirected_and_replayed_tokens_are_refused_with_their_reason(
     )));
     // Refusals are counted by reason.
     let r = &h.sessions.stats().refused;
-    assert_eq!(r.get("Replayed"), Some(&2), "{r:?}");
-    assert_eq!(r.get("Forged"), Some(&1), "{r:?}");
+    assert_eq!(r.get(&RefuseReason::Replayed), Some(&2), "{r:?}");
+    assert_eq!(r.get(&RefuseReason::Forged), Some(&1), "{r:?}");
 }
 
 #[test]
