@@ -386,12 +386,19 @@ impl<O> ReplicaMeta<O> {
     }
 }
 
+/// A packet sent to a peer, for mapping its acknowledgement back.
+struct SentPacket {
+    seq: u32,
+    /// The (object, version) updates it carried.
+    updates: Vec<(ObjectId, u64)>,
+    /// The objects whose log rode with their update.
+    logs: Vec<ObjectId>,
+}
+
 #[derive(Default)]
 struct PeerState {
     next_seq: u32,
-    /// Per packet sent: the (object, version) updates it carried, and the objects whose
-    /// log rode with them.
-    sent_log: VecDeque<(u32, Vec<(ObjectId, u64)>, Vec<ObjectId>)>,
+    sent_log: VecDeque<SentPacket>,
     to_ack: Vec<u32>,
     last_sent: Option<Time>,
     last_heard: Option<Time>,
@@ -1443,10 +1450,10 @@ impl<O: GameObject> ReplicaManager<O> {
     fn on_ack_versions(&mut self, from: NodeId, seqs: &[u32]) {
         let p = self.net.entry_or_default(from);
         for s in seqs {
-            if let Some(pos) = p.sent_log.iter().position(|(q, ..)| q == s)
-                && let Some((_, items, logs)) = p.sent_log.remove(pos)
+            if let Some(pos) = p.sent_log.iter().position(|sp| sp.seq == *s)
+                && let Some(SentPacket { updates, logs, .. }) = p.sent_log.remove(pos)
             {
-                for (id, v) in items {
+                for (id, v) in updates {
                     let Some(m) = self.prim.get_mut(&id) else { continue };
                     // The snapshot current now, if the log that rode with `v` was it (a
                     // later snapshot comes with a later version).
@@ -1691,7 +1698,11 @@ impl<O: GameObject> ReplicaManager<O> {
             let seq = p.next_seq;
             let carried: Vec<(ObjectId, u64)> = chunk.iter().map(|u| (u.id, u.version)).collect();
             if !carried.is_empty() {
-                p.sent_log.push_back((seq, carried, Vec::new()));
+                p.sent_log.push_back(SentPacket {
+                    seq,
+                    updates: carried,
+                    logs: Vec::new(),
+                });
                 while p.sent_log.len() > SENT_LOG {
                     p.sent_log.pop_front();
                 }
@@ -1713,10 +1724,10 @@ impl<O: GameObject> ReplicaManager<O> {
                 logs = rest;
                 here
             };
-            if let Some((q, _, with_logs)) = p.sent_log.back_mut()
-                && *q == seq
+            if let Some(sp) = p.sent_log.back_mut()
+                && sp.seq == seq
             {
-                with_logs.extend(here.iter().map(|l| l.id));
+                sp.logs.extend(here.iter().map(|l| l.id));
             }
             if !chunk.is_empty() {
                 msgs.push(ReplicaMsg::Update(chunk));
