@@ -349,6 +349,7 @@ fn spoofed_reflected_and_member_forged_traffic_changes_nothing_on_real_nodes() {
                         version: 1 << 40,
                         base: 0,
                         data: item_state(-1.0),
+                        logged: false,
                     }]),
                 ],
             );
@@ -376,6 +377,7 @@ fn spoofed_reflected_and_member_forged_traffic_changes_nothing_on_real_nodes() {
                 version: 5,
                 base: 0,
                 data: item_state(-2.0),
+                logged: false,
             }])],
         );
         inject.send((NodeId(0), f)).unwrap();
@@ -400,6 +402,7 @@ fn spoofed_reflected_and_member_forged_traffic_changes_nothing_on_real_nodes() {
                 version: 1,
                 base: 0,
                 data: item_state(i as f32),
+                logged: false,
             })
             .collect();
         inject
@@ -417,6 +420,7 @@ fn spoofed_reflected_and_member_forged_traffic_changes_nothing_on_real_nodes() {
                     version: v,
                     base: 0,
                     data: item_state(v as f32),
+                    logged: false,
                 }])]),
             ))
             .unwrap();
@@ -430,6 +434,7 @@ fn spoofed_reflected_and_member_forged_traffic_changes_nothing_on_real_nodes() {
                         version: 1 << 40,
                         base: 0,
                         data: item_state(-3.0),
+                        logged: false,
                     }])]),
                 ))
                 .unwrap();

@@ -19,8 +19,9 @@
 
 use crate::traffic::MessageClass;
 
-/// The wire protocol version this build speaks.
-pub const PROTOCOL_VERSION: u8 = 1;
+/// The wire protocol version this build speaks. 2: a replica update says whether it was
+/// sent to a backup (its length field's low bit), and the backup's log may be omitted.
+pub const PROTOCOL_VERSION: u8 = 2;
 /// Frame magic.
 pub const MAGIC: [u8; 2] = *b"WM";
 /// Header length in bytes.

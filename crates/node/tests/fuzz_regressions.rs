@@ -42,7 +42,7 @@ fn primaries(node: &Node<Bot>) -> usize {
 #[test]
 fn turn_undead_from_one_member_makes_the_node_rejoin_and_drop_its_primaries() {
     const DATAGRAM: [u8; 31] = [
-        0x57, 0x4d, 0x01, 0x05, 0x19, 0x00, // "WM", v1, Control, 25 payload bytes
+        0x57, 0x4d, 0x02, 0x05, 0x19, 0x00, // "WM", v2, Control, 25 payload bytes
         0x01, // membership channel
         0x03, 0x00, 0x04, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, // src: node 3, gen 0, 0.1.0.0:0
         0x00, 0x00, // src incarnation

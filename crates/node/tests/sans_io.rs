@@ -169,6 +169,7 @@ fn full(id: ObjectId, version: u64) -> UpdateItem {
         version,
         base: 0,
         data,
+        logged: false,
     }
 }
 
@@ -219,6 +220,7 @@ fn bad_input_is_counted_and_never_applied() {
         version: 1,
         base: 0,
         data: vec![1, 2, 3],
+        logged: false,
     };
     b.handle_datagram(
         Time::ZERO,
@@ -239,6 +241,7 @@ fn bad_input_is_counted_and_never_applied() {
         version: 5,
         base: 4,
         data: vec![0],
+        logged: false,
     };
     b.handle_datagram(
         Time::ZERO,

@@ -8,7 +8,8 @@
 //! packet  = seq:varint sent_at_us:varint count:varint msg*
 //! msg     = tag:u8 count:varint item*          (tag = variant index of ReplicaMsg)
 //! id      = origin:varint seq:varint   (generation << 32 | counter: a first-generation id costs no more)
-//! Update  = id version:varint back:varint len:varint bytes   (back = version − base, 0 = full)
+//! Update  = id version:varint back:varint len2:varint bytes  (back = version − base, 0 = full;
+//!           len2 = len × 2 + logged)
 //! Interest= id have:varint      Unsubscribe/Deleted = id      Ack = seq:varint
 //! Write   = id seq:varint len:varint bytes                   WriteAck = id seq:varint
 //! Logs    = id version:varint writers:varint (node:varint floor:varint n:varint above:varint*)*
@@ -83,7 +84,8 @@ impl ReplicaMsg {
                             u.version.saturating_sub(u.base)
                         },
                     );
-                    put_bytes(out, &u.data);
+                    put(out, (u.data.len() as u64) << 1 | u64::from(u.logged));
+                    out.extend_from_slice(&u.data);
                 }
             }
             ReplicaMsg::Interest(items) => {
@@ -208,12 +210,15 @@ impl Packet {
                                 .filter(|b| *b > 0)
                                 .ok_or(PacketError::BadBase)?
                         };
-                        let data = r.bytes()?;
+                        let len2 = r.varint()?;
+                        let logged = len2 & 1 == 1;
+                        let data = r.take(len2 >> 1)?;
                         v.push(UpdateItem {
                             id,
                             version,
                             base,
                             data,
+                            logged,
                         });
                     }
                     ReplicaMsg::Update(v)
@@ -351,8 +356,16 @@ impl Reader<'_> {
     }
 
     fn bytes(&mut self) -> Result<Vec<u8>, PacketError> {
-        let n = self.count()?;
-        let (a, rest) = self.b.split_at(n);
+        let n = self.varint()?;
+        self.take(n)
+    }
+
+    /// The next `n` bytes (refused if fewer are left).
+    fn take(&mut self, n: u64) -> Result<Vec<u8>, PacketError> {
+        if n > self.b.len() as u64 {
+            return Err(PacketError::Oversize(n));
+        }
+        let (a, rest) = self.b.split_at(n as usize);
         self.b = rest;
         Ok(a.to_vec())
     }
@@ -372,16 +385,19 @@ mod tests {
         let bytes = || proptest::collection::vec(any::<u8>(), 0..40);
         prop_oneof![
             proptest::collection::vec(
-                (id(), 1u64..u64::MAX, any::<u64>(), bytes()).prop_map(|(id, version, b, data)| {
-                    let base = if b % 3 == 0 { 0 } else { 1 + b % version };
-                    let base = if base >= version { 0 } else { base };
-                    UpdateItem {
-                        id,
-                        version,
-                        base,
-                        data,
+                (id(), 1u64..u64::MAX, any::<u64>(), bytes(), any::<bool>()).prop_map(
+                    |(id, version, b, data, logged)| {
+                        let base = if b % 3 == 0 { 0 } else { 1 + b % version };
+                        let base = if base >= version { 0 } else { base };
+                        UpdateItem {
+                            id,
+                            version,
+                            base,
+                            data,
+                            logged,
+                        }
                     }
-                }),
+                ),
                 0..5
             )
             .prop_map(ReplicaMsg::Update),

@@ -359,6 +359,9 @@ struct RecvState {
     acked: u64,
     sent_version: u64,
     sent_at: Time,
+    /// A backup acknowledged the primary's log snapshot of this version (see `backup`):
+    /// its updates need not carry the log again until the next snapshot.
+    log_acked: Option<u64>,
 }
 
 struct ReplicaMeta<O> {
@@ -383,10 +386,19 @@ impl<O> ReplicaMeta<O> {
     }
 }
 
+/// A packet sent to a peer, for mapping its acknowledgement back.
+struct SentPacket {
+    seq: u32,
+    /// The (object, version) updates it carried.
+    updates: Vec<(ObjectId, u64)>,
+    /// The objects whose log rode with their update.
+    logs: Vec<ObjectId>,
+}
+
 #[derive(Default)]
 struct PeerState {
     next_seq: u32,
-    sent_log: VecDeque<(u32, Vec<(ObjectId, u64)>)>,
+    sent_log: VecDeque<SentPacket>,
     to_ack: Vec<u32>,
     last_sent: Option<Time>,
     last_heard: Option<Time>,
@@ -1151,6 +1163,10 @@ impl<O: GameObject> ReplicaManager<O> {
             p.held = p.held.saturating_sub(1);
         }
         self.peer(to).held += 1;
+        // Logs of the previous primary's versions say nothing of the new one's.
+        if let Some(m) = self.repl.get_mut(&id) {
+            m.logs.clear();
+        }
         self.store.rebind_replica(id, to)
     }
 
@@ -1226,14 +1242,17 @@ impl<O: GameObject> ReplicaManager<O> {
                 if st.sent_version == version && now - st.sent_at < self.cfg.resend_after {
                     continue;
                 }
-                let item = make_update(id, version, st.acked, &meta.history);
+                let mut item = make_update(id, version, st.acked, &meta.history);
                 st.sent_version = version;
                 st.sent_at = now;
+                item.logged = extra && meta.backups.contains(&t);
                 out.push((t, item));
             }
             for (t, item) in out.drain(..) {
                 self.count_update(&item);
-                if extra && let Some(l) = self.logs_for(id, t, item.version) {
+                if item.logged
+                    && let Some(l) = self.logs_for(id, t, item.version)
+                {
                     self.peer(t).logs.push(l);
                 }
                 self.peer(t).updates.push(item);
@@ -1329,10 +1348,15 @@ impl<O: GameObject> ReplicaManager<O> {
         // confirm delta baselines (acknowledging acknowledgements would ping-pong forever).
         let mut ack = packet.msgs.iter().any(|m| matches!(m, ReplicaMsg::Update(_)));
         self.peer(from).last_heard = Some(now);
+        // Updates sent to this node as a backup: each state must end up with its log.
+        let mut logged: Vec<(ObjectId, u64)> = Vec::new();
         for msg in packet.msgs {
             match msg {
                 ReplicaMsg::Update(items) => {
                     for it in items {
+                        if it.logged {
+                            logged.push((it.id, it.version));
+                        }
                         self.apply_update(now, from, packet.sent_at, it, world);
                     }
                 }
@@ -1384,6 +1408,9 @@ impl<O: GameObject> ReplicaManager<O> {
                 }
             }
         }
+        for (id, version) in logged {
+            ack &= self.log_of_update(now, from, id, version);
+        }
         let p = self.peer(from);
         if ack && p.to_ack.len() < 1024 {
             p.to_ack.push(packet.seq);
@@ -1410,9 +1437,11 @@ impl<O: GameObject> ReplicaManager<O> {
         st.acked = if have_known { st.acked.max(it.have) } else { 0 };
         if it.have == 0 {
             // A fetch: answer now with the full state (and, to a backup, its log).
-            let item = make_update(it.id, entry.version, 0, &meta.history);
+            let mut item = make_update(it.id, entry.version, 0, &meta.history);
             st.sent_version = entry.version;
             st.sent_at = now;
+            st.log_acked = None;
+            item.logged = meta.backups.contains(&from);
             self.count_update(&item);
             let log = self.logs_for(it.id, from, item.version);
             let p = self.peer(from);
@@ -1431,12 +1460,20 @@ impl<O: GameObject> ReplicaManager<O> {
     fn on_ack_versions(&mut self, from: NodeId, seqs: &[u32]) {
         let p = self.net.entry_or_default(from);
         for s in seqs {
-            if let Some(pos) = p.sent_log.iter().position(|(q, _)| q == s)
-                && let Some((_, items)) = p.sent_log.remove(pos)
+            if let Some(pos) = p.sent_log.iter().position(|sp| sp.seq == *s)
+                && let Some(SentPacket { updates, logs, .. }) = p.sent_log.remove(pos)
             {
-                for (id, v) in items {
-                    if let Some(st) = self.prim.get_mut(&id).and_then(|m| m.receivers.get_mut(&from)) {
+                for (id, v) in updates {
+                    let Some(m) = self.prim.get_mut(&id) else { continue };
+                    // The snapshot current now, if the log that rode with `v` was it (a
+                    // later snapshot comes with a later version).
+                    let snapshot = m.logs.as_ref().map_or(0, |(sv, _)| *sv);
+                    let log_too = snapshot <= v && logs.contains(&id);
+                    if let Some(st) = m.receivers.get_mut(&from) {
                         st.acked = st.acked.max(v);
+                        if log_too {
+                            st.log_acked = Some(snapshot);
+                        }
                     }
                 }
             }
@@ -1671,7 +1708,11 @@ impl<O: GameObject> ReplicaManager<O> {
             let seq = p.next_seq;
             let carried: Vec<(ObjectId, u64)> = chunk.iter().map(|u| (u.id, u.version)).collect();
             if !carried.is_empty() {
-                p.sent_log.push_back((seq, carried));
+                p.sent_log.push_back(SentPacket {
+                    seq,
+                    updates: carried,
+                    logs: Vec::new(),
+                });
                 while p.sent_log.len() > SENT_LOG {
                     p.sent_log.pop_front();
                 }
@@ -1693,6 +1734,11 @@ impl<O: GameObject> ReplicaManager<O> {
                 logs = rest;
                 here
             };
+            if let Some(sp) = p.sent_log.back_mut()
+                && sp.seq == seq
+            {
+                sp.logs.extend(here.iter().map(|l| l.id));
+            }
             if !chunk.is_empty() {
                 msgs.push(ReplicaMsg::Update(chunk));
             }
@@ -1730,6 +1776,7 @@ fn make_update<O: GameObject>(id: ObjectId, version: u64, acked: u64, history: &
             version,
             base: 0,
             data,
+            logged: false,
         };
     };
     let base = if acked != 0 { history.get(acked) } else { None };
@@ -1741,6 +1788,7 @@ fn make_update<O: GameObject>(id: ObjectId, version: u64, acked: u64, history: &
                 version,
                 base: acked,
                 data,
+                logged: false,
             }
         }
         None => {
@@ -1750,6 +1798,7 @@ fn make_update<O: GameObject>(id: ObjectId, version: u64, acked: u64, history: &
                 version,
                 base: 0,
                 data,
+                logged: false,
             }
         }
     }

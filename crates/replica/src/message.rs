@@ -21,6 +21,11 @@ pub struct UpdateItem {
     pub base: u64,
     /// Full state or delta bytes.
     pub data: Vec<u8>,
+    /// Sent to one of the object's backups: the per-writer log of this state rides in
+    /// the packet's `Logs` after it, or — when the receiver has acknowledged the primary's
+    /// current log already — is the newest log the receiver holds (see
+    /// `replica::manager::backup`).
+    pub logged: bool,
 }
 
 /// A soft-state interest registration (paper `000` §5 "Decoupling location and

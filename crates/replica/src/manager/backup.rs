@@ -37,9 +37,10 @@
 //! a write that state contains and whose writer had no acknowledgement yet is then
 //! applied a second time when resent.
 
-use worldmesh_core::{NodeId, ObjectId, rendezvous};
+use worldmesh_core::{NodeId, ObjectId, Time, rendezvous};
 
 use super::{GameObject, LogItem, ReplicaManager, Role};
+use crate::message::InterestItem;
 
 /// A write acknowledgement waiting for the backups (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,12 +164,20 @@ impl<O: GameObject> ReplicaManager<O> {
         }
     }
 
-    /// The log to send with an update of `id` at `version` to `to`, if `to` backs `id` up:
-    /// the per-writer logs the state at `version` contains (the snapshot taken with the
-    /// newest version that followed writes; none taken yet: no write was applied).
+    /// The log to send with an update of `id` at `version` to `to`, if `to` backs `id` up
+    /// and has not acknowledged it yet: the per-writer logs the state at `version` contains
+    /// (the snapshot taken with the newest version that followed writes; none taken yet:
+    /// no write was applied).
     pub(super) fn logs_for(&self, id: ObjectId, to: NodeId, version: u64) -> Option<LogItem> {
         let m = self.prim.get(&id)?;
         if !m.backups.contains(&to) {
+            return None;
+        }
+        let snapshot = m.logs.as_ref().map_or(0, |(v, _)| *v);
+        if m.receivers
+            .get(&to)
+            .is_some_and(|st| st.log_acked == Some(snapshot))
+        {
             return None;
         }
         Some(LogItem {
@@ -200,6 +209,55 @@ impl<O: GameObject> ReplicaManager<O> {
         let at = m.logs.partition_point(|(v, _)| *v < item.version);
         m.logs.insert(at, (item.version, item.logs));
         // Keep the logs of states still held (bounded: one per version).
+        let history = &m.history;
+        m.logs.retain(|(v, _)| history.contains(*v));
+        while m.logs.len() > 64 {
+            m.logs.pop_front();
+        }
+        true
+    }
+
+    /// After a packet from `from`: the update of `id` at `version` it carried as to a
+    /// backup left this node with that state and its log. The log rode in the packet, or —
+    /// the primary omits it once this node acknowledged its current snapshot — it is the
+    /// newest log held for an earlier version of the same primary (no write came between).
+    /// False if the state was not taken, or no log can be told: the packet is then not
+    /// acknowledged, and a log that should have been held here is fetched afresh with the
+    /// state.
+    pub(super) fn log_of_update(&mut self, now: Time, from: NodeId, id: ObjectId, version: u64) -> bool {
+        if !matches!(self.store.get(id).map(|e| e.role), Some(Role::Replica { primary }) if primary == from) {
+            return false;
+        }
+        let Some(m) = self.repl.get_mut(&id) else {
+            return false;
+        };
+        if !m.history.contains(version) {
+            return false;
+        }
+        if m.logs.iter().any(|(v, _)| *v == version) {
+            return true;
+        }
+        let Some(inherited) = m
+            .logs
+            .iter()
+            .rev()
+            .find(|(v, _)| *v < version)
+            .map(|(_, l)| l.clone())
+        else {
+            // The primary believes this node holds a log it does not: ask for the state
+            // again (a fetch answer carries its log).
+            if self
+                .fetching
+                .get(&id)
+                .is_none_or(|(t, _)| now.saturating_since(*t) >= super::FETCH_BACKOFF)
+            {
+                self.fetching.insert(id, (now, from));
+                self.peer(from).interest.push(InterestItem { id, have: 0 });
+            }
+            return false;
+        };
+        let at = m.logs.partition_point(|(v, _)| *v < version);
+        m.logs.insert(at, (version, inherited));
         let history = &m.history;
         m.logs.retain(|(v, _)| history.contains(*v));
         while m.logs.len() > 64 {
