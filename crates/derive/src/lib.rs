@@ -3,7 +3,8 @@
 //! `#[derive(Replicate)]`: generates the implementation of
 //! `worldmesh_replica::replicate::Replicate` — full state and delta codecs with a per-field
 //! change mask (Colyseus's delta-encoded updates, paper `000` §5, §7) — for a game's
-//! structs and enums. Use it through the re-export `worldmesh_replica::Replicate`; the
+//! structs and enums. Use it through the re-export `worldmesh::Replicate` (or
+//! `worldmesh_replica::Replicate`); the
 //! trait's documentation (`worldmesh_replica::replicate`) describes the wire format, with
 //! an example.
 //!
@@ -23,9 +24,12 @@
 //! located by `StateError::At` at the `Type.field` where it happened.
 //!
 //! Structs with named or unnamed fields and enums with unit, tuple and struct variants are
-//! supported; type parameters get a `Replicate` bound. Unions are refused. The generated
-//! code names `::worldmesh_replica`: the deriving crate depends on `worldmesh-replica`
-//! under that name.
+//! supported; type parameters get a `Replicate` bound. Unions are refused.
+//!
+//! The generated code names the object layer by the path the deriving crate has for it,
+//! read from its `Cargo.toml` (`proc-macro-crate`): `worldmesh-replica` if it depends on it
+//! (under any name), else `worldmesh::replica` through the `worldmesh` facade — a game needs
+//! only `worldmesh`. `#[replicate(crate = path)]` on the type names it explicitly.
 #![forbid(unsafe_code)]
 
 use proc_macro::TokenStream;
@@ -106,12 +110,64 @@ fn parse_check(attrs: &[syn::Attribute]) -> syn::Result<Option<syn::Path>> {
             if meta.path.is_ident("check") {
                 check = Some(meta.value()?.parse::<syn::Path>()?);
                 Ok(())
+            } else if meta.path.is_ident("crate") {
+                let _ = meta.value()?.parse::<syn::Path>()?; // read by `crate_path`
+                Ok(())
             } else {
-                Err(meta.error("unknown `replicate` type attribute (expected `check = path`)"))
+                Err(meta
+                    .error("unknown `replicate` type attribute (expected `check = path` or `crate = path`)"))
             }
         })?;
     }
     Ok(check)
+}
+
+/// The path of the object layer (`worldmesh_replica`) in the deriving crate: the type's
+/// `#[replicate(crate = path)]`, else found in the crate's manifest (see the crate docs).
+fn crate_path(attrs: &[syn::Attribute]) -> syn::Result<Tokens> {
+    let mut explicit = None;
+    for attr in attrs.iter().filter(|a| a.path().is_ident("replicate")) {
+        attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("crate") {
+                explicit = Some(meta.value()?.parse::<syn::Path>()?);
+            } else if meta.input.peek(syn::Token![=]) {
+                let _ = meta.value()?.parse::<syn::Path>()?;
+            }
+            Ok(())
+        })?;
+    }
+    if let Some(p) = explicit {
+        return Ok(quote!(#p));
+    }
+    use proc_macro_crate::{FoundCrate, crate_name};
+    let ident = |n: &str| syn::Ident::new(n, Span::call_site());
+    Ok(match crate_name("worldmesh-replica") {
+        // The replica crate itself names itself `worldmesh_replica` (`extern crate self`).
+        Ok(FoundCrate::Itself) => quote!(::worldmesh_replica),
+        Ok(FoundCrate::Name(n)) => {
+            let n = ident(&n);
+            quote!(::#n)
+        }
+        Err(_) => match crate_name("worldmesh") {
+            Ok(FoundCrate::Name(n)) => {
+                let n = ident(&n);
+                quote!(::#n::replica)
+            }
+            Ok(FoundCrate::Itself) => quote!(crate::replica),
+            Err(_) => quote!(::worldmesh_replica),
+        },
+    })
+}
+
+thread_local! {
+    /// The object layer's path for the expansion under way (set by `expand`; a derive
+    /// expands on one thread, start to end).
+    static KRATE: std::cell::RefCell<Tokens> = std::cell::RefCell::new(quote!(::worldmesh_replica));
+}
+
+/// The object layer's path for the expansion under way.
+fn krate() -> Tokens {
+    KRATE.with(|k| k.borrow().clone())
 }
 
 fn fields_of(fields: &Fields, prefix: &str) -> syn::Result<Vec<Field>> {
@@ -142,7 +198,8 @@ fn fields_of(fields: &Fields, prefix: &str) -> syn::Result<Vec<Field>> {
 
 /// The path of the runtime support module.
 fn rt() -> Tokens {
-    quote!(::worldmesh_replica::replicate)
+    let k = krate();
+    quote!(#k::replicate)
 }
 
 /// Per-field code snippets, by kind.
@@ -303,6 +360,8 @@ fn check_call(check: &Option<syn::Path>, name: &str) -> Tokens {
 }
 
 fn expand(mut input: DeriveInput) -> syn::Result<Tokens> {
+    let k = crate_path(&input.attrs)?;
+    KRATE.with(|cell| *cell.borrow_mut() = k);
     let rt = rt();
     let check = parse_check(&input.attrs)?;
     let type_params: Vec<syn::Ident> = input.generics.type_params().map(|p| p.ident.clone()).collect();
@@ -337,6 +396,7 @@ fn expand(mut input: DeriveInput) -> syn::Result<Tokens> {
 /// a field of another: changed if its header is not empty, then its own delta.
 fn nested_delta_methods() -> Tokens {
     let rt = rt();
+    let k = krate();
     quote! {
         fn changes(&self, baseline: &Self) -> u64 {
             u64::from(#rt::Replicate::delta_header(self, baseline) != 0)
@@ -350,7 +410,7 @@ fn nested_delta_methods() -> Tokens {
             baseline: &Self,
             _: u64,
             r: &mut #rt::Reader<'_>,
-        ) -> ::core::result::Result<Self, ::worldmesh_replica::StateError> {
+        ) -> ::core::result::Result<Self, #k::StateError> {
             #rt::read_nested_delta(baseline, r)
         }
     }
@@ -358,6 +418,7 @@ fn nested_delta_methods() -> Tokens {
 
 fn expand_struct(fields: &[Field], check: &Option<syn::Path>, name: &str) -> Tokens {
     let rt = rt();
+    let k = krate();
     let nested = nested_delta_methods();
     let a: Vec<Tokens> = fields
         .iter()
@@ -391,7 +452,7 @@ fn expand_struct(fields: &[Field], check: &Option<syn::Path>, name: &str) -> Tok
             #(#writes)*
         }
 
-        fn read_full(r: &mut #rt::Reader<'_>) -> ::core::result::Result<Self, ::worldmesh_replica::StateError> {
+        fn read_full(r: &mut #rt::Reader<'_>) -> ::core::result::Result<Self, #k::StateError> {
             let value = Self #read_init;
             #check
             Ok(value)
@@ -412,7 +473,7 @@ fn expand_struct(fields: &[Field], check: &Option<syn::Path>, name: &str) -> Tok
             baseline: &Self,
             header: u64,
             r: &mut #rt::Reader<'_>,
-        ) -> ::core::result::Result<Self, ::worldmesh_replica::StateError> {
+        ) -> ::core::result::Result<Self, #k::StateError> {
             #rt::check_mask(header, <Self as #rt::Replicate>::HEADER_BITS, #name)?;
             let mask = header;
             let mut offset = 0u32;
@@ -460,6 +521,7 @@ impl Variant {
 
 fn expand_enum(e: &syn::DataEnum, check: &Option<syn::Path>, name: &str) -> syn::Result<Tokens> {
     let rt = rt();
+    let k = krate();
     let nested = nested_delta_methods();
     let variants: Vec<Variant> = e
         .variants
@@ -584,11 +646,11 @@ fn expand_enum(e: &syn::DataEnum, check: &Option<syn::Path>, name: &str) -> syn:
             }
         }
 
-        fn read_full(r: &mut #rt::Reader<'_>) -> ::core::result::Result<Self, ::worldmesh_replica::StateError> {
+        fn read_full(r: &mut #rt::Reader<'_>) -> ::core::result::Result<Self, #k::StateError> {
             let index = r.varint()?;
             let value = match index {
                 #(#read_variant_arms)*
-                _ => return Err(::worldmesh_replica::StateError::UnknownVariant { ty: #name, index }),
+                _ => return Err(#k::StateError::UnknownVariant { ty: #name, index }),
             };
             #check
             Ok(value)
@@ -628,17 +690,17 @@ fn expand_enum(e: &syn::DataEnum, check: &Option<syn::Path>, name: &str) -> syn:
             baseline: &Self,
             header: u64,
             r: &mut #rt::Reader<'_>,
-        ) -> ::core::result::Result<Self, ::worldmesh_replica::StateError> {
+        ) -> ::core::result::Result<Self, #k::StateError> {
             let widest: u32 = #widest;
             let top = #rt::mask_bits(header, widest, 64);
             let value = if top != 0 {
                 if top & 1 == 0 {
-                    return Err(::worldmesh_replica::StateError::invalid("delta header", ::core::format_args!("{:#x}", header)).within(#name));
+                    return Err(#k::StateError::invalid("delta header", ::core::format_args!("{:#x}", header)).within(#name));
                 }
                 let index = top >> 1;
                 match index {
                     #(#read_variant_arms)*
-                    _ => return Err(::worldmesh_replica::StateError::UnknownVariant { ty: #name, index }),
+                    _ => return Err(#k::StateError::UnknownVariant { ty: #name, index }),
                 }
             } else {
                 let mask = header;

@@ -463,3 +463,28 @@ fn quantized_values_beyond_the_limit_are_refused() {
         .is_err()
     );
 }
+
+/// The object layer re-exported under another path, as the `worldmesh` facade does.
+mod facade {
+    pub use worldmesh_replica::{StateError, replicate};
+}
+
+/// `#[replicate(crate = path)]` names the object layer's path in the generated code.
+#[derive(Clone, Debug, PartialEq, Replicate)]
+#[replicate(crate = crate::facade)]
+struct ThroughFacade {
+    a: u32,
+    b: Vec<u8>,
+}
+
+#[test]
+fn an_explicit_crate_path_is_used_by_the_generated_code() {
+    let v = ThroughFacade { a: 7, b: vec![1, 2] };
+    let mut full = Vec::new();
+    v.encode_full(&mut full);
+    assert_eq!(ThroughFacade::decode_full(&full), Ok(v.clone()));
+    let w = ThroughFacade { a: 9, ..v.clone() };
+    let mut delta = Vec::new();
+    w.encode_delta(&v, &mut delta);
+    assert_eq!(ThroughFacade::apply_delta(&v, &delta), Ok(w));
+}

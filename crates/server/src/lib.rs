@@ -41,4 +41,10 @@ pub use worldmesh_client::Playable;
 pub use worldmesh_core::{Aabb, Durability, NodeId, ObjectId, Point3, Time};
 pub use worldmesh_net::{Control, EventKind, NodeEvent};
 pub use worldmesh_node::Event;
-pub use worldmesh_replica::{GameObject, OrphanPolicy, Replicate, Role, StateError, ThinkContext};
+pub use worldmesh_replica::{
+    GameObject, OrphanPolicy, Replicate, Role, StateError, ThinkContext, replicate_codec,
+};
+
+/// The object layer (`worldmesh-replica`): replicas, writes, the codecs' runtime. The code
+/// `#[derive(Replicate)]` writes names it here when a game depends on `worldmesh` only.
+pub use worldmesh_replica as replica;

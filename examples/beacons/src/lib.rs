@@ -7,8 +7,8 @@
 #![forbid(unsafe_code)]
 
 // ANCHOR: objects
+use worldmesh::Replicate;
 use worldmesh::{Aabb, Durability, GameObject, NodeId, ObjectId, Point3, ThinkContext};
-use worldmesh_replica::Replicate;
 
 /// The static world every object reads: a square field.
 pub struct Field {
@@ -103,7 +103,7 @@ impl GameObject for Thing {
         }
     }
 
-    worldmesh_replica::replicate_codec!();
+    worldmesh::replicate_codec!();
 }
 // ANCHOR_END: behaviour
 

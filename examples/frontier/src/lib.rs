@@ -11,8 +11,8 @@
 //!   nobody pilots them, by a small mining routine.
 #![forbid(unsafe_code)]
 
+use worldmesh::Replicate;
 use worldmesh::{Aabb, Durability, GameObject, NodeId, ObjectId, Playable, Point3, ThinkContext};
-use worldmesh_replica::Replicate;
 
 /// Ore a ship spends to build an outpost.
 pub const BUILD_COST: u32 = 40;
@@ -352,7 +352,7 @@ impl GameObject for Body {
         }
     }
 
-    worldmesh_replica::replicate_codec!();
+    worldmesh::replicate_codec!();
 }
 
 impl Playable for Body {
