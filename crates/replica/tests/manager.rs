@@ -573,18 +573,41 @@ fn a_pushed_state_creates_the_replica_without_a_fetch_and_is_not_resent() {
     assert!(net.nodes[1].store().get(m).is_some());
 }
 
+impl Net {
+    /// `n` nodes in broadcast mode, every primary backed up by one member, no silent-peer
+    /// drops (the tests declare failures themselves).
+    fn with_backups(n: u32, seed: u64) -> Self {
+        let cfg = ReplicaConfig {
+            backups: 1,
+            drop_silent_peers: false,
+            ..ReplicaConfig::default()
+        };
+        Net::with_config(n, Mode::Broadcast, seed, cfg)
+    }
+
+    /// After the world settled: node `writer` has every write acknowledged, none given up,
+    /// and `target`'s primary on `holder` applied each of the `made` writes exactly once.
+    fn assert_applied_once(&self, seed: u64, writer: usize, holder: usize, target: ObjectId, made: u64) {
+        let w = &self.nodes[writer];
+        assert_eq!(w.pending_writes(), 0, "seed {seed}: every write acknowledged");
+        assert_eq!(w.stats().writes_expired, 0, "seed {seed}");
+        let log = &self.nodes[holder].store().object(target).unwrap().log;
+        assert_eq!(
+            log.len() as u64,
+            made,
+            "seed {seed}: {made} writes made, {} applied",
+            log.len()
+        );
+    }
+}
+
 /// A write the primary acknowledged survives the primary's node failing, and is applied
 /// exactly once: the backup holds a version containing it before the acknowledgement goes
 /// out, and holds the primary's per-writer logs, so a resend to the adopter is recognised.
 #[test]
 fn acknowledged_writes_survive_the_primary_failing_and_apply_exactly_once() {
     for seed in 0..24 {
-        let cfg = ReplicaConfig {
-            backups: 1,
-            drop_silent_peers: false,
-            ..ReplicaConfig::default()
-        };
-        let mut net = Net::with_config(3, Mode::Broadcast, seed, cfg);
+        let mut net = Net::with_backups(3, seed);
         net.loss = 0.25;
         net.dup = 0.1;
         net.max_delay = 2;
@@ -622,21 +645,8 @@ fn acknowledged_writes_survive_the_primary_failing_and_apply_exactly_once() {
             net.step();
         }
         let made = net.nodes[2].stats().writes_forwarded + net.nodes[2].stats().writes_applied;
-        let a = &net.nodes[adopter.0 as usize];
-        assert_eq!(
-            net.nodes[2].pending_writes(),
-            0,
-            "seed {seed}: every write acknowledged"
-        );
-        assert_eq!(net.nodes[2].stats().writes_expired, 0, "seed {seed}");
-        let log = &a.store().object(target).unwrap().log;
         assert!(made >= 20, "seed {seed}: the writer wrote ({made})");
-        assert_eq!(
-            log.len() as u64,
-            made,
-            "seed {seed}: {made} writes made, {} applied",
-            log.len()
-        );
+        net.assert_applied_once(seed, 2, adopter.0 as usize, target, made);
     }
 }
 
@@ -650,12 +660,7 @@ fn acknowledged_writes_survive_the_primary_failing_and_apply_exactly_once() {
 #[test]
 fn a_new_backup_adopts_a_state_with_its_own_log() {
     for seed in 0..8 {
-        let cfg = ReplicaConfig {
-            backups: 1,
-            drop_silent_peers: false,
-            ..ReplicaConfig::default()
-        };
-        let mut net = Net::with_config(4, Mode::Broadcast, seed, cfg);
+        let mut net = Net::with_backups(4, seed);
         // Node 3 is not a member yet.
         net.down[3] = true;
         for n in 0..3 {
@@ -701,20 +706,8 @@ fn a_new_backup_adopts_a_state_with_its_own_log() {
             net.step();
         }
         let made = net.nodes[2].stats().writes_forwarded + net.nodes[2].stats().writes_applied;
-        assert_eq!(
-            net.nodes[2].pending_writes(),
-            0,
-            "seed {seed}: every write acknowledged"
-        );
-        assert_eq!(net.nodes[2].stats().writes_expired, 0, "seed {seed}");
-        let log = &net.nodes[3].store().object(target).unwrap().log;
         assert!(made >= 30, "seed {seed}: the writer wrote ({made})");
-        assert_eq!(
-            log.len() as u64,
-            made,
-            "seed {seed}: {made} writes made, {} applied",
-            log.len()
-        );
+        net.assert_applied_once(seed, 2, 3, target, made);
     }
 }
 
@@ -724,12 +717,7 @@ fn a_new_backup_adopts_a_state_with_its_own_log() {
 #[test]
 fn an_adopter_without_a_log_takes_the_backups_logged_offer() {
     for seed in 0..8 {
-        let cfg = ReplicaConfig {
-            backups: 1,
-            drop_silent_peers: false,
-            ..ReplicaConfig::default()
-        };
-        let mut net = Net::with_config(3, Mode::Broadcast, seed, cfg);
+        let mut net = Net::with_backups(3, seed);
         let target = net.spawn(0, Probe::at(0.0));
         let backup =
             worldmesh_core::rendezvous::top(target, [NodeId(1), NodeId(2)], Some(NodeId(0))).unwrap();
@@ -776,18 +764,7 @@ fn an_adopter_without_a_log_takes_the_backups_logged_offer() {
         // write forwarded, then applied here after the adoption, twice).
         let w = net.nodes[o].store().object(writer).unwrap();
         let made = u64::from(w.frame.min(w.write_until));
-        assert_eq!(
-            net.nodes[o].pending_writes(),
-            0,
-            "seed {seed}: every write acknowledged"
-        );
-        let log = &net.nodes[o].store().object(target).unwrap().log;
         assert!(made >= 30, "seed {seed}: the writer wrote ({made})");
-        assert_eq!(
-            log.len() as u64,
-            made,
-            "seed {seed}: {made} writes made, {} applied",
-            log.len()
-        );
+        net.assert_applied_once(seed, o, o, target, made);
     }
 }
