@@ -7,8 +7,7 @@
 #![forbid(unsafe_code)]
 
 // ANCHOR: objects
-use worldmesh::Replicate;
-use worldmesh::{Aabb, Durability, GameObject, NodeId, ObjectId, Point3, ThinkContext};
+use worldmesh::{Aabb, Durability, GameObject, NodeId, ObjectId, Point3, Replicate, ThinkContext};
 
 /// The static world every object reads: a square field.
 pub struct Field {

@@ -11,8 +11,7 @@
 //!   nobody pilots them, by a small mining routine.
 #![forbid(unsafe_code)]
 
-use worldmesh::Replicate;
-use worldmesh::{Aabb, Durability, GameObject, NodeId, ObjectId, Playable, Point3, ThinkContext};
+use worldmesh::{Aabb, Durability, GameObject, NodeId, ObjectId, Playable, Point3, Replicate, ThinkContext};
 
 /// Ore a ship spends to build an outpost.
 pub const BUILD_COST: u32 = 40;
