@@ -483,8 +483,9 @@ fn spoofed_reflected_and_member_forged_traffic_changes_nothing_on_real_nodes() {
     let refused = u(&r0, &["replica", "refused_updates"]);
     assert!(
         refused >= node1_objects.len() as u64,
-        "{refused} of {} forged states refused",
-        node1_objects.len()
+        "{refused} of {} forged states refused; node 0's replica counters: {}",
+        node1_objects.len(),
+        r0["replica"]
     );
     // Each version jump that arrived was refused (they ride QUIC datagrams: a busy node
     // may drop one), and the genuine updates after them applied: had one been taken, the
