@@ -324,7 +324,25 @@ fn spoofed_reflected_and_member_forged_traffic_changes_nothing_on_real_nodes() {
     });
     std::thread::sleep(Duration::from_millis(500));
 
-    // 1. The outsider: forged plaintext writes and states with node 1's source address,
+    // 1. The rogue member's full states of node 1's objects: not the sender's. They go
+    //    first, on a quiet socket: they ride QUIC datagrams, and the spoofed flood below
+    //    overflows node 0's UDP receive buffer, which loses datagrams (nothing resends them).
+    for (k, id) in node1_objects.iter().enumerate() {
+        let f = replica_frame(
+            900_000 + k as u32,
+            vec![ReplicaMsg::Update(vec![UpdateItem {
+                id: *id,
+                version: 5,
+                base: 0,
+                data: item_state(-2.0),
+                logged: false,
+            }])],
+        );
+        inject.send((NodeId(0), f)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+
+    // 2. The outsider: forged plaintext writes and states with node 1's source address,
     //    and fetches whose source is the victim's address.
     const FORGED: u32 = 2_000;
     let victim = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -366,23 +384,12 @@ fn spoofed_reflected_and_member_forged_traffic_changes_nothing_on_real_nodes() {
         }
     }
 
-    // 2. The rogue member.
+    // The flood drains before the rogue's datagrams below.
+    std::thread::sleep(Duration::from_millis(300));
+
+    // 3. The rogue member again.
     let rss_before = rss_kb(pid0);
-    //    a. Full states of node 1's objects: not the sender's.
-    for (k, id) in node1_objects.iter().enumerate() {
-        let f = replica_frame(
-            900_000 + k as u32,
-            vec![ReplicaMsg::Update(vec![UpdateItem {
-                id: *id,
-                version: 5,
-                base: 0,
-                data: item_state(-2.0),
-                logged: false,
-            }])],
-        );
-        inject.send((NodeId(0), f)).unwrap();
-    }
-    //    b. Its own object: genuine versions 1..=60 over 6 s, with states at version 2^40
+    //    a. Its own object: genuine versions 1..=60 over 6 s, with states at version 2^40
     //       after versions 5, 10, 15, 20 and 25. A frozen replica would count every later
     //       genuine update as stale.
     let own = ObjectId::new(NodeId(2), 1_000_000);
@@ -391,7 +398,7 @@ fn spoofed_reflected_and_member_forged_traffic_changes_nothing_on_real_nodes() {
         seq += 1;
         replica_frame(seq, msgs)
     };
-    // c. 150,000 phantom objects in 100 datagrams (each rides QUIC's stream: too large for
+    //    b. 150,000 phantom objects in 100 datagrams (each rides QUIC's stream: too large for
     //    one datagram).
     const PHANTOMS_PER: u32 = 1_500;
     let t_flood = Instant::now();
@@ -483,9 +490,10 @@ fn spoofed_reflected_and_member_forged_traffic_changes_nothing_on_real_nodes() {
     let refused = u(&r0, &["replica", "refused_updates"]);
     assert!(
         refused >= node1_objects.len() as u64,
-        "{refused} of {} forged states refused; node 0's replica counters: {}",
+        "{refused} of {} forged states refused; node 0's replica counters: {}; its transport: {}",
         node1_objects.len(),
-        r0["replica"]
+        r0["replica"],
+        r0["transport"]
     );
     // Each version jump that arrived was refused (they ride QUIC datagrams: a busy node
     // may drop one), and the genuine updates after them applied: had one been taken, the
