@@ -45,6 +45,7 @@ use crate::{GameObject, ThinkContext};
 
 mod adopt;
 mod backup;
+mod deletion;
 mod durable;
 mod guard;
 mod migrate;
@@ -393,6 +394,8 @@ struct SentPacket {
     updates: Vec<(ObjectId, u64)>,
     /// The objects whose log rode with their update.
     logs: Vec<ObjectId>,
+    /// The deletion notices it carried.
+    deleted: Vec<ObjectId>,
 }
 
 #[derive(Default)]
@@ -407,6 +410,10 @@ struct PeerState {
     unsubscribe: Vec<ObjectId>,
     writes: Vec<WriteItem>,
     deleted: Vec<ObjectId>,
+    /// Deletion notices sent and not yet acknowledged, with when they were last sent:
+    /// resent after `resend_after` (a lost notice would leave a ghost replica), given up
+    /// after `write_timeout`.
+    unacked_deleted: BTreeMap<ObjectId, (Time, Time)>,
     write_acks: Vec<(ObjectId, u64)>,
     /// Send a packet even if empty (liveness).
     keepalive: bool,
@@ -486,6 +493,8 @@ pub struct ReplicaManager<O: GameObject> {
     frozen: BTreeSet<ObjectId>,
     /// Writes that arrived for frozen primaries, to be forwarded to their new node.
     buffered: BTreeMap<ObjectId, Vec<ForwardedWrite>>,
+    /// Replicas whose primary deleted them lately: no state brings them back.
+    tombstones: deletion::Tombstones,
     /// Writes to pass on to another node (drained by the node: `Migration` datagrams).
     outgoing: Vec<(NodeId, ForwardedWrite)>,
     /// Interest registrations that reached this node after their object left it: the
@@ -561,6 +570,7 @@ impl<O: GameObject> ReplicaManager<O> {
             names: NameService::new(me, cfg_lease),
             frozen: BTreeSet::new(),
             buffered: BTreeMap::new(),
+            tombstones: deletion::Tombstones::default(),
             outgoing: Vec::new(),
             redirects: Vec::new(),
             applied: BTreeMap::new(),
@@ -689,6 +699,7 @@ impl<O: GameObject> ReplicaManager<O> {
             self.apply_local_write(now, target, &w);
         }
         self.resend_writes(now);
+        self.resend_deletions(now);
         self.version_primaries(now, world);
         if self.mode == Mode::Interest {
             report.dropped.extend(self.maintain_interest(now, world));
@@ -700,23 +711,6 @@ impl<O: GameObject> ReplicaManager<O> {
         self.names.expire(now);
         self.queue_updates(now);
         report
-    }
-
-    fn delete_primary(&mut self, id: ObjectId) {
-        self.recovered.remove(&id);
-        self.names.unbind(id);
-        self.applied.remove(&id);
-        if let Some(meta) = self.prim.remove(&id) {
-            let targets: BTreeSet<NodeId> = meta
-                .subscribers
-                .keys()
-                .chain(meta.receivers.keys())
-                .copied()
-                .collect();
-            for t in targets {
-                self.peer(t).deleted.push(id);
-            }
-        }
     }
 
     fn peer(&mut self, id: NodeId) -> &mut PeerState {
@@ -921,6 +915,10 @@ impl<O: GameObject> ReplicaManager<O> {
         let mut logged = Vec::new();
         let mut buf = Vec::new();
         for (id, meta) in self.prim.iter_mut() {
+            // A frozen primary's state is the snapshot on its way to its new node.
+            if self.frozen.contains(id) {
+                continue;
+            }
             let Some(entry) = self.store.get_mut(*id) else {
                 continue;
             };
@@ -1344,9 +1342,13 @@ impl<O: GameObject> ReplicaManager<O> {
     /// at once (a fetched state, with [`Self::flush_peer`]) rather than at the next frame.
     pub fn handle_packet(&mut self, now: Time, from: NodeId, packet: Packet, world: &O::World) -> bool {
         let mut urgent = false;
-        // Only packets that carried updates are acknowledged: acknowledgements exist to
-        // confirm delta baselines (acknowledging acknowledgements would ping-pong forever).
-        let mut ack = packet.msgs.iter().any(|m| matches!(m, ReplicaMsg::Update(_)));
+        // Only packets that carried updates or deletion notices are acknowledged:
+        // acknowledgements exist to confirm delta baselines and deletions (acknowledging
+        // acknowledgements would ping-pong forever).
+        let mut ack = packet
+            .msgs
+            .iter()
+            .any(|m| matches!(m, ReplicaMsg::Update(_) | ReplicaMsg::Deleted(_)));
         self.peer(from).last_heard = Some(now);
         // Updates sent to this node as a backup: each state must end up with its log.
         let mut logged: Vec<(ObjectId, u64)> = Vec::new();
@@ -1394,18 +1396,7 @@ impl<O: GameObject> ReplicaManager<O> {
                         ack &= self.on_logs(from, it);
                     }
                 }
-                ReplicaMsg::Deleted(ids) => {
-                    for id in ids {
-                        if self
-                            .store
-                            .get(id)
-                            .is_some_and(|e| e.role == Role::Replica { primary: from })
-                        {
-                            self.remove_replica(id);
-                            self.names.forget(id);
-                        }
-                    }
-                }
+                ReplicaMsg::Deleted(ids) => self.on_deleted(now, from, &ids),
             }
         }
         for (id, version) in logged {
@@ -1461,8 +1452,14 @@ impl<O: GameObject> ReplicaManager<O> {
         let p = self.net.entry_or_default(from);
         for s in seqs {
             if let Some(pos) = p.sent_log.iter().position(|sp| sp.seq == *s)
-                && let Some(SentPacket { updates, logs, .. }) = p.sent_log.remove(pos)
+                && let Some(SentPacket {
+                    updates,
+                    logs,
+                    deleted,
+                    ..
+                }) = p.sent_log.remove(pos)
             {
+                p.deletions_acked(&deleted);
                 for (id, v) in updates {
                     let Some(m) = self.prim.get_mut(&id) else { continue };
                     // The snapshot current now, if the log that rode with `v` was it (a
@@ -1515,6 +1512,11 @@ impl<O: GameObject> ReplicaManager<O> {
                     self.refused_unheld.clear();
                 }
                 self.refused_unheld.insert(it.id, from);
+                return;
+            }
+            None if self.tombstones.contains(now, it.id) => {
+                // A state that left its primary before the deletion notice did.
+                self.stats.stale_updates += 1;
                 return;
             }
             None => (None, Time::ZERO),
@@ -1674,8 +1676,9 @@ impl<O: GameObject> ReplicaManager<O> {
         if !p.writes.is_empty() {
             head.push(ReplicaMsg::Write(std::mem::take(&mut p.writes)));
         }
-        if !p.deleted.is_empty() {
-            head.push(ReplicaMsg::Deleted(std::mem::take(&mut p.deleted)));
+        let deleted = p.take_deletions(now);
+        if !deleted.is_empty() {
+            head.push(ReplicaMsg::Deleted(deleted.clone()));
         }
         if !p.write_acks.is_empty() {
             head.push(ReplicaMsg::WriteAck(std::mem::take(&mut p.write_acks)));
@@ -1707,11 +1710,13 @@ impl<O: GameObject> ReplicaManager<O> {
             p.next_seq = p.next_seq.wrapping_add(1).max(1);
             let seq = p.next_seq;
             let carried: Vec<(ObjectId, u64)> = chunk.iter().map(|u| (u.id, u.version)).collect();
-            if !carried.is_empty() {
+            let deleted_here = if k == 0 { deleted.clone() } else { Vec::new() };
+            if !carried.is_empty() || !deleted_here.is_empty() {
                 p.sent_log.push_back(SentPacket {
                     seq,
                     updates: carried,
                     logs: Vec::new(),
+                    deleted: deleted_here,
                 });
                 while p.sent_log.len() > SENT_LOG {
                     p.sent_log.pop_front();

@@ -1,12 +1,14 @@
 //! Replica managers wired together by hand over a lossy, reordering in-memory network.
 
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time};
 use worldmesh_replica::{
-    GameObject, Mode, Packet, ReplicaConfig, ReplicaManager, Role, StateError, ThinkContext,
+    GameObject, Mode, Packet, ReplicaConfig, ReplicaManager, ReplicaMsg, Role, StateError, ThinkContext,
 };
 
 /// A test object: moves along x by `speed` per frame, keeps a log of the writes applied to
@@ -26,6 +28,8 @@ struct Probe {
     says_velocity: bool,
     /// Writes are made only in frames up to this one (0: every frame).
     write_until: u32,
+    /// The object deletes itself in this frame (0: never).
+    delete_at_frame: u32,
 }
 
 impl Probe {
@@ -41,6 +45,7 @@ impl Probe {
             writes: vec![],
             says_velocity: true,
             write_until: 0,
+            delete_at_frame: 0,
         }
     }
 }
@@ -57,6 +62,9 @@ impl GameObject for Probe {
             child.aoi = 0.0;
             child.parent = Some(ctx.id);
             ctx.spawn(child);
+        }
+        if self.delete_at_frame == self.frame {
+            ctx.delete_self();
         }
         if self.write_until == 0 || self.frame <= self.write_until {
             for (t, v) in self.writes.clone() {
@@ -123,6 +131,9 @@ impl GameObject for Probe {
     }
 }
 
+/// Sees a packet sent (from, to); `false` drops it.
+type Tap = dyn FnMut(NodeId, NodeId, &Packet) -> bool;
+
 struct Net {
     nodes: Vec<ReplicaManager<Probe>>,
     rng: DetRng,
@@ -136,6 +147,8 @@ struct Net {
     versions: BTreeMap<(ObjectId, u64), Probe>,
     /// Crashed nodes: not stepped, nothing delivered to them.
     down: Vec<bool>,
+    /// Sees every packet sent (from, to) that loss spared; `false` drops it.
+    tap: Option<Box<Tap>>,
 }
 
 impl Net {
@@ -163,6 +176,7 @@ impl Net {
             step: 0,
             versions: BTreeMap::new(),
             down: vec![false; n as usize],
+            tap: None,
         }
     }
 
@@ -174,6 +188,11 @@ impl Net {
         let now = self.now();
         for (dst, p) in self.nodes[from].flush(now) {
             if self.rng.chance(self.loss) {
+                continue;
+            }
+            if let Some(tap) = &mut self.tap
+                && !tap(NodeId(from as u32), dst, &p)
+            {
                 continue;
             }
             let copies = if self.rng.chance(self.dup) { 2 } else { 1 };
@@ -766,5 +785,150 @@ fn an_adopter_without_a_log_takes_the_backups_logged_offer() {
         let made = u64::from(w.frame.min(w.write_until));
         assert!(made >= 30, "seed {seed}: the writer wrote ({made})");
         net.assert_applied_once(seed, o, o, target, made);
+    }
+}
+
+/// True if `p` carries a deletion notice.
+fn carries_deletion(p: &Packet) -> bool {
+    p.msgs.iter().any(|m| matches!(m, ReplicaMsg::Deleted(_)))
+}
+
+#[test]
+fn a_lost_deletion_notice_is_sent_again_until_every_replica_is_gone() {
+    let mut net = Net::new(3, Mode::Broadcast, 7);
+    let mut p = Probe::at(0.0);
+    p.speed = 1.0;
+    p.delete_at_frame = 12;
+    let id = net.spawn(0, p.clone());
+    // Node 0 keeps talking (a silent node's replicas are dropped anyway).
+    p.delete_at_frame = 0;
+    let other = net.spawn(0, p);
+    // The first two packets that carry the notice are lost.
+    let lost = Rc::new(Cell::new(0));
+    let l = Rc::clone(&lost);
+    net.tap = Some(Box::new(move |_, _, p| {
+        let drop = carries_deletion(p) && l.get() < 2;
+        l.set(l.get() + u32::from(drop));
+        !drop
+    }));
+    for _ in 0..10 {
+        net.step();
+    }
+    assert!((1..3).all(|n| net.nodes[n].store().get(id).is_some()));
+    // Deleted in frame 12; notices are resent after `resend_after` (600 ms: 6 frames).
+    for _ in 0..30 {
+        net.step();
+    }
+    assert_eq!(lost.get(), 2, "two notices lost");
+    assert!((1..3).all(|n| net.nodes[n].store().get(other).is_some()));
+    for n in 0..3 {
+        assert!(
+            net.nodes[n].store().get(id).is_none(),
+            "node {n} still holds the deleted {id}"
+        );
+    }
+}
+
+#[test]
+fn a_state_that_arrives_after_the_deletion_notice_does_not_bring_the_replica_back() {
+    let mut net = Net::new(2, Mode::Broadcast, 8);
+    let mut p = Probe::at(0.0);
+    p.speed = 1.0;
+    p.delete_at_frame = 12;
+    let id = net.spawn(0, p);
+    // A copy of every full state of the object node 0 sends node 1 (duplicated, and
+    // delayed past everything after it).
+    let late: Rc<RefCell<Vec<Packet>>> = Rc::default();
+    let l = Rc::clone(&late);
+    net.tap = Some(Box::new(move |from, _, p| {
+        let full = p.msgs.iter().any(
+            |m| matches!(m, ReplicaMsg::Update(items) if items.iter().any(|u| u.id == id && u.base == 0)),
+        );
+        if from == NodeId(0) && full {
+            l.borrow_mut().push(p.clone());
+        }
+        true
+    }));
+    for _ in 0..15 {
+        net.step();
+    }
+    assert!(net.nodes[1].store().get(id).is_none(), "the notice arrived");
+    let late = late.take();
+    assert!(!late.is_empty());
+    let now = net.now();
+    for p in late {
+        net.nodes[1].handle_packet(now, NodeId(0), p, &());
+    }
+    assert!(
+        net.nodes[1].store().get(id).is_none(),
+        "a state sent before the deletion resurrected {id}"
+    );
+}
+
+#[test]
+fn a_retry_held_by_a_frozen_primary_is_not_applied_again_once_its_writer_left() {
+    let mut net = Net::new(3, Mode::Broadcast, 9);
+    let target = net.spawn(0, Probe::at(0.0));
+    for _ in 0..3 {
+        net.step();
+    }
+    assert!(net.nodes[1].store().get(target).is_some());
+    // Node 0's write acknowledgements to node 1 are lost: node 1 retries.
+    net.tap = Some(Box::new(|from, to, p| {
+        let acks = p.msgs.iter().any(|m| matches!(m, ReplicaMsg::WriteAck(_)));
+        !(from == NodeId(0) && to == NodeId(1) && acks)
+    }));
+    let now = net.now();
+    net.nodes[1].write(now, target, &42);
+    for _ in 0..2 {
+        net.step();
+    }
+    assert_eq!(net.nodes[0].store().object(target).unwrap().log, vec![42]);
+    // Node 0 starts migrating the object to node 2; the retry (after 600 ms) is held.
+    let now = net.now();
+    net.nodes[0].freeze(now, &[target], NodeId(2)).unwrap();
+    for _ in 0..8 {
+        net.step();
+    }
+    assert!(
+        !net.nodes[0].held_writes(&[target]).is_empty(),
+        "the retry is held"
+    );
+    // The writer leaves; the migration is refused: the object is node 0's again.
+    net.nodes[0].member_down(NodeId(1));
+    net.nodes[0].unfreeze(&[target]);
+    assert_eq!(
+        net.nodes[0].store().object(target).unwrap().log,
+        vec![42],
+        "the write was applied once"
+    );
+}
+
+#[test]
+fn a_frozen_primary_takes_no_version_after_its_snapshot() {
+    let mut net = Net::with_backups(3, 10);
+    let target = net.spawn(0, Probe::at(0.0));
+    for _ in 0..3 {
+        net.step();
+    }
+    // A write reaches node 0 after its frame: applied, not yet versioned.
+    let now = net.now();
+    net.nodes[1].write(now, target, &7);
+    net.step();
+    assert_eq!(net.nodes[0].store().object(target).unwrap().log, vec![7]);
+    let now = net.now();
+    let snapshot = net.nodes[0].freeze(now, &[target], NodeId(2)).unwrap();
+    let v = snapshot[0].version;
+    assert_eq!(v, net.nodes[0].store().get(target).unwrap().version);
+    for _ in 0..5 {
+        net.step();
+    }
+    // The snapshot is the state the new node will start from: nothing newer may exist.
+    for n in 0..3 {
+        let held = net.nodes[n].store().get(target).map(|e| e.version);
+        assert!(
+            held.is_some_and(|h| h <= v),
+            "node {n} holds v{held:?}, the snapshot is v{v}"
+        );
     }
 }

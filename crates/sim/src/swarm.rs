@@ -584,9 +584,11 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
                     Event::PrimaryDeleted { id } => {
                         deleted.insert(id);
                     }
-                    // Dropped here, and no live node holds it as primary: lost.
+                    // Dropped here, not deleted by the game (a notice its node could not
+                    // deliver before it failed), and no live node holds it as primary: lost.
                     Event::OrphanDropped { id, dead }
                         if checker.adoptable.contains(&id)
+                            && !deleted.contains(&id)
                             && !sim.nodes().iter().any(|x| {
                                 sim.is_up(x.id())
                                     && x.store().get(id).is_some_and(|e| e.role == Role::Primary)

@@ -115,6 +115,12 @@ impl<O: GameObject> ReplicaManager<O> {
         for logs in self.applied.values_mut() {
             logs.remove(&id);
         }
+        // Its writes held for frozen primaries go too: with its logs gone, a held retry
+        // of a write applied before the freeze would be applied again on a refused
+        // migration (fault swarm, crashes seed 1048). Unacknowledged, they may be lost.
+        for held in self.buffered.values_mut() {
+            held.retain(|fw| fw.writer != id);
+        }
         self.deferred.retain(|d| d.writer != id);
         self.forget_durable_writer(id);
         self.fetching.retain(|_, (_, n)| *n != id);

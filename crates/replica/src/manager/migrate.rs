@@ -221,22 +221,16 @@ impl<O: GameObject> ReplicaManager<O> {
                 return Err(MigrateError::AlreadyMigrating(*id));
             }
         }
-        let hist = self.cfg.history.max(1);
+        // Writes applied since the last frame changed the object without a new version:
+        // give the snapshot its own version (and, with backups, its log snapshot) so no two
+        // states share one. Frozen, the primaries take no version after it.
+        self.settle_versions(now, ids);
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            let (Some(meta), Some(entry)) = (self.prim.get_mut(id), self.store.get_mut(*id)) else {
+            let (Some(meta), Some(entry)) = (self.prim.get(id), self.store.get(*id)) else {
                 continue;
             };
-            // Writes applied since the last frame changed the object without a new version:
-            // give the snapshot its own version so no two states share one.
-            let mut state = Vec::new();
-            entry.object.encode_state(&mut state);
-            if state != meta.last_encoding {
-                entry.version += 1;
-                entry.state_time = now;
-                meta.last_encoding = state.clone();
-                meta.history.push_clone(entry.version, &entry.object, hist);
-            }
+            let state = meta.last_encoding.clone();
             let subscribers: BTreeSet<NodeId> = meta
                 .subscribers
                 .keys()
