@@ -1359,7 +1359,7 @@ impl<O: GameObject> ReplicaManager<O> {
                         if it.logged {
                             logged.push((it.id, it.version));
                         }
-                        self.apply_update(now, from, packet.sent_at, it, world);
+                        ack &= self.apply_update(now, from, packet.sent_at, it, world);
                     }
                 }
                 ReplicaMsg::Interest(items) => {
@@ -1485,18 +1485,32 @@ impl<O: GameObject> ReplicaManager<O> {
         std::mem::take(&mut self.rivals)
     }
 
-    fn apply_update(&mut self, now: Time, from: NodeId, sent_at: Time, it: UpdateItem, world: &O::World) {
+    /// Applies (or refuses, or ignores) one update. Returns false if it refused a state of
+    /// an object not held here because `from` is not bound to it here yet: the packet is
+    /// then left unacknowledged, so its sender — which may be the primary this node has
+    /// not heard of yet — sends the state again, rather than count it as delivered and,
+    /// for an object that no longer changes, never send it again (fault swarm, crashes
+    /// seed 1577: a joiner refused an adopter's only full state, and the one fetch it
+    /// made on learning the adoption was lost).
+    fn apply_update(
+        &mut self,
+        now: Time,
+        from: NodeId,
+        sent_at: Time,
+        it: UpdateItem,
+        world: &O::World,
+    ) -> bool {
         let (held, held_at) = match self.store.get(it.id).map(|e| (e.role, e.version, e.updated_at)) {
             Some((Role::Primary, ..)) => {
                 self.stats.refused_updates += 1;
                 if self.rivals.len() < MAX_RIVALS {
                     self.rivals.insert((from, it.id));
                 }
-                return;
+                return true;
             }
             Some((Role::Replica { primary }, ..)) if primary != from => {
                 self.stats.refused_updates += 1;
-                return;
+                return true;
             }
             Some((Role::Replica { .. }, v, at)) => (Some(v), at),
             // An unheld object: accept it only from the node the name service binds it to,
@@ -1512,25 +1526,25 @@ impl<O: GameObject> ReplicaManager<O> {
                     self.refused_unheld.clear();
                 }
                 self.refused_unheld.insert(it.id, from);
-                return;
+                return false;
             }
             None if self.tombstones.contains(now, it.id) => {
                 // A state that left its primary before the deletion notice did.
                 self.stats.stale_updates += 1;
-                return;
+                return true;
             }
             None => (None, Time::ZERO),
         };
         // The first full state of an adopted primary jumps versions by design.
         let adopted = it.base == 0 && self.repl.get(&it.id).is_some_and(|m| m.adopted);
         if !adopted && !self.version_ok(held.map(|v| (v, held_at)), it.version, now) {
-            return;
+            return true;
         }
         // One lookup of the replica's history serves the duplicate check and the baseline.
         let history = self.repl.get(&it.id).map(|m| &m.history);
         if held.is_some_and(|v| v >= it.version) && history.is_some_and(|h| h.contains(it.version)) {
             self.stats.stale_updates += 1; // a duplicate
-            return;
+            return true;
         }
         let decoded = if it.base == 0 {
             O::decode_state(&it.data)
@@ -1541,7 +1555,7 @@ impl<O: GameObject> ReplicaManager<O> {
                     // A delta for an object not held (dropped, or never fetched): ignore;
                     // discovery fetches it again if it is wanted.
                     self.stats.stale_updates += 1;
-                    return;
+                    return true;
                 }
                 None => {
                     // A held replica whose baseline is gone, or (broadcast) an object
@@ -1555,7 +1569,7 @@ impl<O: GameObject> ReplicaManager<O> {
                         self.fetching.insert(it.id, (now, from));
                         self.peer(from).interest.push(InterestItem { id: it.id, have: 0 });
                     }
-                    return;
+                    return true;
                 }
             }
         };
@@ -1563,7 +1577,7 @@ impl<O: GameObject> ReplicaManager<O> {
             Ok(o) => o,
             Err(_) => {
                 self.stats.undecodable += 1;
-                return;
+                return true;
             }
         };
         let hist = self.cfg.history.max(1);
@@ -1576,7 +1590,7 @@ impl<O: GameObject> ReplicaManager<O> {
             if let Some(m) = self.repl.get_mut(&it.id) {
                 m.history.insert_sorted(it.version, object, hist);
             }
-            return;
+            return true;
         }
         if held.is_none()
             && self.mode == Mode::Interest
@@ -1589,10 +1603,10 @@ impl<O: GameObject> ReplicaManager<O> {
             // local primary wants (a primary's push after a locator match is one; an update
             // that crossed an unsubscribe is not): drop it rather than resurrect the replica.
             self.stats.stale_updates += 1;
-            return;
+            return true;
         }
         if held.is_none() && !self.creation_allowed(from, now) {
-            return;
+            return true;
         }
         match self
             .store
@@ -1610,6 +1624,7 @@ impl<O: GameObject> ReplicaManager<O> {
             }
             Err(_) => self.stats.refused_updates += 1,
         }
+        true
     }
 
     /// Packets to send at the end of a frame: everything queued for every peer, plus a

@@ -932,3 +932,49 @@ fn a_frozen_primary_takes_no_version_after_its_snapshot() {
         );
     }
 }
+
+#[test]
+fn a_state_refused_from_a_primary_not_yet_known_here_is_sent_again() {
+    let mut net = Net::new(3, Mode::Broadcast, 11);
+    // Node 1 is away while node 2's object migrates to node 0.
+    net.down[1] = true;
+    for n in [0, 2] {
+        net.nodes[n].member_down(NodeId(1));
+    }
+    let x = net.spawn(2, Probe::at(0.0));
+    for _ in 0..3 {
+        net.step();
+    }
+    let now = net.now();
+    let snapshot = net.nodes[2].freeze(now, &[x], NodeId(0)).unwrap();
+    net.nodes[0].bind_migrated(now, NodeId(2), &snapshot).unwrap();
+    let binding = net.nodes[2].complete_migration(now, &[x], NodeId(0))[0].1;
+    for _ in 0..3 {
+        net.step();
+    }
+    // Node 1 comes back. It binds the object to its origin, node 2, a live member, so it
+    // refuses node 0's states until it learns the move; the fetch it makes then is lost.
+    net.down[1] = false;
+    for n in [0, 2] {
+        net.nodes[n].member_up(NodeId(1));
+    }
+    net.tap = Some(Box::new(|from, _, p| {
+        !(from == NodeId(1) && p.msgs.iter().any(|m| matches!(m, ReplicaMsg::Interest(_))))
+    }));
+    for _ in 0..2 {
+        net.step();
+    }
+    assert!(
+        net.nodes[1].store().get(x).is_none(),
+        "refused while bound to node 2"
+    );
+    let now = net.now();
+    net.nodes[1].learn_adoption(now, NodeId(0), x, binding);
+    for _ in 0..10 {
+        net.step();
+    }
+    assert!(
+        net.nodes[1].store().get(x).is_some(),
+        "node 0 counted its refused state as delivered"
+    );
+}
