@@ -66,14 +66,16 @@ fn a_seed_is_replayed_exactly() {
     assert!(a.events > 10_000, "{} events", a.events);
 }
 
-/// Seeds the swarm still fails (open bugs, issue 14; 3 of seeds 1–2,000, all
-/// `no-object-lost`: an orphan nobody adopts before its holders' timeout; 24 failed at the
-/// start of 2026-11-26's afternoon session). Run with
-/// `cargo test -p worldmesh-sim --test swarm -- --ignored`.
+/// Seeds beyond CI's range that once broke an invariant, each a regression test of the
+/// fix it led to: 662 (`monotone-versions`: a frozen primary took versions after its
+/// migration snapshot), 1048 (`write-applied-once`: a departed writer's held retry applied
+/// again on a refused migration), 1153 (`no-object-lost`: a deleted object's replica came
+/// back with a state queued before the notice), 1577 (liveness: a joiner refused an
+/// adopter's only full state, which was counted as delivered), and 1549, 1553, 1829
+/// (`no-object-lost`, open until these fixes).
 #[test]
-#[ignore = "open bugs found by the swarm"]
-fn seeds_that_still_fail() {
-    for seed in [1549, 1553, 1829] {
+fn seeds_that_once_failed_pass() {
+    for seed in [662, 1048, 1153, 1549, 1553, 1577, 1829] {
         let o = swarm::run_seed(seed, swarm::Faults::Crashes).unwrap();
         assert!(o.violation.is_none(), "seed {seed}: {:?}", o.violation);
     }
