@@ -24,6 +24,9 @@
 //!   acknowledges sequence numbers and the sender maps them back to the versions they
 //!   carried. A receiver applies a delta only to exactly the baseline version it names
 //!   (kept in a per-replica history); if that version is gone it asks for a full state.
+//!   A packet whose state the receiver refused because the sender is not bound to the
+//!   object here yet stays unacknowledged, so the state comes again once it learns the
+//!   binding. Deletion notices are acknowledged and resent too (`manager/deletion`).
 //! - **Tentative writes** to a replica are applied locally and forwarded to the primary,
 //!   which applies writes in arrival order: that order is what every replica then sees.
 //! - **Proactive replication.** An object attached to a local primary is sent to every
