@@ -36,7 +36,10 @@
 //!    up, with the same notices. A notice is taken when the node's view agrees on the
 //!    adopter, or when its binding wins over everything the node knows (epoch order, then
 //!    rendezvous rank, at most [`MAX_EPOCH_LEAD`] epochs ahead); a primary that receives
-//!    updates of an object it holds tells the sender its binding (rivals, rule 5).
+//!    updates of an object it holds tells the sender its binding (rivals, rule 5). An
+//!    offer names the generation of the node that failed: an adopter that never saw it
+//!    fail, but whose view lists a later generation of that id, knows it is gone and
+//!    adopts instead of waiting for a failure it will never see.
 //!
 //! Objects whose [`OrphanPolicy`] is `Despawn` are dropped by every replica holder
 //! instead. An orphan nobody adopts within [`AdoptionConfig::orphan_timeout`] (no replica
@@ -136,6 +139,14 @@ pub struct Adoption {
     /// adopted: "is it live?" asks about the id, so the failure seen is what counts.
     /// Bounded by the ids the cluster's certificates name.
     seen_down: BTreeSet<NodeId>,
+    /// The newest generation of each member seen coming up or failing here. An offer for
+    /// an orphan of a generation older than the one this node's view lists comes from a
+    /// failure this node never saw: that generation is gone (it restarted before this
+    /// node — a joiner, say — noticed; fault swarm, crashes seeds 5258, 6240, 8599).
+    /// Bounded by the ids the cluster's certificates name.
+    generations: BTreeMap<NodeId, u32>,
+    /// The generation of each member last seen failing here (what offers name).
+    failed: BTreeMap<NodeId, u32>,
     /// Orphans this node adopted: object → (binding, failed node). Announced again to a
     /// member that comes up (a joiner, or a member back as a new generation with an empty
     /// name service), which would otherwise still bind the object to its origin and refuse
@@ -190,7 +201,23 @@ impl Adoption {
         self.seen_down.insert(me);
     }
 
-    /// Member `node` came up (joined, or back as a new generation): it learns the
+    /// Remembers `generation` as `node`'s newest known here (generations only grow).
+    fn note_generation(&mut self, node: NodeId, generation: u32) {
+        let g = self.generations.entry(node).or_insert(generation);
+        *g = (*g).max(generation);
+    }
+
+    /// The generation of `node` last seen failing here (0 if none).
+    fn failed_generation(&self, node: NodeId) -> u32 {
+        self.failed.get(&node).copied().unwrap_or(0)
+    }
+
+    /// The newest generation of `node` known here (0 if none).
+    fn generation_of(&self, node: NodeId) -> u32 {
+        self.generations.get(&node).copied().unwrap_or(0)
+    }
+
+    /// Member `node`, of `generation`, came up (joined, or back as a new generation): it learns the
     /// bindings of the primaries this node holds under a later epoch than their origin's
     /// (adopted or migrated here), through the usual notices (resent until acknowledged;
     /// the receiver applies its own checks).
@@ -199,8 +226,10 @@ impl Adoption {
         now: Time,
         rm: &ReplicaManager<O>,
         node: NodeId,
+        generation: u32,
         out: &mut Vec<(NodeId, MigrationMsg)>,
     ) {
+        self.note_generation(node, generation);
         self.adopted.retain(|id, (b, _)| rm.binding_of(*id) == *b);
         // Every primary held here under a binding the newcomer cannot know: adopted
         // (from the failed node) or migrated in (named after its origin).
@@ -286,7 +315,8 @@ impl Adoption {
         self.notices.values().map(BTreeMap::len).sum()
     }
 
-    /// Member `dead` failed; `orphans` are the replicas of its primaries held here. Adopts
+    /// Member `dead`, of the given generation, failed; `orphans` are the replicas of its
+    /// primaries held here. Adopts
     /// the ones this node is the adopter of, offers the others, drops despawned ones.
     #[allow(clippy::too_many_arguments)]
     pub fn member_down<O: GameObject>(
@@ -295,11 +325,13 @@ impl Adoption {
         me: NodeId,
         live: &[NodeId],
         rm: &mut ReplicaManager<O>,
-        dead: NodeId,
+        (dead, generation): (NodeId, u32),
         orphans: Vec<ObjectId>,
         out: &mut Vec<(NodeId, MigrationMsg)>,
         events: &mut Vec<AdoptionEvent>,
     ) {
+        self.note_generation(dead, generation);
+        self.failed.insert(dead, generation);
         // A notice to the failed node will never be acknowledged.
         self.notices.remove(&dead);
         self.seen_down.insert(dead);
@@ -327,7 +359,7 @@ impl Adoption {
                         },
                     );
                     rm.keep_orphan(id);
-                    if let Some(o) = rm.offer(id, dead) {
+                    if let Some(o) = rm.offer(id, dead, self.failed_generation(dead)) {
                         offers.entry(a).or_default().push(o);
                     }
                 }
@@ -367,7 +399,7 @@ impl Adoption {
         if rm.lacks_log(id) {
             // The replica here came without its log: collect the others' offers for a
             // window, this copy among them (kept meanwhile), then adopt the best.
-            if let Some(own) = rm.offer(id, dead) {
+            if let Some(own) = rm.offer(id, dead, self.failed_generation(dead)) {
                 rm.keep_orphan(id);
                 self.consider(now, own);
                 return;
@@ -677,7 +709,10 @@ impl Adoption {
             // Seen failing here, or not a member here at all: a node that came up after
             // the failure (a joiner, a member back as a new generation) never sees it fail
             // and would otherwise never adopt (fault swarm, crashes seed 68).
-            let down_here = self.seen_down.contains(&offer.dead) || !live.contains(&offer.dead);
+            // Or a later generation of it is the member here.
+            let down_here = self.seen_down.contains(&offer.dead)
+                || !live.contains(&offer.dead)
+                || self.generation_of(offer.dead) > offer.dead_generation;
             if !down_here {
                 // Not seen failing here yet: wait for it (or give up).
                 if now.saturating_since(first) < self.cfg.orphan_timeout {
@@ -729,7 +764,7 @@ impl Adoption {
                 Some(a) if a == me => self.adopt_own(now, me, live, rm, id, dead, out, events),
                 Some(a) => {
                     if w.offered_at.is_none_or(|t| now.saturating_since(t) >= resend)
-                        && let Some(o) = rm.offer(id, dead)
+                        && let Some(o) = rm.offer(id, dead, self.failed_generation(dead))
                     {
                         // The failed node's id is a member again (a new generation): it
                         // may hold the object by now; it answers with its binding if so.
@@ -758,6 +793,7 @@ mod tests {
         let offer = |version, logged| OrphanOffer {
             id: ObjectId::new(NodeId(0), 1),
             dead: NodeId(0),
+            dead_generation: 0,
             epoch: 0,
             version,
             state: Vec::new(),

@@ -769,7 +769,9 @@ fn an_adopter_without_a_log_takes_the_backups_logged_offer() {
             !net.nodes[b].lacks_log(target),
             "seed {seed}: the backup holds one"
         );
-        let offer = net.nodes[b].offer(target, NodeId(0)).expect("the backup offers");
+        let offer = net.nodes[b]
+            .offer(target, NodeId(0), 0)
+            .expect("the backup offers");
         assert!(offer.logged, "seed {seed}");
         let binding = net.nodes[o]
             .adopt_offer(now, &offer)

@@ -217,7 +217,8 @@ impl<O: GameObject> Node<O> {
         self.cluster.members_up += 1;
         self.push_event(Event::MemberUp(m));
         let mut out = Vec::new();
-        self.adoption.member_up(now, &self.replicas, m.node, &mut out);
+        self.adoption
+            .member_up(now, &self.replicas, m.node, m.generation, &mut out);
         self.send_migration(now, out);
     }
 
@@ -255,7 +256,7 @@ impl<O: GameObject> Node<O> {
             me,
             &self.members,
             &mut self.replicas,
-            m.node,
+            (m.node, m.generation),
             orphans,
             &mut out,
             &mut events,

@@ -40,6 +40,9 @@ pub struct OrphanOffer {
     pub id: ObjectId,
     /// The failed node that held its primary.
     pub dead: NodeId,
+    /// The generation of `dead` that failed: a node whose view lists a later generation of
+    /// that id knows the failed one is gone, though it never saw it fail.
+    pub dead_generation: u32,
     /// The epoch of the orphan's binding at the failed node.
     pub epoch: u32,
     /// The version of `state`.
@@ -214,9 +217,9 @@ impl<O: GameObject> ReplicaManager<O> {
         Ok(binding)
     }
 
-    /// What this node offers the adopter of `id` (an orphan of `dead`), if it holds a
-    /// confirmed replica.
-    pub fn offer(&self, id: ObjectId, dead: NodeId) -> Option<OrphanOffer> {
+    /// What this node offers the adopter of `id` (an orphan of `dead`, whose generation
+    /// `dead_generation` failed), if it holds a confirmed replica.
+    pub fn offer(&self, id: ObjectId, dead: NodeId, dead_generation: u32) -> Option<OrphanOffer> {
         let epoch = self.orphan_epoch(id, dead).ok()?;
         let (version, object, logs) = self.logged_state(id)?;
         let mut state = Vec::new();
@@ -224,6 +227,7 @@ impl<O: GameObject> ReplicaManager<O> {
         Some(OrphanOffer {
             id,
             dead,
+            dead_generation,
             epoch,
             version,
             state,
