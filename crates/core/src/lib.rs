@@ -10,6 +10,8 @@
 //! - [`hash`]: a fast hasher for maps keyed by ids the program makes itself;
 //! - [`geom`]: 3-D points, axis-aligned boxes and multi-attribute range predicates, the
 //!   language of naming attributes and areas of interest (Colyseus, paper `000` §3);
+//! - [`machine`]: the sans-IO state-machine trait every protocol core implements, and
+//!   the one [`Transmit`] type its drivers send;
 //! - [`latency`]: round-trip-time matrices loaded from whitespace or CSV files with
 //!   validation and errors that name the file and line;
 //! - [`rendezvous`]: highest-random-weight hashing, the member set's agreed choice of
@@ -25,6 +27,7 @@ pub mod geom;
 pub mod hash;
 pub mod id;
 pub mod latency;
+pub mod machine;
 pub mod rendezvous;
 pub mod rng;
 pub mod time;
@@ -35,6 +38,7 @@ pub use durability::Durability;
 pub use geom::{Aabb, Interval, Point3, RangePredicate};
 pub use id::{ClientId, NodeId, ObjectId};
 pub use latency::{LatencyError, LatencyMatrix};
+pub use machine::{Machine, Transmit};
 pub use rng::DetRng;
 pub use time::Time;
 pub use traffic::{MessageClass, TrafficCounters};

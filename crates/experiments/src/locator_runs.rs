@@ -93,7 +93,7 @@ pub fn run_tweaked(
         Harness::new(spec.nodes, spec.nodes, &cfg, spec.delay.clone(), 0.0, spec.seed).map_err(err)?;
     h.run_workload(&mut wl, spec.warmup, frame);
     let snap = |h: &Harness| -> Vec<[u64; 4]> {
-        h.nodes
+        h.nodes()
             .iter()
             .map(|s| {
                 let st = s.loc.stats();
@@ -108,10 +108,10 @@ pub fn run_tweaked(
             .collect()
     };
     let before = snap(&h);
-    let t0 = h.now;
+    let t0 = h.now();
     h.run_workload(&mut wl, spec.measure, frame);
     let after = snap(&h);
-    let secs = h.now.saturating_since(t0).as_secs_f64().max(1e-9);
+    let secs = h.now().saturating_since(t0).as_secs_f64().max(1e-9);
     let nodes = before
         .iter()
         .zip(&after)
@@ -125,10 +125,10 @@ pub fn run_tweaked(
     let mut r = ScenarioResult {
         nodes,
         hops: vec![0; 64],
-        delivered: h.delivered,
+        delivered: h.delivered(),
         ..ScenarioResult::default()
     };
-    for s in &h.nodes {
+    for s in h.nodes() {
         let st = s.loc.stats();
         for (i, c) in st.hops.iter().enumerate() {
             if let Some(slot) = r.hops.get_mut(i) {

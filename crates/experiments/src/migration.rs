@@ -22,12 +22,13 @@
 //! 0, 1 and 3, then the call) against a direct call, as in Table 2 (whose values the
 //! paper's text does not include; we report ours, measured in one run).
 
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use worldmesh_core::{Aabb, DetRng, LatencyMatrix, MessageClass, NodeId, ObjectId, Point3, Time};
+use worldmesh_engine::{Engine, Fate, Links, Step};
 use worldmesh_netcoord::Coordinate;
 use worldmesh_netcoord::VivaldiConfig;
 use worldmesh_netcoord::probe_sim::{ProbeConfig, ProbeSim};
@@ -140,12 +141,62 @@ impl LatencyOracle for MatrixOracle<'_> {
     }
 }
 
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct InFlight {
-    at: std::cmp::Reverse<(Time, u64)>,
-    from: u32,
-    to: u32,
-    bytes: Vec<u8>,
+/// The experiment's links: one-way delay RTT/2 between the nodes' server rows, and
+/// independent loss.
+struct Wan<'a> {
+    m: &'a LatencyMatrix,
+    servers: &'a [usize],
+    loss: f64,
+    rng: DetRng,
+}
+
+impl Links<Vec<u8>> for Wan<'_> {
+    fn route(&mut self, _now: Time, src: NodeId, t: &worldmesh_core::Transmit) -> Fate {
+        let (Some(&a), Some(&b)) = (
+            self.servers.get(src.0 as usize),
+            self.servers.get(t.dst.0 as usize),
+        ) else {
+            return Fate::Partitioned; // no such node
+        };
+        if self.rng.chance(self.loss) {
+            return Fate::Lost;
+        }
+        let rtt = self.m.rtt_ms(a, b);
+        Fate::Deliver(Duration::from_micros((f64::from(rtt) * 500.0) as u64), None)
+    }
+}
+
+/// What the run counts from the nodes' migration events.
+#[derive(Default)]
+struct Tally {
+    /// When each object's region was asked to move.
+    started: BTreeMap<ObjectId, Time>,
+    to_bound: Vec<f64>,
+    to_accept: Vec<f64>,
+    migrations: usize,
+    moved: u64,
+}
+
+impl Tally {
+    fn record(&mut self, now: Time, e: Event) {
+        match e {
+            Event::Migration(MigrationEvent::Bound { ids, .. }) => {
+                if let Some(t0) = ids.first().and_then(|id| self.started.get(id)) {
+                    self.to_bound.push((now - *t0).as_secs_f64() * 1000.0);
+                }
+            }
+            Event::Migration(MigrationEvent::Completed {
+                started: t0,
+                bindings,
+                ..
+            }) => {
+                self.to_accept.push((now - t0).as_secs_f64() * 1000.0);
+                self.migrations += 1;
+                self.moved += bindings.len() as u64;
+            }
+            _ => {}
+        }
+    }
 }
 
 /// Parameters of one run.
@@ -276,90 +327,64 @@ fn simulate(
     };
     let before = latencies(&nodes);
     let mut series = vec![(0.0, mean(&before), max(&before))];
-    let mut net: BinaryHeap<InFlight> = BinaryHeap::new();
-    let mut seq = 0u64;
-    let mut now = Time::ZERO;
-    let step = Duration::from_millis(5);
-    let mut started: BTreeMap<ObjectId, Time> = BTreeMap::new();
-    let mut to_bound = Vec::new();
-    let mut to_accept = Vec::new();
+    let n = nodes.len();
+    let wan = Wan {
+        m,
+        servers: &servers,
+        loss: s.loss,
+        rng,
+    };
+    // Events of our own: the samples of the players' latencies, every 500 ms.
+    let mut engine: Engine<Node<Avatar>, Wan<'_>, ()> = Engine::new(nodes, wan);
+    let mut tally = Tally::default();
     let mut predicted = Vec::new();
-    let mut migrations = 0;
-    let mut moved = 0;
-    let mut next_sample = Time::from_millis(500);
+    for i in 0..n {
+        engine.pump(NodeId(i as u32), |_, now, _, e| tally.record(now, e));
+    }
+    let sample_every = Duration::from_millis(500);
+    engine.schedule(Time::ZERO + sample_every, ());
     let end = Time::ZERO + s.duration;
-    while now < end {
-        now += step;
-        while net.peek().is_some_and(|f| f.at.0.0 <= now) {
-            let Some(f) = net.pop() else { break };
-            nodes[f.to as usize].handle_datagram(now, NodeId(f.from), &f.bytes);
-        }
-        let loads: Vec<usize> = nodes.iter().map(|n| n.store().primary_count()).collect();
-        let oracle = MatrixOracle {
-            m,
-            est,
-            servers: &servers,
-            loads,
-        };
-        for i in 0..nodes.len() {
-            if nodes[i].poll_timeout().is_some_and(|t| t <= now) {
-                nodes[i].handle_timeout(now);
-                let out = nodes[i]
+    while let Some(step) = engine.step(end) {
+        let now = engine.now();
+        match step {
+            Step::Timeout(id) => {
+                let loads: Vec<usize> = engine
+                    .machines()
+                    .iter()
+                    .map(|n| n.store().primary_count())
+                    .collect();
+                let oracle = MatrixOracle {
+                    m,
+                    est,
+                    servers: &servers,
+                    loads,
+                };
+                let i = id.0 as usize;
+                let out = engine.machines_mut()[i]
                     .run_placement(now, &mut placements[i], &oracle)
                     .map_err(|e| ExperimentError::Run(e.to_string()))?;
                 if let worldmesh_node::PlacementOutcome::Migrate(d) = out {
                     for id in &d.region {
-                        started.insert(*id, now);
+                        tally.started.insert(*id, now);
                     }
                     predicted.push((d.region.len(), d.predicted_ms));
                 }
+                engine.pump(id, |_, now, _, e| tally.record(now, e));
             }
-        }
-        for i in 0..nodes.len() {
-            while let Some(t) = nodes[i].poll_transmit() {
-                if rng.chance(s.loss) {
-                    continue;
-                }
-                let rtt = m.rtt_ms(servers[i], servers[t.dst.0 as usize]);
-                let delay = Duration::from_micros((f64::from(rtt) * 500.0) as u64);
-                seq += 1;
-                net.push(InFlight {
-                    at: std::cmp::Reverse((now + delay, seq)),
-                    from: i as u32,
-                    to: t.dst.0,
-                    bytes: t.datagram,
-                });
+            Step::Datagram(id) => engine.pump(id, |_, now, _, e| tally.record(now, e)),
+            Step::Other(()) => {
+                let l = latencies(engine.machines());
+                series.push((now.as_secs_f64(), mean(&l), max(&l)));
+                engine.schedule(now + sample_every, ());
             }
-            while let Some(e) = nodes[i].poll_event() {
-                match e {
-                    Event::Migration(MigrationEvent::Bound { ids, .. }) => {
-                        if let Some(t0) = ids.first().and_then(|id| started.get(id)) {
-                            to_bound.push((now - *t0).as_secs_f64() * 1000.0);
-                        }
-                    }
-                    Event::Migration(MigrationEvent::Completed {
-                        started: t0,
-                        bindings,
-                        ..
-                    }) => {
-                        to_accept.push((now - t0).as_secs_f64() * 1000.0);
-                        migrations += 1;
-                        moved += bindings.len() as u64;
-                    }
-                    _ => {}
-                }
-            }
-        }
-        if now >= next_sample {
-            let l = latencies(&nodes);
-            series.push((now.as_secs_f64(), mean(&l), max(&l)));
-            next_sample += Duration::from_millis(500);
+            Step::Nothing => {}
         }
     }
-    let after = latencies(&nodes);
+    let nodes = engine.machines();
+    let after = latencies(nodes);
     let mut bytes = 0;
     let mut packets = 0;
-    for n in &nodes {
+    for n in nodes {
         let c = n.stats().traffic.sent[MessageClass::Migration as usize];
         bytes += c.bytes;
         packets += c.packets;
@@ -373,12 +398,12 @@ fn simulate(
         before,
         after,
         series,
-        to_bound_ms: to_bound,
-        to_accept_ms: to_accept,
-        migrations,
+        to_bound_ms: tally.to_bound,
+        to_accept_ms: tally.to_accept,
+        migrations: tally.migrations,
         migration_bytes: bytes,
         migration_packets: packets,
-        objects_moved: moved,
+        objects_moved: tally.moved,
         predicted_after,
     })
 }

@@ -112,7 +112,7 @@ use crate::select::best_candidate;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
-use worldmesh_core::Time;
+use worldmesh_core::{MessageClass, NodeId, Time};
 
 /// The configuration key a candidate for `epoch` whose claim key is `claim` takes when it
 /// wins: the new epoch, one version past its claim key (the promotion is one change: old
@@ -334,14 +334,13 @@ impl Msg {
     }
 }
 
-/// A message to send.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Transmit {
-    /// Destination ([`CLUSTER`] for the Central Area).
-    pub to: PeerId,
-    /// Payload.
-    pub msg: Msg,
-}
+/// A message to send: the machines' one [`Transmit`](worldmesh_core::Transmit) type,
+/// carrying the typed [`Msg`] (the hosting node frames it, `node::instance_wire`).
+/// The destination is the peer's node, [`CLUSTER_NODE`] for the Central Area.
+pub type Transmit = worldmesh_core::Transmit<Msg>;
+
+/// [`CLUSTER`] as a destination node.
+pub const CLUSTER_NODE: NodeId = NodeId(CLUSTER);
 
 /// Role of a peer (paper `003` §3.1: `AG_x.S`, `AG_x.RS`, player).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -650,7 +649,11 @@ impl Peer {
     }
 
     fn send(&mut self, to: PeerId, msg: Msg) {
-        self.out.push_back(Transmit { to, msg });
+        self.out.push_back(Transmit {
+            dst: NodeId(to),
+            class: MessageClass::Control,
+            datagram: msg,
+        });
     }
 
     fn alive_within(&self, now: Time, m: PeerId, window: Duration) -> bool {
@@ -1008,7 +1011,7 @@ impl Peer {
         let first = self
             .out
             .iter()
-            .find(|t| Some(t.to) == self.replica && matches!(t.msg, Msg::Snapshot { .. }))
+            .find(|t| Some(t.dst.0) == self.replica && matches!(t.datagram, Msg::Snapshot { .. }))
             .cloned();
         if let Some(t) = first {
             self.out.push_back(t);
@@ -1237,6 +1240,33 @@ impl Peer {
     }
 }
 
+/// A peer as the engine and the hosting node drive it (`worldmesh_core::Machine`): its
+/// datagrams are typed [`Msg`]s, its peers' ids are node ids.
+impl worldmesh_core::Machine for Peer {
+    type Datagram = Msg;
+    type Event = Event;
+
+    fn handle_datagram(&mut self, now: Time, from: NodeId, msg: Msg) {
+        self.handle_message(now, from.0, msg);
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        Peer::handle_timeout(self, now);
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        Peer::poll_transmit(self)
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        Peer::poll_timeout(self)
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        Peer::poll_event(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1329,15 +1359,16 @@ mod tests {
         assert_eq!(
             t,
             Transmit {
-                to: 0,
-                msg: Msg::NewerEpoch {
+                dst: NodeId(0),
+                class: MessageClass::Control,
+                datagram: Msg::NewerEpoch {
                     epoch: 3,
                     server: Some(1)
                 }
             }
         );
         let mut s = server();
-        s.handle_message(Time::from_millis(3), 2, t.msg);
+        s.handle_message(Time::from_millis(3), 2, t.datagram);
         assert_eq!(s.role(), Role::Player);
         assert_eq!(s.server(), Some(1));
         assert_eq!(s.poll_event(), Some(Event::SteppedDown { epoch: 3 }));
@@ -1363,7 +1394,7 @@ mod tests {
             key: (1, 0),
             state_tick: 0,
         };
-        let vote = |p: &mut Peer| match drain(p).pop().map(|t| t.msg) {
+        let vote = |p: &mut Peer| match drain(p).pop().map(|t| t.datagram) {
             Some(Msg::Vote { granted, .. }) => granted,
             other => panic!("expected a vote, got {other:?}"),
         };
@@ -1444,8 +1475,8 @@ mod tests {
         r.handle_timeout(due);
         let claims: Vec<PeerId> = drain(&mut r)
             .into_iter()
-            .filter(|t| matches!(t.msg, Msg::Claim { epoch: 2, .. }))
-            .map(|t| t.to)
+            .filter(|t| matches!(t.datagram, Msg::Claim { epoch: 2, .. }))
+            .map(|t| t.dst.0)
             .collect();
         assert_eq!(claims, vec![2, 2, 3, 3, 4, 4], "each voter gets two copies");
         // two of three voters grant: a majority of {1, 2, 3, 4} with the candidate
@@ -1470,8 +1501,8 @@ mod tests {
         assert_eq!(r.role(), Role::Server);
         assert_eq!(r.replica(), Some(2), "best-ranked live member");
         let out = drain(&mut r);
-        let key = out.iter().find_map(|t| match t.msg {
-            Msg::Snapshot { key, .. } if t.to == 2 => Some(key),
+        let key = out.iter().find_map(|t| match t.datagram {
+            Msg::Snapshot { key, .. } if t.dst.0 == 2 => Some(key),
             _ => None,
         });
         assert_eq!(key, Some(promotion_key(2, (1, 0))), "the key the voters promised");

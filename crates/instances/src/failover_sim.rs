@@ -1,17 +1,17 @@
 //! A deterministic harness that drives the [`crate::failover`] state machines of one
 //! auxiliary game over a simulated lossy network: fixed one-way delays per link with a
-//! small jitter, independent message loss, crashes and partitions, all on a virtual clock.
+//! small jitter, independent message loss, crashes and partitions, all on a virtual clock
+//! (the one engine, `worldmesh_engine`).
 //!
 //! It measures what issue 7 asks of Algorithms 3/4: the takeover time after the server
 //! crashes, that exactly one server remains, and that no input confirmed to a player is
 //! missing from the final server's state. It is a simulation (no I/O, no clock), used by the
 //! tests and by the `instances-qos` experiment.
 
-use crate::failover::{CLUSTER, Event, FailoverConfig, Msg, Peer, PeerId, Progress, Role};
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use crate::failover::{CLUSTER_NODE, Event, FailoverConfig, Msg, Peer, PeerId, Progress, Role, Transmit};
 use std::time::Duration;
-use worldmesh_core::{DetRng, Time};
+use worldmesh_core::{DetRng, Machine, NodeId, Time};
+use worldmesh_engine::{Engine, Fate, Links, Step};
 
 /// A set of peers cut off from all the others (both directions) during `[start, end)`.
 #[derive(Clone, Debug, PartialEq)]
@@ -80,13 +80,6 @@ pub struct HarnessReport {
     pub instance_lost: Vec<PeerId>,
 }
 
-#[derive(Clone, Debug)]
-enum Ev {
-    Timer(PeerId),
-    Deliver { to: PeerId, from: PeerId, msg: Msg },
-    Crash(PeerId),
-}
-
 fn cut(parts: &[Partition], now: Time, a: PeerId, b: PeerId) -> bool {
     parts
         .iter()
@@ -149,156 +142,195 @@ impl HarnessConfig {
     }
 }
 
+/// The harness's links: each message is lost with probability `loss` or dropped by a
+/// partition (both counted as lost), otherwise delayed by its link's one-way delay
+/// scaled by `1 ± jitter`; a partition that begins while it is in flight drops it too.
+struct Plane<'a> {
+    cfg: &'a HarnessConfig,
+    rng: DetRng,
+}
+
+impl Links<Msg> for Plane<'_> {
+    fn route(&mut self, now: Time, src: NodeId, t: &Transmit) -> Fate {
+        let dst = t.dst;
+        let (Some(row), true) = (
+            self.cfg.one_way_ms.get(src.0 as usize),
+            (dst.0 as usize) < self.cfg.one_way_ms.len(),
+        ) else {
+            return Fate::Partitioned;
+        };
+        if self.rng.chance(self.cfg.loss) || cut(&self.cfg.partitions, now, src.0, dst.0) {
+            return Fate::Lost;
+        }
+        let base = row[dst.0 as usize].max(0.0);
+        let d = base * (1.0 + self.rng.range_f64(-self.cfg.jitter, self.cfg.jitter));
+        Fate::Deliver(Duration::from_secs_f64(d.max(0.0) / 1000.0), None)
+    }
+
+    fn deliverable(&self, now: Time, src: NodeId, dst: NodeId) -> bool {
+        !cut(&self.cfg.partitions, now, src.0, dst.0)
+    }
+}
+
+/// A member as the harness runs it: its player makes an input every game tick (drawn
+/// from the member's own stream and logged for the final check); its status reports to
+/// the Central Area are counted, not sent; and once the initial server has crashed it
+/// notes when it first hears a server of a newer epoch.
+struct Member {
+    peer: Peer,
+    inputs: DetRng,
+    log: Vec<u64>,
+    to_cluster: u64,
+    /// The crashed server's epoch and when it crashed, once it has.
+    watch: Option<u64>,
+    restored: Option<Time>,
+}
+
+impl Machine for Member {
+    type Datagram = Msg;
+    type Event = Event;
+
+    fn handle_datagram(&mut self, now: Time, from: NodeId, msg: Msg) {
+        if let (Some(e0), Msg::Update { epoch, .. }) = (self.watch, &msg)
+            && *epoch > e0
+        {
+            self.restored.get_or_insert(now);
+        }
+        self.peer.handle_message(now, from.0, msg);
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        if self.peer.tick_due(now) {
+            let payload = self.inputs.next_u64();
+            if self.peer.push_input(payload).is_some() {
+                self.log.push(payload);
+            }
+        }
+        self.peer.handle_timeout(now);
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        loop {
+            let t = self.peer.poll_transmit()?;
+            if t.dst != CLUSTER_NODE {
+                return Some(t);
+            }
+            self.to_cluster += 1;
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        self.peer.poll_timeout()
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        self.peer.poll_event()
+    }
+}
+
 /// Runs one scenario (after [`HarnessConfig::validate`]).
 pub fn run(cfg: &HarnessConfig) -> Result<HarnessReport, HarnessError> {
     cfg.validate()?;
     let n = cfg.one_way_ms.len();
     let members: Vec<PeerId> = (0..n as PeerId).collect();
-    let mut rng = DetRng::new(cfg.seed);
-    let mut peers: Vec<Peer> = members
+    let seeds = DetRng::new(cfg.seed);
+    let mut phases = seeds.fork(1);
+    let machines: Vec<Member> = members
         .iter()
         .map(|&id| {
-            let phase = Duration::from_micros(rng.below(cfg.failover.tick.as_micros() as u64));
-            Peer::new(
-                id,
-                cfg.failover.clone(),
-                members.clone(),
-                cfg.server,
-                cfg.replica,
-                cfg.ranking.clone(),
-                Time::ZERO + phase,
-            )
+            let phase = Duration::from_micros(phases.below(cfg.failover.tick.as_micros() as u64));
+            Member {
+                peer: Peer::new(
+                    id,
+                    cfg.failover.clone(),
+                    members.clone(),
+                    cfg.server,
+                    cfg.replica,
+                    cfg.ranking.clone(),
+                    Time::ZERO + phase,
+                ),
+                inputs: seeds.fork(0x1000 + u64::from(id)),
+                log: Vec::new(),
+                to_cluster: 0,
+                watch: None,
+                restored: None,
+            }
         })
         .collect();
-    let mut alive = vec![true; n];
-    let mut logs: Vec<Vec<u64>> = vec![Vec::new(); n];
-    let mut heap: BinaryHeap<Reverse<(Time, u64)>> = BinaryHeap::new();
-    let mut evs: BTreeMap<u64, Ev> = BTreeMap::new();
-    let mut seq = 0u64;
-    let mut push =
-        |heap: &mut BinaryHeap<Reverse<(Time, u64)>>, evs: &mut BTreeMap<u64, Ev>, t: Time, e: Ev| {
-            seq += 1;
-            heap.push(Reverse((t, seq)));
-            evs.insert(seq, e);
-        };
-    for p in &peers {
-        if let Some(t) = p.poll_timeout() {
-            push(&mut heap, &mut evs, t, Ev::Timer(p.id()));
-        }
+    let links = Plane {
+        cfg,
+        rng: seeds.fork(2),
+    };
+    let mut engine: Engine<Member, Plane<'_>, PeerId> = Engine::new(machines, links);
+    let mut rep = HarnessReport::default();
+    let mut record = |_: &mut Member, now: Time, who: NodeId, e: Event| match e {
+        Event::Promoted { epoch } => rep.promotions.push((now, who.0, epoch)),
+        Event::SteppedDown { epoch } => rep.step_downs.push((now, who.0, epoch)),
+        Event::InstanceLost => rep.instance_lost.push(who.0),
+        _ => {}
+    };
+    for &id in &members {
+        engine.pump(NodeId(id), &mut record);
     }
     for &(p, t) in &cfg.crashes {
-        push(&mut heap, &mut evs, t, Ev::Crash(p));
+        engine.schedule(t, p);
     }
-    let mut rep = HarnessReport::default();
-    let mut crash_of_server: Option<(Time, u64)> = None;
-    let mut restored_at: BTreeMap<PeerId, Time> = BTreeMap::new();
-    while let Some(Reverse((now, id))) = heap.pop() {
-        if now > cfg.end {
-            break;
-        }
-        let Some(ev) = evs.remove(&id) else { continue };
-        let who = match ev {
-            Ev::Crash(p) => {
-                let pi = p as usize;
-                if pi < n && alive[pi] {
-                    alive[pi] = false;
-                    if crash_of_server.is_none() && peers[pi].role() == Role::Server {
-                        crash_of_server = Some((now, peers[pi].epoch()));
-                    }
-                }
-                continue;
-            }
-            Ev::Timer(p) => {
-                let pi = p as usize;
-                if !alive[pi] {
+    let mut crash_of_server: Option<Time> = None;
+    while let Some(step) = engine.step(cfg.end) {
+        match step {
+            Step::Datagram(who) | Step::Timeout(who) => engine.pump(who, &mut record),
+            Step::Other(p) => {
+                let id = NodeId(p);
+                if !engine.is_up(id) {
                     continue;
                 }
-                if peers[pi].tick_due(now) {
-                    let payload = rng.next_u64();
-                    if peers[pi].push_input(payload).is_some() {
-                        logs[pi].push(payload);
+                let now = engine.now();
+                let crashed = &engine.machines()[p as usize].peer;
+                if crash_of_server.is_none() && crashed.role() == Role::Server {
+                    let e0 = crashed.epoch();
+                    crash_of_server = Some(now);
+                    for m in engine.machines_mut() {
+                        m.watch = Some(e0);
                     }
                 }
-                peers[pi].handle_timeout(now);
-                if let Some(t) = peers[pi].poll_timeout() {
-                    push(&mut heap, &mut evs, t, Ev::Timer(p));
-                }
-                p
+                engine.crash(id);
             }
-            Ev::Deliver { to, from, msg } => {
-                let ti = to as usize;
-                if !alive[ti] || cut(&cfg.partitions, now, from, to) {
-                    continue;
-                }
-                if let (Some((_, e0)), Msg::Update { epoch, .. }) = (crash_of_server, &msg)
-                    && *epoch > e0
-                {
-                    restored_at.entry(to).or_insert(now);
-                }
-                peers[ti].handle_message(now, from, msg);
-                to
-            }
-        };
-        let pi = who as usize;
-        while let Some(e) = peers[pi].poll_event() {
-            match e {
-                Event::Promoted { epoch } => rep.promotions.push((now, who, epoch)),
-                Event::SteppedDown { epoch } => rep.step_downs.push((now, who, epoch)),
-                Event::InstanceLost => rep.instance_lost.push(who),
-                _ => {}
-            }
-        }
-        while let Some(tx) = peers[pi].poll_transmit() {
-            rep.sent += 1;
-            if tx.to == CLUSTER {
-                rep.status_to_cluster += 1;
-                continue;
-            }
-            if rng.chance(cfg.loss) || cut(&cfg.partitions, now, who, tx.to) {
-                rep.lost += 1;
-                continue;
-            }
-            let base = cfg.one_way_ms[pi][tx.to as usize].max(0.0);
-            let d = base * (1.0 + rng.range_f64(-cfg.jitter, cfg.jitter));
-            push(
-                &mut heap,
-                &mut evs,
-                now + Duration::from_secs_f64(d.max(0.0) / 1000.0),
-                Ev::Deliver {
-                    to: tx.to,
-                    from: who,
-                    msg: tx.msg,
-                },
-            );
+            Step::Nothing => {}
         }
     }
-    if let Some((tc, _)) = crash_of_server {
+    let alive = |p: PeerId| engine.is_up(NodeId(p));
+    let peers = engine.machines();
+    rep.sent = engine.stats().sent + peers.iter().map(|m| m.to_cluster).sum::<u64>();
+    rep.status_to_cluster = peers.iter().map(|m| m.to_cluster).sum();
+    rep.lost = engine.stats().lost + engine.stats().partitioned;
+    if let Some(tc) = crash_of_server {
         rep.takeover = rep.promotions.iter().find(|p| p.0 >= tc).map(|p| p.0 - tc);
         let new_server = rep.promotions.iter().find(|p| p.0 >= tc).map(|p| p.1);
-        let waiting: Vec<PeerId> = (0..n as PeerId)
-            .filter(|&p| alive[p as usize] && Some(p) != new_server)
+        let waiting: Vec<&Member> = (0..n as PeerId)
+            .filter(|&p| alive(p) && Some(p) != new_server)
+            .map(|p| &peers[p as usize])
             .collect();
-        if waiting.iter().all(|p| restored_at.contains_key(p)) {
+        if waiting.iter().all(|m| m.restored.is_some()) {
             rep.restored = waiting
                 .iter()
-                .map(|p| restored_at[p] - tc)
+                .filter_map(|m| m.restored.map(|t| t - tc))
                 .max()
                 .or(Some(Duration::ZERO));
         }
     }
-    rep.servers_at_end = (0..n)
-        .filter(|&i| alive[i] && peers[i].role() == Role::Server)
-        .map(|i| i as PeerId)
+    rep.servers_at_end = (0..n as PeerId)
+        .filter(|&p| alive(p) && peers[p as usize].peer.role() == Role::Server)
         .collect();
     if let [s] = rep.servers_at_end[..] {
-        let st = peers[s as usize].state();
-        for i in (0..n).filter(|&i| alive[i]) {
-            let c = peers[i].confirmed_seq();
+        let st = peers[s as usize].peer.state();
+        for p in (0..n as PeerId).filter(|&p| alive(p)) {
+            let m = &peers[p as usize];
+            let c = m.peer.confirmed_seq();
             rep.max_confirmed = rep.max_confirmed.max(c);
-            let held = st.players.get(&(i as PeerId)).copied().unwrap_or_default();
-            let ok = held.seq >= c && digest_of(&logs[i], held.seq) == Some(held);
+            let held = st.players.get(&p).copied().unwrap_or_default();
+            let ok = held.seq >= c && digest_of(&m.log, held.seq) == Some(held);
             if !ok {
-                rep.confirmed_lost.push(i as PeerId);
+                rep.confirmed_lost.push(p);
             }
         }
     }

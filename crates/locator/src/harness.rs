@@ -1,15 +1,15 @@
-//! A deterministic multi-node harness: N locators, a message queue with per-link delay
-//! (uniform or from a [`LatencyMatrix`]), loss, crashes, joins and leaves. Datagrams go
-//! through the real wire encoding, so byte counts are what a network would carry.
+//! A deterministic multi-node harness: N locators on the one engine
+//! (`worldmesh_engine`), with per-link delay (uniform or from a [`LatencyMatrix`]), loss,
+//! crashes, joins and leaves. Datagrams go through the real wire encoding, so byte counts
+//! are what a network would carry.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::time::Duration;
 
-use worldmesh_core::{DetRng, LatencyMatrix, NodeId, Time};
+use worldmesh_core::{DetRng, LatencyMatrix, Machine, NodeId, Time};
+use worldmesh_engine::{Engine, Fate, Links, Step};
 
 use crate::config::LocatorConfig;
-use crate::locator::{Discovery, Locator, LocatorError, Op, PushRequest};
+use crate::locator::{Discovery, Locator, LocatorError, Op, Output, PushRequest, Transmit};
 use crate::workload::Workload;
 
 /// Link delays.
@@ -26,36 +26,27 @@ pub enum Delay {
     },
 }
 
-enum Ev {
-    Msg { from: usize, to: usize, data: Vec<u8> },
-    Timer(usize),
+/// The harness's links: a fixed delay per link, and independent loss.
+struct Wire {
+    delay: Delay,
+    loss: f64,
+    rng: DetRng,
 }
 
-/// A queued event, ordered by time and then by the order it was queued in (so the heap
-/// pops it earliest first, ties in queueing order).
-struct Queued {
-    at: Time,
-    seq: u64,
-    ev: Ev,
-}
-
-impl PartialEq for Queued {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.seq) == (o.at, o.seq)
-    }
-}
-
-impl Eq for Queued {}
-
-impl PartialOrd for Queued {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-
-impl Ord for Queued {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(o.at, o.seq))
+impl Links<Vec<u8>> for Wire {
+    fn route(&mut self, _now: Time, src: NodeId, t: &Transmit) -> Fate {
+        let (a, b) = (src.0 as usize, t.dst.0 as usize);
+        let delay = match &self.delay {
+            Delay::Uniform(d) => *d,
+            Delay::Matrix { matrix, hosts } => match (hosts.get(a), hosts.get(b)) {
+                (Some(&ra), Some(&rb)) => matrix.one_way(ra, rb),
+                _ => return Fate::Partitioned, // no such node
+            },
+        };
+        if self.loss > 0.0 && self.rng.chance(self.loss) {
+            return Fate::Lost;
+        }
+        Fate::Deliver(delay, None)
     }
 }
 
@@ -63,30 +54,49 @@ impl Ord for Queued {
 pub struct Slot {
     /// Its locator.
     pub loc: Locator,
-    /// False after a crash.
-    pub alive: bool,
     /// Discoveries it produced, with their time.
     pub discoveries: Vec<(Time, Discovery)>,
     /// Push requests it received as a primary's node, with their time.
     pub pushes: Vec<(Time, PushRequest)>,
-    timer: Option<Time>,
 }
 
-/// The harness.
+impl Machine for Slot {
+    type Datagram = Vec<u8>;
+    type Event = Output;
+
+    fn handle_datagram(&mut self, now: Time, from: NodeId, datagram: Vec<u8>) {
+        self.loc.handle_datagram(now, from, &datagram);
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        self.loc.handle_timeout(now);
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.loc.poll_transmit()
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        self.loc.poll_timeout()
+    }
+
+    fn poll_event(&mut self) -> Option<Output> {
+        Machine::poll_event(&mut self.loc)
+    }
+}
+
+/// Files a locator's output in its slot.
+fn file(slot: &mut Slot, now: Time, _: NodeId, out: Output) {
+    match out {
+        Output::Discovery(d) => slot.discoveries.push((now, d)),
+        Output::Push(p) => slot.pushes.push((now, p)),
+    }
+}
+
+/// The harness: locators on the one engine; a crash also loses what the crashed node
+/// still had in flight.
 pub struct Harness {
-    /// Current time.
-    pub now: Time,
-    /// The nodes, indexed by `NodeId.0`.
-    pub nodes: Vec<Slot>,
-    queue: BinaryHeap<Reverse<Queued>>,
-    seq: u64,
-    rng: DetRng,
-    delay: Delay,
-    loss: f64,
-    /// Datagrams delivered and lost.
-    pub delivered: u64,
-    /// See `delivered`.
-    pub lost: u64,
+    engine: Engine<Slot, Wire>,
 }
 
 impl Harness {
@@ -114,154 +124,104 @@ impl Harness {
         for id in &ids {
             nodes.push(Slot {
                 loc: Locator::new(*id, cfg.clone(), &ids, ring, seed, Time::ZERO)?,
-                alive: true,
                 discoveries: Vec::new(),
                 pushes: Vec::new(),
-                timer: None,
             });
         }
-        let mut h = Self {
-            now: Time::ZERO,
-            nodes,
-            queue: BinaryHeap::new(),
-            seq: 0,
-            rng: DetRng::new(seed).fork(0xAB),
+        let wire = Wire {
             delay,
             loss,
-            delivered: 0,
-            lost: 0,
+            rng: DetRng::new(seed).fork(0xAB),
         };
-        for i in 0..total {
-            h.pump(i);
+        let mut h = Self {
+            engine: Engine::new(nodes, wire).dropping_from_crashed(),
+        };
+        for id in ids {
+            h.engine.pump(id, file);
         }
         Ok(h)
     }
 
-    fn push(&mut self, t: Time, ev: Ev) {
-        self.seq += 1;
-        self.queue.push(Reverse(Queued {
-            at: t,
-            seq: self.seq,
-            ev,
-        }));
+    /// Current time.
+    pub fn now(&self) -> Time {
+        self.engine.now()
     }
 
-    fn link_delay(&self, a: usize, b: usize) -> Duration {
-        match &self.delay {
-            Delay::Uniform(d) => *d,
-            Delay::Matrix { matrix, hosts } => matrix.one_way(hosts[a], hosts[b]),
-        }
+    /// The nodes, indexed by `NodeId.0`.
+    pub fn nodes(&self) -> &[Slot] {
+        self.engine.machines()
     }
 
-    /// Collects a node's outputs: datagrams into the queue, discoveries into its slot,
-    /// and its next timer.
-    fn pump(&mut self, i: usize) {
-        while let Some(t) = self.nodes[i].loc.poll_transmit() {
-            let to = t.dst.0 as usize;
-            if to >= self.nodes.len() {
-                continue;
-            }
-            if self.loss > 0.0 && self.rng.chance(self.loss) {
-                self.lost += 1;
-                continue;
-            }
-            let at = self.now + self.link_delay(i, to);
-            self.push(
-                at,
-                Ev::Msg {
-                    from: i,
-                    to,
-                    data: t.datagram,
-                },
-            );
-        }
-        let now = self.now;
-        while let Some(d) = self.nodes[i].loc.poll_discovery() {
-            self.nodes[i].discoveries.push((now, d));
-        }
-        while let Some(p) = self.nodes[i].loc.poll_push() {
-            self.nodes[i].pushes.push((now, p));
-        }
-        if let Some(t) = self.nodes[i].loc.poll_timeout()
-            && self.nodes[i].timer != Some(t)
-        {
-            self.nodes[i].timer = Some(t);
-            self.push(t.max(self.now), Ev::Timer(i));
-        }
+    /// The nodes, mutably (inputs given this way are not pumped: tests that poke one).
+    pub fn nodes_mut(&mut self) -> &mut [Slot] {
+        self.engine.machines_mut()
+    }
+
+    /// False once node `i` crashed.
+    pub fn is_up(&self, i: usize) -> bool {
+        self.engine.is_up(NodeId(i as u32))
+    }
+
+    /// Datagrams delivered.
+    pub fn delivered(&self) -> u64 {
+        self.engine.stats().delivered
+    }
+
+    /// Datagrams lost: at random, or sent to or from a crashed node.
+    pub fn lost(&self) -> u64 {
+        self.engine.stats().lost + self.engine.dropped().at_crashed
     }
 
     /// Runs every event up to and including `until`.
     pub fn run_until(&mut self, until: Time) {
-        while self.queue.peek().is_some_and(|q| q.0.at <= until) {
-            let Some(Reverse(Queued { at: t, ev, .. })) = self.queue.pop() else {
-                break;
-            };
-            self.now = self.now.max(t);
-            match ev {
-                Ev::Msg { from, to, data } => {
-                    if !self.nodes[to].alive || !self.nodes[from].alive {
-                        self.lost += 1;
-                        continue;
-                    }
-                    self.delivered += 1;
-                    let now = self.now;
-                    self.nodes[to]
-                        .loc
-                        .handle_datagram(now, NodeId(from as u32), &data);
-                    self.pump(to);
-                }
-                Ev::Timer(i) => {
-                    if self.nodes[i].timer != Some(t) || !self.nodes[i].alive {
-                        continue;
-                    }
-                    self.nodes[i].timer = None;
-                    let now = self.now;
-                    self.nodes[i].loc.handle_timeout(now);
-                    self.pump(i);
-                }
+        while let Some(step) = self.engine.step(until) {
+            if let Step::Datagram(id) | Step::Timeout(id) = step {
+                self.engine.pump(id, file);
             }
         }
-        self.now = self.now.max(until);
+        self.engine.advance_to(until);
     }
 
     /// Feeds node `i` its operations of this frame.
     pub fn apply_ops(&mut self, i: usize, ops: Vec<Op>) {
-        if !self.nodes[i].alive {
+        if !self.is_up(i) {
             return;
         }
-        let now = self.now;
-        self.nodes[i].loc.apply_ops(now, ops);
-        self.pump(i);
+        let now = self.now();
+        self.engine.machines_mut()[i].loc.apply_ops(now, ops);
+        self.engine.pump(NodeId(i as u32), file);
     }
 
     /// Crashes node `i`: it stops, and messages to and from it are lost.
     pub fn crash(&mut self, i: usize) {
-        self.nodes[i].alive = false;
+        self.engine.crash(NodeId(i as u32));
     }
 
     /// Node `i` leaves the ring gracefully.
     pub fn leave(&mut self, i: usize) {
-        let now = self.now;
-        self.nodes[i].loc.leave(now);
-        self.pump(i);
+        let now = self.now();
+        self.engine.machines_mut()[i].loc.leave(now);
+        self.engine.pump(NodeId(i as u32), file);
     }
 
     /// Node `i` joins through `contact`.
     pub fn join(&mut self, i: usize, contact: usize) {
-        let now = self.now;
-        self.nodes[i].loc.join(now, NodeId(contact as u32));
-        self.pump(i);
+        let now = self.now();
+        self.engine.machines_mut()[i]
+            .loc
+            .join(now, NodeId(contact as u32));
+        self.engine.pump(NodeId(i as u32), file);
     }
 
     /// Runs the workload for `duration` in frames of `frame`, moving players each frame
     /// and feeding every live node its operations.
     pub fn run_workload(&mut self, wl: &mut Workload, duration: Duration, frame: Duration) {
-        let end = self.now + duration;
-        while self.now + frame <= end {
-            let t = self.now + frame;
+        let end = self.now() + duration;
+        while self.now() + frame <= end {
+            let t = self.now() + frame;
             self.run_until(t);
             wl.step(frame.as_secs_f32());
-            for i in 0..self.nodes.len() {
+            for i in 0..self.nodes().len() {
                 let ops = wl.ops(NodeId(i as u32));
                 self.apply_ops(i, ops);
             }

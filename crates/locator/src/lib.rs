@@ -92,7 +92,7 @@ pub mod workload;
 pub use config::{LocatorConfig, LocatorSettings};
 pub use keyspace::{Keying, RangeKey};
 pub use locator::{
-    Discovery, Locator, LocatorError, LocatorStats, Op, PushRequest, Rejections, RingState, Transmit,
+    Discovery, Locator, LocatorError, LocatorStats, Op, Output, PushRequest, Rejections, RingState, Transmit,
     initial_position,
 };
 pub use msg::LocatorMsg;

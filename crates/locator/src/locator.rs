@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use worldmesh_core::wire;
-use worldmesh_core::{Aabb, DetRng, MessageClass, NodeId, ObjectId, Point3, Time, TrafficCounters};
+use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time, TrafficCounters};
 
 use crate::config::LocatorConfig;
 use crate::index::{DetMap, IndexError, MatchIndex, StoredPub, StoredSub, SubKey};
@@ -78,15 +78,17 @@ pub struct PushRequest {
     pub subscriber: NodeId,
 }
 
-/// A datagram to send.
+/// A datagram to send (the one type of every machine, `worldmesh_core`).
+pub use worldmesh_core::Transmit;
+
+/// What a locator reports to its node, in the order it happened per kind: every pending
+/// discovery first, then every push request ([`Locator`] as a `worldmesh_core::Machine`).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Transmit {
-    /// Destination.
-    pub dst: NodeId,
-    /// Traffic class (also in the frame header).
-    pub class: MessageClass,
-    /// The whole datagram.
-    pub datagram: Vec<u8>,
+pub enum Output {
+    /// An object entered the node's interest ([`Locator::poll_discovery`]).
+    Discovery(Discovery),
+    /// A rendezvous asks this node to push a primary's state ([`Locator::poll_push`]).
+    Push(PushRequest),
 }
 
 /// Refused input, by reason (never a panic).
@@ -1223,5 +1225,33 @@ impl Locator {
         for (id, primary, pos) in due {
             self.tell(now, id, primary, pos);
         }
+    }
+}
+
+/// The locator as the engine drives it (`worldmesh_core::Machine`).
+impl worldmesh_core::Machine for Locator {
+    type Datagram = Vec<u8>;
+    type Event = Output;
+
+    fn handle_datagram(&mut self, now: Time, from: NodeId, datagram: Vec<u8>) {
+        Locator::handle_datagram(self, now, from, &datagram);
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        Locator::handle_timeout(self, now);
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        Locator::poll_transmit(self)
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        Locator::poll_timeout(self)
+    }
+
+    fn poll_event(&mut self) -> Option<Output> {
+        self.poll_discovery()
+            .map(Output::Discovery)
+            .or_else(|| self.poll_push().map(Output::Push))
     }
 }

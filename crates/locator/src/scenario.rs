@@ -122,7 +122,7 @@ pub fn run(spec: &ScenarioSpec) -> Result<ScenarioResult, crate::LocatorError> {
     let mut h = Harness::new(spec.nodes, spec.nodes, &cfg, spec.delay.clone(), 0.0, spec.seed)?;
     h.run_workload(&mut wl, spec.warmup, frame);
     let snap = |h: &Harness| -> Vec<[u64; 4]> {
-        h.nodes
+        h.nodes()
             .iter()
             .map(|s| {
                 let st = s.loc.stats();
@@ -137,10 +137,10 @@ pub fn run(spec: &ScenarioSpec) -> Result<ScenarioResult, crate::LocatorError> {
             .collect()
     };
     let before = snap(&h);
-    let t0 = h.now;
+    let t0 = h.now();
     h.run_workload(&mut wl, spec.measure, frame);
     let after = snap(&h);
-    let secs = h.now.saturating_since(t0).as_secs_f64().max(1e-9);
+    let secs = h.now().saturating_since(t0).as_secs_f64().max(1e-9);
     let nodes = before
         .iter()
         .zip(&after)
@@ -155,7 +155,7 @@ pub fn run(spec: &ScenarioSpec) -> Result<ScenarioResult, crate::LocatorError> {
     let mut latency_ms = Vec::new();
     let mut lb_moves = 0;
     let mut rejected = crate::Rejections::default();
-    for s in &h.nodes {
+    for s in h.nodes() {
         let st = s.loc.stats();
         for (i, c) in st.hops.iter().enumerate() {
             hops[i] += c;
@@ -174,6 +174,6 @@ pub fn run(spec: &ScenarioSpec) -> Result<ScenarioResult, crate::LocatorError> {
         latency_ms,
         lb_moves,
         rejected,
-        delivered: h.delivered,
+        delivered: h.delivered(),
     })
 }

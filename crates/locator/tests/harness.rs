@@ -51,14 +51,14 @@ fn expected(wl: &Workload, h: &Harness, node: usize) -> BTreeSet<ObjectId> {
         .collect();
     wl.players
         .iter()
-        .filter(|p| p.node.0 as usize != node && h.nodes[p.node.0 as usize].alive)
+        .filter(|p| p.node.0 as usize != node && h.is_up(p.node.0 as usize))
         .filter(|p| mine.iter().any(|r| r.contains(p.pos)))
         .map(|p| p.id)
         .collect()
 }
 
 fn discovered_since(h: &Harness, node: usize, since: Time) -> BTreeSet<ObjectId> {
-    h.nodes[node]
+    h.nodes()[node]
         .discoveries
         .iter()
         .filter(|(t, _)| *t >= since)
@@ -69,10 +69,10 @@ fn discovered_since(h: &Harness, node: usize, since: Time) -> BTreeSet<ObjectId>
 /// Every object inside a live node's interest was discovered in the last `window`, and
 /// nothing outside it was. Returns the number of (node, object) pairs checked.
 fn assert_exact_recall(h: &Harness, wl: &Workload, window: Duration, what: &str) -> usize {
-    let since = Time(h.now.0 - window.as_micros() as u64);
+    let since = Time(h.now().0 - window.as_micros() as u64);
     let mut pairs = 0;
-    for n in 0..h.nodes.len() {
-        if !h.nodes[n].alive {
+    for n in 0..h.nodes().len() {
+        if !h.is_up(n) {
             continue;
         }
         let want = expected(wl, h, n);
@@ -131,18 +131,18 @@ fn recall_under_churn(keying: Keying, range_key: RangeKey) {
     h.join(17, 12);
     h.run_workload(&mut wl, Duration::from_secs(4), FRAME);
     for n in [14, 15, 16, 17, 11] {
-        assert_eq!(h.nodes[n].loc.state(), RingState::Active, "node {n} joined");
+        assert_eq!(h.nodes()[n].loc.state(), RingState::Active, "node {n} joined");
     }
     assert_eq!(
-        h.nodes[5].loc.state(),
+        h.nodes()[5].loc.state(),
         RingState::Out {
-            gateway: h.nodes[5].loc.links().1.first().map_or(NodeId(6), |p| p.id)
+            gateway: h.nodes()[5].loc.links().1.first().map_or(NodeId(6), |p| p.id)
         }
     );
     assert_exact_recall(&h, &wl, Duration::from_millis(1500), "after churn");
     // Ranges still tile the ring: the active nodes' arcs sum to the whole key space.
     let total: u128 = h
-        .nodes
+        .nodes()
         .iter()
         .filter_map(|s| s.loc.range())
         .map(|(lo, hi)| u128::from(hi.wrapping_sub(lo)))
@@ -174,17 +174,17 @@ fn recall_survives_join_leave_and_splits_dht() {
 fn soft_state_expires_after_its_ttl() {
     let (mut h, mut wl) = setup(8, 8, 1, Keying::RangeDht, 3);
     h.run_workload(&mut wl, Duration::from_secs(2), FRAME);
-    let stored = |h: &Harness| h.nodes.iter().map(|s| s.loc.store().pub_count()).sum::<usize>();
+    let stored = |h: &Harness| h.nodes().iter().map(|s| s.loc.store().pub_count()).sum::<usize>();
     assert_eq!(stored(&h), 8, "every player's publication is stored once");
     // Everyone stops publishing and subscribing; nothing is refreshed.
-    let cfg = h.nodes[0].loc.config().clone();
-    let t0 = h.now;
+    let cfg = h.nodes()[0].loc.config().clone();
+    let t0 = h.now();
     // The last publication of each player is at most one publication interval old.
     h.run_until(t0 + (cfg.pub_ttl - cfg.pub_interval - Duration::from_millis(100)));
     assert_eq!(stored(&h), 8, "still alive before the TTL");
     h.run_until(t0 + cfg.pub_ttl.max(cfg.pred_time) + Duration::from_millis(200));
     assert_eq!(stored(&h), 0, "publications expired");
-    let subs: usize = h.nodes.iter().map(|s| s.loc.store().sub_count()).sum();
+    let subs: usize = h.nodes().iter().map(|s| s.loc.store().sub_count()).sum();
     assert_eq!(subs, 0, "subscriptions expired");
 }
 
@@ -193,18 +193,18 @@ fn a_failed_rendezvous_loses_items_only_until_refresh() {
     let (mut h, mut wl) = setup(12, 12, 2, Keying::RangeDht, 5);
     h.run_workload(&mut wl, Duration::from_secs(2), FRAME);
     let victim = 6;
-    let held = h.nodes[victim].loc.store().pub_count();
+    let held = h.nodes()[victim].loc.store().pub_count();
     assert!(held > 0, "the victim is a rendezvous for something");
     h.crash(victim);
-    let cfg = h.nodes[0].loc.config().clone();
+    let cfg = h.nodes()[0].loc.config().clone();
     // Failure detection plus one refresh period of publications and subscriptions.
     let settle = cfg.fail_timeout + cfg.ping_interval * 2 + cfg.pred_time + cfg.pub_interval;
     h.run_workload(&mut wl, settle + Duration::from_secs(2), FRAME);
-    let detected: u64 = h.nodes.iter().map(|s| s.loc.stats().failures_detected).sum();
+    let detected: u64 = h.nodes().iter().map(|s| s.loc.stats().failures_detected).sum();
     assert!(detected >= 1);
     assert_exact_recall(&h, &wl, Duration::from_millis(1500), "after a crash");
     let total: u128 = h
-        .nodes
+        .nodes()
         .iter()
         .enumerate()
         .filter(|(i, _)| *i != victim)
@@ -229,10 +229,10 @@ fn routing_terminates_under_churn_and_loss() {
     h.join(21, 15);
     h.join(7, 18);
     h.run_workload(&mut wl, Duration::from_secs(3), FRAME);
-    let loops: u64 = h.nodes.iter().map(|s| s.loc.stats().rejected.hop_limit).sum();
+    let loops: u64 = h.nodes().iter().map(|s| s.loc.stats().rejected.hop_limit).sum();
     assert_eq!(loops, 0, "no routed message hit the hop limit");
     let max_hops = h
-        .nodes
+        .nodes()
         .iter()
         .filter_map(|s| s.loc.stats().hops.iter().rposition(|c| *c > 0))
         .max()
@@ -261,12 +261,12 @@ fn fingerprint_keyed(seed: u64, keying: Keying, range_key: RangeKey) -> Fingerpr
     .expect("valid setup");
     h.run_workload(&mut wl, Duration::from_secs(3), FRAME);
     let d = h
-        .nodes
+        .nodes()
         .iter()
         .map(|s| s.discoveries.iter().map(|(t, d)| (*t, d.object)).collect())
         .collect();
     let b = h
-        .nodes
+        .nodes()
         .iter()
         .map(|s| s.loc.stats().traffic.total_sent().bytes)
         .collect();
@@ -299,11 +299,11 @@ fn same_seed_same_run_hilbert() {
 #[test]
 fn forged_hilbert_range_is_rejected() {
     let (mut h, _) = setup_keyed(4, 4, 1, Keying::RangeDht, RangeKey::Hilbert, 1);
-    let world = h.nodes[0].loc.config().world;
+    let world = h.nodes()[0].loc.config().world;
     // A box around the map's centre straddles the four top quadrants of the curve.
     let c = world.center();
     let bbox = Aabb::around(Point3::new(c.x, c.y, 0.0), Point3::new(100.0, 100.0, 10.0));
-    let iv = h.nodes[0].loc.keyer().ranges(&bbox, 16).expect("range keying");
+    let iv = h.nodes()[0].loc.keyer().ranges(&bbox, 16).expect("range keying");
     assert!(iv.len() >= 2, "the box needs several ranges: {iv:?}");
     let sub = |lo: u64, hi: u64| SubItem {
         key: SubKey {
@@ -338,7 +338,7 @@ fn forged_hilbert_range_is_rejected() {
         },
     ];
     let now = Time::from_millis(10);
-    let loc = &mut h.nodes[0].loc;
+    let loc = &mut h.nodes_mut()[0].loc;
     for m in cases {
         let d = wire::encode(m.class(), &m).expect("encodes");
         loc.handle_datagram(now, NodeId(1), &d);
@@ -354,7 +354,7 @@ fn forged_hilbert_range_is_rejected() {
 }
 
 fn routed_sub(h: &Harness, origin: u32, bbox: Aabb, ttl_ms: u32, hops: u8, forge: bool) -> LocatorMsg {
-    let k = h.nodes[0].loc.keyer();
+    let k = h.nodes()[0].loc.keyer();
     let (lo, hi) = k.x_range(&bbox);
     let item = SubItem {
         key: SubKey {
@@ -441,7 +441,7 @@ fn bad_input_is_rejected_with_counters() {
             ],
         },
     ];
-    let loc = &mut h.nodes[0].loc;
+    let loc = &mut h.nodes_mut()[0].loc;
     for m in cases {
         let d = wire::encode(m.class(), &m).expect("encodes");
         loc.handle_datagram(now, NodeId(1), &d);
@@ -488,9 +488,9 @@ mod fuzz {
             let (mut h, _) = setup(3, 3, 1, Keying::Dht, 1);
             let cls = MessageClass::from_u8(class).unwrap_or(MessageClass::Control);
             let d = wire::frame(cls, &bytes).expect("frames");
-            h.nodes[0].loc.handle_datagram(Time::from_millis(5), NodeId(1), &d);
-            h.nodes[0].loc.handle_datagram(Time::from_millis(5), NodeId(2), &bytes);
-            h.nodes[0].loc.handle_timeout(Time::from_millis(5000));
+            h.nodes_mut()[0].loc.handle_datagram(Time::from_millis(5), NodeId(1), &d);
+            h.nodes_mut()[0].loc.handle_datagram(Time::from_millis(5), NodeId(2), &bytes);
+            h.nodes_mut()[0].loc.handle_timeout(Time::from_millis(5000));
         }
     }
 }
@@ -509,21 +509,21 @@ fn moving_objects_inside_interest_are_discovered(keying: Keying) {
     let mut entered: BTreeMap<(usize, ObjectId), Time> = BTreeMap::new();
     let mut checked = 0;
     for _ in 0..60 {
-        let t = h.now + FRAME;
+        let t = h.now() + FRAME;
         h.run_until(t);
         wl.step(FRAME.as_secs_f32());
         for i in 0..12 {
             let ops = wl.ops(NodeId(i as u32));
             h.apply_ops(i, ops);
         }
-        let now = h.now;
+        let now = h.now();
         let mut inside = BTreeSet::new();
         for n in 0..12 {
             for o in expected(&wl, &h, n) {
                 inside.insert((n, o));
                 let since = *entered.entry((n, o)).or_insert(now);
                 if now.saturating_since(since) >= Duration::from_secs(1) {
-                    let seen = h.nodes[n]
+                    let seen = h.nodes()[n]
                         .discoveries
                         .iter()
                         .any(|(t, d)| d.object == o && *t >= since);
@@ -604,11 +604,11 @@ fn teleporting_subscriber_discovers_static_objects(keying: Keying) {
         assert!(target.pos.distance(from) > 2000.0, "round {round}: a long jump");
         wl.players[mover].pos = Point3::new(target.pos.x + 50.0, target.pos.y, 0.0);
         aois.push((NodeId(0), wl.aoi(wl.players[mover].pos)));
-        let jumped = h.now;
+        let jumped = h.now();
         // Rounds are longer than `push_quiet`: a rendezvous may skip a push it made to the
         // same node for the same object less than that long ago.
         h.run_workload(&mut wl, cfg.push_quiet + Duration::from_millis(200), FRAME);
-        let found = h.nodes[0]
+        let found = h.nodes()[0]
             .discoveries
             .iter()
             .filter(|(t, d)| *t >= jumped && d.object == target.id)
@@ -628,7 +628,7 @@ fn teleporting_subscriber_discovers_static_objects(keying: Keying) {
         );
         // The object is inside the mover's unpredicted interest: its primary's node is asked
         // to push the state to node 0 as well (rendezvous push), no later than the discovery.
-        let pushed = h.nodes[target.node.0 as usize]
+        let pushed = h.nodes()[target.node.0 as usize]
             .pushes
             .iter()
             .filter(|(t, p)| *t >= jumped && p.object == target.id && p.subscriber == NodeId(0))
@@ -646,7 +646,7 @@ fn teleporting_subscriber_discovers_static_objects(keying: Keying) {
     // (objects are static here, so their position now is their position then); objects
     // only inside a predicted box are matched but never pushed.
     let mut pushes = 0;
-    for (i, slot) in h.nodes.iter().enumerate() {
+    for (i, slot) in h.nodes().iter().enumerate() {
         for (_, p) in &slot.pushes {
             let obj = wl
                 .players
@@ -714,10 +714,10 @@ fn publish_and_watch(
             },
         ];
         h.apply_ops(1, watch);
-        let t = h.now + FRAME;
+        let t = h.now() + FRAME;
         h.run_until(t);
     }
-    h.nodes[1]
+    h.nodes()[1]
         .discoveries
         .iter()
         .filter(|(_, d)| d.object == x)
@@ -748,13 +748,13 @@ fn announced_jump_is_discovered_at_its_point(keying: Keying) {
         if announce {
             assert!(!found.is_empty(), "{keying:?}: the announced point was matched");
             assert!(found.iter().all(|p| *p == spawn), "{found:?}");
-            assert_eq!(h.nodes[0].loc.stats().jumps_announced, 1, "announced once");
+            assert_eq!(h.nodes()[0].loc.stats().jumps_announced, 1, "announced once");
         } else {
             assert!(
                 found.is_empty(),
                 "{keying:?}: nothing to find without the announcement"
             );
-            assert_eq!(h.nodes[0].loc.stats().jumps_announced, 0);
+            assert_eq!(h.nodes()[0].loc.stats().jumps_announced, 0);
         }
     }
 }
@@ -794,7 +794,7 @@ fn range_publication_is_told_where_its_path_enters(keying: Keying) {
             Point3::new(2760.0, 2200.0, 1000.0),
         );
         let found = publish_and_watch(&mut h, x, pos, Some(ahead), watched, aoi, 10);
-        let pushed = h.nodes[0]
+        let pushed = h.nodes()[0]
             .pushes
             .iter()
             .any(|(_, p)| p.object == x && p.subscriber == NodeId(1));
@@ -836,12 +836,12 @@ fn recall_after_leave_rejoin(mover: usize, contact: usize, seed: u64, range_key:
     h.join(mover, contact);
     h.run_workload(&mut wl, Duration::from_millis(1800), FRAME);
     assert_eq!(
-        h.nodes[mover].loc.state(),
+        h.nodes()[mover].loc.state(),
         RingState::Active,
         "node {mover} re-joined"
     );
-    let (lo, hi) = h.nodes[mover].loc.range().expect("active");
-    let (clo, _) = h.nodes[contact].loc.range().expect("active");
+    let (lo, hi) = h.nodes()[mover].loc.range().expect("active");
+    let (clo, _) = h.nodes()[contact].loc.range().expect("active");
     assert_eq!(clo, hi, "node {mover} now precedes its contact {contact}");
     assert_ne!(lo, hi);
     let pairs = assert_exact_recall(&h, &wl, Duration::from_millis(1200), "after leave-rejoin");
@@ -878,7 +878,7 @@ fn subscription_reaches_a_node_that_rejoined_elsewhere() {
     h.run_workload(&mut wl, Duration::from_millis(2500), FRAME);
     let ring = |h: &Harness| {
         let mut r: Vec<(u64, usize)> = (0..nodes)
-            .filter_map(|i| h.nodes[i].loc.range().map(|(_, hi)| (hi, i)))
+            .filter_map(|i| h.nodes()[i].loc.range().map(|(_, hi)| (hi, i)))
             .collect();
         r.sort();
         r
@@ -895,11 +895,11 @@ fn subscription_reaches_a_node_that_rejoined_elsewhere() {
         .position(|(_, i)| *i == mover)
         .expect("mover re-joined");
     assert_eq!(after[at + 1].1, contact, "the mover now precedes its contact");
-    let (mlo, mhi) = h.nodes[mover].loc.range().expect("active");
+    let (mlo, mhi) = h.nodes()[mover].loc.range().expect("active");
     // Keys from the start of the range of the fourth node before the mover to its contact.
-    let first = h.nodes[after[at - 4].1].loc.range().expect("active").0;
+    let first = h.nodes()[after[at - 4].1].loc.range().expect("active").0;
     let last = after[at + 1].0;
-    let keyer = h.nodes[0].loc.keyer().clone();
+    let keyer = h.nodes()[0].loc.keyer().clone();
     let inside: Vec<Point3> = wl
         .players
         .iter()
@@ -927,13 +927,13 @@ fn subscription_reaches_a_node_that_rejoined_elsewhere() {
         .find(|p| p.node.0 as usize == subscriber)
         .expect("a player")
         .id;
-    let sent = h.nodes[subscriber].loc.stats().subs_sent;
+    let sent = h.nodes()[subscriber].loc.stats().subs_sent;
     h.apply_ops(subscriber, vec![Op::Subscribe { owner, region }]);
     assert!(
-        h.nodes[subscriber].loc.stats().subs_sent > sent,
+        h.nodes()[subscriber].loc.stats().subs_sent > sent,
         "the subscription was sent"
     );
-    h.run_until(h.now + Duration::from_millis(400));
+    h.run_until(h.now() + Duration::from_millis(400));
     // Every publication inside the region is stored at a rendezvous that now also holds a
     // subscription of the subscriber covering the region, so the match was made there.
     let want: Vec<&worldmesh_locator::workload::Player> = wl
@@ -949,7 +949,7 @@ fn subscription_reaches_a_node_that_rejoined_elsewhere() {
     let mut missed = Vec::new();
     for p in &want {
         let holders: Vec<usize> = (0..nodes)
-            .filter(|i| h.nodes[*i].loc.store().publication(p.id).is_some())
+            .filter(|i| h.nodes()[*i].loc.store().publication(p.id).is_some())
             .collect();
         assert!(!holders.is_empty(), "{:?} is stored somewhere", p.id);
         let reached = holders.iter().any(|i| {
@@ -958,7 +958,7 @@ fn subscription_reaches_a_node_that_rejoined_elsewhere() {
                     node: NodeId(subscriber as u32),
                     seq,
                 };
-                h.nodes[*i]
+                h.nodes()[*i]
                     .loc
                     .store()
                     .sub(k)

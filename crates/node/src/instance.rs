@@ -467,21 +467,21 @@ impl InstanceHost {
             self.record(now, id, r);
         }
         for t in msgs {
-            if t.to == CLUSTER {
+            if t.dst.0 == CLUSTER {
                 self.stats.status_reports += 1;
                 continue;
             }
-            if t.to == self.node.0 {
+            if t.dst == self.node {
                 continue; // the state machine never addresses itself; be safe anyway
             }
             let env = ControlEnvelope {
                 instance: id,
-                msg: WireMsg::from(&t.msg),
+                msg: WireMsg::from(&t.datagram),
             };
             match crate::control::frame(crate::control::Channel::Instance, self.codec.encode_payload(&env)) {
                 Ok(d) => {
                     self.stats.sent += 1;
-                    self.out.push_back((NodeId(t.to), d));
+                    self.out.push_back((t.dst, d));
                 }
                 // A snapshot larger than a datagram (more than ~4000 players): not sent.
                 Err(_) => self.stats.rejected += 1,

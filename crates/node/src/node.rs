@@ -89,16 +89,8 @@ impl NodeConfig {
     }
 }
 
-/// A datagram the driver must send.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Transmit {
-    /// Destination node.
-    pub dst: NodeId,
-    /// Traffic class (also in the frame header; here so drivers need not parse).
-    pub class: MessageClass,
-    /// The whole datagram (header + payload).
-    pub datagram: Vec<u8>,
-}
+/// A datagram the driver must send (the one type of every machine, `worldmesh_core`).
+pub use worldmesh_core::Transmit;
 
 /// What the node asks of the object locator each frame (paper `000` §3 "Object location").
 /// In oracle mode the driver hands these to a global index; the distributed locator
@@ -1133,5 +1125,32 @@ impl<O: GameObject> Node<O> {
             let _ = self.migrate(now, &d.region, d.target);
         }
         Ok(outcome)
+    }
+}
+
+/// The node as the engine and the runtime drive it (`worldmesh_core::Machine`): the inherent
+/// methods of the same names do the work.
+impl<O: GameObject> worldmesh_core::Machine for Node<O> {
+    type Datagram = Vec<u8>;
+    type Event = Event;
+
+    fn handle_datagram(&mut self, now: Time, from: NodeId, datagram: Vec<u8>) {
+        Node::handle_datagram(self, now, from, &datagram);
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        Node::handle_timeout(self, now);
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit> {
+        Node::poll_transmit(self)
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        Node::poll_timeout(self)
+    }
+
+    fn poll_event(&mut self) -> Option<Event> {
+        Node::poll_event(self)
     }
 }

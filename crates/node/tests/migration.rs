@@ -1,14 +1,15 @@
-//! Migration through the name service (paper `001` §3.2), driven over an in-memory network
-//! with loss, duplication and reordering: random regions move between random nodes while
+//! Migration through the name service (paper `001` §3.2), driven by the one engine
+//! (`worldmesh_engine`) over a network with loss, duplication and reordering: random regions move between random nodes while
 //! every object keeps writing to others; afterwards no object or write is lost or doubled.
 
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use worldmesh_core::wire;
 use worldmesh_core::{Aabb, DetRng, MessageClass, NodeId, ObjectId, Point3, Time};
+use worldmesh_engine::{Engine, Fate, Links, Step};
 use worldmesh_node::{
     Event, LatencyOracle, Located, MigrationEvent, MigrationMsg, Mode, Node, NodeConfig, Placement,
     PlacementConfig, PlacementOutcome, RefuseReason,
@@ -83,26 +84,68 @@ impl GameObject for Counter {
     }
 }
 
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct InFlight {
-    at: std::cmp::Reverse<(Time, u64)>,
-    from: NodeId,
-    to: NodeId,
-    bytes: Vec<u8>,
+/// The test network: lost with probability `loss`, duplicated 1 %, delayed 5–60 ms (so
+/// reordered); or every datagram `fixed` late and none lost.
+struct Lossy {
+    loss: f64,
+    fixed: Option<Duration>,
+    rng: DetRng,
 }
 
-struct Cluster {
-    nodes: Vec<Node<Counter>>,
-    world: Arc<World>,
-    net: BinaryHeap<InFlight>,
-    rng: DetRng,
-    seq: u64,
-    now: Time,
-    loss: f64,
-    started: u64,
+impl Links<Vec<u8>> for Lossy {
+    fn route(&mut self, _now: Time, _src: NodeId, _t: &worldmesh_core::Transmit) -> Fate {
+        if let Some(d) = self.fixed {
+            return Fate::Deliver(d, None);
+        }
+        if self.rng.chance(self.loss) {
+            return Fate::Lost;
+        }
+        let first = Duration::from_micros(5_000 + self.rng.below(55_000));
+        let dup = self
+            .rng
+            .chance(0.01)
+            .then(|| Duration::from_micros(5_000 + self.rng.below(55_000)));
+        Fate::Deliver(first, dup)
+    }
+}
+
+/// What the nodes reported.
+#[derive(Default)]
+struct Tally {
     completed: u64,
     refused: u64,
     migrate_ms: Vec<f64>,
+    /// Lookup answers: (asker, object, bound node).
+    lookups: Vec<(usize, ObjectId, Option<NodeId>)>,
+}
+
+impl Tally {
+    fn record(&mut self, now: Time, who: NodeId, e: Event) {
+        match e {
+            Event::Migration(MigrationEvent::Completed { started, .. }) => {
+                self.completed += 1;
+                self.migrate_ms.push((now - started).as_secs_f64() * 1000.0);
+            }
+            Event::Migration(MigrationEvent::Refused { reason, .. }) => {
+                assert_eq!(reason, RefuseReason::Capacity);
+                self.refused += 1;
+            }
+            Event::Migration(MigrationEvent::Lookup { id, binding, .. }) => {
+                self.lookups.push((who.0 as usize, id, binding.map(|b| b.node)));
+            }
+            Event::Rejected { reason, .. } => panic!("unexpected rejection: {reason}"),
+            _ => {}
+        }
+    }
+}
+
+struct Cluster {
+    engine: Engine<Node<Counter>, Lossy>,
+    world: Arc<World>,
+    /// The test's own choices (which migrations to start).
+    rng: DetRng,
+    started: u64,
+    tally: Tally,
 }
 
 impl Cluster {
@@ -144,86 +187,67 @@ impl Cluster {
             }
             nodes.push(node);
         }
-        Self {
-            nodes,
-            world,
-            net: BinaryHeap::new(),
-            rng: DetRng::new(seed ^ 0x5eed),
-            seq: 0,
-            now: Time::ZERO,
+        let rng = DetRng::new(seed ^ 0x5eed);
+        let links = Lossy {
             loss,
+            fixed: None,
+            rng: rng.fork(1),
+        };
+        let mut c = Self {
+            engine: Engine::new(nodes, links),
+            world,
+            rng,
             started: 0,
-            completed: 0,
-            refused: 0,
-            migrate_ms: vec![],
-        }
+            tally: Tally::default(),
+        };
+        c.pump();
+        c
     }
 
-    /// Sends what every node queued: lost with probability `loss`, duplicated 1 %, delayed
-    /// 5–60 ms (so reordered).
+    fn now(&self) -> Time {
+        self.engine.now()
+    }
+
+    fn nodes(&self) -> &[Node<Counter>] {
+        self.engine.machines()
+    }
+
+    /// Node `i`, to give it an input by hand ([`Cluster::pump`] sends what it queued).
+    fn node(&mut self, i: usize) -> &mut Node<Counter> {
+        &mut self.engine.machines_mut()[i]
+    }
+
+    /// Sends what every node queued and takes their events.
     fn pump(&mut self) {
-        for i in 0..self.nodes.len() {
-            while let Some(t) = self.nodes[i].poll_transmit() {
-                let copies = if self.rng.chance(self.loss) {
-                    0
-                } else if self.rng.chance(0.01) {
-                    2
-                } else {
-                    1
-                };
-                for _ in 0..copies {
-                    let delay = Duration::from_micros(5_000 + self.rng.below(55_000));
-                    self.seq += 1;
-                    self.net.push(InFlight {
-                        at: std::cmp::Reverse((self.now + delay, self.seq)),
-                        from: NodeId(i as u32),
-                        to: t.dst,
-                        bytes: t.datagram.clone(),
-                    });
-                }
-            }
-            while let Some(e) = self.nodes[i].poll_event() {
-                match e {
-                    Event::Migration(MigrationEvent::Completed { started, .. }) => {
-                        self.completed += 1;
-                        self.migrate_ms.push((self.now - started).as_secs_f64() * 1000.0);
-                    }
-                    Event::Migration(MigrationEvent::Refused { reason, .. }) => {
-                        assert_eq!(reason, RefuseReason::Capacity);
-                        self.refused += 1;
-                    }
-                    Event::Rejected { reason, .. } => panic!("unexpected rejection: {reason}"),
-                    _ => {}
-                }
-            }
+        for i in 0..self.nodes().len() {
+            let tally = &mut self.tally;
+            self.engine
+                .pump(NodeId(i as u32), |_, now, who, e| tally.record(now, who, e));
         }
     }
 
     /// Advances 5 ms: delivers due datagrams, runs due frames.
     fn tick(&mut self) {
-        self.now += Duration::from_millis(5);
-        while self.net.peek().is_some_and(|f| f.at.0.0 <= self.now) {
-            let Some(f) = self.net.pop() else { break };
-            self.nodes[f.to.0 as usize].handle_datagram(self.now, f.from, &f.bytes);
-        }
-        for n in &mut self.nodes {
-            if n.poll_timeout().is_some_and(|t| t <= self.now) {
-                n.handle_timeout(self.now);
+        let until = self.now() + Duration::from_millis(5);
+        while let Some(step) = self.engine.step(until) {
+            if let Step::Datagram(id) | Step::Timeout(id) = step {
+                let tally = &mut self.tally;
+                self.engine.pump(id, |_, now, who, e| tally.record(now, who, e));
             }
         }
-        self.pump();
+        self.engine.advance_to(until);
     }
 
     /// Starts a migration of 1–3 random live primaries of a random node to a random other
     /// node. Returns true if it started.
     fn random_migration(&mut self) -> bool {
-        let n = self.nodes.len();
+        let n = self.nodes().len();
         let from = self.rng.index(n);
         let mut to = self.rng.index(n - 1);
         if to >= from {
             to += 1;
         }
-        let node = &self.nodes[from];
+        let node = &self.nodes()[from];
         let mut live: Vec<ObjectId> = node
             .store()
             .primary_ids()
@@ -235,8 +259,9 @@ impl Cluster {
         }
         self.rng.shuffle(&mut live);
         let k = 1 + self.rng.index(live.len().min(3));
-        let now = self.now;
-        let ok = self.nodes[from]
+        let now = self.now();
+        let ok = self
+            .node(from)
             .migrate(now, &live[..k], NodeId(to as u32))
             .is_ok();
         if ok {
@@ -256,26 +281,34 @@ fn a_thousand_random_migrations_under_loss_lose_and_double_nothing() {
     let stop = Time::from_millis(40_000);
     let mut c = Cluster::new(5, 4, stop, 0.05, 11, Some(7));
     while c.started < 1000 {
-        assert!(c.now < stop, "1,000 migrations must start before writes stop");
+        assert!(c.now() < stop, "1,000 migrations must start before writes stop");
         for _ in 0..4 {
             c.tick();
         }
         c.random_migration();
     }
-    while c.now < stop {
+    while c.now() < stop {
         c.tick();
     }
     // Quiesce: writers resend until acknowledged, notices until acknowledged.
     for _ in 0..(15_000 / 5) {
         c.tick();
     }
-    assert_eq!(c.completed + c.refused, c.started, "every migration finished");
-    assert!(c.completed >= 600, "most migrations completed: {}", c.completed);
-    assert!(c.refused > 0, "the capacity limit was exercised");
+    assert_eq!(
+        c.tally.completed + c.tally.refused,
+        c.started,
+        "every migration finished"
+    );
+    assert!(
+        c.tally.completed >= 600,
+        "most migrations completed: {}",
+        c.tally.completed
+    );
+    assert!(c.tally.refused > 0, "the capacity limit was exercised");
     let ids = c.world.ids();
     // Exactly one primary per object, none extra.
     let mut host: BTreeMap<ObjectId, usize> = BTreeMap::new();
-    for (i, n) in c.nodes.iter().enumerate() {
+    for (i, n) in c.nodes().iter().enumerate() {
         assert!(n.replicas().frozen().is_empty());
         assert_eq!(n.migrator().in_flight(), 0);
         assert_eq!(n.replicas().stats().writes_expired, 0, "no write given up");
@@ -285,7 +318,7 @@ fn a_thousand_random_migrations_under_loss_lose_and_double_nothing() {
         }
     }
     assert_eq!(host.keys().copied().collect::<Vec<_>>(), ids, "no object lost");
-    let primary = |id: ObjectId| -> &Counter { c.nodes[host[&id]].store().object(id).unwrap() };
+    let primary = |id: ObjectId| -> &Counter { c.nodes()[host[&id]].store().object(id).unwrap() };
     // Every issued write applied exactly once, nothing else applied.
     let mut applied: BTreeMap<(u32, u32, u32), usize> = BTreeMap::new();
     for (t, id) in ids.iter().enumerate() {
@@ -307,7 +340,7 @@ fn a_thousand_random_migrations_under_loss_lose_and_double_nothing() {
     );
     assert!(issued > 5_000, "the objects wrote: {issued}");
     // Replicas converged and follow their primary's host.
-    for (i, n) in c.nodes.iter().enumerate() {
+    for (i, n) in c.nodes().iter().enumerate() {
         for id in &ids {
             if host[id] == i {
                 continue;
@@ -325,7 +358,11 @@ fn a_thousand_random_migrations_under_loss_lose_and_double_nothing() {
             assert_eq!(&e.object, primary(*id));
         }
     }
-    let moved: u64 = c.nodes.iter().map(|n| n.replicas().stats().writes_rerouted).sum();
+    let moved: u64 = c
+        .nodes()
+        .iter()
+        .map(|n| n.replicas().stats().writes_rerouted)
+        .sum();
     assert!(moved > 0, "some writes reached an old host and were forwarded");
 }
 
@@ -335,47 +372,29 @@ fn lookups_follow_forwarding_chains_and_report_unknown_ids() {
     let id = ObjectId::new(NodeId(0), 0);
     // 0 → 1 → 2 → 3.
     for to in 1..4u32 {
-        let now = c.now;
-        c.nodes[to as usize - 1].migrate(now, &[id], NodeId(to)).unwrap();
+        let now = c.now();
+        c.node(to as usize - 1).migrate(now, &[id], NodeId(to)).unwrap();
         for _ in 0..100 {
             c.tick();
         }
     }
     assert!(
-        c.nodes[3]
+        c.nodes()[3]
             .store()
             .get(id)
             .is_some_and(|e| e.role == Role::Primary)
     );
-    let mut answers = Vec::new();
+    c.engine.links_mut().fixed = Some(Duration::from_millis(10));
     for asker in 0..4 {
-        let now = c.now;
-        c.nodes[asker].lookup(now, id);
-        c.nodes[asker].lookup(now, ObjectId::new(NodeId(2), 77));
+        let now = c.now();
+        c.node(asker).lookup(now, id);
+        c.node(asker).lookup(now, ObjectId::new(NodeId(2), 77));
+        c.pump();
         for _ in 0..40 {
-            c.now += Duration::from_millis(5);
-            while c.net.peek().is_some_and(|f| f.at.0.0 <= c.now) {
-                let f = c.net.pop().unwrap();
-                c.nodes[f.to.0 as usize].handle_datagram(c.now, f.from, &f.bytes);
-            }
-            for i in 0..4 {
-                while let Some(t) = c.nodes[i].poll_transmit() {
-                    c.seq += 1;
-                    c.net.push(InFlight {
-                        at: std::cmp::Reverse((c.now + Duration::from_millis(10), c.seq)),
-                        from: NodeId(i as u32),
-                        to: t.dst,
-                        bytes: t.datagram,
-                    });
-                }
-                while let Some(e) = c.nodes[i].poll_event() {
-                    if let Event::Migration(MigrationEvent::Lookup { id, binding, .. }) = e {
-                        answers.push((i, id, binding.map(|b| b.node)));
-                    }
-                }
-            }
+            c.tick();
         }
     }
+    let answers = &c.tally.lookups;
     for asker in 0..4 {
         assert!(
             answers.contains(&(asker, id, Some(NodeId(3)))),
@@ -388,11 +407,11 @@ fn lookups_follow_forwarding_chains_and_report_unknown_ids() {
     for _ in 0..(8_000 / 5) {
         c.tick();
     }
-    for n in &c.nodes {
+    for n in c.nodes() {
         assert_eq!(n.replicas().names().forwarding_len(), 0);
     }
     assert_eq!(
-        c.nodes[0].replicas().names().resolve(id).binding(NodeId(0)),
+        c.nodes()[0].replicas().names().resolve(id).binding(NodeId(0)),
         Binding {
             node: NodeId(3),
             epoch: 3
@@ -407,12 +426,13 @@ fn datagram(msg: &MigrationMsg) -> Vec<u8> {
 #[test]
 fn migration_messages_from_non_owners_change_nothing() {
     let mut c = Cluster::new(3, 1, Time::MAX, 0.0, 5, None);
-    for _ in 0..10 {
+    // Past the first frame and the longest delay (60 ms): node 1 replicates a.
+    for _ in 0..20 {
         c.tick();
     }
     let a = ObjectId::new(NodeId(0), 0);
-    let now = c.now;
-    let before = c.nodes[1].store().get(a).unwrap().object.clone();
+    let now = c.now();
+    let before = c.nodes()[1].store().get(a).unwrap().object.clone();
     // Node 2 claims a moved to node 2 and tells node 1: refused, no ack.
     let moved = MigrationMsg::Moved(vec![(
         a,
@@ -421,13 +441,13 @@ fn migration_messages_from_non_owners_change_nothing() {
             epoch: 1,
         },
     )]);
-    c.nodes[1].handle_datagram(now, NodeId(2), &datagram(&moved));
+    c.node(1).handle_datagram(now, NodeId(2), &datagram(&moved));
     assert_eq!(
-        c.nodes[1].store().get(a).unwrap().role,
+        c.nodes()[1].store().get(a).unwrap().role,
         Role::Replica { primary: NodeId(0) }
     );
-    assert_eq!(c.nodes[1].replicas().stats().moved_refused, 1);
-    assert!(c.nodes[1].poll_transmit().is_none(), "not acknowledged");
+    assert_eq!(c.nodes()[1].replicas().stats().moved_refused, 1);
+    assert!(c.node(1).poll_transmit().is_none(), "not acknowledged");
     // Node 2 hands node 1 a transfer of object a, which node 2 does not host: not bound.
     let mut state = Vec::new();
     let mut forged = before.clone();
@@ -450,8 +470,8 @@ fn migration_messages_from_non_owners_change_nothing() {
         }],
         writes: vec![],
     };
-    c.nodes[1].handle_datagram(now, NodeId(2), &datagram(&transfer));
-    let e = c.nodes[1].store().get(a).unwrap();
+    c.node(1).handle_datagram(now, NodeId(2), &datagram(&transfer));
+    let e = c.nodes()[1].store().get(a).unwrap();
     assert_eq!(e.role, Role::Replica { primary: NodeId(0) });
     assert_eq!(e.object, before, "the forged state was not applied");
     // Bad part numbers, an accept for an unknown migration, a reply to no lookup.
@@ -481,12 +501,12 @@ fn migration_messages_from_non_owners_change_nothing() {
             hops: 0,
         },
     ] {
-        c.nodes[1].handle_datagram(now, NodeId(2), &datagram(&bad));
+        c.node(1).handle_datagram(now, NodeId(2), &datagram(&bad));
     }
-    assert!(c.nodes[1].migrator().stats().rejected >= 4);
+    assert!(c.nodes()[1].migrator().stats().rejected >= 4);
     // A peer streaming parts of a region that never completes: held parts are bounded
     // (16 MiB), the rest dropped and counted.
-    let before_rejected = c.nodes[1].migrator().stats().rejected;
+    let before_rejected = c.nodes()[1].migrator().stats().rejected;
     for part in 0..300u16 {
         let big = MigrationMsg::Transfer {
             mig: 50,
@@ -505,27 +525,27 @@ fn migration_messages_from_non_owners_change_nothing() {
             }],
             writes: vec![],
         };
-        c.nodes[1].handle_datagram(now, NodeId(2), &datagram(&big));
+        c.node(1).handle_datagram(now, NodeId(2), &datagram(&big));
     }
-    assert!(c.nodes[1].migrator().stats().rejected - before_rejected >= 20);
-    assert_eq!(c.nodes[1].store().primary_count(), 1);
+    assert!(c.nodes()[1].migrator().stats().rejected - before_rejected >= 20);
+    assert_eq!(c.nodes()[1].store().primary_count(), 1);
     // The real owner can migrate it, and the forged transfer did not poison anything.
-    c.nodes[0].migrate(now, &[a], NodeId(1)).unwrap();
+    c.node(0).migrate(now, &[a], NodeId(1)).unwrap();
     for _ in 0..40 {
         c.tick();
     }
-    let e = c.nodes[1].store().get(a).unwrap();
+    let e = c.nodes()[1].store().get(a).unwrap();
     assert_eq!(e.role, Role::Primary);
     assert!(!e.object.log.contains(&(99, 99)));
     // Starting a migration with bad arguments is a typed error.
-    let now = c.now;
+    let now = c.now();
     assert!(
-        c.nodes[0].migrate(now, &[a], NodeId(2)).is_err(),
+        c.node(0).migrate(now, &[a], NodeId(2)).is_err(),
         "not a primary on 0"
     );
-    assert!(c.nodes[1].migrate(now, &[a], NodeId(1)).is_err(), "to itself");
-    assert!(c.nodes[1].migrate(now, &[a], NodeId(9)).is_err(), "not a member");
-    assert!(c.nodes[1].migrate(now, &[], NodeId(0)).is_err(), "empty");
+    assert!(c.node(1).migrate(now, &[a], NodeId(1)).is_err(), "to itself");
+    assert!(c.node(1).migrate(now, &[a], NodeId(9)).is_err(), "not a member");
+    assert!(c.node(1).migrate(now, &[], NodeId(0)).is_err(), "empty");
 }
 
 proptest! {
@@ -539,11 +559,11 @@ proptest! {
         d.extend_from_slice(&bytes);
         // Fix the declared length so the payload reaches the decoder.
         let mut framed = wire::frame(MessageClass::Migration, &bytes).unwrap();
-        c.nodes[0].handle_datagram(Time::from_millis(5), NodeId(1), &framed);
+        c.node(0).handle_datagram(Time::from_millis(5), NodeId(1), &framed);
         framed.truncate(framed.len() / 2);
-        c.nodes[0].handle_datagram(Time::from_millis(5), NodeId(1), &framed);
-        c.nodes[0].handle_datagram(Time::from_millis(5), NodeId(1), &d);
-        prop_assert_eq!(c.nodes[0].store().primary_count(), 1);
+        c.node(0).handle_datagram(Time::from_millis(5), NodeId(1), &framed);
+        c.node(0).handle_datagram(Time::from_millis(5), NodeId(1), &d);
+        prop_assert_eq!(c.nodes()[0].store().primary_count(), 1);
     }
 }
 
@@ -570,14 +590,14 @@ impl LatencyOracle for Oracle {
 fn placement_moves_a_region_to_the_best_host_with_capacity_only_when_activated() {
     let mut c = Cluster::new(3, 2, Time::MAX, 0.0, 9, None);
     c.tick();
-    let now = c.now;
+    let now = c.now();
     let cfg = PlacementConfig {
         capacity: Some(6),
         ..PlacementConfig::default()
     };
     // Node 2 is nearest but full (5 + 2 > 6): node 1 is chosen, 100 ms better.
     let mut p = Placement::new(cfg.clone());
-    let out = c.nodes[0].run_placement(now, &mut p, &Oracle).unwrap();
+    let out = c.node(0).run_placement(now, &mut p, &Oracle).unwrap();
     let PlacementOutcome::Migrate(d) = out else {
         panic!("{out:?}")
     };
@@ -590,9 +610,9 @@ fn placement_moves_a_region_to_the_best_host_with_capacity_only_when_activated()
     for _ in 0..100 {
         c.tick();
     }
-    assert_eq!(c.nodes[0].store().primary_count(), 0);
-    assert_eq!(c.nodes[1].store().primary_count(), 4);
-    assert_eq!(c.completed, 1);
+    assert_eq!(c.nodes()[0].store().primary_count(), 0);
+    assert_eq!(c.nodes()[1].store().primary_count(), 4);
+    assert_eq!(c.tally.completed, 1);
     // With room on node 2 it would have been chosen; a gain under the threshold stays.
     let mut c = Cluster::new(3, 2, Time::MAX, 0.0, 9, None);
     c.tick();
@@ -600,7 +620,7 @@ fn placement_moves_a_region_to_the_best_host_with_capacity_only_when_activated()
         capacity: Some(7),
         ..cfg.clone()
     });
-    let out = roomy.evaluate(c.now, c.nodes[0].replicas(), &[NodeId(1), NodeId(2)], &Oracle);
+    let out = roomy.evaluate(c.now(), c.nodes()[0].replicas(), &[NodeId(1), NodeId(2)], &Oracle);
     assert!(
         matches!(out, Ok(PlacementOutcome::Migrate(ref d)) if d.target == NodeId(2)),
         "{out:?}"
@@ -610,7 +630,7 @@ fn placement_moves_a_region_to_the_best_host_with_capacity_only_when_activated()
         capacity: Some(7),
         ..cfg.clone()
     });
-    let out = strict.evaluate(c.now, c.nodes[0].replicas(), &[NodeId(1), NodeId(2)], &Oracle);
+    let out = strict.evaluate(c.now(), c.nodes()[0].replicas(), &[NodeId(1), NodeId(2)], &Oracle);
     assert_eq!(
         out,
         Ok(PlacementOutcome::Stay {
@@ -625,26 +645,26 @@ fn placement_moves_a_region_to_the_best_host_with_capacity_only_when_activated()
         min_gain_ms: 500.0,
         ..cfg
     });
-    let t = c.now;
+    let t = c.now();
     let nodes = [NodeId(1), NodeId(2)];
     assert!(matches!(
-        calm.evaluate(t, c.nodes[0].replicas(), &nodes, &Oracle),
+        calm.evaluate(t, c.nodes()[0].replicas(), &nodes, &Oracle),
         Ok(PlacementOutcome::Stay { .. })
     ));
     let later = t + Duration::from_secs(1);
     assert_eq!(
-        calm.evaluate(later, c.nodes[0].replicas(), &nodes, &Oracle),
+        calm.evaluate(later, c.nodes()[0].replicas(), &nodes, &Oracle),
         Ok(PlacementOutcome::NotActivated)
     );
     let much_later = t + Duration::from_secs(11);
     assert!(matches!(
-        calm.evaluate(much_later, c.nodes[0].replicas(), &nodes, &Oracle),
+        calm.evaluate(much_later, c.nodes()[0].replicas(), &nodes, &Oracle),
         Ok(PlacementOutcome::Stay { .. })
     ));
     // An oracle without an estimate is a typed error.
     let out = calm.evaluate(
         much_later + Duration::from_secs(11),
-        c.nodes[0].replicas(),
+        c.nodes()[0].replicas(),
         &[NodeId(7)],
         &Oracle,
     );
@@ -657,7 +677,7 @@ fn random_migrations_are_deterministic() {
     let run = || {
         let stop = Time::from_millis(8_000);
         let mut c = Cluster::new(4, 3, stop, 0.05, 21, Some(5));
-        while c.started < 150 && c.now < stop {
+        while c.started < 150 && c.now() < stop {
             for _ in 0..4 {
                 c.tick();
             }
@@ -667,7 +687,7 @@ fn random_migrations_are_deterministic() {
             c.tick();
         }
         let digest: Vec<_> = c
-            .nodes
+            .nodes()
             .iter()
             .map(|n| {
                 let objects: Vec<_> = n
@@ -682,7 +702,7 @@ fn random_migrations_are_deterministic() {
                 )
             })
             .collect();
-        (c.started, c.completed, c.refused, digest)
+        (c.started, c.tally.completed, c.tally.refused, digest)
     };
     let a = run();
     assert!(a.0 >= 100, "migrations started: {}", a.0);
@@ -700,30 +720,31 @@ fn interest_mode_holders_follow_a_migrated_primary() {
     for _ in 0..4 {
         c.tick();
     }
-    while c.nodes[0].store().get(b).is_none() {
-        assert!(c.now < Time::from_millis(1_000), "fetch never answered");
-        let now = c.now;
-        c.nodes[0].handle_discovery(now, b, NodeId(1), Point3::new(1.0, 0.0, 0.0));
+    while c.nodes()[0].store().get(b).is_none() {
+        assert!(c.now() < Time::from_millis(1_000), "fetch never answered");
+        let now = c.now();
+        c.node(0)
+            .handle_discovery(now, b, NodeId(1), Point3::new(1.0, 0.0, 0.0));
         c.pump();
         for _ in 0..10 {
             c.tick();
         }
     }
-    let now = c.now;
-    c.nodes[1].migrate(now, &[b], NodeId(2)).unwrap();
-    while c.now < stop + Duration::from_secs(3) {
+    let now = c.now();
+    c.node(1).migrate(now, &[b], NodeId(2)).unwrap();
+    while c.now() < stop + Duration::from_secs(3) {
         c.tick();
     }
-    assert_eq!(c.completed, 1);
-    assert!(c.nodes[1].store().get(b).is_none());
-    let primary = c.nodes[2].store().get(b).unwrap();
+    assert_eq!(c.tally.completed, 1);
+    assert!(c.nodes()[1].store().get(b).is_none());
+    let primary = c.nodes()[2].store().get(b).unwrap();
     assert_eq!(primary.role, Role::Primary);
-    let replica = c.nodes[0].store().get(b).unwrap();
+    let replica = c.nodes()[0].store().get(b).unwrap();
     assert_eq!(replica.role, Role::Replica { primary: NodeId(2) });
     assert_eq!(replica.object, primary.object, "the replica converged");
-    assert!(c.nodes[2].replicas().receivers_of(b).contains(&NodeId(0)));
+    assert!(c.nodes()[2].replicas().receivers_of(b).contains(&NodeId(0)));
     // Object 0's writes to b: each applied once at b's primary.
-    let issued: Vec<u32> = c.nodes[0]
+    let issued: Vec<u32> = c.nodes()[0]
         .store()
         .object(ObjectId::new(NodeId(0), 0))
         .unwrap()
@@ -753,26 +774,31 @@ fn later_moves_are_verified_after_forwarding_entries_expired() {
     let mut c = Cluster::with_mode(4, 1, Time::MAX, 0.0, 8, None, Mode::Interest);
     let x = ObjectId::new(NodeId(1), 0);
     c.tick();
-    let now = c.now;
-    c.nodes[1].migrate(now, &[x], NodeId(2)).unwrap();
+    let now = c.now();
+    c.node(1).migrate(now, &[x], NodeId(2)).unwrap();
     // Longer than the name lease (5 s): node 1's forwarding entry expires.
     for _ in 0..(7_000 / 5) {
         c.tick();
     }
     assert_eq!(
-        c.nodes[1].replicas().names().forwarding_len(),
+        c.nodes()[1].replicas().names().forwarding_len(),
         0,
         "released and expired"
     );
-    let now = c.now;
-    c.nodes[2].migrate(now, &[x], NodeId(3)).unwrap();
+    let now = c.now();
+    c.node(2).migrate(now, &[x], NodeId(3)).unwrap();
     for _ in 0..(7_000 / 5) {
         c.tick();
     }
-    assert_eq!(c.completed, 2);
-    for n in &c.nodes {
+    assert_eq!(c.tally.completed, 2);
+    for n in c.nodes() {
         assert_eq!(n.migrator().unacked_notices(), 0, "{:?}", n.id());
         assert_eq!(n.replicas().names().forwarding_len(), 0, "{:?}", n.id());
     }
-    assert!(c.nodes[3].store().get(x).is_some_and(|e| e.role == Role::Primary));
+    assert!(
+        c.nodes()[3]
+            .store()
+            .get(x)
+            .is_some_and(|e| e.role == Role::Primary)
+    );
 }

@@ -1,10 +1,12 @@
-//! The event queue and the loop that drives node state machines.
+//! The world simulation: nodes driven by the one engine ([`worldmesh_engine::Engine`]),
+//! plus what only a world has.
 //!
-//! The engine keeps one queue of timed events: datagram deliveries and node wake-ups.
-//! Handling an event calls the node's sans-IO interface (`handle_datagram` or
-//! `handle_timeout`), then drains what the node wants to send into the network model and
-//! re-arms the node's timer from `poll_timeout`. Ties in time are broken by insertion
-//! order, which makes every run reproducible.
+//! The engine delivers datagrams over the [`NetworkModel`] and wakes nodes (their sans-IO
+//! `handle_datagram` and `handle_timeout`); this module adds the world's own events to its
+//! queue: the oracle locator's ticks and discoveries, metrics samples, and store batches.
+//! After every input a node's outputs are drained in one fixed order (datagrams, store
+//! batches, events, locator operations, timer), which with the queue's insertion-order
+//! ties makes every run reproducible.
 //!
 //! Nodes that persist (`NodeConfig::persist`, issue 19) hand their store batches to the
 //! engine like datagrams ([`Simulation::with_persistence`]): each is applied to the node's
@@ -13,34 +15,21 @@
 //! not yet applied, and one applied but whose completion had not arrived stays applied
 //! and unacknowledged — the two crash points of a real store thread. A restarted node is
 //! built from [`Simulation::store`].
-//!
-//! The heap orders small keys (time, insertion number, slot); the events themselves wait
-//! in a slab of reusable slots, so sifting moves 24 bytes per step instead of a whole
-//! event.
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 use std::time::Duration;
 
 use worldmesh_core::{NodeId, Time};
+use worldmesh_engine::{Engine, Step};
 use worldmesh_node::{Event, Located, Node, NodeSummary};
 use worldmesh_replica::GameObject;
 use worldmesh_store::{Batch, MemStore};
 
 use crate::metrics::Collector;
-use crate::network::{Fate, NetworkModel, NetworkStats};
+use crate::network::{NetworkModel, NetworkStats};
 use crate::oracle::{Discovery, Oracle};
 
+/// The world's own events in the engine's queue.
 enum Kind {
-    Deliver {
-        dst: u32,
-        src: u32,
-        datagram: Vec<u8>,
-    },
-    Wake {
-        node: u32,
-    },
     OracleTick,
     Discover(Discovery),
     Sample,
@@ -92,24 +81,9 @@ struct OracleSlot {
     delay: std::time::Duration,
 }
 
-/// A scheduled event's place in the queue: when, its insertion number (unique, so ties in
-/// time go by insertion order and the slot never decides), and its slot in the slab.
-/// Reversed because `BinaryHeap` is a max-heap and the earliest event comes first.
-type Key = Reverse<(Time, u64, u32)>;
-
 /// A simulation of `O`-typed nodes over a [`NetworkModel`].
 pub struct Simulation<O: GameObject> {
-    now: Time,
-    nodes: Vec<Node<O>>,
-    up: Vec<bool>,
-    timers: Vec<Option<Time>>,
-    queue: BinaryHeap<Key>,
-    /// The events of the queue, by slot; `None` for a free slot.
-    slots: Vec<Option<Kind>>,
-    free: Vec<u32>,
-    seq: u64,
-    net: NetworkModel,
-    net_stats: NetworkStats,
+    engine: Engine<Node<O>, NetworkModel, Kind>,
     events_seen: u64,
     oracle: Option<OracleSlot>,
     collector: Option<(Collector<O>, std::time::Duration)>,
@@ -137,16 +111,7 @@ impl<O: GameObject> Simulation<O> {
         );
         let n = nodes.len();
         let mut sim = Self {
-            now: Time::ZERO,
-            nodes,
-            up: vec![true; n],
-            timers: vec![None; n],
-            queue: BinaryHeap::new(),
-            slots: Vec::new(),
-            free: Vec::new(),
-            seq: 0,
-            net,
-            net_stats: NetworkStats::default(),
+            engine: Engine::new(nodes, net),
             events_seen: 0,
             oracle: None,
             collector: None,
@@ -171,7 +136,7 @@ impl<O: GameObject> Simulation<O> {
     /// Performs the store batches of persisting nodes against in-memory stores, each
     /// applied `latency` after the previous one of its node finished (see the module docs).
     pub fn with_persistence(mut self, latency: Duration) -> Self {
-        let n = self.nodes.len();
+        let n = self.engine.machines().len();
         self.stores = Some(Stores {
             latency,
             stores: vec![MemStore::new(); n],
@@ -205,14 +170,16 @@ impl<O: GameObject> Simulation<O> {
             interval,
             delay,
         });
-        self.push(self.now + interval, Kind::OracleTick);
+        let at = self.now() + interval;
+        self.engine.schedule(at, Kind::OracleTick);
         self
     }
 
     /// Attaches a metrics collector sampled every `interval`.
     pub fn with_collector(mut self, collector: Collector<O>, interval: std::time::Duration) -> Self {
         self.collector = Some((collector, interval));
-        self.push(self.now + interval, Kind::Sample);
+        let at = self.now() + interval;
+        self.engine.schedule(at, Kind::Sample);
         self
     }
 
@@ -228,32 +195,32 @@ impl<O: GameObject> Simulation<O> {
 
     /// Current simulated time.
     pub fn now(&self) -> Time {
-        self.now
+        self.engine.now()
     }
 
     /// The nodes.
     pub fn nodes(&self) -> &[Node<O>] {
-        &self.nodes
+        self.engine.machines()
     }
 
     /// Node `id`, mutably (e.g. to spawn objects between steps).
     pub fn node_mut(&mut self, id: NodeId) -> &mut Node<O> {
-        &mut self.nodes[id.0 as usize]
+        &mut self.engine.machines_mut()[id.0 as usize]
     }
 
     /// The network model (to partition or heal it between steps).
     pub fn network_mut(&mut self) -> &mut NetworkModel {
-        &mut self.net
+        self.engine.links_mut()
     }
 
     /// The network model.
     pub fn network(&self) -> &NetworkModel {
-        &self.net
+        self.engine.links()
     }
 
     /// What the network did so far.
     pub fn network_stats(&self) -> &NetworkStats {
-        &self.net_stats
+        self.engine.stats()
     }
 
     /// Node events drained so far (the engine drains and counts them).
@@ -263,7 +230,7 @@ impl<O: GameObject> Simulation<O> {
 
     /// Crashes a node: it stops running and everything sent to it is dropped.
     pub fn crash(&mut self, id: NodeId) {
-        self.up[id.0 as usize] = false;
+        self.engine.crash(id);
         if let Some(s) = &mut self.stores
             && let Some(inc) = s.incarnation.get_mut(id.0 as usize)
         {
@@ -273,18 +240,16 @@ impl<O: GameObject> Simulation<O> {
 
     /// True if node `id` runs (not crashed).
     pub fn is_up(&self, id: NodeId) -> bool {
-        self.up.get(id.0 as usize).copied().unwrap_or(false)
+        self.engine.is_up(id)
     }
 
     /// Restarts node `id` as `node` (a new process: its state is whatever `node` holds —
     /// nothing, or what its persistence kept — and usually a higher generation). Datagrams
     /// still in flight to the old process reach the new one, as on a real network.
     pub fn restart(&mut self, node: Node<O>) {
-        let i = node.id().0 as usize;
-        assert!(i < self.nodes.len(), "restart of an unknown node");
-        self.nodes[i] = node;
-        self.up[i] = true;
-        self.timers[i] = None;
+        let id = node.id();
+        let i = id.0 as usize;
+        self.engine.restart(id, node);
         if let Some(s) = &mut self.stores {
             s.incarnation[i] += 1;
         }
@@ -293,16 +258,14 @@ impl<O: GameObject> Simulation<O> {
 
     /// Adds a node that joins the running world; its id must be the next free one.
     pub fn add_node(&mut self, node: Node<O>) {
-        assert_eq!(node.id().0 as usize, self.nodes.len(), "node ids are dense");
-        self.nodes.push(node);
-        self.up.push(true);
-        self.timers.push(None);
+        assert_eq!(node.id().0 as usize, self.nodes().len(), "node ids are dense");
+        let id = self.engine.add(node);
         if let Some(s) = &mut self.stores {
             s.stores.push(MemStore::new());
             s.busy_until.push(Time::ZERO);
             s.incarnation.push(0);
         }
-        self.after_input(self.nodes.len() - 1);
+        self.after_input(id.0 as usize);
     }
 
     /// Keeps every node event from now on (see [`Simulation::take_events`]).
@@ -318,85 +281,56 @@ impl<O: GameObject> Simulation<O> {
     /// Runs `f` on node `id` at the current time and routes what it sends (e.g. a drain, a
     /// join or a migration started by the experiment).
     pub fn with_node(&mut self, id: NodeId, f: impl FnOnce(&mut Node<O>, Time)) {
-        let i = id.0 as usize;
-        let now = self.now;
-        f(&mut self.nodes[i], now);
-        self.after_input(i);
+        let now = self.now();
+        f(self.node_mut(id), now);
+        self.after_input(id.0 as usize);
     }
 
-    fn push(&mut self, at: Time, kind: Kind) {
-        self.seq += 1;
-        let slot = match self.free.pop() {
-            Some(s) => {
-                self.slots[s as usize] = Some(kind);
-                s
-            }
-            None => {
-                self.slots.push(Some(kind));
-                (self.slots.len() - 1) as u32
-            }
-        };
-        self.queue.push(Reverse((at, self.seq, slot)));
-    }
-
-    /// After a node handled an input: route its datagrams and re-arm its timer.
+    /// Runs node `i`'s placement loop after its frame, if on.
     fn run_placement(&mut self, i: usize) {
         let Some((placements, locate)) = &mut self.placement else {
             return;
         };
         let locate = *locate;
-        let loads: Vec<usize> = self.nodes.iter().map(|n| n.store().primary_count()).collect();
-        let oracle = MatrixClients(&self.net, loads);
-        let (Some(p), Some(node)) = (placements.get_mut(i), self.nodes.get_mut(i)) else {
+        let loads: Vec<usize> = self
+            .engine
+            .machines()
+            .iter()
+            .map(|n| n.store().primary_count())
+            .collect();
+        let now = self.engine.now();
+        let Some(p) = placements.get_mut(i) else {
+            return;
+        };
+        let (links, nodes) = self.engine.links_and_machines_mut();
+        let oracle = MatrixClients(links, loads);
+        let Some(node) = nodes.get_mut(i) else {
             return;
         };
         if let Ok(worldmesh_node::PlacementOutcome::Migrate(_)) =
-            node.run_placement_by(self.now, p, &oracle, &locate)
+            node.run_placement_by(now, p, &oracle, &locate)
         {
             self.region_migrations += 1;
         }
     }
 
+    /// After node `i` handled an input: route its datagrams, hand its store batches to its
+    /// store, count (and record) its events, feed the oracle its locator operations, and
+    /// re-arm its timer — in this order, which fixes the queue's ties.
     fn after_input(&mut self, i: usize) {
-        while let Some(t) = self.nodes[i].poll_transmit() {
-            self.net_stats.sent += 1;
-            let src = NodeId(i as u32);
-            match self.net.route(self.now, src, t.dst) {
-                Fate::Lost => self.net_stats.lost += 1,
-                Fate::Partitioned => self.net_stats.partitioned += 1,
-                Fate::Deliver(first, dup) => {
-                    let copy = dup.map(|d| (d, t.datagram.clone()));
-                    self.push(
-                        self.now + first,
-                        Kind::Deliver {
-                            dst: t.dst.0,
-                            src: src.0,
-                            datagram: t.datagram,
-                        },
-                    );
-                    if let Some((d, datagram)) = copy {
-                        self.net_stats.duplicated += 1;
-                        self.push(
-                            self.now + d,
-                            Kind::Deliver {
-                                dst: t.dst.0,
-                                src: src.0,
-                                datagram,
-                            },
-                        );
-                    }
-                }
-            }
-        }
+        let id = NodeId(i as u32);
+        self.engine.route_transmits(id);
+        let now = self.engine.now();
         if let Some(s) = &mut self.stores {
             let mut due = Vec::new();
-            while let Some(r) = self.nodes[i].poll_persist() {
-                let at = self.now.max(s.busy_until[i]) + s.latency;
+            let node = &mut self.engine.machines_mut()[i];
+            while let Some(r) = node.poll_persist() {
+                let at = now.max(s.busy_until[i]) + s.latency;
                 s.busy_until[i] = at;
                 due.push((at, s.incarnation[i], r));
             }
             for (at, incarnation, r) in due {
-                self.push(
+                self.engine.schedule(
                     at,
                     Kind::Persist {
                         node: i as u32,
@@ -407,103 +341,82 @@ impl<O: GameObject> Simulation<O> {
                 );
             }
         }
-        while let Some(e) = self.nodes[i].poll_event() {
+        let node = &mut self.engine.machines_mut()[i];
+        while let Some(e) = node.poll_event() {
             self.events_seen += 1;
             if let Some(r) = &mut self.recorded {
-                r.push((self.now, NodeId(i as u32), e));
+                r.push((now, id, e));
             }
         }
         if let Some(slot) = &mut self.oracle {
-            let ops = self.nodes[i].drain_locator_ops();
+            let ops = self.engine.machines_mut()[i].drain_locator_ops();
             if !ops.as_slice().is_empty() {
-                slot.oracle.ingest(self.now, NodeId(i as u32), ops);
+                slot.oracle.ingest(now, id, ops);
                 let delay = slot.delay;
                 let mut found = std::mem::take(&mut self.found);
                 slot.oracle.move_discoveries(&mut found);
                 for d in found.drain(..) {
-                    self.push(self.now + delay, Kind::Discover(d));
+                    self.engine.schedule(now + delay, Kind::Discover(d));
                 }
                 self.found = found;
             }
         }
-        if let Some(at) = self.nodes[i].poll_timeout()
-            && self.timers[i].is_none_or(|cur| at < cur)
-        {
-            let at = at.max(self.now);
-            self.timers[i] = Some(at);
-            self.push(at, Kind::Wake { node: i as u32 });
-        }
+        self.engine.arm_timer(id);
     }
 
     /// Processes the next event if it is due at or before `until`; returns false when
     /// there is none.
     pub fn step(&mut self, until: Time) -> bool {
-        match self.queue.peek() {
-            Some(Reverse((at, ..))) if *at <= until => {}
-            _ => return false,
-        }
-        let Some(Reverse((at, _, slot))) = self.queue.pop() else {
+        let Some(step) = self.engine.step(until) else {
             return false;
         };
-        let Some(kind) = self.slots[slot as usize].take() else {
-            return true; // unreachable: every queued key's slot holds its event
-        };
-        self.free.push(slot);
-        self.now = at;
         self.touched = None;
-        match kind {
-            Kind::Deliver { dst, src, datagram } => {
-                let i = dst as usize;
-                if i >= self.nodes.len() || !self.up[i] {
-                    return true;
-                }
-                self.net_stats.delivered += 1;
-                self.nodes[i].handle_datagram(self.now, NodeId(src), &datagram);
+        let now = self.engine.now();
+        match step {
+            Step::Nothing => {}
+            Step::Datagram(id) => {
+                let i = id.0 as usize;
                 self.after_input(i);
                 self.touched = Some(i);
             }
-            Kind::Wake { node } => {
-                let i = node as usize;
-                if self.timers[i] != Some(at) || !self.up[i] {
-                    return true; // superseded by an earlier timer, or the node is down
-                }
-                self.timers[i] = None;
-                self.nodes[i].handle_timeout(self.now);
+            Step::Timeout(id) => {
+                let i = id.0 as usize;
                 self.run_placement(i);
                 self.after_input(i);
                 self.touched = Some(i);
             }
-            Kind::OracleTick => {
+            Step::Other(Kind::OracleTick) => {
                 if let Some(slot) = &mut self.oracle {
-                    let found = slot.oracle.tick(self.now);
+                    let found = slot.oracle.tick(now);
                     let (interval, delay) = (slot.interval, slot.delay);
                     for d in found {
-                        self.push(self.now + delay, Kind::Discover(d));
+                        self.engine.schedule(now + delay, Kind::Discover(d));
                     }
-                    self.push(self.now + interval, Kind::OracleTick);
+                    self.engine.schedule(now + interval, Kind::OracleTick);
                 }
             }
-            Kind::Discover(d) => {
+            Step::Other(Kind::Discover(d)) => {
                 let i = d.subscriber.0 as usize;
-                if i < self.nodes.len() && self.up[i] {
-                    self.nodes[i].handle_discovery(self.now, d.object, d.primary, d.pos);
+                if self.engine.is_up(d.subscriber) {
+                    self.engine.machines_mut()[i].handle_discovery(now, d.object, d.primary, d.pos);
                     self.after_input(i);
                     self.touched = Some(i);
                 }
             }
-            Kind::Persist {
+            Step::Other(Kind::Persist {
                 node,
                 incarnation,
                 id,
                 batch,
-            } => {
+            }) => {
                 let i = node as usize;
+                let up = self.engine.is_up(NodeId(node));
                 if let Some(s) = &mut self.stores {
-                    if self.up[i] && s.incarnation[i] == incarnation {
+                    if up && s.incarnation[i] == incarnation {
                         s.stores[i].apply(&batch);
                         s.stats.applied += 1;
-                        self.push(
-                            self.now + COMPLETION_DELAY,
+                        self.engine.schedule(
+                            now + COMPLETION_DELAY,
                             Kind::Persisted {
                                 node,
                                 incarnation,
@@ -515,29 +428,29 @@ impl<O: GameObject> Simulation<O> {
                     }
                 }
             }
-            Kind::Persisted {
+            Step::Other(Kind::Persisted {
                 node,
                 incarnation,
                 id,
-            } => {
+            }) => {
                 let i = node as usize;
                 let current = self
                     .stores
                     .as_ref()
                     .is_some_and(|s| s.incarnation[i] == incarnation);
-                if self.up[i] && current {
-                    self.nodes[i].handle_persisted(self.now, id);
+                if self.engine.is_up(NodeId(node)) && current {
+                    self.engine.machines_mut()[i].handle_persisted(now, id);
                     self.after_input(i);
                     self.touched = Some(i);
                 } else if let Some(s) = &mut self.stores {
                     s.stats.unacknowledged += 1;
                 }
             }
-            Kind::Sample => {
+            Step::Other(Kind::Sample) => {
                 if let Some((c, interval)) = &mut self.collector {
-                    c.sample(self.now, &self.nodes);
+                    c.sample(now, self.engine.machines());
                     let interval = *interval;
-                    self.push(self.now + interval, Kind::Sample);
+                    self.engine.schedule(now + interval, Kind::Sample);
                 }
             }
         }
@@ -552,21 +465,22 @@ impl<O: GameObject> Simulation<O> {
 
     /// Runs `d` of virtual time from now (see [`Simulation::run_until`]).
     pub fn run_for(&mut self, d: std::time::Duration) {
-        let until = self.now + d;
+        let until = self.now() + d;
         self.run_until(until);
     }
 
     /// Runs every event up to and including `until`, then sets the clock to `until`.
     pub fn run_until(&mut self, until: Time) {
         while self.step(until) {}
-        self.now = self.now.max(until);
+        self.engine.advance_to(until);
     }
 
     /// Summaries of every node, bandwidth measured over `[from_s, to_s)` of the run.
     pub fn summaries(&self, from_s: f64, to_s: f64) -> Vec<NodeSummary> {
-        self.nodes
+        let now = self.now();
+        self.nodes()
             .iter()
-            .map(|n| n.summary_window(self.now, from_s, to_s))
+            .map(|n| n.summary_window(now, from_s, to_s))
             .collect()
     }
 }
@@ -579,7 +493,7 @@ impl<O: Located> Simulation<O> {
     /// a node's region (its primaries) migrates to the node its players
     /// ([`Located::client_location`], latency-matrix rows) are nearest to.
     pub fn with_placement(mut self, cfg: worldmesh_node::PlacementConfig) -> Self {
-        let placements = (0..self.nodes.len())
+        let placements = (0..self.nodes().len())
             .map(|_| worldmesh_node::Placement::new(cfg.clone()))
             .collect();
         self.placement = Some((placements, O::client_location as Locate<O>));

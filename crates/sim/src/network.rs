@@ -63,31 +63,7 @@ impl Default for NetworkConfig {
     }
 }
 
-/// Counts of what the network did to datagrams.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NetworkStats {
-    /// Datagrams handed to the network by nodes.
-    pub sent: u64,
-    /// Datagrams delivered (duplicates included).
-    pub delivered: u64,
-    /// Datagrams lost at random.
-    pub lost: u64,
-    /// Extra copies delivered.
-    pub duplicated: u64,
-    /// Datagrams dropped by a partition.
-    pub partitioned: u64,
-}
-
-/// What the network decided for one datagram.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Fate {
-    /// Delivered after the first delay, and again after the second for a duplicate.
-    Deliver(Duration, Option<Duration>),
-    /// Lost.
-    Lost,
-    /// Dropped by a partition.
-    Partitioned,
-}
+pub use worldmesh_engine::{Fate, NetworkStats};
 
 /// The network model for a fixed set of nodes.
 #[derive(Clone, Debug)]
@@ -250,6 +226,13 @@ impl NetworkModel {
             .chance(self.duplicate)
             .then(|| base + Duration::from_secs_f64(self.rng.next_f64() * self.jitter.as_secs_f64()));
         Fate::Deliver(first, second)
+    }
+}
+
+/// The model as the engine's links: [`NetworkModel::route`] decides every datagram.
+impl<D> worldmesh_engine::Links<D> for NetworkModel {
+    fn route(&mut self, now: Time, src: NodeId, t: &worldmesh_core::Transmit<D>) -> Fate {
+        NetworkModel::route(self, now, src, t.dst)
     }
 }
 

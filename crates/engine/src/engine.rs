@@ -1,0 +1,293 @@
+//! The engine: machines, a network model, one timer per machine, and a virtual clock.
+//!
+//! The engine keeps one [`EventQueue`] of datagram deliveries, machine wake-ups and events
+//! of the caller's own kind `X` (a locator's tick, a store's completion, a scheduled
+//! crash). [`Engine::step`] pops the next one; for a delivery or a wake-up it calls the
+//! machine ([`Machine::handle_datagram`], [`Machine::handle_timeout`]) and tells the
+//! caller which machine took the input, and the caller then drains the machine's outputs:
+//! [`Engine::pump`] routes its datagrams, hands its events to the caller and re-arms its
+//! timer; a caller with outputs of its own between those (the simulator's store batches
+//! and locator operations) calls the parts, [`Engine::route_transmits`] and
+//! [`Engine::arm_timer`], itself. An event of kind `X` comes back to the caller as
+//! [`Step::Other`].
+//!
+//! **Timers.** Each machine has at most one armed wake-up: the earliest deadline it asked
+//! for ([`Machine::poll_timeout`]) since its last wake-up. A deadline that moves later
+//! leaves the earlier wake-up armed; the machine then finds nothing due (every machine
+//! tolerates an early [`Machine::handle_timeout`]). This keeps one queue entry per deadline
+//! instead of one per change.
+//!
+//! **Faults.** A crashed machine takes no input; datagrams reaching it are dropped, and so
+//! are those still in flight from it if the engine was built with
+//! [`Engine::dropping_from_crashed`] (by default they still arrive, as from a host whose
+//! packets left before it died). A restarted machine is a new process under the same id
+//! ([`Engine::restart`]), a joining one takes the next id ([`Engine::add`]). Loss,
+//! duplication, reordering (jitter) and partitions are the [`Links`]' decisions.
+
+use worldmesh_core::{Machine, NodeId, Time};
+
+use crate::links::{Fate, Links, NetworkStats};
+use crate::queue::EventQueue;
+
+/// What waits in the queue.
+enum Scheduled<D, X> {
+    Deliver { dst: u32, src: u32, datagram: D },
+    Wake { node: u32 },
+    Other(X),
+}
+
+/// What one [`Engine::step`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step<X> {
+    /// The machine handled a datagram: drain its outputs.
+    Datagram(NodeId),
+    /// The machine handled its timeout: drain its outputs.
+    Timeout(NodeId),
+    /// An event of the caller's kind is due.
+    Other(X),
+    /// Nothing for the caller: a superseded wake-up, or a datagram dropped on arrival.
+    Nothing,
+}
+
+/// Datagrams the engine dropped on arrival (the network's own decisions are in
+/// [`NetworkStats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dropped {
+    /// Arrived at a crashed machine, or (with [`Engine::dropping_from_crashed`]) from one.
+    pub at_crashed: u64,
+    /// Cut by the links while in flight ([`Links::deliverable`]).
+    pub cut_in_flight: u64,
+    /// Addressed to no machine.
+    pub unroutable: u64,
+}
+
+/// Machines of type `M` over links `L`, with caller events of type `X`.
+pub struct Engine<M: Machine, L, X = ()> {
+    now: Time,
+    machines: Vec<M>,
+    up: Vec<bool>,
+    timers: Vec<Option<Time>>,
+    queue: EventQueue<Scheduled<M::Datagram, X>>,
+    links: L,
+    stats: NetworkStats,
+    dropped: Dropped,
+    drop_from_crashed: bool,
+}
+
+impl<M, L, X> Engine<M, L, X>
+where
+    M: Machine,
+    M::Datagram: Clone,
+    L: Links<M::Datagram>,
+{
+    /// `machines` (machine `i` has id `i`) at time zero, every one running. Nothing is
+    /// routed or armed yet: pump each machine once (its constructor may have queued
+    /// output).
+    pub fn new(machines: Vec<M>, links: L) -> Self {
+        let n = machines.len();
+        Self {
+            now: Time::ZERO,
+            machines,
+            up: vec![true; n],
+            timers: vec![None; n],
+            queue: EventQueue::new(),
+            links,
+            stats: NetworkStats::default(),
+            dropped: Dropped::default(),
+            drop_from_crashed: false,
+        }
+    }
+
+    /// Datagrams still in flight from a machine when it crashes are dropped on arrival
+    /// (a model where a crash also loses what the host had queued).
+    pub fn dropping_from_crashed(mut self) -> Self {
+        self.drop_from_crashed = true;
+        self
+    }
+
+    /// Current simulated time.
+    pub fn now(&self) -> Time {
+        self.now
+    }
+
+    /// The machines, by id.
+    pub fn machines(&self) -> &[M] {
+        &self.machines
+    }
+
+    /// The machines, mutably (inputs given this way are the caller's to pump).
+    pub fn machines_mut(&mut self) -> &mut [M] {
+        &mut self.machines
+    }
+
+    /// The links.
+    pub fn links(&self) -> &L {
+        &self.links
+    }
+
+    /// The links and the machines at once (to read one while changing the other).
+    pub fn links_and_machines_mut(&mut self) -> (&L, &mut [M]) {
+        (&self.links, &mut self.machines)
+    }
+
+    /// The links, mutably (to partition or heal between steps).
+    pub fn links_mut(&mut self) -> &mut L {
+        &mut self.links
+    }
+
+    /// What the network did so far.
+    pub fn stats(&self) -> &NetworkStats {
+        &self.stats
+    }
+
+    /// What the engine dropped on arrival so far.
+    pub fn dropped(&self) -> Dropped {
+        self.dropped
+    }
+
+    /// Events waiting in the queue.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// True if machine `id` runs.
+    pub fn is_up(&self, id: NodeId) -> bool {
+        self.up.get(id.0 as usize).copied().unwrap_or(false)
+    }
+
+    /// Schedules an event of the caller's kind at `at` (not before now).
+    pub fn schedule(&mut self, at: Time, event: X) {
+        self.queue.push(at.max(self.now), Scheduled::Other(event));
+    }
+
+    /// Crashes machine `id`: it takes no input until restarted.
+    pub fn crash(&mut self, id: NodeId) {
+        if let Some(u) = self.up.get_mut(id.0 as usize) {
+            *u = false;
+        }
+    }
+
+    /// Replaces machine `id` by `machine`, a new process under the same id, running.
+    /// Datagrams in flight to the old process reach the new one, as on a real network.
+    /// The caller pumps it.
+    ///
+    /// # Panics
+    /// If `id` names no machine (a caller's bug, not input).
+    pub fn restart(&mut self, id: NodeId, machine: M) {
+        let i = id.0 as usize;
+        assert!(i < self.machines.len(), "restart of an unknown machine");
+        self.machines[i] = machine;
+        self.up[i] = true;
+        self.timers[i] = None;
+    }
+
+    /// Adds a running machine under the next id, which it returns. The caller pumps it.
+    pub fn add(&mut self, machine: M) -> NodeId {
+        self.machines.push(machine);
+        self.up.push(true);
+        self.timers.push(None);
+        NodeId((self.machines.len() - 1) as u32)
+    }
+
+    /// Routes every datagram machine `id` queued through the links.
+    pub fn route_transmits(&mut self, id: NodeId) {
+        let i = id.0 as usize;
+        while let Some(t) = self.machines[i].poll_transmit() {
+            self.stats.sent += 1;
+            match self.links.route(self.now, id, &t) {
+                Fate::Lost => self.stats.lost += 1,
+                Fate::Partitioned => self.stats.partitioned += 1,
+                Fate::Deliver(first, dup) => {
+                    let copy = dup.map(|d| (d, t.datagram.clone()));
+                    self.queue.push(
+                        self.now + first,
+                        Scheduled::Deliver {
+                            dst: t.dst.0,
+                            src: id.0,
+                            datagram: t.datagram,
+                        },
+                    );
+                    if let Some((d, datagram)) = copy {
+                        self.stats.duplicated += 1;
+                        self.queue.push(
+                            self.now + d,
+                            Scheduled::Deliver {
+                                dst: t.dst.0,
+                                src: id.0,
+                                datagram,
+                            },
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Arms machine `id`'s wake-up at its deadline if none is armed or it is earlier
+    /// than the armed one (see the module docs).
+    pub fn arm_timer(&mut self, id: NodeId) {
+        let i = id.0 as usize;
+        if let Some(at) = self.machines[i].poll_timeout()
+            && self.timers[i].is_none_or(|cur| at < cur)
+        {
+            let at = at.max(self.now);
+            self.timers[i] = Some(at);
+            self.queue.push(at, Scheduled::Wake { node: id.0 });
+        }
+    }
+
+    /// Drains machine `id` after an input: routes its datagrams, hands each of its
+    /// events to `on_event` (with the machine, the time and its id), and re-arms its timer.
+    pub fn pump(&mut self, id: NodeId, mut on_event: impl FnMut(&mut M, Time, NodeId, M::Event)) {
+        self.route_transmits(id);
+        let now = self.now;
+        let m = &mut self.machines[id.0 as usize];
+        while let Some(e) = m.poll_event() {
+            on_event(m, now, id, e);
+        }
+        self.arm_timer(id);
+    }
+
+    /// Processes the next event if it is due at or before `until` and returns what it
+    /// did; `None` when nothing is due (the clock then stays where it is).
+    pub fn step(&mut self, until: Time) -> Option<Step<X>> {
+        let (at, event) = self.queue.pop_due(until)?;
+        self.now = at;
+        Some(match event {
+            Scheduled::Deliver { dst, src, datagram } => {
+                let i = dst as usize;
+                if i >= self.machines.len() {
+                    self.dropped.unroutable += 1;
+                    return Some(Step::Nothing);
+                }
+                let (to, from) = (NodeId(dst), NodeId(src));
+                if !self.up[i] || (self.drop_from_crashed && !self.is_up(from)) {
+                    self.dropped.at_crashed += 1;
+                    return Some(Step::Nothing);
+                }
+                if !self.links.deliverable(at, from, to) {
+                    self.dropped.cut_in_flight += 1;
+                    return Some(Step::Nothing);
+                }
+                self.stats.delivered += 1;
+                self.machines[i].handle_datagram(at, from, datagram);
+                Step::Datagram(to)
+            }
+            Scheduled::Wake { node } => {
+                let i = node as usize;
+                if self.timers[i] != Some(at) || !self.up[i] {
+                    return Some(Step::Nothing); // superseded, or the machine is down
+                }
+                self.timers[i] = None;
+                self.machines[i].handle_timeout(at);
+                Step::Timeout(NodeId(node))
+            }
+            Scheduled::Other(x) => Step::Other(x),
+        })
+    }
+
+    /// Moves the clock to `until` if it is later (after running what was due).
+    pub fn advance_to(&mut self, until: Time) {
+        self.now = self.now.max(until);
+    }
+}

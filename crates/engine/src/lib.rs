@@ -1,0 +1,24 @@
+//! # worldmesh-engine
+//!
+//! The one deterministic discrete-event engine of worldmesh (issue 14). Every simulation
+//! drives its sans-IO machines ([`worldmesh_core::Machine`]) through it: the world
+//! simulator (`worldmesh-sim`, and through it the fault swarm and the experiments), the
+//! locator harness (`worldmesh-locator`), the instance failover harness
+//! (`worldmesh-instances`), the migration experiment and the tests. Only the real runtime
+//! (`worldmesh-net`) drives machines otherwise: with sockets and a clock.
+//!
+//! - [`queue`]: the timed event queue (ties in time broken by insertion order, so every
+//!   run is reproducible from its seed);
+//! - [`links`]: what a network model decides for each datagram ([`Links`], [`Fate`]) and
+//!   what the network did ([`NetworkStats`]);
+//! - [`engine`]: the [`Engine`] itself: datagram delivery, one timer per machine, crashes,
+//!   restarts and joins, and events of the caller's own kind between them.
+#![forbid(unsafe_code)]
+
+pub mod engine;
+pub mod links;
+pub mod queue;
+
+pub use engine::{Engine, Step};
+pub use links::{Fate, Links, NetworkStats};
+pub use queue::EventQueue;
