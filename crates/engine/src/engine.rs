@@ -167,6 +167,17 @@ where
         }
     }
 
+    /// Runs machine `id` again with the state it had when it stopped (a paused process
+    /// resumed, or a member that was not yet started); what reached it meanwhile is gone.
+    /// The caller pumps it.
+    pub fn resume(&mut self, id: NodeId) {
+        let i = id.0 as usize;
+        if i < self.machines.len() {
+            self.up[i] = true;
+            self.timers[i] = None;
+        }
+    }
+
     /// Replaces machine `id` by `machine`, a new process under the same id, running.
     /// Datagrams in flight to the old process reach the new one, as on a real network.
     /// The caller pumps it.

@@ -281,3 +281,21 @@ fn addressed_to_no_machine_is_dropped_not_a_panic() {
     run(&mut e, Time::from_millis(100), &mut log);
     assert_eq!(e.dropped().unroutable, 1);
 }
+
+#[test]
+fn a_resumed_machine_keeps_its_state_and_is_woken_again() {
+    let mut e = engine(2, 100);
+    let mut log = Log::new();
+    run(&mut e, Time::from_millis(50), &mut log);
+    let before = e.machines()[1].timeouts;
+    e.crash(NodeId(1));
+    // Its wake-up at 100 ms passes while it is stopped.
+    run(&mut e, Time::from_millis(250), &mut log);
+    assert_eq!(e.machines()[1].timeouts, before);
+    e.resume(NodeId(1));
+    e.pump(NodeId(1), |_, _, _, _| {});
+    run(&mut e, Time::from_millis(260), &mut log);
+    assert_eq!(e.machines()[1].timeouts, before + 1, "woken at once: its deadline passed");
+    run(&mut e, Time::from_millis(400), &mut log);
+    assert_eq!(e.machines()[1].timeouts, before + 2, "and again a period later");
+}

@@ -1,12 +1,13 @@
-//! Replica managers wired together by hand over a lossy, reordering in-memory network.
+//! Replica managers on the one engine (`worldmesh_engine`) over a lossy, reordering network.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::rc::Rc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time};
+use worldmesh_core::{Aabb, DetRng, Machine, MessageClass, NodeId, ObjectId, Point3, Time, Transmit};
+use worldmesh_engine::{Engine, Fate, Links, Step};
 use worldmesh_replica::{
     GameObject, Mode, Packet, ReplicaConfig, ReplicaManager, ReplicaMsg, Role, StateError, ThinkContext,
 };
@@ -134,21 +135,105 @@ impl GameObject for Probe {
 /// Sees a packet sent (from, to); `false` drops it.
 type Tap = dyn FnMut(NodeId, NodeId, &Packet) -> bool;
 
-struct Net {
-    nodes: Vec<ReplicaManager<Probe>>,
+/// One frame, the engine's unit of time here.
+const FRAME: Duration = Duration::from_millis(100);
+/// Datagrams take whole frames plus this, so they arrive after the frames of their
+/// instant (every node frames at the same instants).
+const AFTER_FRAMES: Duration = Duration::from_micros(1);
+
+/// A replica manager as the engine drives it: a frame every 100 ms (with its own random
+/// stream), then what it queued goes out; a packet in, and an urgent one answered at once.
+struct Host {
+    rm: ReplicaManager<Probe>,
     rng: DetRng,
-    rngs: Vec<DetRng>,
+    next_frame: Time,
+    out: VecDeque<Transmit<Packet>>,
+}
+
+impl Host {
+    /// Queues everything the manager has to send.
+    fn flush(&mut self, now: Time) {
+        for (dst, p) in self.rm.flush(now) {
+            self.out.push_back(Transmit {
+                dst,
+                class: MessageClass::ObjectUpdate,
+                datagram: p,
+            });
+        }
+    }
+}
+
+impl Machine for Host {
+    type Datagram = Packet;
+    type Event = ();
+
+    fn handle_datagram(&mut self, now: Time, from: NodeId, p: Packet) {
+        if self.rm.handle_packet(now, from, p, &()) {
+            for p in self.rm.flush_peer(now, from) {
+                self.out.push_back(Transmit {
+                    dst: from,
+                    class: MessageClass::ObjectUpdate,
+                    datagram: p,
+                });
+            }
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        if now < self.next_frame {
+            return;
+        }
+        self.rm.frame(now, FRAME, &mut self.rng, &());
+        self.flush(now);
+        self.next_frame = now + FRAME;
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit<Packet>> {
+        self.out.pop_front()
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        Some(self.next_frame)
+    }
+
+    fn poll_event(&mut self) -> Option<()> {
+        None
+    }
+}
+
+/// The test network: each packet lost with probability `loss`, shown to the tap, then
+/// duplicated with probability `dup`; each copy takes 0 to `max_delay` whole frames.
+struct Lossy {
+    rng: DetRng,
     loss: f64,
     dup: f64,
     max_delay: u64,
-    in_flight: Vec<(u64, NodeId, NodeId, Packet)>,
+    /// Sees every packet sent (from, to) that loss spared; `false` drops it.
+    tap: Option<Box<Tap>>,
+}
+
+impl Links<Packet> for Lossy {
+    fn route(&mut self, _now: Time, src: NodeId, t: &Transmit<Packet>) -> Fate {
+        if self.rng.chance(self.loss) {
+            return Fate::Lost;
+        }
+        if let Some(tap) = &mut self.tap
+            && !tap(src, t.dst, &t.datagram)
+        {
+            return Fate::Lost;
+        }
+        let dup = self.rng.chance(self.dup);
+        let mut delay = || FRAME * self.rng.below(self.max_delay + 1) as u32 + AFTER_FRAMES;
+        let first = delay();
+        Fate::Deliver(first, dup.then(delay))
+    }
+}
+
+struct Net {
+    engine: Engine<Host, Lossy>,
     step: u64,
     /// Every (object, version) → state a primary ever had.
     versions: BTreeMap<(ObjectId, u64), Probe>,
-    /// Crashed nodes: not stepped, nothing delivered to them.
-    down: Vec<bool>,
-    /// Sees every packet sent (from, to) that loss spared; `false` drops it.
-    tap: Option<Box<Tap>>,
 }
 
 impl Net {
@@ -158,101 +243,125 @@ impl Net {
 
     fn with_config(n: u32, mode: Mode, seed: u64, cfg: ReplicaConfig) -> Self {
         let ids: Vec<NodeId> = (0..n).map(NodeId).collect();
-        let nodes = ids
+        let hosts = ids
             .iter()
             .map(|&me| {
                 let peers = ids.iter().copied().filter(|p| *p != me).collect();
-                ReplicaManager::new(me, mode, cfg.clone(), peers)
+                Host {
+                    rm: ReplicaManager::new(me, mode, cfg.clone(), peers),
+                    rng: DetRng::new(seed).fork(u64::from(me.0)),
+                    next_frame: Time::ZERO,
+                    out: VecDeque::new(),
+                }
             })
             .collect();
-        Net {
-            nodes,
+        let links = Lossy {
             rng: DetRng::new(seed),
-            rngs: (0..n).map(|i| DetRng::new(seed).fork(u64::from(i))).collect(),
             loss: 0.0,
             dup: 0.0,
             max_delay: 0,
-            in_flight: vec![],
+            tap: None,
+        };
+        let mut net = Net {
+            // A crashed node's packets still in flight are lost with it.
+            engine: Engine::new(hosts, links).dropping_from_crashed(),
             step: 0,
             versions: BTreeMap::new(),
-            down: vec![false; n as usize],
-            tap: None,
+        };
+        for id in ids {
+            net.engine.pump(id, |_, _, _, _| {});
         }
+        net
     }
 
+    /// The time of the next frame (what inputs given by hand between steps happen at).
     fn now(&self) -> Time {
         Time::from_millis(self.step * 100)
     }
 
-    fn send(&mut self, from: usize) {
-        let now = self.now();
-        for (dst, p) in self.nodes[from].flush(now) {
-            if self.rng.chance(self.loss) {
-                continue;
-            }
-            if let Some(tap) = &mut self.tap
-                && !tap(NodeId(from as u32), dst, &p)
-            {
-                continue;
-            }
-            let copies = if self.rng.chance(self.dup) { 2 } else { 1 };
-            for _ in 0..copies {
-                let at = self.step + self.rng.below(self.max_delay + 1);
-                self.in_flight.push((at, NodeId(from as u32), dst, p.clone()));
-            }
-        }
+    /// The network, to set loss, duplication, delay and the tap.
+    fn links(&mut self) -> &mut Lossy {
+        self.engine.links_mut()
     }
 
-    /// One frame on every node, then delivery of everything due (with immediate replies).
-    fn step(&mut self) {
+    fn nodes(&self) -> impl Iterator<Item = &ReplicaManager<Probe>> {
+        self.engine.machines().iter().map(|h| &h.rm)
+    }
+
+    fn rm(&self, i: usize) -> &ReplicaManager<Probe> {
+        &self.engine.machines()[i].rm
+    }
+
+    fn node(&mut self, i: usize) -> &mut ReplicaManager<Probe> {
+        &mut self.engine.machines_mut()[i].rm
+    }
+
+    /// Sends what node `from` queued (after an input given by hand), now.
+    fn send(&mut self, from: usize) {
         let now = self.now();
-        for i in 0..self.nodes.len() {
-            if self.down[i] {
-                continue;
-            }
-            let mut rng = self.rngs[i].clone();
-            self.nodes[i].frame(now, Duration::from_millis(100), &mut rng, &());
-            self.rngs[i] = rng;
-            for (id, e) in self.nodes[i]
-                .store()
-                .iter()
-                .filter(|(_, e)| e.role == Role::Primary)
-            {
-                self.versions.insert((id, e.version), e.object.clone());
-            }
-            self.send(i);
+        self.engine.advance_to(now);
+        self.engine.machines_mut()[from].flush(now);
+        self.engine.pump(NodeId(from as u32), |_, _, _, _| {});
+    }
+
+    /// Sends `packets` from `from` to `to` now, as if `from` had queued them.
+    fn send_packets(&mut self, from: usize, to: NodeId, packets: Vec<Packet>) {
+        let now = self.now();
+        self.engine.advance_to(now);
+        let host = &mut self.engine.machines_mut()[from];
+        for p in packets {
+            host.out.push_back(Transmit {
+                dst: to,
+                class: MessageClass::ObjectUpdate,
+                datagram: p,
+            });
         }
-        loop {
-            let due: Vec<_> = {
-                let (now_due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.in_flight)
-                    .into_iter()
-                    .partition(|(at, ..)| *at <= self.step);
-                self.in_flight = later;
-                now_due
-            };
-            if due.is_empty() {
-                break;
-            }
-            for (_, from, to, p) in due {
-                if self.down[to.0 as usize] || self.down[from.0 as usize] {
-                    continue;
-                }
-                let urgent = self.nodes[to.0 as usize].handle_packet(now, from, p, &());
-                self.check_replicas();
-                if urgent {
-                    for p in self.nodes[to.0 as usize].flush_peer(now, from) {
-                        self.in_flight.push((self.step, to, from, p));
+        self.engine.pump(NodeId(from as u32), |_, _, _, _| {});
+    }
+
+    /// Node `i` stops (crashed, or not started yet): no frames, nothing delivered to it,
+    /// and its packets in flight are lost.
+    fn stop(&mut self, i: usize) {
+        self.engine.crash(NodeId(i as u32));
+    }
+
+    /// Node `i` runs again from the next frame, with the state it had.
+    fn resume(&mut self, i: usize) {
+        let now = self.now();
+        self.engine.advance_to(now);
+        self.engine.machines_mut()[i].next_frame = now;
+        self.engine.resume(NodeId(i as u32));
+        self.engine.pump(NodeId(i as u32), |_, _, _, _| {});
+    }
+
+    /// One frame on every running node, then delivery of everything sent until the next
+    /// frame (answers included), checking every replica after each packet.
+    fn step(&mut self) {
+        let until = Time(self.now().0 + (FRAME - AFTER_FRAMES).as_micros() as u64);
+        while let Some(step) = self.engine.step(until) {
+            match step {
+                Step::Timeout(id) => {
+                    let rm = &self.engine.machines()[id.0 as usize].rm;
+                    for (oid, e) in rm.store().iter().filter(|(_, e)| e.role == Role::Primary) {
+                        self.versions.insert((oid, e.version), e.object.clone());
                     }
+                    self.engine.pump(id, |_, _, _, _| {});
                 }
+                Step::Datagram(id) => {
+                    self.check_replicas();
+                    self.engine.pump(id, |_, _, _, _| {});
+                }
+                Step::Other(()) | Step::Nothing => {}
             }
         }
+        self.engine.advance_to(until);
         self.step += 1;
     }
 
     /// Every replica's confirmed state is exactly a state its primary had at that
     /// version; the visible state differs from it only by tentative writes (the log).
     fn check_replicas(&self) {
-        for n in &self.nodes {
+        for n in self.nodes() {
             for (id, e) in n.store().iter() {
                 if matches!(e.role, Role::Replica { .. }) {
                     let (v, confirmed) = n.confirmed(id).expect("every replica has a confirmed state");
@@ -281,15 +390,14 @@ impl Net {
 
     fn spawn(&mut self, node: usize, p: Probe) -> ObjectId {
         let now = self.now();
-        self.nodes[node].spawn(now, p)
+        self.node(node).spawn(now, p)
     }
 
     fn discover_all(&mut self) {
         // An ideal locator: tell every node about every primary.
         let now = self.now();
         let pubs: Vec<(ObjectId, NodeId, Point3)> = self
-            .nodes
-            .iter()
+            .nodes()
             .flat_map(|n| {
                 n.store()
                     .iter()
@@ -298,9 +406,9 @@ impl Net {
                     .collect::<Vec<_>>()
             })
             .collect();
-        for i in 0..self.nodes.len() {
+        for i in 0..self.engine.machines().len() {
             for (id, p, pos) in &pubs {
-                if self.nodes[i].on_discovered(now, *id, *p, *pos, &()) {
+                if self.node(i).on_discovered(now, *id, *p, *pos, &()) {
                     self.send(i);
                 }
             }
@@ -321,30 +429,30 @@ fn updates_reach_interested_nodes_and_stop_when_interest_ends() {
     for _ in 0..4 {
         net.step();
     }
-    let seen = net.nodes[1].store().get(m).expect("node 1 replicates the mover");
-    let prim = net.nodes[0].store().get(m).unwrap();
+    let seen = net.rm(1).store().get(m).expect("node 1 replicates the mover");
+    let prim = net.rm(0).store().get(m).unwrap();
     assert!(prim.version - seen.version <= 2, "replica at most a frame behind");
-    assert!(net.nodes[2].store().get(m).is_none());
-    assert!(net.nodes[0].store().get(watcher).is_none(), "interest is one-way");
-    assert_eq!(net.nodes[0].receivers_of(m), vec![NodeId(1)]);
+    assert!(net.rm(2).store().get(m).is_none());
+    assert!(net.rm(0).store().get(watcher).is_none(), "interest is one-way");
+    assert_eq!(net.rm(0).receivers_of(m), vec![NodeId(1)]);
     // The mover leaves (x > 70 after 7 frames); after the linger time node 1 drops it
     // and the primary stops sending.
     for _ in 0..30 {
         net.step();
     }
-    assert!(net.nodes[1].store().get(m).is_none());
-    assert!(net.nodes[0].receivers_of(m).is_empty());
-    let sent = net.nodes[0].stats().updates_sent;
+    assert!(net.rm(1).store().get(m).is_none());
+    assert!(net.rm(0).receivers_of(m).is_empty());
+    let sent = net.rm(0).stats().updates_sent;
     for _ in 0..5 {
         net.step();
     }
     assert_eq!(
-        net.nodes[0].stats().updates_sent,
+        net.rm(0).stats().updates_sent,
         sent,
         "no more updates once interest is gone"
     );
     assert!(
-        net.nodes[0].stats().updates_sent > net.nodes[0].stats().full_states_sent,
+        net.rm(0).stats().updates_sent > net.rm(0).stats().full_states_sent,
         "deltas were used"
     );
 }
@@ -362,17 +470,17 @@ fn tentative_writes_are_serialized_by_the_primary_in_one_order() {
     w2.writes = vec![(target, 2)];
     net.spawn(1, w1);
     net.spawn(2, w2);
-    net.loss = 0.0;
-    net.max_delay = 2; // reordering between the two writers
+    net.links().loss = 0.0;
+    net.links().max_delay = 2; // reordering between the two writers
     for _ in 0..10 {
         net.step();
     }
     // Stop writing: clear the writers by letting the log settle (writers keep writing, so
     // compare prefixes: every replica's log is a prefix of the primary's serialized log).
-    let primary_log = net.nodes[0].store().object(target).unwrap().log.clone();
+    let primary_log = net.rm(0).store().object(target).unwrap().log.clone();
     assert!(primary_log.contains(&1) && primary_log.contains(&2));
-    assert!(net.nodes[0].stats().writes_applied >= primary_log.len() as u64);
-    for n in &net.nodes[1..] {
+    assert!(net.rm(0).stats().writes_applied >= primary_log.len() as u64);
+    for n in net.nodes().skip(1) {
         let rlog = &n.store().object(target).unwrap().log;
         // A replica's log is the primary's order up to its version, plus at most its own
         // tentative writes of the last frames on top.
@@ -396,25 +504,22 @@ fn attached_child_reaches_parent_replica_holders_without_discovery() {
     for _ in 0..4 {
         net.step();
     }
-    assert!(net.nodes[1].store().get(s).is_some());
+    assert!(net.rm(1).store().get(s).is_some());
     net.step(); // the shooter fires
     net.step();
-    let child = net.nodes[0]
+    let child = net
+        .node(0)
         .store()
         .iter()
         .find(|(id, _)| *id != s)
         .map(|(id, _)| id)
         .expect("child exists");
-    assert_eq!(net.nodes[0].store().object(child).unwrap().parent, Some(s));
+    assert_eq!(net.rm(0).store().object(child).unwrap().parent, Some(s));
     assert!(
-        net.nodes[1].store().get(child).is_some(),
+        net.rm(1).store().get(child).is_some(),
         "child replicated with no discovery"
     );
-    assert_eq!(
-        net.nodes[1].stats().fetches_sent,
-        1,
-        "only the shooter was fetched"
-    );
+    assert_eq!(net.rm(1).stats().fetches_sent, 1, "only the shooter was fetched");
 }
 
 #[test]
@@ -440,10 +545,10 @@ fn writes_to_objects_not_primary_here_are_dropped() {
         msgs: vec![worldmesh_replica::ReplicaMsg::Write(vec![bogus, junk])],
     };
     let now = net.now();
-    net.nodes[0].handle_packet(now, NodeId(1), p, &());
-    assert_eq!(net.nodes[0].stats().writes_dropped, 1);
-    assert_eq!(net.nodes[0].stats().undecodable, 1);
-    assert!(net.nodes[0].store().object(a).unwrap().log.is_empty());
+    net.node(0).handle_packet(now, NodeId(1), p, &());
+    assert_eq!(net.rm(0).stats().writes_dropped, 1);
+    assert_eq!(net.rm(0).stats().undecodable, 1);
+    assert!(net.rm(0).store().object(a).unwrap().log.is_empty());
 }
 
 proptest! {
@@ -463,23 +568,23 @@ proptest! {
             p.writes = vec![(ObjectId::new(NodeId(((i + 1) % 3) as u32), 0), i as u32)];
             net.spawn(i, p);
         }
-        net.loss = loss;
-        net.dup = dup;
-        net.max_delay = delay;
+        net.links().loss = loss;
+        net.links().dup = dup;
+        net.links().max_delay = delay;
         for _ in 0..40 {
             net.step(); // check_replicas runs after every delivery
         }
-        net.loss = 0.0;
-        net.dup = 0.0;
-        net.max_delay = 0;
+        net.links().loss = 0.0;
+        net.links().dup = 0.0;
+        net.links().max_delay = 0;
         for _ in 0..12 {
             net.step();
         }
-        for n in &net.nodes {
+        for n in net.nodes() {
             prop_assert_eq!(n.store().replica_count(), 2);
             for (id, e) in n.store().iter() {
                 if let Role::Replica { primary } = e.role {
-                    let pv = net.nodes[primary.0 as usize].store().get(id).unwrap().version;
+                    let pv = net.rm(primary.0 as usize).store().get(id).unwrap().version;
                     prop_assert!(pv - e.version <= 1, "replica {} at v{} vs primary v{}", id, e.version, pv);
                 }
             }
@@ -569,27 +674,25 @@ fn a_pushed_state_creates_the_replica_without_a_fetch_and_is_not_resent() {
     net.step();
     let now = net.now();
     // The locator's rendezvous asked node 0 to push m to node 1 (no discovery at node 1).
-    assert!(net.nodes[0].push_to(now, NodeId(1), m), "a state is queued");
-    let packets = net.nodes[0].flush_peer(now, NodeId(1));
+    assert!(net.node(0).push_to(now, NodeId(1), m), "a state is queued");
+    let packets = net.node(0).flush_peer(now, NodeId(1));
     assert!(!packets.is_empty());
-    for p in packets {
-        net.in_flight.push((net.step, NodeId(0), NodeId(1), p));
-    }
+    net.send_packets(0, NodeId(1), packets);
     net.step();
     assert!(
-        net.nodes[1].store().get(m).is_some(),
+        net.rm(1).store().get(m).is_some(),
         "node 1 holds the pushed replica"
     );
-    assert_eq!(net.nodes[1].stats().fetches_sent, 0, "without fetching it");
+    assert_eq!(net.rm(1).stats().fetches_sent, 0, "without fetching it");
     // A second push for a node that already receives m sends nothing.
     let now = net.now();
-    assert!(!net.nodes[0].push_to(now, NodeId(1), m));
-    assert!(!net.nodes[0].push_to(now, NodeId(0), m), "never to itself");
+    assert!(!net.node(0).push_to(now, NodeId(1), m));
+    assert!(!net.node(0).push_to(now, NodeId(0), m), "never to itself");
     // Node 1 wants it, so it keeps it registered like a fetched replica.
     for _ in 0..40 {
         net.step();
     }
-    assert!(net.nodes[1].store().get(m).is_some());
+    assert!(net.rm(1).store().get(m).is_some());
 }
 
 impl Net {
@@ -607,10 +710,15 @@ impl Net {
     /// After the world settled: node `writer` has every write acknowledged, none given up,
     /// and `target`'s primary on `holder` applied each of the `made` writes exactly once.
     fn assert_applied_once(&self, seed: u64, writer: usize, holder: usize, target: ObjectId, made: u64) {
-        let w = &self.nodes[writer];
+        let w = &self.engine.machines()[writer].rm;
         assert_eq!(w.pending_writes(), 0, "seed {seed}: every write acknowledged");
         assert_eq!(w.stats().writes_expired, 0, "seed {seed}");
-        let log = &self.nodes[holder].store().object(target).unwrap().log;
+        let log = &self.engine.machines()[holder]
+            .rm
+            .store()
+            .object(target)
+            .unwrap()
+            .log;
         assert_eq!(
             log.len() as u64,
             made,
@@ -627,9 +735,9 @@ impl Net {
 fn acknowledged_writes_survive_the_primary_failing_and_apply_exactly_once() {
     for seed in 0..24 {
         let mut net = Net::with_backups(3, seed);
-        net.loss = 0.25;
-        net.dup = 0.1;
-        net.max_delay = 2;
+        net.links().loss = 0.25;
+        net.links().dup = 0.1;
+        net.links().max_delay = 2;
         let target = net.spawn(0, Probe::at(0.0));
         let mut writer = Probe::at(10.0);
         writer.writes = vec![(target, 7)];
@@ -640,30 +748,32 @@ fn acknowledged_writes_survive_the_primary_failing_and_apply_exactly_once() {
         for _ in 0..crash_at {
             net.step();
         }
-        net.down[0] = true;
+        net.stop(0);
         let now = net.now();
         let survivors = [NodeId(1), NodeId(2)];
         let adopter = worldmesh_core::rendezvous::top(target, survivors, Some(NodeId(0))).unwrap();
         for n in survivors {
-            let orphans = net.nodes[n.0 as usize].member_down(NodeId(0));
+            let orphans = net.node(n.0 as usize).member_down(NodeId(0));
             assert!(orphans.contains(&target), "seed {seed}: {n} holds the target");
         }
-        let binding = net.nodes[adopter.0 as usize]
+        let binding = net
+            .node(adopter.0 as usize)
             .adopt(now, target, NodeId(0))
             .unwrap();
         for n in survivors.into_iter().filter(|n| *n != adopter) {
-            net.nodes[n.0 as usize].learn_adoption(now, adopter, target, binding);
+            net.node(n.0 as usize)
+                .learn_adoption(now, adopter, target, binding);
         }
         // Writes go on, then everything settles on a lossless network.
         for _ in 0..30 {
             net.step();
         }
-        net.loss = 0.0;
-        net.dup = 0.0;
+        net.links().loss = 0.0;
+        net.links().dup = 0.0;
         for _ in 0..40 {
             net.step();
         }
-        let made = net.nodes[2].stats().writes_forwarded + net.nodes[2].stats().writes_applied;
+        let made = net.rm(2).stats().writes_forwarded + net.rm(2).stats().writes_applied;
         assert!(made >= 20, "seed {seed}: the writer wrote ({made})");
         net.assert_applied_once(seed, 2, adopter.0 as usize, target, made);
     }
@@ -681,9 +791,9 @@ fn a_new_backup_adopts_a_state_with_its_own_log() {
     for seed in 0..8 {
         let mut net = Net::with_backups(4, seed);
         // Node 3 is not a member yet.
-        net.down[3] = true;
+        net.stop(3);
         for n in 0..3 {
-            net.nodes[n].member_down(NodeId(3));
+            net.node(n).member_down(NodeId(3));
         }
         // An object on node 0 for which the joiner will rank first as backup (and adopter).
         let target = loop {
@@ -702,29 +812,30 @@ fn a_new_backup_adopts_a_state_with_its_own_log() {
             net.step();
         }
         // The joiner comes up; one frame later the primary's node fails.
-        net.down[3] = false;
+        net.resume(3);
         for n in 0..3 {
-            net.nodes[n].member_up(NodeId(3));
+            net.node(n).member_up(NodeId(3));
         }
         net.step();
         assert!(
-            net.nodes[3].store().get(target).is_some(),
+            net.rm(3).store().get(target).is_some(),
             "seed {seed}: the joiner got its first state"
         );
-        net.down[0] = true;
+        net.stop(0);
         let now = net.now();
         let survivors = [NodeId(1), NodeId(2), NodeId(3)];
         for n in survivors {
-            net.nodes[n.0 as usize].member_down(NodeId(0));
+            net.node(n.0 as usize).member_down(NodeId(0));
         }
-        let binding = net.nodes[3].adopt(now, target, NodeId(0)).unwrap();
+        let binding = net.node(3).adopt(now, target, NodeId(0)).unwrap();
         for n in [NodeId(1), NodeId(2)] {
-            net.nodes[n.0 as usize].learn_adoption(now, NodeId(3), target, binding);
+            net.node(n.0 as usize)
+                .learn_adoption(now, NodeId(3), target, binding);
         }
         for _ in 0..60 {
             net.step();
         }
-        let made = net.nodes[2].stats().writes_forwarded + net.nodes[2].stats().writes_applied;
+        let made = net.rm(2).stats().writes_forwarded + net.rm(2).stats().writes_applied;
         assert!(made >= 30, "seed {seed}: the writer wrote ({made})");
         net.assert_applied_once(seed, 2, 3, target, made);
     }
@@ -745,45 +856,44 @@ fn an_adopter_without_a_log_takes_the_backups_logged_offer() {
         // once that node holds the target (every write it makes reaches it).
         net.step();
         net.step();
-        assert!(net.nodes[other.0 as usize].store().get(target).is_some());
+        assert!(net.rm(other.0 as usize).store().get(target).is_some());
         let mut writer = Probe::at(10.0);
         writer.writes = vec![(target, 7)];
         writer.write_until = 40;
         let writer = net.spawn(other.0 as usize, writer);
-        net.loss = 0.2;
-        net.max_delay = 1;
+        net.links().loss = 0.2;
+        net.links().max_delay = 1;
         for _ in 0..(8 + seed) {
             net.step();
         }
-        net.down[0] = true;
+        net.stop(0);
         let now = net.now();
         for n in [backup, other] {
-            net.nodes[n.0 as usize].member_down(NodeId(0));
+            net.node(n.0 as usize).member_down(NodeId(0));
         }
         let (b, o) = (backup.0 as usize, other.0 as usize);
         assert!(
-            net.nodes[o].lacks_log(target),
+            net.rm(o).lacks_log(target),
             "seed {seed}: a subscriber holds no log"
         );
-        assert!(
-            !net.nodes[b].lacks_log(target),
-            "seed {seed}: the backup holds one"
-        );
-        let offer = net.nodes[b]
+        assert!(!net.rm(b).lacks_log(target), "seed {seed}: the backup holds one");
+        let offer = net
+            .node(b)
             .offer(target, NodeId(0), 0)
             .expect("the backup offers");
         assert!(offer.logged, "seed {seed}");
-        let binding = net.nodes[o]
+        let binding = net
+            .node(o)
             .adopt_offer(now, &offer)
             .expect("adopted over the replica");
-        net.nodes[b].learn_adoption(now, other, target, binding);
-        net.loss = 0.0;
+        net.node(b).learn_adoption(now, other, target, binding);
+        net.links().loss = 0.0;
         for _ in 0..60 {
             net.step();
         }
         // One write per frame of the writer's, up to `write_until` (the stats would count a
         // write forwarded, then applied here after the adoption, twice).
-        let w = net.nodes[o].store().object(writer).unwrap();
+        let w = net.rm(o).store().object(writer).unwrap();
         let made = u64::from(w.frame.min(w.write_until));
         assert!(made >= 30, "seed {seed}: the writer wrote ({made})");
         net.assert_applied_once(seed, o, o, target, made);
@@ -808,7 +918,7 @@ fn a_lost_deletion_notice_is_sent_again_until_every_replica_is_gone() {
     // The first two packets that carry the notice are lost.
     let lost = Rc::new(Cell::new(0));
     let l = Rc::clone(&lost);
-    net.tap = Some(Box::new(move |_, _, p| {
+    net.links().tap = Some(Box::new(move |_, _, p| {
         let drop = carries_deletion(p) && l.get() < 2;
         l.set(l.get() + u32::from(drop));
         !drop
@@ -816,16 +926,16 @@ fn a_lost_deletion_notice_is_sent_again_until_every_replica_is_gone() {
     for _ in 0..10 {
         net.step();
     }
-    assert!((1..3).all(|n| net.nodes[n].store().get(id).is_some()));
+    assert!((1..3).all(|n| net.rm(n).store().get(id).is_some()));
     // Deleted in frame 12; notices are resent after `resend_after` (600 ms: 6 frames).
     for _ in 0..30 {
         net.step();
     }
     assert_eq!(lost.get(), 2, "two notices lost");
-    assert!((1..3).all(|n| net.nodes[n].store().get(other).is_some()));
+    assert!((1..3).all(|n| net.rm(n).store().get(other).is_some()));
     for n in 0..3 {
         assert!(
-            net.nodes[n].store().get(id).is_none(),
+            net.rm(n).store().get(id).is_none(),
             "node {n} still holds the deleted {id}"
         );
     }
@@ -842,7 +952,7 @@ fn a_state_that_arrives_after_the_deletion_notice_does_not_bring_the_replica_bac
     // delayed past everything after it).
     let late: Rc<RefCell<Vec<Packet>>> = Rc::default();
     let l = Rc::clone(&late);
-    net.tap = Some(Box::new(move |from, _, p| {
+    net.links().tap = Some(Box::new(move |from, _, p| {
         let full = p.msgs.iter().any(
             |m| matches!(m, ReplicaMsg::Update(items) if items.iter().any(|u| u.id == id && u.base == 0)),
         );
@@ -854,15 +964,15 @@ fn a_state_that_arrives_after_the_deletion_notice_does_not_bring_the_replica_bac
     for _ in 0..15 {
         net.step();
     }
-    assert!(net.nodes[1].store().get(id).is_none(), "the notice arrived");
+    assert!(net.rm(1).store().get(id).is_none(), "the notice arrived");
     let late = late.take();
     assert!(!late.is_empty());
     let now = net.now();
     for p in late {
-        net.nodes[1].handle_packet(now, NodeId(0), p, &());
+        net.node(1).handle_packet(now, NodeId(0), p, &());
     }
     assert!(
-        net.nodes[1].store().get(id).is_none(),
+        net.rm(1).store().get(id).is_none(),
         "a state sent before the deletion resurrected {id}"
     );
 }
@@ -874,33 +984,30 @@ fn a_retry_held_by_a_frozen_primary_is_not_applied_again_once_its_writer_left() 
     for _ in 0..3 {
         net.step();
     }
-    assert!(net.nodes[1].store().get(target).is_some());
+    assert!(net.rm(1).store().get(target).is_some());
     // Node 0's write acknowledgements to node 1 are lost: node 1 retries.
-    net.tap = Some(Box::new(|from, to, p| {
+    net.links().tap = Some(Box::new(|from, to, p| {
         let acks = p.msgs.iter().any(|m| matches!(m, ReplicaMsg::WriteAck(_)));
         !(from == NodeId(0) && to == NodeId(1) && acks)
     }));
     let now = net.now();
-    net.nodes[1].write(now, target, &42);
+    net.node(1).write(now, target, &42);
     for _ in 0..2 {
         net.step();
     }
-    assert_eq!(net.nodes[0].store().object(target).unwrap().log, vec![42]);
+    assert_eq!(net.rm(0).store().object(target).unwrap().log, vec![42]);
     // Node 0 starts migrating the object to node 2; the retry (after 600 ms) is held.
     let now = net.now();
-    net.nodes[0].freeze(now, &[target], NodeId(2)).unwrap();
+    net.node(0).freeze(now, &[target], NodeId(2)).unwrap();
     for _ in 0..8 {
         net.step();
     }
-    assert!(
-        !net.nodes[0].held_writes(&[target]).is_empty(),
-        "the retry is held"
-    );
+    assert!(!net.rm(0).held_writes(&[target]).is_empty(), "the retry is held");
     // The writer leaves; the migration is refused: the object is node 0's again.
-    net.nodes[0].member_down(NodeId(1));
-    net.nodes[0].unfreeze(&[target]);
+    net.node(0).member_down(NodeId(1));
+    net.node(0).unfreeze(&[target]);
     assert_eq!(
-        net.nodes[0].store().object(target).unwrap().log,
+        net.rm(0).store().object(target).unwrap().log,
         vec![42],
         "the write was applied once"
     );
@@ -915,19 +1022,19 @@ fn a_frozen_primary_takes_no_version_after_its_snapshot() {
     }
     // A write reaches node 0 after its frame: applied, not yet versioned.
     let now = net.now();
-    net.nodes[1].write(now, target, &7);
+    net.node(1).write(now, target, &7);
     net.step();
-    assert_eq!(net.nodes[0].store().object(target).unwrap().log, vec![7]);
+    assert_eq!(net.rm(0).store().object(target).unwrap().log, vec![7]);
     let now = net.now();
-    let snapshot = net.nodes[0].freeze(now, &[target], NodeId(2)).unwrap();
+    let snapshot = net.node(0).freeze(now, &[target], NodeId(2)).unwrap();
     let v = snapshot[0].version;
-    assert_eq!(v, net.nodes[0].store().get(target).unwrap().version);
+    assert_eq!(v, net.rm(0).store().get(target).unwrap().version);
     for _ in 0..5 {
         net.step();
     }
     // The snapshot is the state the new node will start from: nothing newer may exist.
     for n in 0..3 {
-        let held = net.nodes[n].store().get(target).map(|e| e.version);
+        let held = net.rm(n).store().get(target).map(|e| e.version);
         assert!(
             held.is_some_and(|h| h <= v),
             "node {n} holds v{held:?}, the snapshot is v{v}"
@@ -939,44 +1046,44 @@ fn a_frozen_primary_takes_no_version_after_its_snapshot() {
 fn a_state_refused_from_a_primary_not_yet_known_here_is_sent_again() {
     let mut net = Net::new(3, Mode::Broadcast, 11);
     // Node 1 is away while node 2's object migrates to node 0.
-    net.down[1] = true;
+    net.stop(1);
     for n in [0, 2] {
-        net.nodes[n].member_down(NodeId(1));
+        net.node(n).member_down(NodeId(1));
     }
     let x = net.spawn(2, Probe::at(0.0));
     for _ in 0..3 {
         net.step();
     }
     let now = net.now();
-    let snapshot = net.nodes[2].freeze(now, &[x], NodeId(0)).unwrap();
-    net.nodes[0].bind_migrated(now, NodeId(2), &snapshot).unwrap();
-    let binding = net.nodes[2].complete_migration(now, &[x], NodeId(0))[0].1;
+    let snapshot = net.node(2).freeze(now, &[x], NodeId(0)).unwrap();
+    net.node(0).bind_migrated(now, NodeId(2), &snapshot).unwrap();
+    let binding = net.node(2).complete_migration(now, &[x], NodeId(0))[0].1;
     for _ in 0..3 {
         net.step();
     }
     // Node 1 comes back. It binds the object to its origin, node 2, a live member, so it
     // refuses node 0's states until it learns the move; the fetch it makes then is lost.
-    net.down[1] = false;
+    net.resume(1);
     for n in [0, 2] {
-        net.nodes[n].member_up(NodeId(1));
+        net.node(n).member_up(NodeId(1));
     }
-    net.tap = Some(Box::new(|from, _, p| {
+    net.links().tap = Some(Box::new(|from, _, p| {
         !(from == NodeId(1) && p.msgs.iter().any(|m| matches!(m, ReplicaMsg::Interest(_))))
     }));
     for _ in 0..2 {
         net.step();
     }
     assert!(
-        net.nodes[1].store().get(x).is_none(),
+        net.rm(1).store().get(x).is_none(),
         "refused while bound to node 2"
     );
     let now = net.now();
-    net.nodes[1].learn_adoption(now, NodeId(0), x, binding);
+    net.node(1).learn_adoption(now, NodeId(0), x, binding);
     for _ in 0..10 {
         net.step();
     }
     assert!(
-        net.nodes[1].store().get(x).is_some(),
+        net.rm(1).store().get(x).is_some(),
         "node 0 counted its refused state as delivered"
     );
 }
