@@ -1,6 +1,7 @@
 //! Persistence as an effect (issue 19, `node::persist`): what the node asks its store to
-//! keep, when durable writes are acknowledged, and what comes back after a restart — driven
-//! sans-IO, with the real store (`worldmesh_store`, redb) applying the batches.
+//! keep, when durable writes are acknowledged, and what comes back after a restart — two
+//! nodes on the one engine (`worldmesh_engine`), with the real store (`worldmesh_store`,
+//! redb) applying node 0's batches.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -8,7 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use worldmesh_core::{Aabb, Durability, MessageClass, NodeId, ObjectId, Point3, Time};
+use worldmesh_core::{Aabb, Durability, MessageClass, NodeId, ObjectId, Point3, Time, Transmit};
+use worldmesh_engine::{Engine, Fate, Links, Step};
 use worldmesh_node::membership::MembershipConfig;
 use worldmesh_node::{Mode, Node, NodeConfig, PersistConfig, RecoverError};
 use worldmesh_replica::{GameObject, Role, StateError, ThinkContext};
@@ -115,45 +117,80 @@ fn config(id: u32, generation: u32, membership: bool) -> NodeConfig {
     c
 }
 
-/// Node 0 (the store's owner) and node 1 (the writer), exchanging only replica traffic:
-/// membership datagrams are not delivered, so neither ever declares the other failed.
+/// The pair's network: replica traffic only, at once; membership datagrams are not
+/// delivered, so neither node ever declares the other failed.
+struct ReplicaOnly {
+    /// Deliver node 0's datagrams to node 1 (false: they are lost, as at a crash).
+    a_to_b: bool,
+}
+
+impl Links<Vec<u8>> for ReplicaOnly {
+    fn route(&mut self, _now: Time, src: NodeId, t: &Transmit) -> Fate {
+        if t.class != MessageClass::ObjectUpdate || (src == NodeId(0) && !self.a_to_b) {
+            return Fate::Lost;
+        }
+        Fate::Deliver(Duration::ZERO, None)
+    }
+}
+
+/// Node 0 (the store's owner) and node 1 (the writer) on the engine.
 struct Pair {
-    a: Node<Obj>,
-    b: Node<Obj>,
-    now: Time,
+    engine: Engine<Node<Obj>, ReplicaOnly>,
     store: Store,
     /// Apply node 0's store batches (false: they queue, as on a stalled disk).
     apply: bool,
-    /// Deliver node 0's datagrams to node 1 (false: they are lost, as at a crash).
-    a_to_b: bool,
     applied: Vec<u64>,
+    steps: u64,
 }
 
 impl Pair {
-    fn step(&mut self) {
-        self.now += FRAME;
-        let now = self.now;
-        self.a.handle_timeout(now);
-        self.b.handle_timeout(now);
-        if self.apply {
-            while let Some(r) = self.a.poll_persist() {
+    fn a(&mut self) -> &mut Node<Obj> {
+        &mut self.engine.machines_mut()[0]
+    }
+
+    fn b(&mut self) -> &mut Node<Obj> {
+        &mut self.engine.machines_mut()[1]
+    }
+
+    fn now(&self) -> Time {
+        self.engine.now()
+    }
+
+    fn set_a_to_b(&mut self, on: bool) {
+        self.engine.links_mut().a_to_b = on;
+    }
+
+    /// Node 0 restarts as `a` (a new process; the caller recovered it from the store).
+    fn restart_a(&mut self, a: Node<Obj>) {
+        self.engine.restart(NodeId(0), a);
+        self.drain(NodeId(0));
+    }
+
+    /// After an input: node 0's batches go to the store (if applying) and their
+    /// completions back to it, then the node's output is routed.
+    fn drain(&mut self, id: NodeId) {
+        if id == NodeId(0) && self.apply {
+            let now = self.now();
+            while let Some(r) = self.engine.machines_mut()[0].poll_persist() {
                 self.store.apply(&r.batch).expect("batch applied");
-                self.a.handle_persisted(now, r.id);
+                self.engine.machines_mut()[0].handle_persisted(now, r.id);
                 self.applied.push(r.id);
             }
         }
-        while let Some(t) = self.a.poll_transmit() {
-            if self.a_to_b && t.class == MessageClass::ObjectUpdate {
-                self.b.handle_datagram(now, NodeId(0), &t.datagram);
+        self.engine.pump(id, |_, _, _, _| {});
+    }
+
+    /// One frame: everything up to the instant before the next frame boundary (frames
+    /// run at 0, 100 ms, …), so each step holds exactly one frame of each node.
+    fn step(&mut self) {
+        self.steps += 1;
+        let until = Time(self.steps * FRAME.as_micros() as u64 - 1);
+        while let Some(step) = self.engine.step(until) {
+            if let Step::Datagram(id) | Step::Timeout(id) = step {
+                self.drain(id);
             }
         }
-        while let Some(t) = self.b.poll_transmit() {
-            if t.class == MessageClass::ObjectUpdate {
-                self.a.handle_datagram(now, NodeId(1), &t.datagram);
-            }
-        }
-        while self.a.poll_event().is_some() {}
-        while self.b.poll_event().is_some() {}
+        self.engine.advance_to(until);
     }
 }
 
@@ -180,15 +217,15 @@ fn pair(name: &str, writes: u32, membership: bool) -> (Pair, ObjectId, ObjectId,
     let spark = a.spawn(Time::ZERO, Obj::Spark { ttl: 1000 });
     b.spawn(Time::ZERO, Obj::Writer { me: 1, issued: 0 });
     let store = Store::open(scratch(name)).expect("store");
-    let p = Pair {
-        a,
-        b,
-        now: Time::ZERO,
+    let mut p = Pair {
+        engine: Engine::new(vec![a, b], ReplicaOnly { a_to_b: true }),
         store,
         apply: true,
-        a_to_b: true,
         applied: Vec::new(),
+        steps: 0,
     };
+    p.drain(NodeId(0));
+    p.drain(NodeId(1));
     (p, ledger, walker, spark)
 }
 
@@ -201,30 +238,30 @@ fn durable_writes_are_acknowledged_only_once_their_batch_is_on_disk() {
     }
     // Every write reached the ledger and was applied once, but none is acknowledged:
     // the store has not reported a batch done.
-    let log = ledger_log(&p.a, ledger);
+    let log = ledger_log(p.a(), ledger);
     assert_eq!(log, (0..20).map(|k| (1, k)).collect::<Vec<_>>());
     assert_eq!(
-        p.b.replicas().pending_writes(),
+        p.b().replicas().pending_writes(),
         20,
         "no write acknowledged before the store"
     );
-    assert!(p.a.persist_pending() > 0);
+    assert!(p.a().persist_pending() > 0);
     // The disk catches up: every write is acknowledged, none applied twice by the resends.
     p.apply = true;
     for _ in 0..20 {
         p.step();
     }
     assert_eq!(
-        p.b.replicas().pending_writes(),
+        p.b().replicas().pending_writes(),
         0,
         "every write acknowledged after the store"
     );
-    assert_eq!(ledger_log(&p.a, ledger).len(), 20);
+    assert_eq!(ledger_log(p.a(), ledger).len(), 20);
     assert!(
-        p.a.replicas().stats().writes_duplicate > 0,
+        p.a().replicas().stats().writes_duplicate > 0,
         "resends were recognised as duplicates"
     );
-    let stats = p.a.persist_stats().expect("persisting");
+    let stats = p.a().persist_stats().expect("persisting");
     assert_eq!(stats.writes_logged, 20);
     assert_eq!(stats.completed, stats.batches);
 }
@@ -236,8 +273,8 @@ fn batches_keep_durable_objects_every_frame_checkpointed_ones_every_interval_and
     p.apply = false;
     for _ in 0..12 {
         p.step();
-        while let Some(r) = p.a.poll_persist() {
-            batches.push((p.a.frame(), r));
+        while let Some(r) = p.a().poll_persist() {
+            batches.push((p.a().frame(), r));
         }
     }
     let puts = |id: ObjectId| -> Vec<u64> {
@@ -311,9 +348,9 @@ fn a_restarted_node_recovers_its_primaries_and_a_deleted_one_stays_gone() {
     for _ in 0..30 {
         p.step();
     }
-    let before_log = ledger_log(&p.a, ledger);
-    let before_walker = p.a.store().get(walker).expect("walker").version;
-    let epoch = p.a.replicas().local_epoch(ledger);
+    let before_log = ledger_log(p.a(), ledger);
+    let before_walker = p.a().store().get(walker).expect("walker").version;
+    let epoch = p.a().replicas().local_epoch(ledger);
     let recovered = p.store.load().expect("load");
     assert_eq!(recovered.objects.len(), 2, "ledger and walker, not the spark");
     assert!(recovered.last_checkpoint.is_some());
@@ -323,7 +360,7 @@ fn a_restarted_node_recovers_its_primaries_and_a_deleted_one_stays_gone() {
         target: None,
         stop_after: 0,
     });
-    let now = p.now + Duration::from_secs(2);
+    let now = p.now() + Duration::from_secs(2);
     let mut a2 = Node::new(config(0, 1, false), world, now);
     let report = a2.recover(now, recovered).expect("recover");
     assert_eq!((report.durable, report.checkpointed), (1, 1));
@@ -352,15 +389,15 @@ fn a_write_resent_after_the_restart_is_applied_once_and_acknowledged() {
     // Node 1 gets its replica of the ledger and starts writing; then node 0 applies and
     // persists every write, but its acknowledgements never reach node 1: it crashes after
     // the store, before the network.
-    while p.b.store().get(ledger).is_none() {
+    while p.b().store().get(ledger).is_none() {
         p.step();
     }
-    p.a_to_b = false;
+    p.set_a_to_b(false);
     for _ in 0..30 {
         p.step();
     }
-    assert_eq!(ledger_log(&p.a, ledger).len(), 12);
-    let lost = p.b.replicas().pending_writes();
+    assert_eq!(ledger_log(p.a(), ledger).len(), 12);
+    let lost = p.b().replicas().pending_writes();
     assert!(lost >= 10, "{lost} acknowledgements lost");
     let recovered = p.store.load().expect("load");
     assert!(recovered.writes.iter().any(|w| w.key.target == ledger));
@@ -369,18 +406,18 @@ fn a_write_resent_after_the_restart_is_applied_once_and_acknowledged() {
         target: None,
         stop_after: 0,
     });
-    let now = p.now;
+    let now = p.now();
     let mut a2 = Node::new(config(0, 1, true), world, now);
     a2.recover(now, recovered).expect("recover");
     assert_eq!(a2.persist_stats().expect("persisting").recovered_logs, 1);
-    p.a = a2;
-    p.a_to_b = true;
+    p.restart_a(a2);
+    p.set_a_to_b(true);
     for _ in 0..40 {
         p.step();
     }
     // Node 1 resent all 12 (never acknowledged): each is recognised and acknowledged.
-    assert_eq!(p.b.replicas().pending_writes(), 0);
-    let log = ledger_log(&p.a, ledger);
+    assert_eq!(p.b().replicas().pending_writes(), 0);
+    let log = ledger_log(p.a(), ledger);
     let mut counts: BTreeMap<(u32, u32), usize> = BTreeMap::new();
     for w in &log {
         *counts.entry(*w).or_default() += 1;
@@ -402,10 +439,10 @@ fn without_membership_recovered_logs_are_discarded_and_their_entries_deleted() {
         target: None,
         stop_after: 0,
     });
-    let mut a2 = Node::new(config(0, 1, false), world, p.now);
-    a2.recover(p.now, recovered).expect("recover");
+    let mut a2 = Node::new(config(0, 1, false), world, p.now());
+    a2.recover(p.now(), recovered).expect("recover");
     assert!(a2.persist_stats().expect("persisting").discarded_logs >= 1);
-    p.a = a2;
+    p.restart_a(a2);
     for _ in 0..2 {
         p.step();
     }
