@@ -295,7 +295,11 @@ fn a_resumed_machine_keeps_its_state_and_is_woken_again() {
     e.resume(NodeId(1));
     e.pump(NodeId(1), |_, _, _, _| {});
     run(&mut e, Time::from_millis(260), &mut log);
-    assert_eq!(e.machines()[1].timeouts, before + 1, "woken at once: its deadline passed");
+    assert_eq!(
+        e.machines()[1].timeouts,
+        before + 1,
+        "woken at once: its deadline passed"
+    );
     run(&mut e, Time::from_millis(400), &mut log);
     assert_eq!(e.machines()[1].timeouts, before + 2, "and again a period later");
 }

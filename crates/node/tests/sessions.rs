@@ -1,12 +1,17 @@
-//! Players' sessions driven by hand: one node, its session table and sans-IO clients,
-//! exchanging datagrams through a lossy, duplicating, reordering link in virtual time.
+//! Players' sessions: nodes with their session tables and sans-IO clients, all machines
+//! of the one engine (`worldmesh_engine`), exchanging datagrams through a lossy,
+//! duplicating, reordering link in virtual time.
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use worldmesh_client::proto::{ClientMsg, DisconnectReason, RefuseReason};
 use worldmesh_client::{Client, ClientConfig, ClientEvent, ClientState, ConnectToken, TokenKey};
-use worldmesh_core::{DetRng, NodeId, ObjectId, Point3, Time};
+use worldmesh_core::{DetRng, Machine, MessageClass, NodeId, ObjectId, Point3, Time, Transmit};
+use worldmesh_engine::{Engine, Fate, Links, Step};
 use worldmesh_game::model::Player;
 use worldmesh_game::{GameMap, ModelConfig, ModelObject, PlayerInput};
 use worldmesh_node::sessions::{ConnId, SessionConfig, SessionEvent, Sessions};
@@ -31,26 +36,200 @@ fn token(player: u64, nodes: &[u32], expires_ms: u64, nonce: u8) -> Vec<u8> {
     .unwrap()
 }
 
-/// A datagram in flight.
-struct Flight {
-    at: Time,
-    to_node: bool,
-    conn: ConnId,
+/// What travels between the parties: node-to-node datagrams, or a player connection's
+/// datagram (the connection names the session at the node; a client takes only its own).
+#[derive(Clone)]
+struct Wire {
+    conn: Option<ConnId>,
     bytes: Vec<u8>,
 }
 
-struct Harness {
-    now: Time,
+/// Which client machine each connection belongs to: the hosts address their sessions'
+/// datagrams with it, the harness opens connections in it.
+type Conns = Rc<RefCell<BTreeMap<ConnId, NodeId>>>;
+
+/// A node and its session table.
+struct Host {
     node: Node<ModelObject>,
     sessions: Sessions<ModelObject>,
-    clients: Vec<(ConnId, Client<ModelObject>)>,
-    events: Vec<(ConnId, ClientEvent)>,
-    node_events: Vec<SessionEvent>,
-    flights: Vec<Flight>,
+    conns: Conns,
+    frames: u64,
+}
+
+/// A client on its current connection to a node.
+struct Seat {
+    client: Client<ModelObject>,
+    conn: ConnId,
+    server: NodeId,
+}
+
+/// A machine of the test: engine ids are node ids for hosts; the others are clients (or
+/// nobody, to keep the hosts' ids).
+enum Party {
+    Nobody,
+    Host(Box<Host>),
+    Seat(Box<Seat>),
+}
+
+/// What the parties report.
+enum Happened {
+    Session(SessionEvent),
+    Client(ConnId, ClientEvent),
+}
+
+fn unix_at(now: Time) -> u64 {
+    EPOCH_MS + now.0 / 1000
+}
+
+impl Machine for Party {
+    type Datagram = Wire;
+    type Event = Happened;
+
+    fn handle_datagram(&mut self, now: Time, from: NodeId, w: Wire) {
+        match self {
+            Party::Host(host) => match w.conn {
+                None => host.node.handle_datagram(now, from, &w.bytes),
+                Some(c) => host
+                    .sessions
+                    .handle_datagram(now, unix_at(now), c, &w.bytes, &mut host.node),
+            },
+            // A datagram for a connection the client has left is not its own.
+            Party::Seat(seat) if w.conn == Some(seat.conn) => seat.client.handle_datagram(now, &w.bytes),
+            Party::Seat(_) | Party::Nobody => {}
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        match self {
+            Party::Host(host) => {
+                if host.node.poll_timeout().is_some_and(|t| t <= now) {
+                    host.node.handle_timeout(now);
+                    host.sessions.frame(now, unix_at(now), &mut host.node);
+                    host.frames += 1;
+                }
+            }
+            Party::Seat(seat) => {
+                if seat.client.poll_timeout().is_some_and(|t| t <= now) {
+                    seat.client.handle_timeout(now);
+                }
+            }
+            Party::Nobody => {}
+        }
+    }
+
+    fn poll_transmit(&mut self) -> Option<Transmit<Wire>> {
+        match self {
+            Party::Host(host) => {
+                if let Some(t) = host.node.poll_transmit() {
+                    return Some(Transmit {
+                        dst: t.dst,
+                        class: t.class,
+                        datagram: Wire {
+                            conn: None,
+                            bytes: t.datagram,
+                        },
+                    });
+                }
+                while let Some((conn, bytes)) = host.sessions.poll_transmit() {
+                    if let Some(dst) = host.conns.borrow().get(&conn) {
+                        return Some(Transmit {
+                            dst: *dst,
+                            class: MessageClass::Control,
+                            datagram: Wire {
+                                conn: Some(conn),
+                                bytes,
+                            },
+                        });
+                    }
+                }
+                None
+            }
+            Party::Seat(seat) => seat.client.poll_transmit().map(|bytes| Transmit {
+                dst: seat.server,
+                class: MessageClass::Control,
+                datagram: Wire {
+                    conn: Some(seat.conn),
+                    bytes,
+                },
+            }),
+            Party::Nobody => None,
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        match self {
+            Party::Host(host) => host.node.poll_timeout(),
+            Party::Seat(seat) => seat.client.poll_timeout(),
+            Party::Nobody => None,
+        }
+    }
+
+    fn poll_event(&mut self) -> Option<Happened> {
+        match self {
+            Party::Host(host) => {
+                while host.node.poll_event().is_some() {}
+                host.sessions.poll_event().map(Happened::Session)
+            }
+            Party::Seat(seat) => seat.client.poll_event().map(|e| Happened::Client(seat.conn, e)),
+            Party::Nobody => None,
+        }
+    }
+}
+
+/// The link: each datagram lost with probability `loss`, duplicated with probability
+/// `dup`, delayed 10–40 ms (so reordered).
+struct Link {
     rng: DetRng,
     loss: f64,
     dup: f64,
-    frames: u64,
+}
+
+impl Links<Wire> for Link {
+    fn route(&mut self, _now: Time, _src: NodeId, _t: &Transmit<Wire>) -> Fate {
+        if self.rng.chance(self.loss) {
+            return Fate::Lost;
+        }
+        let dup = self.dup > 0.0 && self.rng.chance(self.dup);
+        let first = Duration::from_millis(10 + self.rng.below(31));
+        Fate::Deliver(first, dup.then(|| Duration::from_millis(10 + self.rng.below(31))))
+    }
+}
+
+fn host_of(engine: &mut Engine<Party, Link>, id: NodeId) -> &mut Host {
+    match &mut engine.machines_mut()[id.0 as usize] {
+        Party::Host(host) => host,
+        _ => panic!("{id} is not a host"),
+    }
+}
+
+fn host_ref(engine: &Engine<Party, Link>, id: NodeId) -> &Host {
+    match &engine.machines()[id.0 as usize] {
+        Party::Host(host) => host,
+        _ => panic!("{id} is not a host"),
+    }
+}
+
+/// Runs the engine for `d`, first sending what inputs given by hand queued, and calls
+/// `on` with every report.
+fn run_engine(engine: &mut Engine<Party, Link>, d: Duration, mut on: impl FnMut(&mut Party, Time, Happened)) {
+    for i in 0..engine.machines().len() {
+        engine.pump(NodeId(i as u32), |m, now, _, e| on(m, now, e));
+    }
+    let until = engine.now().saturating_add(d);
+    while let Some(step) = engine.step(until) {
+        if let Step::Datagram(id) | Step::Timeout(id) = step {
+            engine.pump(id, |m, now, _, e| on(m, now, e));
+        }
+    }
+    engine.advance_to(until);
+}
+
+/// One node (id 1), its session table and any number of clients.
+struct Harness {
+    engine: Engine<Party, Link>,
+    conns: Conns,
+    events: Vec<(ConnId, ClientEvent)>,
+    node_events: Vec<SessionEvent>,
     next_conn: u64,
 }
 
@@ -67,119 +246,95 @@ impl Harness {
         for p in points {
             node.spawn(Time::ZERO, ModelObject::Player(Player::new(p, 450.0)));
         }
-        Self {
-            now: Time::ZERO,
+        let conns = Conns::default();
+        let host = Host {
             node,
             sessions: Sessions::new(cfg, key()),
-            clients: Vec::new(),
-            events: Vec::new(),
-            node_events: Vec::new(),
-            flights: Vec::new(),
+            conns: Rc::clone(&conns),
+            frames: 0,
+        };
+        let link = Link {
             rng: DetRng::new(seed),
             loss: 0.0,
             dup: 0.0,
-            frames: 0,
+        };
+        Self {
+            engine: Engine::new(vec![Party::Nobody, Party::Host(Box::new(host))], link),
+            conns,
+            events: Vec::new(),
+            node_events: Vec::new(),
             next_conn: 0,
         }
     }
 
+    fn now(&self) -> Time {
+        self.engine.now()
+    }
+
     fn unix_ms(&self) -> u64 {
-        EPOCH_MS + self.now.0 / 1000
+        unix_at(self.now())
+    }
+
+    fn links(&mut self) -> &mut Link {
+        self.engine.links_mut()
+    }
+
+    fn host(&mut self) -> &mut Host {
+        host_of(&mut self.engine, NodeId(1))
+    }
+
+    fn node(&self) -> &Node<ModelObject> {
+        &host_ref(&self.engine, NodeId(1)).node
+    }
+
+    fn sessions(&self) -> &Sessions<ModelObject> {
+        &host_ref(&self.engine, NodeId(1)).sessions
+    }
+
+    fn frames(&self) -> u64 {
+        host_ref(&self.engine, NodeId(1)).frames
     }
 
     fn add_client(&mut self, token: Vec<u8>) -> ConnId {
         self.next_conn += 1;
         let conn = ConnId(self.next_conn);
-        self.clients
-            .push((conn, Client::new(ClientConfig::default(), token, self.now)));
+        let seat = Seat {
+            client: Client::new(ClientConfig::default(), token, self.now()),
+            conn,
+            server: NodeId(1),
+        };
+        let id = self.engine.add(Party::Seat(Box::new(seat)));
+        self.conns.borrow_mut().insert(conn, id);
         conn
     }
 
+    /// The client on `conn` goes silent (its network died).
+    fn drop_client(&mut self, conn: ConnId) {
+        let id = self.conns.borrow_mut().remove(&conn);
+        if let Some(id) = id {
+            self.engine.crash(id);
+        }
+    }
+
     fn client(&mut self, conn: ConnId) -> &mut Client<ModelObject> {
-        &mut self.clients.iter_mut().find(|(c, _)| *c == conn).unwrap().1
-    }
-
-    /// Queues a datagram through the link: lost, duplicated, delayed 10–40 ms (so
-    /// reordered).
-    fn post(&mut self, to_node: bool, conn: ConnId, bytes: Vec<u8>) {
-        let copies = if self.rng.chance(self.loss) {
-            0
-        } else if self.rng.chance(self.dup) {
-            2
-        } else {
-            1
-        };
-        for _ in 0..copies {
-            let at = self
-                .now
-                .saturating_add(Duration::from_millis(10 + self.rng.below(31)));
-            self.flights.push(Flight {
-                at,
-                to_node,
-                conn,
-                bytes: bytes.clone(),
-            });
+        let id = self.conns.borrow()[&conn];
+        match &mut self.engine.machines_mut()[id.0 as usize] {
+            Party::Seat(seat) => &mut seat.client,
+            _ => unreachable!("connections name clients"),
         }
     }
 
+    /// Sends what inputs given by hand queued (the next run does it too).
     fn collect(&mut self) {
-        while let Some((conn, bytes)) = self.sessions.poll_transmit() {
-            self.post(false, conn, bytes);
-        }
-        while let Some(e) = self.sessions.poll_event() {
-            self.node_events.push(e);
-        }
-        let mut out = Vec::new();
-        for (conn, c) in &mut self.clients {
-            while let Some(b) = c.poll_transmit() {
-                out.push((*conn, b));
-            }
-            while let Some(e) = c.poll_event() {
-                self.events.push((*conn, e));
-            }
-        }
-        for (conn, b) in out {
-            self.post(true, conn, b);
-        }
-    }
-
-    /// Advances 5 ms.
-    fn step(&mut self) {
-        self.now = self.now.saturating_add(Duration::from_millis(5));
-        let now = self.now;
-        let unix = self.unix_ms();
-        let (due, later): (Vec<Flight>, Vec<Flight>) = std::mem::take(&mut self.flights)
-            .into_iter()
-            .partition(|f| f.at <= now);
-        self.flights = later;
-        for f in due {
-            if f.to_node {
-                self.sessions
-                    .handle_datagram(now, unix, f.conn, &f.bytes, &mut self.node);
-            } else if let Some((_, c)) = self.clients.iter_mut().find(|(c, _)| *c == f.conn) {
-                c.handle_datagram(now, &f.bytes);
-            }
-        }
-        if self.node.poll_timeout().is_some_and(|t| t <= now) {
-            self.node.handle_timeout(now);
-            self.sessions.frame(now, unix, &mut self.node);
-            self.frames += 1;
-        }
-        for (_, c) in &mut self.clients {
-            if c.poll_timeout().is_some_and(|t| t <= now) {
-                c.handle_timeout(now);
-            }
-        }
-        while self.node.poll_event().is_some() {}
-        while self.node.poll_transmit().is_some() {}
-        self.collect();
+        self.run(Duration::ZERO);
     }
 
     fn run(&mut self, d: Duration) {
-        let until = self.now.saturating_add(d);
-        while self.now < until {
-            self.step();
-        }
+        let (events, node_events) = (&mut self.events, &mut self.node_events);
+        run_engine(&mut self.engine, d, |_, _, e| match e {
+            Happened::Session(e) => node_events.push(e),
+            Happened::Client(c, e) => events.push((c, e)),
+        });
     }
 
     fn refusals(&self, conn: ConnId) -> Vec<RefuseReason> {
@@ -200,8 +355,8 @@ fn far_future() -> u64 {
 #[test]
 fn a_player_connects_sees_its_area_and_every_input_is_applied_exactly_once_under_loss() {
     let mut h = Harness::new(SessionConfig::default(), 3);
-    h.loss = 0.05;
-    h.dup = 0.05;
+    h.links().loss = 0.05;
+    h.links().dup = 0.05;
     let conn = h.add_client(token(7, &[1], far_future(), 1));
     h.run(Duration::from_secs(1));
     let ClientState::Connected { avatar, player, .. } = h.client(conn).state().clone() else {
@@ -209,7 +364,7 @@ fn a_player_connects_sees_its_area_and_every_input_is_applied_exactly_once_under
     };
     assert_eq!(player, 7);
     assert!(
-        h.node
+        h.node()
             .store()
             .get(avatar)
             .is_some_and(|e| e.role == worldmesh_replica::Role::Primary)
@@ -223,27 +378,27 @@ fn a_player_connects_sees_its_area_and_every_input_is_applied_exactly_once_under
             dy: dir.1,
             fire: None,
         };
-        let now = h.now;
+        let now = h.now();
         assert_eq!(h.client(conn).send_input(now, &input), Some(k + 1));
         sent += 1;
         h.collect();
         h.run(Duration::from_millis(50));
     }
     // Stop (so the node's avatar stands still and the client's newest view catches up).
-    let now = h.now;
+    let now = h.now();
     h.client(conn).send_input(now, &PlayerInput::default());
     sent += 1;
     h.collect();
-    h.loss = 0.0;
+    h.links().loss = 0.0;
     h.run(Duration::from_secs(1));
-    let s = h.sessions.stats().clone();
+    let s = h.sessions().stats().clone();
     assert_eq!(s.inputs_applied, u64::from(sent), "{s:?}");
     assert_eq!(s.inputs_skipped, 0, "{s:?}");
     assert!(
         s.inputs_duplicated > 0,
         "inputs are resent until confirmed: {s:?}"
     );
-    let on_node = h.node.store().object(avatar).unwrap().clone();
+    let on_node = h.node().store().object(avatar).unwrap().clone();
     let got: Vec<ObjectId> = h.client(conn).view().unwrap().objects.keys().copied().collect();
     let c = h.client(conn);
     assert_eq!(c.pending_inputs().count(), 0, "all confirmed");
@@ -255,16 +410,20 @@ fn a_player_connects_sees_its_area_and_every_input_is_applied_exactly_once_under
     assert_eq!(on_node.last_input_seq(), Some(sent));
     // The view is what the avatar's area of interest holds on the node, and nothing else.
     let expected: Vec<ObjectId> = h
-        .node
+        .node()
         .store()
         .iter()
-        .filter(|(id, e)| *id == avatar || on_node.is_interested(&e.object, h.node.world()))
+        .filter(|(id, e)| *id == avatar || on_node.is_interested(&e.object, h.node().world()))
         .map(|(id, _)| id)
         .collect();
     assert_eq!(got, expected);
     // A view per frame reaches the client, but for the ones lost (5% per datagram).
     let views = h.client(conn).stats().views;
-    assert!(views * 10 >= h.frames * 8, "{views} views in {} frames", h.frames);
+    assert!(
+        views * 10 >= h.frames() * 8,
+        "{views} views in {} frames",
+        h.frames()
+    );
 }
 
 trait LastInput {
@@ -304,9 +463,9 @@ fn forged_expired_misdirected_and_replayed_tokens_are_refused_with_their_reason(
     let replay = h.add_client(good.clone());
     h.run(Duration::from_secs(1));
     assert_eq!(h.refusals(replay), vec![RefuseReason::Replayed]);
-    assert_eq!(h.sessions.len(), 1);
+    assert_eq!(h.sessions().len(), 1);
     // The player leaves; the token cannot open another session.
-    let now = h.now;
+    let now = h.now();
     h.client(first).disconnect(now);
     h.collect();
     h.run(Duration::from_secs(1));
@@ -321,7 +480,7 @@ fn forged_expired_misdirected_and_replayed_tokens_are_refused_with_their_reason(
         }
     )));
     // Refusals are counted by reason.
-    let r = &h.sessions.stats().refused;
+    let r = &h.sessions().stats().refused;
     assert_eq!(r.get(&RefuseReason::Replayed), Some(&2), "{r:?}");
     assert_eq!(r.get(&RefuseReason::Forged), Some(&1), "{r:?}");
 }
@@ -332,14 +491,14 @@ fn a_client_that_goes_silent_resumes_its_avatar_with_the_same_token() {
     let t = token(9, &[1], far_future(), 5);
     let first = h.add_client(t.clone());
     h.run(Duration::from_secs(1));
-    let avatar = h.sessions.avatar_of(first).expect("connected");
+    let avatar = h.sessions().avatar_of(first).expect("connected");
     // The first connection goes silent (its network died): drop its client.
-    h.clients.retain(|(c, _)| *c != first);
-    h.sessions.closed(first);
+    h.drop_client(first);
+    h.host().sessions.closed(first);
     h.run(Duration::from_secs(3));
     let second = h.add_client(t);
     h.run(Duration::from_secs(1));
-    assert_eq!(h.sessions.avatar_of(second), Some(avatar), "same avatar");
+    assert_eq!(h.sessions().avatar_of(second), Some(avatar), "same avatar");
     assert!(
         h.node_events
             .iter()
@@ -347,7 +506,7 @@ fn a_client_that_goes_silent_resumes_its_avatar_with_the_same_token() {
         "{:?}",
         h.node_events
     );
-    assert_eq!(h.sessions.len(), 1);
+    assert_eq!(h.sessions().len(), 1);
 }
 
 #[test]
@@ -356,12 +515,12 @@ fn the_protocol_gives_no_way_to_write_another_object_or_widen_the_view() {
     let a = h.add_client(token(1, &[1], far_future(), 1));
     let b = h.add_client(token(2, &[1], far_future(), 2));
     h.run(Duration::from_secs(1));
-    let avatar_b = h.sessions.avatar_of(b).unwrap();
-    let before = h.node.store().object(avatar_b).unwrap().clone();
+    let avatar_b = h.sessions().avatar_of(b).unwrap();
+    let before = h.node().store().object(avatar_b).unwrap().clone();
     // A hand-crafted client: a game write (damage) where an input belongs, for every
     // encoding it could try, then huge inputs, then garbage.
     let unix = h.unix_ms();
-    let now = h.now;
+    let now = h.now();
     let damage = bitcode::encode(&worldmesh_game::GameWrite::Damage(100));
     let crafted = ClientMsg::Inputs {
         ack: Some(u32::MAX),
@@ -369,18 +528,29 @@ fn the_protocol_gives_no_way_to_write_another_object_or_widen_the_view() {
         inputs: vec![damage],
     }
     .encode();
-    h.sessions.handle_datagram(now, unix, a, &crafted, &mut h.node);
+    {
+        let host = h.host();
+        host.sessions
+            .handle_datagram(now, unix, a, &crafted, &mut host.node);
+    }
     let oversized = ClientMsg::Inputs {
         ack: None,
         first_seq: 1,
         inputs: vec![vec![0; 65]],
     }
     .encode();
-    h.sessions.handle_datagram(now, unix, a, &oversized, &mut h.node);
-    h.sessions
-        .handle_datagram(now, unix, a, &[0xC7, 1, 0, 255, 255, 255], &mut h.node);
+    {
+        let host = h.host();
+        host.sessions
+            .handle_datagram(now, unix, a, &oversized, &mut host.node);
+    }
+    {
+        let host = h.host();
+        host.sessions
+            .handle_datagram(now, unix, a, &[0xC7, 1, 0, 255, 255, 255], &mut host.node);
+    }
     h.run(Duration::from_millis(300));
-    let after = h.node.store().object(avatar_b).unwrap();
+    let after = h.node().store().object(avatar_b).unwrap();
     assert_eq!(
         (
             after.position(),
@@ -389,11 +559,11 @@ fn the_protocol_gives_no_way_to_write_another_object_or_widen_the_view() {
         (before.position(), true),
         "b's avatar untouched"
     );
-    assert!(h.sessions.stats().malformed >= 3);
+    assert!(h.sessions().stats().malformed >= 3);
     // The view of `a` never holds an object its avatar is not interested in.
-    let avatar_a = h.sessions.avatar_of(a).unwrap();
-    let me = h.node.store().object(avatar_a).unwrap().clone();
-    let world = h.node.world().clone();
+    let avatar_a = h.sessions().avatar_of(a).unwrap();
+    let me = h.node().store().object(avatar_a).unwrap().clone();
+    let world = h.node().world().clone();
     for (id, o) in &h.client(a).view().unwrap().objects {
         assert!(
             *id == avatar_a || me.is_interested(o, &world),
@@ -408,10 +578,14 @@ fn floods_and_garbage_end_the_session_with_a_reason_and_nothing_panics() {
     let flood = h.add_client(token(1, &[1], far_future(), 1));
     let junk = h.add_client(token(2, &[1], far_future(), 2));
     h.run(Duration::from_secs(1));
-    let (now, unix) = (h.now, h.unix_ms());
+    let (now, unix) = (h.now(), h.unix_ms());
     let ack = ClientMsg::Ack { view: None }.encode();
     for _ in 0..300 {
-        h.sessions.handle_datagram(now, unix, flood, &ack, &mut h.node);
+        {
+            let host = h.host();
+            host.sessions
+                .handle_datagram(now, unix, flood, &ack, &mut host.node);
+        }
     }
     let mut rng = DetRng::new(1);
     for k in 0..200 {
@@ -422,7 +596,11 @@ fn floods_and_garbage_end_the_session_with_a_reason_and_nothing_panics() {
             bytes[1] = 1;
             bytes[2] = 0;
         }
-        h.sessions.handle_datagram(now, unix, junk, &bytes, &mut h.node);
+        {
+            let host = h.host();
+            host.sessions
+                .handle_datagram(now, unix, junk, &bytes, &mut host.node);
+        }
     }
     h.collect();
     h.run(Duration::from_millis(500));
@@ -440,24 +618,14 @@ fn floods_and_garbage_end_the_session_with_a_reason_and_nothing_panics() {
         h.events
             .contains(&(flood, ClientEvent::Disconnected(DisconnectReason::InputFlood)))
     );
-    assert!(h.sessions.is_empty());
+    assert!(h.sessions().is_empty());
 }
 
 /// Two nodes, each with its session table, linked both ways (node to node and client to
-/// node) through the same lossy link.
+/// node) through the same lossy link; one client (machine 0), first on node 1.
 struct Pair {
-    now: Time,
-    nodes: Vec<Node<ModelObject>>,
-    sessions: Vec<Sessions<ModelObject>>,
-    client: Client<ModelObject>,
-    /// The node the client talks to, and on which connection.
-    at: (usize, ConnId),
-    /// Node datagrams in flight: (when, to node index, from node, bytes).
-    links: Vec<(Time, usize, NodeId, Vec<u8>)>,
-    /// Client datagrams in flight: (when, to node (Some) or client (None), conn, bytes).
-    flights: Vec<(Time, Option<usize>, ConnId, Vec<u8>)>,
-    rng: DetRng,
-    loss: f64,
+    engine: Engine<Party, Link>,
+    conns: Conns,
     handoffs: Vec<NodeId>,
     next_conn: u64,
 }
@@ -465,112 +633,79 @@ struct Pair {
 impl Pair {
     fn new(seed: u64, token: Vec<u8>) -> Self {
         let map = Arc::new(GameMap::generate(&ModelConfig::default(), 16, seed));
-        let nodes = (1..=2u32)
-            .map(|i| {
-                let peer = NodeId(3 - i);
-                Node::new(
-                    NodeConfig::new(NodeId(i), vec![peer], seed).with_mode(Mode::Broadcast),
-                    Arc::clone(&map),
-                    Time::ZERO,
-                )
-            })
-            .collect();
-        Self {
-            now: Time::ZERO,
-            nodes,
-            sessions: (0..2)
-                .map(|_| Sessions::new(SessionConfig::default(), key()))
-                .collect(),
+        let conns = Conns::default();
+        conns.borrow_mut().insert(ConnId(1), NodeId(0));
+        let mut parties = vec![Party::Seat(Box::new(Seat {
             client: Client::new(ClientConfig::default(), token, Time::ZERO),
-            at: (0, ConnId(1)),
-            links: Vec::new(),
-            flights: Vec::new(),
+            conn: ConnId(1),
+            server: NodeId(1),
+        }))];
+        for i in 1..=2u32 {
+            let peer = NodeId(3 - i);
+            let node = Node::new(
+                NodeConfig::new(NodeId(i), vec![peer], seed).with_mode(Mode::Broadcast),
+                Arc::clone(&map),
+                Time::ZERO,
+            );
+            parties.push(Party::Host(Box::new(Host {
+                node,
+                sessions: Sessions::new(SessionConfig::default(), key()),
+                conns: Rc::clone(&conns),
+                frames: 0,
+            })));
+        }
+        let link = Link {
             rng: DetRng::new(seed),
             loss: 0.0,
+            dup: 0.0,
+        };
+        Self {
+            engine: Engine::new(parties, link),
+            conns,
             handoffs: Vec::new(),
             next_conn: 1,
         }
     }
 
-    fn delay(&mut self) -> Option<Time> {
-        (!self.rng.chance(self.loss)).then(|| {
-            self.now
-                .saturating_add(Duration::from_millis(10 + self.rng.below(31)))
-        })
+    fn now(&self) -> Time {
+        self.engine.now()
     }
 
-    fn step(&mut self) {
-        self.now = self.now.saturating_add(Duration::from_millis(5));
-        let now = self.now;
-        let unix = EPOCH_MS + now.0 / 1000;
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.links)
-            .into_iter()
-            .partition(|l| l.0 <= now);
-        self.links = later;
-        for (_, to, from, bytes) in due {
-            self.nodes[to].handle_datagram(now, from, &bytes);
-        }
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.flights)
-            .into_iter()
-            .partition(|f| f.0 <= now);
-        self.flights = later;
-        for (_, to, conn, bytes) in due {
-            match to {
-                Some(n) => self.sessions[n].handle_datagram(now, unix, conn, &bytes, &mut self.nodes[n]),
-                None if conn == self.at.1 => self.client.handle_datagram(now, &bytes),
-                None => {} // for a connection the client has left
-            }
-        }
-        for i in 0..2 {
-            if self.nodes[i].poll_timeout().is_some_and(|t| t <= now) {
-                self.nodes[i].handle_timeout(now);
-                self.sessions[i].frame(now, unix, &mut self.nodes[i]);
-            }
-            while self.nodes[i].poll_event().is_some() {}
-            while let Some(t) = self.nodes[i].poll_transmit() {
-                if let Some(at) = self.delay() {
-                    let to = (t.dst.0 - 1) as usize;
-                    let from = self.nodes[i].id();
-                    self.links.push((at, to, from, t.datagram));
-                }
-            }
-            while let Some((conn, b)) = self.sessions[i].poll_transmit() {
-                if let Some(at) = self.delay() {
-                    self.flights.push((at, None, conn, b));
-                }
-            }
-            while self.sessions[i].poll_event().is_some() {}
-        }
-        if self.client.poll_timeout().is_some_and(|t| t <= now) {
-            self.client.handle_timeout(now);
-        }
-        self.pump_client();
+    fn links(&mut self) -> &mut Link {
+        self.engine.links_mut()
     }
 
+    /// Node `i + 1`.
+    fn host(&mut self, i: usize) -> &mut Host {
+        host_of(&mut self.engine, NodeId(i as u32 + 1))
+    }
+
+    fn client(&mut self) -> &mut Client<ModelObject> {
+        match &mut self.engine.machines_mut()[0] {
+            Party::Seat(seat) => &mut seat.client,
+            _ => unreachable!("machine 0 is the client"),
+        }
+    }
+
+    /// Sends what the client queued.
     fn pump_client(&mut self) {
-        let now = self.now;
-        while let Some(e) = self.client.poll_event() {
-            if let ClientEvent::HandOff { node, token } = e {
-                // Connect to the node the hand-off names, on a new connection.
-                self.handoffs.push(node);
-                self.next_conn += 1;
-                self.at = ((node.0 - 1) as usize, ConnId(self.next_conn));
-                self.client.hand_over(now, token);
-            }
-        }
-        while let Some(b) = self.client.poll_transmit() {
-            if let Some(at) = self.delay() {
-                let (n, conn) = self.at;
-                self.flights.push((at, Some(n), conn, b));
-            }
-        }
+        self.run(Duration::ZERO);
     }
 
     fn run(&mut self, d: Duration) {
-        let until = self.now.saturating_add(d);
-        while self.now < until {
-            self.step();
-        }
+        let (handoffs, next_conn, conns) = (&mut self.handoffs, &mut self.next_conn, &self.conns);
+        run_engine(&mut self.engine, d, |m, now, e| {
+            if let (Party::Seat(seat), Happened::Client(_, ClientEvent::HandOff { node, token })) = (m, e) {
+                // Connect to the node the hand-off names, on a new connection.
+                handoffs.push(node);
+                *next_conn += 1;
+                let conn = ConnId(*next_conn);
+                conns.borrow_mut().insert(conn, NodeId(0));
+                seat.conn = conn;
+                seat.server = node;
+                seat.client.hand_over(now, token);
+            }
+        });
     }
 }
 
@@ -582,13 +717,17 @@ impl Pair {
 fn a_hand_off_under_loss_loses_and_duplicates_no_input() {
     for seed in 1..=5 {
         let mut p = Pair::new(seed, token(77, &[1, 2], far_future(), seed as u8));
-        p.loss = 0.05;
+        p.links().loss = 0.05;
         p.run(Duration::from_secs(1));
         assert!(
-            matches!(p.client.state(), ClientState::Connected { .. }),
+            matches!(p.client().state(), ClientState::Connected { .. }),
             "seed {seed}"
         );
-        let avatar = p.sessions[0].avatar_of(ConnId(1)).expect("connected to node 1");
+        let avatar = p
+            .host(0)
+            .sessions
+            .avatar_of(ConnId(1))
+            .expect("connected to node 1");
         let mut sent = 0u32;
         for k in 0..120u32 {
             let input = PlayerInput {
@@ -596,24 +735,29 @@ fn a_hand_off_under_loss_loses_and_duplicates_no_input() {
                 dy: 0,
                 fire: None,
             };
-            let now = p.now;
-            if p.client.send_input(now, &input).is_some() {
+            let now = p.now();
+            if p.client().send_input(now, &input).is_some() {
                 sent += 1;
             }
             p.pump_client();
             if k == 40 {
-                let now = p.now;
-                let (nodes, sessions) = (&mut p.nodes, &mut p.sessions);
-                sessions[0]
-                    .hand_off(now, ConnId(1), NodeId(2), &mut nodes[0])
+                let now = p.now();
+                let host = p.host(0);
+                host.sessions
+                    .hand_off(now, ConnId(1), NodeId(2), &mut host.node)
                     .expect("hand-off starts");
             }
             p.run(Duration::from_millis(50));
         }
-        p.loss = 0.0;
+        p.links().loss = 0.0;
         p.run(Duration::from_secs(2));
         assert_eq!(p.handoffs, vec![NodeId(2)], "seed {seed}");
-        let e = p.nodes[1].store().get(avatar).expect("the avatar is on node 2");
+        let e = p
+            .host(1)
+            .node
+            .store()
+            .get(avatar)
+            .expect("the avatar is on node 2");
         assert_eq!(e.role, worldmesh_replica::Role::Primary, "seed {seed}");
         let ModelObject::Player(pl) = &e.object else {
             panic!()
@@ -624,11 +768,16 @@ fn a_hand_off_under_loss_loses_and_duplicates_no_input() {
             (sent, sent),
             "seed {seed}: every input once"
         );
-        assert_eq!(p.client.pending_inputs().count(), 0, "seed {seed}: all confirmed");
-        assert_eq!(p.sessions[1].stats().avatars_rebound, 1, "seed {seed}");
-        assert_eq!(p.sessions[0].stats().handoffs, 1, "seed {seed}");
+        assert_eq!(
+            p.client().pending_inputs().count(),
+            0,
+            "seed {seed}: all confirmed"
+        );
+        assert_eq!(p.host(1).sessions.stats().avatars_rebound, 1, "seed {seed}");
+        assert_eq!(p.host(0).sessions.stats().handoffs, 1, "seed {seed}");
         assert!(
-            p.nodes[0]
+            p.host(0)
+                .node
                 .store()
                 .get(avatar)
                 .is_none_or(|e| e.role != worldmesh_replica::Role::Primary),
@@ -643,20 +792,20 @@ fn a_hand_off_under_loss_loses_and_duplicates_no_input() {
 fn joins_and_leaves_reach_the_assignment() {
     use worldmesh_node::assignment::{AssignmentAgent, AssignmentConfig};
     let mut h = Harness::new(SessionConfig::default(), 9);
-    h.sessions = Sessions::new(SessionConfig::default(), key())
+    h.host().sessions = Sessions::new(SessionConfig::default(), key())
         .with_assignment(AssignmentAgent::new(NodeId(1), AssignmentConfig::default()));
     let c = h.add_client(token(5, &[1], far_future(), 5));
-    let now = h.now;
+    let now = h.now();
     h.client(c).set_delays(now, vec![(NodeId(1), 12.5)]);
     h.run(Duration::from_secs(1));
-    let a = h.sessions.assignment().unwrap();
+    let a = h.sessions().assignment().unwrap();
     assert_eq!((a.stats().joins, a.placed(5)), (1, Some(NodeId(1))));
     assert_eq!(a.total(), Some((12.5, 1)));
-    let now = h.now;
+    let now = h.now();
     h.client(c).disconnect(now);
     h.collect();
     h.run(Duration::from_secs(1));
-    let a = h.sessions.assignment().unwrap();
+    let a = h.sessions().assignment().unwrap();
     assert_eq!(a.stats().leaves, 1, "{:?}", a.stats());
     assert_eq!(a.total(), Some((0.0, 0)));
     assert_eq!(a.stats().mismatches, 0);
@@ -668,39 +817,44 @@ fn joins_and_leaves_reach_the_assignment() {
 #[test]
 fn a_player_follows_its_avatar_when_the_node_migrates_it() {
     let mut p = Pair::new(11, token(88, &[1, 2], far_future(), 11));
-    p.loss = 0.05;
+    p.links().loss = 0.05;
     p.run(Duration::from_secs(1));
-    let avatar = p.sessions[0].avatar_of(ConnId(1)).expect("connected to node 1");
+    let avatar = p
+        .host(0)
+        .sessions
+        .avatar_of(ConnId(1))
+        .expect("connected to node 1");
     let mut sent = 0u32;
     for k in 0..80u32 {
-        let now = p.now;
+        let now = p.now();
         let input = PlayerInput {
             dx: 0,
             dy: if k % 20 < 10 { 127 } else { -127 },
             fire: None,
         };
-        if p.client.send_input(now, &input).is_some() {
+        if p.client().send_input(now, &input).is_some() {
             sent += 1;
         }
         p.pump_client();
         if k == 30 {
-            let now = p.now;
-            p.nodes[0]
+            let now = p.now();
+            p.host(0)
+                .node
                 .migrate(now, &[avatar], NodeId(2))
                 .expect("migration starts");
         }
         p.run(Duration::from_millis(50));
     }
-    p.loss = 0.0;
+    p.links().loss = 0.0;
     p.run(Duration::from_secs(2));
     assert_eq!(p.handoffs, vec![NodeId(2)]);
-    let e = p.nodes[1].store().get(avatar).expect("on node 2");
+    let e = p.host(1).node.store().get(avatar).expect("on node 2");
     let ModelObject::Player(pl) = &e.object else {
         panic!()
     };
     let c = pl.control.unwrap();
     assert_eq!((c.last_input, c.applied), (sent, sent));
-    assert_eq!(p.client.pending_inputs().count(), 0);
+    assert_eq!(p.client().pending_inputs().count(), 0);
 }
 
 /// The placement loop of paper `001` §7.4 in the running world: node 1's only player
@@ -710,20 +864,24 @@ fn a_player_follows_its_avatar_when_the_node_migrates_it() {
 fn the_placement_loop_moves_a_region_to_its_players_and_they_follow() {
     use worldmesh_node::PlacementConfig;
     let mut p = Pair::new(13, token(99, &[1, 2], far_future(), 13));
-    p.sessions[0] = Sessions::new(SessionConfig::default(), key()).with_placement(PlacementConfig {
+    p.host(0).sessions = Sessions::new(SessionConfig::default(), key()).with_placement(PlacementConfig {
         interval: Duration::from_millis(500),
         ..PlacementConfig::default()
     });
-    p.loss = 0.02;
-    let now = p.now;
-    p.client
+    p.links().loss = 0.02;
+    let now = p.now();
+    p.client()
         .set_delays(now, vec![(NodeId(1), 200.0), (NodeId(2), 20.0)]);
     p.run(Duration::from_secs(1));
-    let avatar = p.sessions[0].avatar_of(ConnId(1)).expect("connected to node 1");
+    let avatar = p
+        .host(0)
+        .sessions
+        .avatar_of(ConnId(1))
+        .expect("connected to node 1");
     let mut sent = 0u32;
     for _ in 0..60u32 {
-        let now = p.now;
-        if p.client
+        let now = p.now();
+        if p.client()
             .send_input(
                 now,
                 &PlayerInput {
@@ -739,20 +897,26 @@ fn the_placement_loop_moves_a_region_to_its_players_and_they_follow() {
         p.pump_client();
         p.run(Duration::from_millis(50));
     }
-    p.loss = 0.0;
+    p.links().loss = 0.0;
     p.run(Duration::from_secs(2));
     assert!(
-        p.sessions[0].stats().region_migrations >= 1,
+        p.host(0).sessions.stats().region_migrations >= 1,
         "{:?}",
-        p.sessions[0].stats()
+        p.host(0).sessions.stats()
     );
     assert_eq!(p.handoffs, vec![NodeId(2)]);
-    let e = p.nodes[1]
+    assert_eq!(
+        p.host(0).node.store().primary_count(),
+        0,
+        "the whole region moved"
+    );
+    let e = p
+        .host(1)
+        .node
         .store()
         .get(avatar)
         .expect("the avatar moved with the region");
     assert_eq!(e.role, worldmesh_replica::Role::Primary);
-    assert_eq!(p.nodes[0].store().primary_count(), 0, "the whole region moved");
     let ModelObject::Player(pl) = &e.object else {
         panic!()
     };
