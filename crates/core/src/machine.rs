@@ -4,9 +4,10 @@
 //! ([`Machine::handle_datagram`]) and tells it when its deadline passed
 //! ([`Machine::handle_timeout`]), then drains what it wants done: datagrams to send
 //! ([`Machine::poll_transmit`]), when to wake it next ([`Machine::poll_timeout`]) and what
-//! happened inside it ([`Machine::poll_event`]). The real runtime (`worldmesh-net`), the
-//! simulator and every harness drive the same machines through this trait; the
-//! deterministic engine that does it for simulations is `worldmesh-engine`.
+//! happened inside it ([`Machine::poll_event`]). The deterministic engine
+//! (`worldmesh-engine`) drives every simulated machine through this trait — the simulator,
+//! the harnesses, the tests that run several machines; the real runtime (`worldmesh-net`)
+//! calls the node's methods of the same names with sockets and a clock.
 
 use crate::{MessageClass, NodeId, Time};
 

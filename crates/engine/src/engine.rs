@@ -20,9 +20,25 @@
 //! **Faults.** A crashed machine takes no input; datagrams reaching it are dropped, and so
 //! are those still in flight from it if the engine was built with
 //! [`Engine::dropping_from_crashed`] (by default they still arrive, as from a host whose
-//! packets left before it died). A restarted machine is a new process under the same id
-//! ([`Engine::restart`]), a joining one takes the next id ([`Engine::add`]). Loss,
-//! duplication, reordering (jitter) and partitions are the [`Links`]' decisions.
+//! packets left before it died; with it, they are lost even if the machine is running
+//! again when they land: each datagram carries its sender's incarnation). A restarted
+//! machine is a new process under the same id ([`Engine::restart`]), a stopped one can go
+//! on with its state ([`Engine::resume`]), a joining one takes the next id
+//! ([`Engine::add`]). A datagram addressed to no machine is dropped when sent, before the
+//! links see it. Loss, duplication, reordering (jitter) and partitions are the [`Links`]'
+//! decisions.
+//!
+//! **Accounting.** Every datagram a machine queued is, at any time, exactly one of:
+//! unroutable, lost or partitioned at send ([`NetworkStats`]), or — with its duplicate, if
+//! the links made one ([`NetworkStats::duplicated`]) — delivered, dropped on arrival
+//! ([`Dropped`]), or still in flight.
+//!
+//! **The caller's part.** After a [`Step::Datagram`] or [`Step::Timeout`], after
+//! [`Engine::restart`], [`Engine::resume`] and [`Engine::add`], and after giving a machine
+//! input through [`Engine::machines_mut`], the caller pumps that machine; otherwise its
+//! datagrams wait and its timer is not re-armed. Pumping a crashed machine still sends
+//! what it queued (a caller that models a process dying with its buffers discards them
+//! itself).
 
 use worldmesh_core::{Machine, NodeId, Time};
 
@@ -31,8 +47,16 @@ use crate::queue::EventQueue;
 
 /// What waits in the queue.
 enum Scheduled<D, X> {
-    Deliver { dst: u32, src: u32, datagram: D },
-    Wake { node: u32 },
+    Deliver {
+        dst: u32,
+        src: u32,
+        /// The sender's incarnation when it sent.
+        incarnation: u32,
+        datagram: D,
+    },
+    Wake {
+        node: u32,
+    },
     Other(X),
 }
 
@@ -45,7 +69,8 @@ pub enum Step<X> {
     Timeout(NodeId),
     /// An event of the caller's kind is due.
     Other(X),
-    /// Nothing for the caller: a superseded wake-up, or a datagram dropped on arrival.
+    /// Nothing for the caller: a superseded wake-up, a wake-up of a stopped machine, or a
+    /// datagram dropped on arrival.
     Nothing,
 }
 
@@ -57,7 +82,7 @@ pub struct Dropped {
     pub at_crashed: u64,
     /// Cut by the links while in flight ([`Links::deliverable`]).
     pub cut_in_flight: u64,
-    /// Addressed to no machine.
+    /// Addressed to no machine (dropped when sent, before the links saw them).
     pub unroutable: u64,
 }
 
@@ -66,6 +91,9 @@ pub struct Engine<M: Machine, L, X = ()> {
     now: Time,
     machines: Vec<M>,
     up: Vec<bool>,
+    /// Bumped at every crash, restart and resume: datagrams of an earlier incarnation are
+    /// from a process that stopped.
+    incarnation: Vec<u32>,
     timers: Vec<Option<Time>>,
     queue: EventQueue<Scheduled<M::Datagram, X>>,
     links: L,
@@ -89,6 +117,7 @@ where
             now: Time::ZERO,
             machines,
             up: vec![true; n],
+            incarnation: vec![0; n],
             timers: vec![None; n],
             queue: EventQueue::new(),
             links,
@@ -160,20 +189,25 @@ where
         self.queue.push(at.max(self.now), Scheduled::Other(event));
     }
 
-    /// Crashes machine `id`: it takes no input until restarted.
+    /// Crashes machine `id`: it takes no input until restarted or resumed (an unknown id
+    /// is ignored).
     pub fn crash(&mut self, id: NodeId) {
-        if let Some(u) = self.up.get_mut(id.0 as usize) {
-            *u = false;
+        let i = id.0 as usize;
+        if i < self.machines.len() {
+            self.up[i] = false;
+            self.incarnation[i] += 1;
         }
     }
 
     /// Runs machine `id` again with the state it had when it stopped (a paused process
     /// resumed, or a member that was not yet started); what reached it meanwhile is gone.
     /// The caller pumps it.
+    /// A running machine, or an unknown id, is left as it is.
     pub fn resume(&mut self, id: NodeId) {
         let i = id.0 as usize;
-        if i < self.machines.len() {
+        if i < self.machines.len() && !self.up[i] {
             self.up[i] = true;
+            self.incarnation[i] += 1;
             self.timers[i] = None;
         }
     }
@@ -189,6 +223,7 @@ where
         assert!(i < self.machines.len(), "restart of an unknown machine");
         self.machines[i] = machine;
         self.up[i] = true;
+        self.incarnation[i] += 1;
         self.timers[i] = None;
     }
 
@@ -196,14 +231,24 @@ where
     pub fn add(&mut self, machine: M) -> NodeId {
         self.machines.push(machine);
         self.up.push(true);
+        self.incarnation.push(0);
         self.timers.push(None);
         NodeId((self.machines.len() - 1) as u32)
     }
 
     /// Routes every datagram machine `id` queued through the links.
+    ///
+    /// # Panics
+    /// If `id` names no machine (a caller's bug, not input), like [`Engine::pump`] and
+    /// [`Engine::arm_timer`].
     pub fn route_transmits(&mut self, id: NodeId) {
         let i = id.0 as usize;
+        let incarnation = self.incarnation[i];
         while let Some(t) = self.machines[i].poll_transmit() {
+            if t.dst.0 as usize >= self.machines.len() {
+                self.dropped.unroutable += 1;
+                continue;
+            }
             self.stats.sent += 1;
             match self.links.route(self.now, id, &t) {
                 Fate::Lost => self.stats.lost += 1,
@@ -215,6 +260,7 @@ where
                         Scheduled::Deliver {
                             dst: t.dst.0,
                             src: id.0,
+                            incarnation,
                             datagram: t.datagram,
                         },
                     );
@@ -225,6 +271,7 @@ where
                             Scheduled::Deliver {
                                 dst: t.dst.0,
                                 src: id.0,
+                                incarnation,
                                 datagram,
                             },
                         );
@@ -235,7 +282,7 @@ where
     }
 
     /// Arms machine `id`'s wake-up at its deadline if none is armed or it is earlier
-    /// than the armed one (see the module docs).
+    /// than the armed one (see the module docs). A deadline already past is armed at now.
     pub fn arm_timer(&mut self, id: NodeId) {
         let i = id.0 as usize;
         if let Some(at) = self.machines[i].poll_timeout()
@@ -263,16 +310,22 @@ where
     /// did; `None` when nothing is due (the clock then stays where it is).
     pub fn step(&mut self, until: Time) -> Option<Step<X>> {
         let (at, event) = self.queue.pop_due(until)?;
-        self.now = at;
+        debug_assert!(at >= self.now, "the clock never goes back");
+        self.now = self.now.max(at);
+        let at = self.now;
         Some(match event {
-            Scheduled::Deliver { dst, src, datagram } => {
-                let i = dst as usize;
-                if i >= self.machines.len() {
-                    self.dropped.unroutable += 1;
-                    return Some(Step::Nothing);
-                }
+            Scheduled::Deliver {
+                dst,
+                src,
+                incarnation,
+                datagram,
+            } => {
+                // Both ids name machines: unroutable datagrams never enter the queue.
+                let (i, s) = (dst as usize, src as usize);
                 let (to, from) = (NodeId(dst), NodeId(src));
-                if !self.up[i] || (self.drop_from_crashed && !self.is_up(from)) {
+                let sender_gone =
+                    self.drop_from_crashed && (!self.up[s] || self.incarnation[s] != incarnation);
+                if !self.up[i] || sender_gone {
                     self.dropped.at_crashed += 1;
                     return Some(Step::Nothing);
                 }
@@ -297,8 +350,13 @@ where
         })
     }
 
-    /// Moves the clock to `until` if it is later (after running what was due).
+    /// Moves the clock to `until` if it is later. Call it after running what was due by
+    /// then (the clock never goes back past a queued event).
     pub fn advance_to(&mut self, until: Time) {
+        debug_assert!(
+            until <= self.now || self.queue.next_at().is_none_or(|t| t >= until),
+            "advance_to({until:?}) with events due before it"
+        );
         self.now = self.now.max(until);
     }
 }

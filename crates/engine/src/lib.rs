@@ -4,8 +4,10 @@
 //! drives its sans-IO machines ([`worldmesh_core::Machine`]) through it: the world
 //! simulator (`worldmesh-sim`, and through it the fault swarm and the experiments), the
 //! locator harness (`worldmesh-locator`), the instance failover harness
-//! (`worldmesh-instances`), the migration experiment and the tests. Only the real runtime
-//! (`worldmesh-net`) drives machines otherwise: with sockets and a clock.
+//! (`worldmesh-instances`), the migration experiment and the tests that run several
+//! machines. The real runtime (`worldmesh-net`) drives the node with sockets and a clock;
+//! besides it, only unit tests of one machine's interface and the benchmarks that time a
+//! single call (`experiment player-capacity`, `persist-cost`) call a machine by hand.
 //!
 //! - [`queue`]: the timed event queue (ties in time broken by insertion order, so every
 //!   run is reproducible from its seed);
@@ -19,6 +21,6 @@ pub mod engine;
 pub mod links;
 pub mod queue;
 
-pub use engine::{Engine, Step};
+pub use engine::{Dropped, Engine, Step};
 pub use links::{Fate, Links, NetworkStats};
 pub use queue::EventQueue;

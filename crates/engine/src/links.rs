@@ -37,13 +37,14 @@ pub trait Links<D> {
 /// Counts of what the network did to datagrams.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetworkStats {
-    /// Datagrams handed to the network by machines.
+    /// Datagrams handed to the links by machines (addressed to a machine).
     pub sent: u64,
     /// Datagrams delivered (duplicates included).
     pub delivered: u64,
     /// Datagrams lost at random.
     pub lost: u64,
-    /// Extra copies delivered.
+    /// Extra copies the links made (counted when sent; a copy may still be dropped on
+    /// arrival).
     pub duplicated: u64,
     /// Datagrams dropped by a partition.
     pub partitioned: u64,

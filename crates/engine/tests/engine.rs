@@ -79,11 +79,13 @@ impl Machine for Pinger {
 }
 
 /// Delay `10 ms × (1 + src)`; pongs duplicated when `dup`; a cut (both ways) between the
-/// listed nodes and the rest while `cut` is on.
+/// listed nodes and the rest while `cut` is on. Per-destination state, like a real model:
+/// it indexes `seen` by destination (and so would panic on an unknown one).
 #[derive(Default)]
 struct Toy {
     dup: bool,
     cut: Option<Vec<NodeId>>,
+    seen: Vec<u32>,
 }
 
 impl Toy {
@@ -96,6 +98,11 @@ impl Toy {
 
 impl Links<u32> for Toy {
     fn route(&mut self, _now: Time, src: NodeId, t: &Transmit<u32>) -> Fate {
+        let d = t.dst.0 as usize;
+        if self.seen.len() <= d {
+            self.seen.resize(d + 1, 0);
+        }
+        self.seen[d] += 1;
         if self.severed(src, t.dst) {
             return Fate::Partitioned;
         }
@@ -111,21 +118,34 @@ impl Links<u32> for Toy {
 
 type Log = Vec<(Time, NodeId, NodeId, u32)>;
 
-/// Runs until `until`, pumping every machine that took an input; returns what each
-/// received, with the time.
-fn run(e: &mut Engine<Pinger, Toy, &'static str>, until: Time, log: &mut Log) -> Vec<&'static str> {
-    let mut other = Vec::new();
+/// Runs until `until`, pumping every machine that took an input; returns the steps in
+/// order (`Nothing` left out), and logs what each machine received, with the time.
+fn run(e: &mut Engine<Pinger, Toy, &'static str>, until: Time, log: &mut Log) -> Vec<Step<&'static str>> {
+    let mut steps = Vec::new();
     while let Some(step) = e.step(until) {
-        match step {
-            Step::Datagram(id) | Step::Timeout(id) => {
-                e.pump(id, |_, now, me, (from, d)| log.push((now, me, from, d)))
-            }
-            Step::Other(x) => other.push(x),
-            Step::Nothing => {}
+        if let Step::Datagram(id) | Step::Timeout(id) = step {
+            e.pump(id, |_, now, me, (from, d)| log.push((now, me, from, d)));
+        }
+        if step != Step::Nothing {
+            steps.push(step);
         }
     }
     e.advance_to(until);
-    other
+    steps
+}
+
+/// What the machines handed to the engine (counted by the test, not the engine) is
+/// accounted for: unroutable, lost or partitioned at send, or (with the copies the links
+/// made) delivered, dropped on arrival, or still queued.
+fn assert_accounted(e: &Engine<Pinger, Toy, &'static str>, handed: u64, timers_queued: usize) {
+    let (s, d) = (e.stats(), e.dropped());
+    assert_eq!(s.sent + d.unroutable, handed, "{s:?} {d:?}");
+    let in_flight = (e.queued() - timers_queued) as u64;
+    assert_eq!(
+        s.sent + s.duplicated,
+        s.lost + s.partitioned + s.delivered + d.at_crashed + d.cut_in_flight + in_flight,
+        "{s:?} {d:?}, {in_flight} in flight"
+    );
 }
 
 fn engine(n: u32, period_ms: u64) -> Engine<Pinger, Toy, &'static str> {
@@ -158,23 +178,29 @@ fn datagrams_arrive_after_their_delay_and_answers_follow() {
     assert_eq!(e.stats().sent, 4);
     assert_eq!(e.stats().delivered, 4);
     assert_eq!(e.now(), Time::from_millis(100));
+    assert_accounted(&e, 4, 2); // two wake-ups (at 1 s) queued
 }
 
 #[test]
 fn ties_in_time_go_in_the_order_they_were_scheduled() {
     let mut e = engine(2, 1000);
+    let mut log = Log::new();
+    run(&mut e, Time::from_millis(15), &mut log); // node 1's pong is queued, for 30 ms
     e.schedule(Time::from_millis(30), "first");
     e.schedule(Time::from_millis(30), "second");
-    let mut log = Log::new();
-    let other = run(&mut e, Time::from_millis(30), &mut log);
-    assert_eq!(other, ["first", "second"]);
-    // Both pongs arrive at 30 ms; they were queued at 10 ms (node 1's) and 20 ms (node 0's).
-    let at30: Vec<_> = log
-        .iter()
-        .filter(|l| l.0 == Time::from_millis(30))
-        .map(|l| l.1)
-        .collect();
-    assert_eq!(at30, [NodeId(0), NodeId(1)]);
+    let steps = run(&mut e, Time::from_millis(30), &mut log);
+    // At 30 ms: node 1's pong (queued at 10 ms), the two events, then node 0's pong
+    // (queued at 20 ms): insertion order, whatever slots of the slab they took.
+    assert_eq!(
+        steps,
+        vec![
+            Step::Datagram(NodeId(0)), // node 1's ping, at 20 ms
+            Step::Datagram(NodeId(0)), // node 1's pong, at 30 ms
+            Step::Other("first"),
+            Step::Other("second"),
+            Step::Datagram(NodeId(1)), // node 0's pong, at 30 ms
+        ]
+    );
 }
 
 #[test]
@@ -216,6 +242,10 @@ fn a_crashed_machine_takes_nothing_and_a_restarted_one_takes_what_was_in_flight(
     run(&mut e, Time::from_millis(30), &mut log);
     assert!(log.contains(&(Time::from_millis(30), NodeId(1), NodeId(0), PONG)));
     assert!(e.is_up(NodeId(1)));
+    // Handed: the two pings at 0, node 0's pong at 20 ms, and the new process's ping at
+    // 20 ms (its first deadline, 0, had passed), still in flight. Queued wake-ups: node
+    // 0's and the new process's, and the crashed one's, superseded.
+    assert_accounted(&e, 4, 3);
 }
 
 #[test]
@@ -231,6 +261,42 @@ fn dropping_from_crashed_loses_what_the_crashed_machine_had_in_flight() {
     run(&mut e, Time::from_millis(100), &mut log);
     assert!(log.is_empty(), "{log:?}");
     assert_eq!(e.dropped().at_crashed, 2, "the ping to it and its own ping");
+    assert_accounted(&e, 2, 2);
+}
+
+#[test]
+fn dropping_from_crashed_loses_a_crashed_incarnation_s_datagrams_even_after_a_restart() {
+    let mut e = Engine::new((0..2).map(|i| Pinger::new(i, 2, 1000)).collect(), Toy::default())
+        .dropping_from_crashed();
+    for i in 0..2 {
+        e.pump(NodeId(i), |_, _, _, _| {});
+    }
+    let mut log = Log::new();
+    run(&mut e, Time::from_millis(1), &mut log); // both pinged at 0
+    e.crash(NodeId(1));
+    e.restart(NodeId(1), Pinger::new(1, 2, 1000));
+    e.pump(NodeId(1), |_, _, _, _| {});
+    run(&mut e, Time::from_millis(15), &mut log);
+    // Node 0's ping reached the new process at 10 ms; the old process's ping (due at
+    // 20 ms) is lost with it, while the new process's ping (sent at 1 ms) arrives.
+    run(&mut e, Time::from_millis(25), &mut log);
+    let to0: Vec<_> = log
+        .iter()
+        .filter(|l| l.1 == NodeId(0) && l.3 == PING)
+        .map(|l| l.0)
+        .collect();
+    assert_eq!(to0, [Time::from_millis(21)], "{log:?}");
+    assert_eq!(e.dropped().at_crashed, 1);
+}
+
+#[test]
+fn resuming_a_running_machine_changes_nothing() {
+    let mut e = engine(1, 100);
+    let mut log = Log::new();
+    run(&mut e, Time::from_millis(50), &mut log);
+    e.resume(NodeId(0)); // not stopped: its armed wake-up at 100 ms stays
+    run(&mut e, Time::from_millis(100), &mut log);
+    assert_eq!(e.machines()[0].timeouts, 2);
 }
 
 #[test]
@@ -277,9 +343,15 @@ fn addressed_to_no_machine_is_dropped_not_a_panic() {
         datagram: PING,
     });
     e.pump(NodeId(0), |_, _, _, _| {});
+    assert_eq!(e.dropped().unroutable, 1, "dropped when sent");
+    assert!(
+        e.links().seen.len() <= 1,
+        "the links never saw it: {:?}",
+        e.links().seen
+    );
     let mut log = Log::new();
     run(&mut e, Time::from_millis(100), &mut log);
-    assert_eq!(e.dropped().unroutable, 1);
+    assert_eq!(e.stats().sent, 0);
 }
 
 #[test]

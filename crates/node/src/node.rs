@@ -1128,8 +1128,8 @@ impl<O: GameObject> Node<O> {
     }
 }
 
-/// The node as the engine and the runtime drive it (`worldmesh_core::Machine`): the inherent
-/// methods of the same names do the work.
+/// The node as the engine drives it (`worldmesh_core::Machine`): the inherent methods of
+/// the same names, which the real runtime calls, do the work.
 impl<O: GameObject> worldmesh_core::Machine for Node<O> {
     type Datagram = Vec<u8>;
     type Event = Event;
