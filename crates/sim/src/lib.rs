@@ -1,13 +1,15 @@
 //! # worldmesh-sim
 //!
 //! A discrete-event simulator that drives real [`worldmesh_node::Node`] state machines on
-//! a virtual clock (BRIEF §4). Nothing here makes protocol decisions: the [`engine`]
-//! delivers datagrams and wakes nodes exactly as the real runtime would, through the
-//! node's sans-IO interface, so what is measured here is what runs in production.
+//! a virtual clock (BRIEF §4). Nothing here makes protocol decisions: the one engine
+//! (`worldmesh_engine`) delivers datagrams and wakes nodes exactly as the real runtime
+//! would, through the node's sans-IO interface, so what is measured here is what runs in
+//! production.
 //!
 //! - [`network`]: the link model — one-way delay = RTT/2 from a latency matrix, jitter,
 //!   loss, duplication and partitions;
-//! - [`engine`]: the event queue and the driving loop;
+//! - [`engine`]: [`Simulation`], the nodes on the one engine plus the world's own events
+//!   (the oracle's ticks and discoveries, metrics samples, store batches);
 //! - [`oracle`]: the ideal locator (a global index behind the node's locator port);
 //! - [`metrics`]: missing replicas, staleness, discovered share, and the client-server and
 //!   broadcast baselines computed on the same trace;
@@ -17,7 +19,7 @@
 //!   becomes of their objects (adoption time, objects lost or duplicated);
 //! - [`report`]: what a run produces (per-node and aggregate figures, network counters).
 //!
-//! Same seed ⇒ same run: all randomness comes from `worldmesh_core::DetRng`, the event
+//! Same seed ⇒ same run: all randomness comes from `worldmesh_core::DetRng`, the engine's
 //! queue breaks ties by insertion order, and no clock or hash-map order is consulted.
 #![forbid(unsafe_code)]
 
