@@ -50,7 +50,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use worldmesh_core::{NodeId, ObjectId, Time, rendezvous};
-use worldmesh_replica::{Binding, GameObject, MovedOutcome, OrphanOffer, OrphanPolicy, ReplicaManager};
+use worldmesh_replica::{Binding, GameObject, MovedOutcome, OrphanOffer, OrphanPolicy, ReplicaManager, Role};
 
 use crate::migration::MigrationMsg;
 
@@ -122,6 +122,10 @@ struct Waiting {
     dead: NodeId,
     since: Time,
     offered_at: Option<Time>,
+    /// A live member that announced itself as the object's primary under a binding the
+    /// failed one outranks here (its notice was refused): it gets the offers too, and
+    /// adopts the orphan by rebinding its primary past the failed binding.
+    claimant: Option<NodeId>,
 }
 
 /// The adoption protocol state of one node.
@@ -356,6 +360,7 @@ impl Adoption {
                             dead,
                             since: now,
                             offered_at: Some(now),
+                            claimant: None,
                         },
                     );
                     rm.keep_orphan(id);
@@ -525,7 +530,14 @@ impl Adoption {
             // failure, fault swarm seed 1007); the notice makes the offerer follow it.
             let here = rm.binding_of(o.id);
             let moved_past = here.epoch > o.epoch || (o.dead == me && here.epoch == o.epoch);
-            if here.node == me && moved_past && rm.store().get(o.id).is_some() {
+            let primary = here.node == me && rm.store().get(o.id).is_some_and(|e| e.role == Role::Primary);
+            // A primary held here under the offer's epoch that outranks the failed
+            // holder's (the rival rule): the offerer takes this binding once told.
+            let outranks = primary
+                && here.epoch == o.epoch
+                && o.dead != me
+                && rendezvous::score(o.id, me) > rendezvous::score(o.id, o.dead);
+            if here.node == me && (moved_past || outranks) && rm.store().get(o.id).is_some() {
                 let resend = self.cfg.resend;
                 let due = Time::from_micros(now.as_micros().saturating_sub(resend.as_micros() as u64));
                 self.notices
@@ -533,6 +545,20 @@ impl Adoption {
                     .or_default()
                     .entry(o.id)
                     .or_insert((here, o.dead, due));
+                continue;
+            }
+            if primary {
+                // A primary held here under a binding the offer's outranks: a concurrent
+                // holder (the other side of a partition) took the object under the offer's
+                // epoch and failed, and the offerer, which follows that binding, refuses
+                // this node's notices and states. Whether or not this node is the agreed
+                // adopter (an offerer whose notice from here was refused sends its offer
+                // here too), it adopts that orphan by rebinding its own primary past it
+                // once the window closes and the failure is seen here
+                // (`ReplicaManager::supersede`).
+                if !self.consider(now, o) {
+                    self.stats.refused += 1;
+                }
                 continue;
             }
             let agreed = adopter(o.id, me, live, o.dead) == Some(me);
@@ -605,6 +631,19 @@ impl Adoption {
                     self.stats.refused += 1;
                 }
                 continue;
+            }
+            // The sender holds the object as primary under a binding the one this node
+            // waits on (its failed holder's) outranks: tell it of the orphan, with the
+            // offers (see `Waiting::claimant`).
+            if !wins
+                && binding.node == from
+                && live.contains(&from)
+                && let Some(w) = self.waiting.get_mut(&id)
+                && w.dead == known.node
+                && w.claimant != Some(from)
+            {
+                w.claimant = Some(from);
+                w.offered_at = None;
             }
             if !(agreed || wins && plausible) {
                 self.stats.refused += 1;
@@ -720,6 +759,14 @@ impl Adoption {
                 }
                 continue;
             }
+            if rm.store().get(id).is_some_and(|e| e.role == Role::Primary) {
+                // The object lived on here: adopt the orphan by keeping this primary.
+                if let Ok(binding) = rm.supersede(&offer) {
+                    let version = rm.store().get(id).map_or(0, |e| e.version);
+                    self.adopted(now, me, live, (id, version), offer.dead, binding, out, events);
+                }
+                continue;
+            }
             if adopter(id, me, live, offer.dead) != Some(me) {
                 continue;
             }
@@ -770,6 +817,9 @@ impl Adoption {
                         // may hold the object by now; it answers with its binding if so.
                         if live.contains(&dead) {
                             offers.entry(dead).or_default().push(o.clone());
+                        }
+                        if let Some(c) = w.claimant.filter(|c| *c != a && *c != dead && live.contains(c)) {
+                            offers.entry(c).or_default().push(o.clone());
                         }
                         offers.entry(a).or_default().push(o);
                         if let Some(w) = self.waiting.get_mut(&id) {

@@ -76,6 +76,9 @@ pub enum AdoptError {
     /// The object is already a primary here.
     #[error("{0} is already a primary here")]
     AlreadyPrimary(ObjectId),
+    /// The object is not a primary here, or it is being migrated.
+    #[error("{0} is not a primary here, or is being migrated")]
+    NotPrimary(ObjectId),
     /// An offered state did not decode.
     #[error("offered state of {0} does not decode")]
     Undecodable(ObjectId),
@@ -260,6 +263,34 @@ impl<O: GameObject> ReplicaManager<O> {
         let binding = self.install_adopted(now, offer.id, epoch + 1, next, object, offer.logs.clone());
         self.stats.adopted_from_offer += 1;
         Ok(binding)
+    }
+
+    /// Adopts the orphan of `offer` by keeping the primary this node already holds: the
+    /// object lived on here under a binding no later than the offer's while a concurrent
+    /// holder (the other side of a partition) took it under `offer.epoch` and then failed.
+    /// The offerers follow that failed binding, which outranks this node's, so they would
+    /// refuse this primary's states for good and drop their replicas as orphans nobody
+    /// adopted (fault swarm, `--faults all` seeds 313, 314). This node adopts that orphan
+    /// (the node decides when: `node::adoption`): it keeps its own state (running, and
+    /// holding the writes it acknowledged) and binds it under the epoch after the offer's,
+    /// which the adoption notices carry past every binding the offerers know. Returns the
+    /// new binding (to announce).
+    pub fn supersede(&mut self, offer: &OrphanOffer) -> Result<Binding, AdoptError> {
+        let id = offer.id;
+        if !self.prim.contains_key(&id) || self.frozen.contains(&id) {
+            return Err(AdoptError::NotPrimary(id));
+        }
+        let known = self.binding_of(id);
+        if known.epoch > offer.epoch {
+            return Err(AdoptError::NotOrphan {
+                id,
+                dead: offer.dead,
+                known,
+            });
+        }
+        let epoch = offer.epoch.saturating_add(1);
+        self.names.bind_local(id, epoch);
+        Ok(Binding { node: self.me, epoch })
     }
 
     /// The first version of an adopted primary whose confirmed state had `version` and was
