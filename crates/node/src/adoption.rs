@@ -600,10 +600,13 @@ impl Adoption {
             // forever. Otherwise no acknowledgement (the notice comes again).
             let agreed = self.seen_down.contains(&dead) && adopter(id, me, live, dead) == Some(from);
             let known = rm.binding_of(id);
+            // A binding known here whose node failed since (and which this node does not
+            // hold) loses to any live member's claim (`ReplicaManager::binding_failed`).
             let wins = binding.epoch > known.epoch
                 || (binding.epoch == known.epoch
                     && known.node != binding.node
-                    && rendezvous::score(id, binding.node) > rendezvous::score(id, known.node));
+                    && rendezvous::score(id, binding.node) > rendezvous::score(id, known.node))
+                || (known.node != binding.node && rm.binding_failed(id));
             // The lead is bounded only against an epoch this node knows: a node that
             // joined or restarted after the object's 16th adoption or migration knows none,
             // and refusing every notice would leave it following the creator forever (and
@@ -719,6 +722,13 @@ impl Adoption {
         events: &mut Vec<AdoptionEvent>,
     ) {
         let resend = self.cfg.resend;
+        // A notice announces a binding held here: once it is not (demoted by a rival,
+        // migrated away, deleted), resending it would make a node that takes it follow a
+        // node that no longer holds the object.
+        for items in self.notices.values_mut() {
+            items.retain(|id, (b, ..)| rm.binding_of(*id) == *b && rm.store().get(*id).is_some());
+        }
+        self.notices.retain(|_, items| !items.is_empty());
         for (peer, items) in self.notices.iter_mut() {
             let batch: Vec<(ObjectId, Binding, NodeId)> = items
                 .iter_mut()

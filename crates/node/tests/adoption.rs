@@ -365,3 +365,48 @@ fn a_holder_waiting_on_an_orphan_offers_it_to_the_live_primary_whose_notice_it_r
         Some(Role::Replica { primary: NodeId(1) })
     );
 }
+
+/// Node 2 holds no copy of an object and learned its binding from node 3 (epoch 2), which
+/// then failed and came back as a new generation holding nothing. Node 1, the object's live
+/// primary under epoch 1 (its side of a partition adopted it), announces itself: node 2
+/// must follow it — the binding it knew went with node 3's old generation. Before, node 2
+/// refused node 1's notices (epoch 1 loses to epoch 2) and, node 3's id being live again,
+/// node 1's states too, for good: a broadcast member without a replica (fault swarm,
+/// `--faults all` seed 313).
+#[test]
+fn a_binding_learned_from_a_member_that_failed_gives_way_to_the_live_primary() {
+    let mut w = World::new(4, &[0, 1, 2]);
+    let id = object_ranking(&mut w, 1, &[]);
+    w.frames(5);
+    w.linked[0] = false;
+    w.rms[0] = None;
+    let now = w.now();
+    w.rm(1).member_down(NodeId(0));
+    let mine = w.rm(1).adopt(now, id, NodeId(0)).expect("node 1 adopts");
+    assert_eq!(mine.epoch, 1);
+    // Node 2: its replica gone, it learns node 3's binding; node 3 fails and restarts.
+    w.rm(2).member_down(NodeId(0));
+    assert!(w.rm(2).drop_orphan(id));
+    let theirs = Binding {
+        node: NodeId(3),
+        epoch: 2,
+    };
+    w.rm(2).learn_adoption(now, NodeId(3), id, theirs);
+    assert_eq!(w.rm(2).binding_of(id), theirs);
+    w.rm(2).member_down(NodeId(3));
+    w.rm(2).member_up(NodeId(3));
+    // Node 1's states are refused meanwhile.
+    w.frames(3);
+    assert!(w.rm(2).store().get(id).is_none());
+    let now = w.now();
+    let rm2 = w.rms[2].as_mut().unwrap();
+    let live = [NodeId(1), NodeId(3)];
+    let acks = w.adoption[2].on_notices(now, NodeId(2), &live, rm2, NodeId(1), vec![(id, mine, NodeId(0))]);
+    assert_eq!(acks, vec![(id, 1)], "node 2 takes node 1's binding");
+    assert_eq!(w.rm(2).binding_of(id), mine);
+    w.frames(5);
+    assert_eq!(
+        w.rm(2).store().get(id).map(|e| e.role),
+        Some(Role::Replica { primary: NodeId(1) })
+    );
+}

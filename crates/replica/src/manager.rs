@@ -144,7 +144,8 @@ pub struct ReplicaConfig {
     pub hold_durable_acks: bool,
 }
 
-/// Most refused states of unheld objects remembered (see `refused_unheld`).
+/// Most refused states of unheld objects remembered (see `refused_unheld`), and most
+/// failed bindings (see `failed_bindings`).
 const MAX_REFUSED_UNHELD: usize = 4096;
 
 /// Most applied writes [`ReplicaConfig::trace_writes`] records.
@@ -522,6 +523,11 @@ pub struct ReplicaManager<O: GameObject> {
     /// object is not bound to here (bounded): if that node's adoption is learned later,
     /// its state is fetched (`learn_adoption`).
     refused_unheld: BTreeMap<ObjectId, NodeId>,
+    /// Objects not held here whose learned binding named a member that failed after this
+    /// node learned it (bounded): the binding each had then. While it is still the binding
+    /// known here, it is dead — that node's primaries went with it — and any live
+    /// member's claim to the object wins over it (see `adopt::binding_failed`).
+    failed_bindings: BTreeMap<ObjectId, Binding>,
     /// Durable writes applied since the node last took them for its store's log.
     durable_new: Vec<DurableWrite>,
     /// Durable writes (writer, object, seq) whose acknowledgement waits for the store.
@@ -567,6 +573,7 @@ impl<O: GameObject> ReplicaManager<O> {
             kept_orphans: BTreeSet::new(),
             write_trace: Vec::new(),
             refused_unheld: BTreeMap::new(),
+            failed_bindings: BTreeMap::new(),
             net: VecMap::new(),
             stats: ReplicaStats::default(),
             rivals: BTreeSet::new(),

@@ -130,6 +130,19 @@ impl<O: GameObject> ReplicaManager<O> {
         self.deferred.retain(|d| d.writer != id);
         self.forget_durable_writer(id);
         self.fetching.retain(|_, (_, n)| *n != id);
+        // Bindings learned here that name it, for objects not held here: dead now.
+        let unheld: Vec<ObjectId> = self
+            .names
+            .learned_at(id)
+            .filter(|o| self.store.get(*o).is_none())
+            .collect();
+        for o in unheld {
+            if self.failed_bindings.len() >= super::MAX_REFUSED_UNHELD {
+                self.failed_bindings.clear();
+            }
+            let b = self.names.resolve(o).binding(self.me);
+            self.failed_bindings.insert(o, b);
+        }
         self.recompute_backups();
         self.release_deferred_acks();
         let mut orphans = Vec::new();
@@ -180,6 +193,17 @@ impl<O: GameObject> ReplicaManager<O> {
             },
             None => self.names.resolve(id).binding(self.me),
         }
+    }
+
+    /// True if the binding this node knows for `id` (which it does not hold) names a member
+    /// that failed after this node learned it: that holder's primary went with it. A node
+    /// that learned a binding from a member that then failed (and came back as a new
+    /// generation with nothing) would otherwise keep refusing the states and notices of
+    /// the object's live primary whenever that primary's binding does not outrank the dead
+    /// one — a rival of the same epoch that ranks lower, or an older epoch the other side
+    /// of a partition kept (fault swarm, `--faults all` seed 313).
+    pub fn binding_failed(&self, id: ObjectId) -> bool {
+        self.store.get(id).is_none() && self.failed_bindings.get(&id) == Some(&self.binding_of(id))
     }
 
     /// True if this node knows the epoch [`ReplicaManager::binding_of`] gives for `id` (a
@@ -360,7 +384,8 @@ impl<O: GameObject> ReplicaManager<O> {
         let wins = binding.epoch > known.epoch
             || (binding.epoch == known.epoch
                 && known.node != binding.node
-                && rendezvous::score(id, binding.node) > rendezvous::score(id, known.node));
+                && rendezvous::score(id, binding.node) > rendezvous::score(id, known.node))
+            || (known.node != binding.node && self.binding_failed(id));
         if known == binding {
             return MovedOutcome::Superseded;
         }
