@@ -89,10 +89,12 @@ fn seeds_that_once_failed_pass() {
 /// refused by the replica holders that followed the other side's epoch 2, whose holder
 /// had failed; now the primary adopts that orphan by rebinding past it), 313 (liveness:
 /// a member that held no copy kept a binding learned from a node whose generation failed
-/// since, and refused the live primary's notices and states for good).
+/// since, and refused the live primary's notices and states for good), 10
+/// (`monotone-versions`: an adopter's version jump started from its logged state, older
+/// than the newest version it held).
 #[test]
 fn fault_seeds_that_once_failed_pass() {
-    for seed in [313, 314] {
+    for seed in [10, 313, 314] {
         let o = swarm::run_seed(seed, swarm::Faults::All).unwrap();
         assert!(o.violation.is_none(), "seed {seed}: {:?}", o.violation);
     }

@@ -237,8 +237,14 @@ impl<O: GameObject> ReplicaManager<O> {
         else {
             return Err(AdoptError::NotHeld(id));
         };
-        let since = self.store.get(id).map_or(now, |e| e.updated_at);
-        let next = self.adoption_version(version, since, now);
+        // The jump starts from the newest version held here, not the (possibly older)
+        // logged state adopted: the failed primary produced that one too, and a version
+        // going back here would name two states (fault swarm, `--faults all` seed 10).
+        let (held, since) = self
+            .store
+            .get(id)
+            .map_or((version, now), |e| (e.version.max(version), e.updated_at));
+        let next = self.adoption_version(held, since, now);
         let binding = self.install_adopted(now, id, epoch + 1, next, object, logs);
         self.stats.adopted += 1;
         Ok(binding)
@@ -283,7 +289,12 @@ impl<O: GameObject> ReplicaManager<O> {
         let epoch = offer.epoch.max(known.epoch);
         // The offer's age is unknown here: allow for the collection window and more.
         let since = Time::from_micros(now.as_micros().saturating_sub(2_000_000));
-        let next = self.adoption_version(offer.version, since, now);
+        // Above the replica held here too, if it is fresher than the offer.
+        let held = self
+            .store
+            .get(offer.id)
+            .map_or(offer.version, |e| e.version.max(offer.version));
+        let next = self.adoption_version(held, since, now);
         let binding = self.install_adopted(now, offer.id, epoch + 1, next, object, offer.logs.clone());
         self.stats.adopted_from_offer += 1;
         Ok(binding)
