@@ -1103,13 +1103,19 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     /// True if the node this node's name service binds `id` to is alive: a live peer, or
-    /// this node for an object it created in its current generation.
+    /// this node for an object it created in its current generation. A binding learned
+    /// from a member that failed since is not, even once that node id is a member again
+    /// as a new generation ([`ReplicaManager::binding_failed`]): the live primary may
+    /// announce nothing this node takes (one that recovered the object from its store
+    /// under an older epoch announces nothing; a notice taken as superseded before the
+    /// failure is not sent again), and this node would refuse its states for good
+    /// (fault swarm, `--faults all` seeds 203, 260, 340).
     fn binding_is_live(&self, id: ObjectId) -> bool {
         match self.names.resolve(id) {
             Resolution::Local(_) => true,
             r => {
                 let n = r.binding(self.me).node;
-                n != self.me && self.peers.binary_search(&n).is_ok()
+                n != self.me && self.peers.binary_search(&n).is_ok() && !self.binding_failed(id)
             }
         }
     }

@@ -93,10 +93,14 @@ fn seeds_that_once_failed_pass() {
 /// (`monotone-versions`: an adopter's version jump started from its logged state, older
 /// than the newest version it held), and 77, 140, 322 (`one-primary-per-epoch`: the
 /// check counted rival adopters' window from their first sighting, during the partition
-/// that kept them apart; it now counts from when each lists the other as a member).
+/// that kept them apart; it now counts from when each lists the other as a member), and
+/// 203, 260, 340 (liveness: a member refused a live primary's states because the node its
+/// binding named was a member again, as a new generation that did not hold the object),
+/// 306, 389, 483 (liveness: a rival that gave its primary up never got the winner's
+/// state, which it had refused, and acknowledged, while it held the object).
 #[test]
 fn fault_seeds_that_once_failed_pass() {
-    for seed in [10, 77, 140, 313, 314, 322] {
+    for seed in [10, 77, 140, 203, 260, 306, 313, 314, 322, 340, 389, 483] {
         let o = swarm::run_seed(seed, swarm::Faults::All).unwrap();
         assert!(o.violation.is_none(), "seed {seed}: {:?}", o.violation);
     }
