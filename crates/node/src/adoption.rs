@@ -151,6 +151,9 @@ pub struct Adoption {
     generations: BTreeMap<NodeId, u32>,
     /// The generation of each member last seen failing here (what offers name).
     failed: BTreeMap<NodeId, u32>,
+    /// Offers to pass on to the live primary this node's replica follows, whose binding
+    /// the offer's outranks (see [`Adoption::on_offers`]); sent with the next frame.
+    relay: Vec<(NodeId, OrphanOffer)>,
     /// Orphans this node adopted: object → (binding, failed node). Announced again to a
     /// member that comes up (a joiner, or a member back as a new generation with an empty
     /// name service), which would otherwise still bind the object to its origin and refuse
@@ -200,6 +203,7 @@ impl Adoption {
     pub fn rejoined(&mut self, me: NodeId) {
         self.waiting.clear();
         self.offers.clear();
+        self.relay.clear();
         self.notices.clear();
         self.adopted.clear();
         self.seen_down.insert(me);
@@ -566,6 +570,25 @@ impl Adoption {
                 self.stats.refused += 1;
                 continue;
             }
+            // A replica held here that follows a live primary under a binding the offer's
+            // outranks: the offerer follows a later holder that failed, and refuses that
+            // primary's notices and states. The primary adopts the orphan by rebinding past
+            // it once it has the offer: pass it on (fault swarm, `--faults all` seed 209).
+            let outranked = o.epoch > here.epoch
+                || (o.epoch == here.epoch
+                    && o.dead != here.node
+                    && rendezvous::score(o.id, o.dead) > rendezvous::score(o.id, here.node));
+            if here.node != me
+                && here.node != o.dead
+                && outranked
+                && live.contains(&here.node)
+                && matches!(rm.store().get(o.id).map(|e| e.role), Some(Role::Replica { primary }) if primary == here.node)
+            {
+                if self.relay.len() < MAX_OFFERS {
+                    self.relay.push((here.node, o));
+                }
+                continue;
+            }
             if rm.store().get(o.id).is_some() && !rm.lacks_log(o.id) {
                 // Held here with its log: adopted from this node's own copy when the
                 // failure is seen (or already adopted).
@@ -802,6 +825,9 @@ impl Adoption {
         }
         // Orphans waiting for their adopter.
         let mut offers: BTreeMap<NodeId, Vec<OrphanOffer>> = BTreeMap::new();
+        for (to, o) in std::mem::take(&mut self.relay) {
+            offers.entry(to).or_default().push(o);
+        }
         let ids: Vec<ObjectId> = self.waiting.keys().copied().collect();
         for id in ids {
             let Some(w) = self.waiting.get(&id) else { continue };

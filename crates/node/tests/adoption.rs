@@ -491,3 +491,95 @@ fn a_rival_that_gives_its_primary_up_replicates_the_winners() {
         Some(Role::Replica { primary: NodeId(2) })
     );
 }
+
+/// Node 2 waits on an orphan of node 3's failed epoch 2 and offers it to node 4, the adopter
+/// its view agrees on. Node 4 holds a replica that follows node 1, the object's live
+/// primary under epoch 1: it must pass the offer on to node 1, which rebinds past epoch 2.
+/// Before, node 4 ignored the offer (it held the object with its log), node 1 never
+/// learned of the orphan, and node 2 dropped its replica and refused node 1's states for
+/// good (fault swarm, `--faults all` seed 209).
+#[test]
+fn an_adopter_following_a_live_primary_passes_an_outranking_offer_on_to_it() {
+    let mut w = World::new(5, &[0, 1, 2, 4]);
+    let id = object_ranking(&mut w, 4, &[1, 2]);
+    w.frames(5);
+    w.linked[0] = false;
+    w.rms[0] = None;
+    let now = w.now();
+    for n in [1, 2, 4] {
+        w.rm(n).member_down(NodeId(0));
+    }
+    let mine = w.rm(1).adopt(now, id, NodeId(0)).expect("node 1 adopts");
+    w.rm(4).learn_adoption(now, NodeId(1), id, mine);
+    w.frames(5);
+    assert_eq!(
+        w.rm(4).store().get(id).map(|e| e.role),
+        Some(Role::Replica { primary: NodeId(1) })
+    );
+    // Node 2 follows node 3's epoch 2; node 3 fails; node 2 offers to node 4.
+    let theirs = Binding {
+        node: NodeId(3),
+        epoch: 2,
+    };
+    let now = w.now();
+    w.rm(2).learn_adoption(now, NodeId(3), id, theirs);
+    let orphans = w.rm(2).member_down(NodeId(3));
+    let live2 = [NodeId(1), NodeId(4)];
+    let (mut out, mut events) = (Vec::new(), Vec::new());
+    let rm2 = w.rms[2].as_mut().unwrap();
+    w.adoption[2].member_down(
+        now,
+        NodeId(2),
+        &live2,
+        rm2,
+        (NodeId(3), 0),
+        orphans,
+        &mut out,
+        &mut events,
+    );
+    let batch: Vec<_> = out
+        .into_iter()
+        .filter(|(to, _)| *to == NodeId(4))
+        .flat_map(|(_, m)| match m {
+            MigrationMsg::Offer(b) => b,
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(batch.len(), 1, "node 2 offers to node 4");
+    let live4 = [NodeId(1), NodeId(2)];
+    let rm4 = w.rms[4].as_mut().unwrap();
+    w.adoption[4].on_offers(now, NodeId(4), &live4, rm4, NodeId(2), batch);
+    let (mut out, mut events) = (Vec::new(), Vec::new());
+    let rm4 = w.rms[4].as_mut().unwrap();
+    w.adoption[4].on_frame(now, NodeId(4), &live4, rm4, &mut out, &mut events);
+    let relayed: Vec<_> = out
+        .into_iter()
+        .filter(|(to, _)| *to == NodeId(1))
+        .flat_map(|(_, m)| match m {
+            MigrationMsg::Offer(b) => b,
+            _ => Vec::new(),
+        })
+        .collect();
+    assert!(
+        relayed.iter().any(|o| o.id == id && o.epoch == 2),
+        "node 4 passes the offer on to node 1"
+    );
+    // Node 1 rebinds past epoch 2.
+    let live1 = [NodeId(2), NodeId(4)];
+    let rm1 = w.rms[1].as_mut().unwrap();
+    w.adoption[1].on_offers(now, NodeId(1), &live1, rm1, NodeId(4), relayed);
+    for _ in 0..5 {
+        w.frame();
+        let now = w.now();
+        let rm1 = w.rms[1].as_mut().unwrap();
+        let (mut out, mut events) = (Vec::new(), Vec::new());
+        w.adoption[1].on_frame(now, NodeId(1), &live1, rm1, &mut out, &mut events);
+    }
+    assert_eq!(
+        w.rm(1).binding_of(id),
+        Binding {
+            node: NodeId(1),
+            epoch: 3
+        }
+    );
+}

@@ -97,10 +97,12 @@ fn seeds_that_once_failed_pass() {
 /// 203, 260, 340 (liveness: a member refused a live primary's states because the node its
 /// binding named was a member again, as a new generation that did not hold the object),
 /// 306, 389, 483 (liveness: a rival that gave its primary up never got the winner's
-/// state, which it had refused, and acknowledged, while it held the object).
+/// state, which it had refused, and acknowledged, while it held the object), and 209
+/// (liveness: the agreed adopter of such an orphan followed the live primary and ignored
+/// the offers; it now passes them on to that primary).
 #[test]
 fn fault_seeds_that_once_failed_pass() {
-    for seed in [10, 77, 140, 203, 260, 306, 313, 314, 322, 340, 389, 483] {
+    for seed in [10, 77, 140, 203, 209, 260, 306, 313, 314, 322, 340, 389, 483] {
         let o = swarm::run_seed(seed, swarm::Faults::All).unwrap();
         assert!(o.violation.is_none(), "seed {seed}: {:?}", o.violation);
     }
