@@ -50,7 +50,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use worldmesh_core::{NodeId, ObjectId, Time, rendezvous};
-use worldmesh_replica::{Binding, GameObject, MovedOutcome, OrphanOffer, OrphanPolicy, ReplicaManager};
+use worldmesh_replica::{Binding, GameObject, MovedOutcome, OrphanOffer, OrphanPolicy, ReplicaManager, Role};
 
 use crate::migration::MigrationMsg;
 
@@ -122,6 +122,10 @@ struct Waiting {
     dead: NodeId,
     since: Time,
     offered_at: Option<Time>,
+    /// A live member that announced itself as the object's primary under a binding the
+    /// failed one outranks here (its notice was refused): it gets the offers too, and
+    /// adopts the orphan by rebinding its primary past the failed binding.
+    claimant: Option<NodeId>,
 }
 
 /// The adoption protocol state of one node.
@@ -147,6 +151,9 @@ pub struct Adoption {
     generations: BTreeMap<NodeId, u32>,
     /// The generation of each member last seen failing here (what offers name).
     failed: BTreeMap<NodeId, u32>,
+    /// Offers to pass on to the live primary this node's replica follows, whose binding
+    /// the offer's outranks (see [`Adoption::on_offers`]); sent with the next frame.
+    relay: Vec<(NodeId, OrphanOffer)>,
     /// Orphans this node adopted: object → (binding, failed node). Announced again to a
     /// member that comes up (a joiner, or a member back as a new generation with an empty
     /// name service), which would otherwise still bind the object to its origin and refuse
@@ -196,6 +203,7 @@ impl Adoption {
     pub fn rejoined(&mut self, me: NodeId) {
         self.waiting.clear();
         self.offers.clear();
+        self.relay.clear();
         self.notices.clear();
         self.adopted.clear();
         self.seen_down.insert(me);
@@ -356,6 +364,7 @@ impl Adoption {
                             dead,
                             since: now,
                             offered_at: Some(now),
+                            claimant: None,
                         },
                     );
                     rm.keep_orphan(id);
@@ -525,7 +534,14 @@ impl Adoption {
             // failure, fault swarm seed 1007); the notice makes the offerer follow it.
             let here = rm.binding_of(o.id);
             let moved_past = here.epoch > o.epoch || (o.dead == me && here.epoch == o.epoch);
-            if here.node == me && moved_past && rm.store().get(o.id).is_some() {
+            let primary = here.node == me && rm.store().get(o.id).is_some_and(|e| e.role == Role::Primary);
+            // A primary held here under the offer's epoch that outranks the failed
+            // holder's (the rival rule): the offerer takes this binding once told.
+            let outranks = primary
+                && here.epoch == o.epoch
+                && o.dead != me
+                && rendezvous::score(o.id, me) > rendezvous::score(o.id, o.dead);
+            if here.node == me && (moved_past || outranks) && rm.store().get(o.id).is_some() {
                 let resend = self.cfg.resend;
                 let due = Time::from_micros(now.as_micros().saturating_sub(resend.as_micros() as u64));
                 self.notices
@@ -535,9 +551,42 @@ impl Adoption {
                     .or_insert((here, o.dead, due));
                 continue;
             }
+            if primary {
+                // A primary held here under a binding the offer's outranks: a concurrent
+                // holder (the other side of a partition) took the object under the offer's
+                // epoch and failed, and the offerer, which follows that binding, refuses
+                // this node's notices and states. Whether or not this node is the agreed
+                // adopter (an offerer whose notice from here was refused sends its offer
+                // here too), it adopts that orphan by rebinding its own primary past it
+                // once the window closes and the failure is seen here
+                // (`ReplicaManager::supersede`).
+                if !self.consider(now, o) {
+                    self.stats.refused += 1;
+                }
+                continue;
+            }
             let agreed = adopter(o.id, me, live, o.dead) == Some(me);
             if !agreed {
                 self.stats.refused += 1;
+                continue;
+            }
+            // A replica held here that follows a live primary under a binding the offer's
+            // outranks: the offerer follows a later holder that failed, and refuses that
+            // primary's notices and states. The primary adopts the orphan by rebinding past
+            // it once it has the offer: pass it on (fault swarm, `--faults all` seed 209).
+            let outranked = o.epoch > here.epoch
+                || (o.epoch == here.epoch
+                    && o.dead != here.node
+                    && rendezvous::score(o.id, o.dead) > rendezvous::score(o.id, here.node));
+            if here.node != me
+                && here.node != o.dead
+                && outranked
+                && live.contains(&here.node)
+                && matches!(rm.store().get(o.id).map(|e| e.role), Some(Role::Replica { primary }) if primary == here.node)
+            {
+                if self.relay.len() < MAX_OFFERS {
+                    self.relay.push((here.node, o));
+                }
                 continue;
             }
             if rm.store().get(o.id).is_some() && !rm.lacks_log(o.id) {
@@ -574,10 +623,13 @@ impl Adoption {
             // forever. Otherwise no acknowledgement (the notice comes again).
             let agreed = self.seen_down.contains(&dead) && adopter(id, me, live, dead) == Some(from);
             let known = rm.binding_of(id);
+            // A binding known here whose node failed since (and which this node does not
+            // hold) loses to any live member's claim (`ReplicaManager::binding_failed`).
             let wins = binding.epoch > known.epoch
                 || (binding.epoch == known.epoch
                     && known.node != binding.node
-                    && rendezvous::score(id, binding.node) > rendezvous::score(id, known.node));
+                    && rendezvous::score(id, binding.node) > rendezvous::score(id, known.node))
+                || (known.node != binding.node && rm.binding_failed(id));
             // The lead is bounded only against an epoch this node knows: a node that
             // joined or restarted after the object's 16th adoption or migration knows none,
             // and refusing every notice would leave it following the creator forever (and
@@ -605,6 +657,19 @@ impl Adoption {
                     self.stats.refused += 1;
                 }
                 continue;
+            }
+            // The sender holds the object as primary under a binding the one this node
+            // waits on (its failed holder's) outranks: tell it of the orphan, with the
+            // offers (see `Waiting::claimant`).
+            if !wins
+                && binding.node == from
+                && live.contains(&from)
+                && let Some(w) = self.waiting.get_mut(&id)
+                && w.dead == known.node
+                && w.claimant != Some(from)
+            {
+                w.claimant = Some(from);
+                w.offered_at = None;
             }
             if !(agreed || wins && plausible) {
                 self.stats.refused += 1;
@@ -680,6 +745,13 @@ impl Adoption {
         events: &mut Vec<AdoptionEvent>,
     ) {
         let resend = self.cfg.resend;
+        // A notice announces a binding held here: once it is not (demoted by a rival,
+        // migrated away, deleted), resending it would make a node that takes it follow a
+        // node that no longer holds the object.
+        for items in self.notices.values_mut() {
+            items.retain(|id, (b, ..)| rm.binding_of(*id) == *b && rm.store().get(*id).is_some());
+        }
+        self.notices.retain(|_, items| !items.is_empty());
         for (peer, items) in self.notices.iter_mut() {
             let batch: Vec<(ObjectId, Binding, NodeId)> = items
                 .iter_mut()
@@ -720,6 +792,14 @@ impl Adoption {
                 }
                 continue;
             }
+            if rm.store().get(id).is_some_and(|e| e.role == Role::Primary) {
+                // The object lived on here: adopt the orphan by keeping this primary.
+                if let Ok(binding) = rm.supersede(&offer) {
+                    let version = rm.store().get(id).map_or(0, |e| e.version);
+                    self.adopted(now, me, live, (id, version), offer.dead, binding, out, events);
+                }
+                continue;
+            }
             if adopter(id, me, live, offer.dead) != Some(me) {
                 continue;
             }
@@ -745,6 +825,9 @@ impl Adoption {
         }
         // Orphans waiting for their adopter.
         let mut offers: BTreeMap<NodeId, Vec<OrphanOffer>> = BTreeMap::new();
+        for (to, o) in std::mem::take(&mut self.relay) {
+            offers.entry(to).or_default().push(o);
+        }
         let ids: Vec<ObjectId> = self.waiting.keys().copied().collect();
         for id in ids {
             let Some(w) = self.waiting.get(&id) else { continue };
@@ -770,6 +853,9 @@ impl Adoption {
                         // may hold the object by now; it answers with its binding if so.
                         if live.contains(&dead) {
                             offers.entry(dead).or_default().push(o.clone());
+                        }
+                        if let Some(c) = w.claimant.filter(|c| *c != a && *c != dead && live.contains(c)) {
+                            offers.entry(c).or_default().push(o.clone());
                         }
                         offers.entry(a).or_default().push(o);
                         if let Some(w) = self.waiting.get_mut(&id) {

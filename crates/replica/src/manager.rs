@@ -144,7 +144,8 @@ pub struct ReplicaConfig {
     pub hold_durable_acks: bool,
 }
 
-/// Most refused states of unheld objects remembered (see `refused_unheld`).
+/// Most refused states of unheld objects remembered (see `refused_unheld`), and most
+/// failed bindings (see `failed_bindings`).
 const MAX_REFUSED_UNHELD: usize = 4096;
 
 /// Most applied writes [`ReplicaConfig::trace_writes`] records.
@@ -522,6 +523,11 @@ pub struct ReplicaManager<O: GameObject> {
     /// object is not bound to here (bounded): if that node's adoption is learned later,
     /// its state is fetched (`learn_adoption`).
     refused_unheld: BTreeMap<ObjectId, NodeId>,
+    /// Objects not held here whose learned binding named a member that failed after this
+    /// node learned it (bounded): the binding each had then. While it is still the binding
+    /// known here, it is dead — that node's primaries went with it — and any live
+    /// member's claim to the object wins over it (see `adopt::binding_failed`).
+    failed_bindings: BTreeMap<ObjectId, Binding>,
     /// Durable writes applied since the node last took them for its store's log.
     durable_new: Vec<DurableWrite>,
     /// Durable writes (writer, object, seq) whose acknowledgement waits for the store.
@@ -567,6 +573,7 @@ impl<O: GameObject> ReplicaManager<O> {
             kept_orphans: BTreeSet::new(),
             write_trace: Vec::new(),
             refused_unheld: BTreeMap::new(),
+            failed_bindings: BTreeMap::new(),
             net: VecMap::new(),
             stats: ReplicaStats::default(),
             rivals: BTreeSet::new(),
@@ -1096,13 +1103,19 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     /// True if the node this node's name service binds `id` to is alive: a live peer, or
-    /// this node for an object it created in its current generation.
+    /// this node for an object it created in its current generation. A binding learned
+    /// from a member that failed since is not, even once that node id is a member again
+    /// as a new generation ([`ReplicaManager::binding_failed`]): the live primary may
+    /// announce nothing this node takes (one that recovered the object from its store
+    /// under an older epoch announces nothing; a notice taken as superseded before the
+    /// failure is not sent again), and this node would refuse its states for good
+    /// (fault swarm, `--faults all` seeds 203, 260, 340).
     fn binding_is_live(&self, id: ObjectId) -> bool {
         match self.names.resolve(id) {
             Resolution::Local(_) => true,
             r => {
                 let n = r.binding(self.me).node;
-                n != self.me && self.peers.binary_search(&n).is_ok()
+                n != self.me && self.peers.binary_search(&n).is_ok() && !self.binding_failed(id)
             }
         }
     }

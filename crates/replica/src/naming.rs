@@ -231,6 +231,14 @@ impl NameService {
         self.known.remove(&id);
     }
 
+    /// The objects whose learned binding names `node` (iteration by id).
+    pub fn learned_at(&self, node: NodeId) -> impl Iterator<Item = ObjectId> + '_ {
+        self.known
+            .iter()
+            .filter(move |(_, b)| b.node == node)
+            .map(|(id, _)| *id)
+    }
+
     /// Number of learned bindings kept.
     pub fn known_len(&self) -> usize {
         self.known.len()

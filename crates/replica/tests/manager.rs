@@ -900,6 +900,41 @@ fn an_adopter_without_a_log_takes_the_backups_logged_offer() {
     }
 }
 
+/// An adopter that takes an offer older than the replica it holds (the offerer's copy
+/// lagged) starts above the version it held, not just above the offer's: a node's version
+/// of an object never goes back, and one version names one state (fault swarm,
+/// `--faults all` seed 10, whose adopter took its own logged state, older than the newest
+/// one it held).
+#[test]
+fn an_adopter_taking_an_offer_older_than_its_replica_starts_above_the_replica() {
+    let mut net = Net::with_backups(3, 5);
+    let mut p = Probe::at(0.0);
+    p.speed = 1.0;
+    let target = net.spawn(0, p);
+    for _ in 0..5 {
+        net.step();
+    }
+    let old = net.nodes[1]
+        .offer(target, NodeId(0), 0)
+        .expect("node 1 holds a replica");
+    // Long enough for the primary to run further ahead than an adoption's jump allows for.
+    for _ in 0..300 {
+        net.step();
+    }
+    let held = net.nodes[2].store().get(target).unwrap().version;
+    assert!(
+        held > old.version + 200,
+        "node 2 holds v{held}, the offer v{}",
+        old.version
+    );
+    net.down[0] = true;
+    let now = net.now();
+    net.nodes[2].member_down(NodeId(0));
+    net.nodes[2].adopt_offer(now, &old).expect("adopted");
+    let adopted = net.nodes[2].store().get(target).unwrap().version;
+    assert!(adopted > held, "adopted at v{adopted} after holding v{held}");
+}
+
 /// True if `p` carries a deletion notice.
 fn carries_deletion(p: &Packet) -> bool {
     p.msgs.iter().any(|m| matches!(m, ReplicaMsg::Deleted(_)))

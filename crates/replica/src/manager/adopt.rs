@@ -76,6 +76,9 @@ pub enum AdoptError {
     /// The object is already a primary here.
     #[error("{0} is already a primary here")]
     AlreadyPrimary(ObjectId),
+    /// The object is not a primary here, or it is being migrated.
+    #[error("{0} is not a primary here, or is being migrated")]
+    NotPrimary(ObjectId),
     /// An offered state did not decode.
     #[error("offered state of {0} does not decode")]
     Undecodable(ObjectId),
@@ -127,6 +130,19 @@ impl<O: GameObject> ReplicaManager<O> {
         self.deferred.retain(|d| d.writer != id);
         self.forget_durable_writer(id);
         self.fetching.retain(|_, (_, n)| *n != id);
+        // Bindings learned here that name it, for objects not held here: dead now.
+        let unheld: Vec<ObjectId> = self
+            .names
+            .learned_at(id)
+            .filter(|o| self.store.get(*o).is_none())
+            .collect();
+        for o in unheld {
+            if self.failed_bindings.len() >= super::MAX_REFUSED_UNHELD {
+                self.failed_bindings.clear();
+            }
+            let b = self.names.resolve(o).binding(self.me);
+            self.failed_bindings.insert(o, b);
+        }
         self.recompute_backups();
         self.release_deferred_acks();
         let mut orphans = Vec::new();
@@ -179,6 +195,17 @@ impl<O: GameObject> ReplicaManager<O> {
         }
     }
 
+    /// True if the binding this node knows for `id` (which it does not hold) names a member
+    /// that failed after this node learned it: that holder's primary went with it. A node
+    /// that learned a binding from a member that then failed (and came back as a new
+    /// generation with nothing) would otherwise keep refusing the states and notices of
+    /// the object's live primary whenever that primary's binding does not outrank the dead
+    /// one — a rival of the same epoch that ranks lower, or an older epoch the other side
+    /// of a partition kept (fault swarm, `--faults all` seed 313).
+    pub fn binding_failed(&self, id: ObjectId) -> bool {
+        self.store.get(id).is_none() && self.failed_bindings.get(&id) == Some(&self.binding_of(id))
+    }
+
     /// True if this node knows the epoch [`ReplicaManager::binding_of`] gives for `id` (a
     /// local primary, or a binding bound, forwarded or learned here), rather than presuming
     /// the creator's epoch 0 (a replica whose primary never announced a later epoch here,
@@ -210,8 +237,14 @@ impl<O: GameObject> ReplicaManager<O> {
         else {
             return Err(AdoptError::NotHeld(id));
         };
-        let since = self.store.get(id).map_or(now, |e| e.updated_at);
-        let next = self.adoption_version(version, since, now);
+        // The jump starts from the newest version held here, not the (possibly older)
+        // logged state adopted: the failed primary produced that one too, and a version
+        // going back here would name two states (fault swarm, `--faults all` seed 10).
+        let (held, since) = self
+            .store
+            .get(id)
+            .map_or((version, now), |e| (e.version.max(version), e.updated_at));
+        let next = self.adoption_version(held, since, now);
         let binding = self.install_adopted(now, id, epoch + 1, next, object, logs);
         self.stats.adopted += 1;
         Ok(binding)
@@ -256,10 +289,43 @@ impl<O: GameObject> ReplicaManager<O> {
         let epoch = offer.epoch.max(known.epoch);
         // The offer's age is unknown here: allow for the collection window and more.
         let since = Time::from_micros(now.as_micros().saturating_sub(2_000_000));
-        let next = self.adoption_version(offer.version, since, now);
+        // Above the replica held here too, if it is fresher than the offer.
+        let held = self
+            .store
+            .get(offer.id)
+            .map_or(offer.version, |e| e.version.max(offer.version));
+        let next = self.adoption_version(held, since, now);
         let binding = self.install_adopted(now, offer.id, epoch + 1, next, object, offer.logs.clone());
         self.stats.adopted_from_offer += 1;
         Ok(binding)
+    }
+
+    /// Adopts the orphan of `offer` by keeping the primary this node already holds: the
+    /// object lived on here under a binding no later than the offer's while a concurrent
+    /// holder (the other side of a partition) took it under `offer.epoch` and then failed.
+    /// The offerers follow that failed binding, which outranks this node's, so they would
+    /// refuse this primary's states for good and drop their replicas as orphans nobody
+    /// adopted (fault swarm, `--faults all` seeds 313, 314). This node adopts that orphan
+    /// (the node decides when: `node::adoption`): it keeps its own state (running, and
+    /// holding the writes it acknowledged) and binds it under the epoch after the offer's,
+    /// which the adoption notices carry past every binding the offerers know. Returns the
+    /// new binding (to announce).
+    pub fn supersede(&mut self, offer: &OrphanOffer) -> Result<Binding, AdoptError> {
+        let id = offer.id;
+        if !self.prim.contains_key(&id) || self.frozen.contains(&id) {
+            return Err(AdoptError::NotPrimary(id));
+        }
+        let known = self.binding_of(id);
+        if known.epoch > offer.epoch {
+            return Err(AdoptError::NotOrphan {
+                id,
+                dead: offer.dead,
+                known,
+            });
+        }
+        let epoch = offer.epoch.saturating_add(1);
+        self.names.bind_local(id, epoch);
+        Ok(Binding { node: self.me, epoch })
     }
 
     /// The first version of an adopted primary whose confirmed state had `version` and was
@@ -329,7 +395,8 @@ impl<O: GameObject> ReplicaManager<O> {
         let wins = binding.epoch > known.epoch
             || (binding.epoch == known.epoch
                 && known.node != binding.node
-                && rendezvous::score(id, binding.node) > rendezvous::score(id, known.node));
+                && rendezvous::score(id, binding.node) > rendezvous::score(id, known.node))
+            || (known.node != binding.node && self.binding_failed(id));
         if known == binding {
             return MovedOutcome::Superseded;
         }
@@ -366,7 +433,7 @@ impl<O: GameObject> ReplicaManager<O> {
                 .push(InterestItem { id, have: 0 });
         } else if self.store.get(id).is_none()
             && (self.refused_unheld.remove(&id) == Some(binding.node)
-                || (demoted && self.recovered.remove(&id)))
+                || (demoted && (self.recovered.remove(&id) || self.mode == super::Mode::Broadcast)))
         {
             // The new primary's state reached this node before this binding and was refused
             // (not from the node it was bound to), and the primary counts it as delivered
@@ -374,7 +441,10 @@ impl<O: GameObject> ReplicaManager<O> {
             // static object, never sent again). Likewise after giving up a primary here:
             // the winner's updates to this node were refused while it held the object
             // (a copy recovered from this node's store that lost to an adoption made while
-            // it was down: swarm seeds 112, 119, 375 with persistence).
+            // it was down: swarm seeds 112, 119, 375 with persistence), or any rival's copy
+            // in a broadcast world, where every member replicates everything: the winner
+            // counted the states this node refused as a rival as delivered, and an object
+            // that no longer changes was never sent again (`--faults all` seed 313).
             self.fetching.insert(id, (now, binding.node));
             self.peer(binding.node)
                 .interest

@@ -1,0 +1,585 @@
+//! Adoption across a healed partition, driven by hand: replica managers wired over a
+//! lossless in-memory network, each with its node's [`Adoption`] state, the membership
+//! views given by the test. Each test is a situation the fault swarm (`--faults all`)
+//! reached, reduced to the nodes and messages that matter.
+
+use std::time::Duration;
+
+use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time, rendezvous};
+use worldmesh_node::MigrationMsg;
+use worldmesh_node::adoption::{Adoption, AdoptionConfig, AdoptionEvent};
+use worldmesh_replica::{
+    Binding, GameObject, Mode, ReplicaConfig, ReplicaManager, Role, StateError, ThinkContext,
+};
+
+/// A test object that moves `speed` units per frame (a new version every frame, unless
+/// it stands still).
+#[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
+struct Dot {
+    x: f32,
+    speed: f32,
+}
+
+impl GameObject for Dot {
+    type World = ();
+    type Write = u32;
+
+    fn think(&mut self, _ctx: &mut ThinkContext<'_, Self>) {
+        self.x += self.speed;
+    }
+    fn position(&self) -> Point3 {
+        Point3::new(self.x, 0.0, 0.0)
+    }
+    fn interest(&self, _world: &()) -> Option<Aabb> {
+        None
+    }
+    fn apply_write(&mut self, _w: &u32) {}
+    fn encode_state(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&bitcode::encode(self));
+    }
+    fn decode_state(b: &[u8]) -> Result<Self, StateError> {
+        bitcode::decode(b).map_err(StateError::from)
+    }
+}
+
+/// Nodes `0..n` (a `None` slot is a node id with no running manager), broadcast mode, one
+/// backup per primary, failures declared by the test (as SWIM would).
+struct World {
+    rms: Vec<Option<ReplicaManager<Dot>>>,
+    adoption: Vec<Adoption>,
+    /// Which nodes exchange packets (both ends must be listed).
+    linked: Vec<bool>,
+    step: u64,
+}
+
+impl World {
+    fn new(n: u32, running: &[u32]) -> Self {
+        let cfg = ReplicaConfig {
+            backups: 1,
+            drop_silent_peers: false,
+            ..ReplicaConfig::default()
+        };
+        let rms = (0..n)
+            .map(|i| {
+                running.contains(&i).then(|| {
+                    let peers = running.iter().copied().filter(|p| *p != i).map(NodeId).collect();
+                    ReplicaManager::new(NodeId(i), Mode::Broadcast, cfg.clone(), peers)
+                })
+            })
+            .collect();
+        World {
+            rms,
+            adoption: (0..n).map(|_| Adoption::new(AdoptionConfig::default())).collect(),
+            linked: (0..n).map(|i| running.contains(&i)).collect(),
+            step: 0,
+        }
+    }
+
+    fn now(&self) -> Time {
+        Time::from_millis(self.step * 100)
+    }
+
+    fn rm(&mut self, n: u32) -> &mut ReplicaManager<Dot> {
+        self.rms[n as usize].as_mut().expect("a running node")
+    }
+
+    /// One frame on every running node, then delivery of its packets between linked nodes.
+    fn frame(&mut self) {
+        let now = self.now();
+        let mut rng = DetRng::new(self.step);
+        let mut sent = Vec::new();
+        for (i, rm) in self.rms.iter_mut().enumerate() {
+            if let Some(rm) = rm {
+                rm.frame(now, Duration::from_millis(100), &mut rng, &());
+                sent.extend(rm.flush(now).into_iter().map(|(d, p)| (NodeId(i as u32), d, p)));
+            }
+        }
+        while let Some((from, to, p)) = sent.pop() {
+            if !(self.linked[from.0 as usize] && self.linked[to.0 as usize]) {
+                continue;
+            }
+            let Some(rm) = self.rms[to.0 as usize].as_mut() else {
+                continue;
+            };
+            if rm.handle_packet(now, from, p, &()) {
+                sent.extend(rm.flush_peer(now, from).into_iter().map(|p| (to, from, p)));
+            }
+        }
+        self.step += 1;
+    }
+
+    fn frames(&mut self, n: usize) {
+        for _ in 0..n {
+            self.frame();
+        }
+    }
+}
+
+/// An object created on node 0 whose rendezvous ranking puts `first` above every node of
+/// `below` (spawned until one does).
+fn object_ranking(w: &mut World, first: u32, below: &[u32]) -> ObjectId {
+    object_ranking_moving(w, first, below, 1.0)
+}
+
+/// [`object_ranking`] for an object moving at `speed`.
+fn object_ranking_moving(w: &mut World, first: u32, below: &[u32], speed: f32) -> ObjectId {
+    loop {
+        let now = w.now();
+        let id = w.rm(0).spawn(now, Dot { x: 0.0, speed });
+        let top = rendezvous::score(id, NodeId(first));
+        if below.iter().all(|b| rendezvous::score(id, NodeId(*b)) < top) {
+            return id;
+        }
+    }
+}
+
+/// The `Adopted` notices in `out` for `id`, by destination.
+fn notices(out: &[(NodeId, MigrationMsg)], id: ObjectId) -> Vec<(NodeId, Binding)> {
+    out.iter()
+        .flat_map(|(to, m)| match m {
+            MigrationMsg::Adopted(items) => items
+                .iter()
+                .filter(|(i, ..)| *i == id)
+                .map(|(_, b, _)| (*to, *b))
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// The offers in `out` for `id`, by destination, with the epoch they name.
+fn offers(out: &[(NodeId, MigrationMsg)], id: ObjectId) -> Vec<(NodeId, u32)> {
+    out.iter()
+        .flat_map(|(to, m)| match m {
+            MigrationMsg::Offer(items) => items
+                .iter()
+                .filter(|o| o.id == id)
+                .map(|o| (*to, o.epoch))
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// Node 1 holds an object as primary under epoch 1 (its side of a partition adopted it
+/// from node 0). Node 2 follows node 3, which took the object under epoch 2 on the other
+/// side and has failed since. Node 2 waits on that orphan and sends its offer, naming
+/// epoch 2, to node 1: the adopter its view agrees on. Node 1 must adopt the orphan by
+/// rebinding its own primary past epoch 2, and announce it; node 2 then follows node 1.
+/// Before, node 1 ignored the offer (it held the object), node 2 refused node 1's states
+/// and notices (epoch 1 loses to epoch 2) and dropped its replica as an orphan nobody
+/// adopted: a broadcast member without a replica for good (fault swarm, `--faults all`
+/// seed 314).
+#[test]
+fn a_primary_offered_a_later_failed_binding_of_its_object_rebinds_past_it() {
+    let mut w = World::new(4, &[0, 1, 2]);
+    let id = object_ranking(&mut w, 1, &[2]);
+    w.frames(5);
+    // Node 1's side: node 0 failed, node 1 adopts under epoch 1.
+    w.linked[0] = false;
+    w.rms[0] = None;
+    let now = w.now();
+    w.rm(1).member_down(NodeId(0));
+    let mine = w.rm(1).adopt(now, id, NodeId(0)).expect("node 1 adopts");
+    assert_eq!(mine.epoch, 1);
+    // Node 2 follows node 3's epoch 2, then sees node 3 fail.
+    w.rm(2).member_down(NodeId(0));
+    let theirs = Binding {
+        node: NodeId(3),
+        epoch: 2,
+    };
+    w.rm(2).learn_adoption(now, NodeId(3), id, theirs);
+    let orphans = w.rm(2).member_down(NodeId(3));
+    assert_eq!(orphans, vec![id]);
+    let (mut out, mut events) = (Vec::new(), Vec::new());
+    let rm2 = w.rms[2].as_mut().unwrap();
+    w.adoption[2].member_down(
+        now,
+        NodeId(2),
+        &[NodeId(1)],
+        rm2,
+        (NodeId(3), 0),
+        orphans,
+        &mut out,
+        &mut events,
+    );
+    let offered = offers(&out, id);
+    assert_eq!(
+        offered,
+        vec![(NodeId(1), 2)],
+        "node 2 offers to the adopter, node 1"
+    );
+    let MigrationMsg::Offer(batch) = out.remove(0).1 else {
+        unreachable!()
+    };
+    // Node 1 takes the offer; once the offer window closes it adopts.
+    let rm1 = w.rms[1].as_mut().unwrap();
+    w.adoption[1].on_offers(now, NodeId(1), &[NodeId(2)], rm1, NodeId(2), batch);
+    let mut announced = Vec::new();
+    let mut adopted = Vec::new();
+    for _ in 0..5 {
+        w.frame();
+        let now = w.now();
+        let rm1 = w.rms[1].as_mut().unwrap();
+        let (mut out, mut events) = (Vec::new(), Vec::new());
+        w.adoption[1].on_frame(now, NodeId(1), &[NodeId(2)], rm1, &mut out, &mut events);
+        announced.extend(notices(&out, id));
+        adopted.extend(events);
+    }
+    let rebound = Binding {
+        node: NodeId(1),
+        epoch: 3,
+    };
+    assert_eq!(w.rm(1).binding_of(id), rebound, "node 1 rebinds past epoch 2");
+    assert_eq!(
+        w.rm(1).store().get(id).map(|e| e.role),
+        Some(Role::Primary),
+        "and keeps its primary"
+    );
+    assert!(
+        adopted.iter().any(
+            |e| matches!(e, AdoptionEvent::Adopted { id: i, binding, .. } if *i == id && *binding == rebound)
+        ),
+        "reported as the orphan's adoption: {adopted:?}"
+    );
+    assert!(announced.contains(&(NodeId(2), rebound)), "{announced:?}");
+    // Node 2 takes the notice and follows node 1.
+    let now = w.now();
+    let rm2 = w.rms[2].as_mut().unwrap();
+    let acks = w.adoption[2].on_notices(
+        now,
+        NodeId(2),
+        &[NodeId(1)],
+        rm2,
+        NodeId(1),
+        vec![(id, rebound, NodeId(3))],
+    );
+    assert_eq!(acks, vec![(id, 3)]);
+    w.frames(5);
+    assert_eq!(
+        w.rm(2).store().get(id).map(|e| e.role),
+        Some(Role::Replica { primary: NodeId(1) })
+    );
+}
+
+/// As above, but the adopter node 2's view agrees on for the failed binding is node 4,
+/// which holds no copy; node 1, the live primary under epoch 1, is not that adopter. Node
+/// 1's notice reaches node 2, which refuses it (epoch 1 loses to the failed epoch 2) and
+/// from then on offers the orphan to node 1 as well; node 1 rebinds past epoch 2 and
+/// node 2 follows it. Before, node 2's offers went to node 4 only, which ignored them,
+/// and node 2 dropped the orphan and refused node 1's states for good (fault swarm,
+/// `--faults all` seed 313).
+#[test]
+fn a_holder_waiting_on_an_orphan_offers_it_to_the_live_primary_whose_notice_it_refused() {
+    let mut w = World::new(5, &[0, 1, 2]);
+    let id = object_ranking(&mut w, 4, &[1, 2]);
+    w.frames(5);
+    w.linked[0] = false;
+    w.rms[0] = None;
+    let now = w.now();
+    w.rm(1).member_down(NodeId(0));
+    let mine = w.rm(1).adopt(now, id, NodeId(0)).expect("node 1 adopts");
+    w.rm(2).member_down(NodeId(0));
+    let theirs = Binding {
+        node: NodeId(3),
+        epoch: 2,
+    };
+    w.rm(2).learn_adoption(now, NodeId(3), id, theirs);
+    let orphans = w.rm(2).member_down(NodeId(3));
+    let live2 = [NodeId(1), NodeId(4)];
+    let (mut out, mut events) = (Vec::new(), Vec::new());
+    let rm2 = w.rms[2].as_mut().unwrap();
+    w.adoption[2].member_down(
+        now,
+        NodeId(2),
+        &live2,
+        rm2,
+        (NodeId(3), 0),
+        orphans,
+        &mut out,
+        &mut events,
+    );
+    assert_eq!(offers(&out, id), vec![(NodeId(4), 2)], "to the agreed adopter");
+    // Node 1's notice of its epoch 1: refused (no acknowledgement).
+    let rm2 = w.rms[2].as_mut().unwrap();
+    let acks = w.adoption[2].on_notices(
+        now,
+        NodeId(2),
+        &live2,
+        rm2,
+        NodeId(1),
+        vec![(id, mine, NodeId(0))],
+    );
+    assert!(acks.is_empty());
+    // Node 2's next offers go to node 1 too.
+    let mut to_1 = Vec::new();
+    for _ in 0..4 {
+        w.frame();
+        let now = w.now();
+        let rm2 = w.rms[2].as_mut().unwrap();
+        let (mut out, mut events) = (Vec::new(), Vec::new());
+        w.adoption[2].on_frame(now, NodeId(2), &live2, rm2, &mut out, &mut events);
+        for (to, m) in out {
+            if let (NodeId(1), MigrationMsg::Offer(batch)) = (to, m) {
+                to_1.extend(batch);
+            }
+        }
+    }
+    assert!(
+        to_1.iter().any(|o| o.id == id && o.epoch == 2),
+        "node 2 offers the orphan to node 1"
+    );
+    // Node 1 (not the agreed adopter) rebinds its primary past epoch 2.
+    let now = w.now();
+    let rm1 = w.rms[1].as_mut().unwrap();
+    w.adoption[1].on_offers(now, NodeId(1), &[NodeId(2), NodeId(4)], rm1, NodeId(2), to_1);
+    let mut announced = Vec::new();
+    for _ in 0..5 {
+        w.frame();
+        let now = w.now();
+        let rm1 = w.rms[1].as_mut().unwrap();
+        let (mut out, mut events) = (Vec::new(), Vec::new());
+        w.adoption[1].on_frame(
+            now,
+            NodeId(1),
+            &[NodeId(2), NodeId(4)],
+            rm1,
+            &mut out,
+            &mut events,
+        );
+        announced.extend(notices(&out, id));
+    }
+    let rebound = Binding {
+        node: NodeId(1),
+        epoch: 3,
+    };
+    assert_eq!(w.rm(1).binding_of(id), rebound);
+    assert!(announced.contains(&(NodeId(2), rebound)), "{announced:?}");
+    let now = w.now();
+    let rm2 = w.rms[2].as_mut().unwrap();
+    let acks = w.adoption[2].on_notices(
+        now,
+        NodeId(2),
+        &live2,
+        rm2,
+        NodeId(1),
+        vec![(id, rebound, NodeId(3))],
+    );
+    assert_eq!(acks, vec![(id, 3)]);
+    w.frames(5);
+    assert_eq!(
+        w.rm(2).store().get(id).map(|e| e.role),
+        Some(Role::Replica { primary: NodeId(1) })
+    );
+}
+
+/// Node 2 holds no copy of an object and learned its binding from node 3 (epoch 2), which
+/// then failed and came back as a new generation holding nothing. Node 1, the object's live
+/// primary under epoch 1 (its side of a partition adopted it), announces itself: node 2
+/// must follow it — the binding it knew went with node 3's old generation. Before, node 2
+/// refused node 1's notices (epoch 1 loses to epoch 2) and, node 3's id being live again,
+/// node 1's states too, for good: a broadcast member without a replica (fault swarm,
+/// `--faults all` seed 313).
+#[test]
+fn a_binding_learned_from_a_member_that_failed_gives_way_to_the_live_primary() {
+    let mut w = World::new(4, &[0, 1, 2]);
+    let id = object_ranking(&mut w, 1, &[]);
+    w.frames(5);
+    w.linked[0] = false;
+    w.rms[0] = None;
+    let now = w.now();
+    w.rm(1).member_down(NodeId(0));
+    let mine = w.rm(1).adopt(now, id, NodeId(0)).expect("node 1 adopts");
+    assert_eq!(mine.epoch, 1);
+    // Node 2: its replica gone, it learns node 3's binding; node 3 fails and restarts.
+    w.rm(2).member_down(NodeId(0));
+    assert!(w.rm(2).drop_orphan(id));
+    let theirs = Binding {
+        node: NodeId(3),
+        epoch: 2,
+    };
+    w.rm(2).learn_adoption(now, NodeId(3), id, theirs);
+    assert_eq!(w.rm(2).binding_of(id), theirs);
+    w.rm(2).member_down(NodeId(3));
+    w.rm(2).member_up(NodeId(3));
+    let now = w.now();
+    let rm2 = w.rms[2].as_mut().unwrap();
+    let live = [NodeId(1), NodeId(3)];
+    let acks = w.adoption[2].on_notices(now, NodeId(2), &live, rm2, NodeId(1), vec![(id, mine, NodeId(0))]);
+    assert_eq!(acks, vec![(id, 1)], "node 2 takes node 1's binding");
+    assert_eq!(w.rm(2).binding_of(id), mine);
+    w.frames(5);
+    assert_eq!(
+        w.rm(2).store().get(id).map(|e| e.role),
+        Some(Role::Replica { primary: NodeId(1) })
+    );
+}
+
+/// As above, but the live primary (node 1) announces nothing node 2 takes (a node that
+/// recovered the object from its store does not announce it; a notice node 2 took as
+/// superseded before it saw node 3 fail is not sent again): node 2 must take node 1's
+/// states once node 3's generation that it learned the binding from has failed. Before,
+/// node 3's id being a member again, node 2 refused them for good (fault swarm,
+/// `--faults all` seeds 203, 260, 340).
+#[test]
+fn states_from_a_live_primary_are_taken_once_the_binding_known_failed() {
+    let mut w = World::new(4, &[0, 1, 2]);
+    let id = object_ranking(&mut w, 1, &[]);
+    w.frames(5);
+    w.linked[0] = false;
+    w.rms[0] = None;
+    let now = w.now();
+    w.rm(1).member_down(NodeId(0));
+    w.rm(1).adopt(now, id, NodeId(0)).expect("node 1 adopts");
+    w.rm(2).member_down(NodeId(0));
+    assert!(w.rm(2).drop_orphan(id));
+    let theirs = Binding {
+        node: NodeId(3),
+        epoch: 2,
+    };
+    w.rm(2).learn_adoption(now, NodeId(3), id, theirs);
+    w.rm(2).member_up(NodeId(3));
+    // While node 3 is the member that binding named, node 1's states are refused.
+    w.frames(3);
+    assert!(w.rm(2).store().get(id).is_none());
+    // Node 3 fails and comes back as a new generation, holding nothing.
+    w.rm(2).member_down(NodeId(3));
+    w.rm(2).member_up(NodeId(3));
+    w.frames(10);
+    assert_eq!(
+        w.rm(2).store().get(id).map(|e| e.role),
+        Some(Role::Replica { primary: NodeId(1) })
+    );
+}
+
+/// Nodes 1 and 2 both adopted one object that stands still (rivals: their views differed
+/// when its node failed), which node 3 backs up. Each refused the other's states as a rival, acknowledging them;
+/// node 2's adoption wins, and node 1 gives its primary up. In a broadcast world node 1
+/// must then hold a replica of node 2's: before, node 2 counted its state as delivered and,
+/// the object never changing, never sent it again (fault swarm, `--faults all` seeds 306,
+/// 389, 483).
+#[test]
+fn a_rival_that_gives_its_primary_up_replicates_the_winners() {
+    // Node 2 outranks node 1, and so does node 3: node 3, not node 1, backs node 2's
+    // primary up (a backup's state comes with its log and is acknowledged only with it).
+    let mut w = World::new(4, &[0, 1, 2, 3]);
+    let id = loop {
+        let id = object_ranking_moving(&mut w, 2, &[1], 0.0);
+        if rendezvous::score(id, NodeId(3)) > rendezvous::score(id, NodeId(1)) {
+            break id;
+        }
+    };
+    w.frames(5);
+    w.linked[0] = false;
+    w.rms[0] = None;
+    let now = w.now();
+    for n in [1, 2, 3] {
+        w.rm(n).member_down(NodeId(0));
+    }
+    let lost = w.rm(1).adopt(now, id, NodeId(0)).expect("node 1 adopts");
+    let won = w.rm(2).adopt(now, id, NodeId(0)).expect("node 2 adopts");
+    assert_eq!(lost.epoch, won.epoch);
+    // Each refuses (and acknowledges) the other's states.
+    w.frames(5);
+    assert!(w.rm(1).take_rivals().contains(&(NodeId(2), id)));
+    let now = w.now();
+    w.rm(1).learn_adoption(now, NodeId(2), id, won);
+    assert!(w.rm(1).store().get(id).is_none(), "node 1 gave its primary up");
+    w.frames(10);
+    assert_eq!(
+        w.rm(1).store().get(id).map(|e| e.role),
+        Some(Role::Replica { primary: NodeId(2) })
+    );
+}
+
+/// Node 2 waits on an orphan of node 3's failed epoch 2 and offers it to node 4, the adopter
+/// its view agrees on. Node 4 holds a replica that follows node 1, the object's live
+/// primary under epoch 1: it must pass the offer on to node 1, which rebinds past epoch 2.
+/// Before, node 4 ignored the offer (it held the object with its log), node 1 never
+/// learned of the orphan, and node 2 dropped its replica and refused node 1's states for
+/// good (fault swarm, `--faults all` seed 209).
+#[test]
+fn an_adopter_following_a_live_primary_passes_an_outranking_offer_on_to_it() {
+    let mut w = World::new(5, &[0, 1, 2, 4]);
+    let id = object_ranking(&mut w, 4, &[1, 2]);
+    w.frames(5);
+    w.linked[0] = false;
+    w.rms[0] = None;
+    let now = w.now();
+    for n in [1, 2, 4] {
+        w.rm(n).member_down(NodeId(0));
+    }
+    let mine = w.rm(1).adopt(now, id, NodeId(0)).expect("node 1 adopts");
+    w.rm(4).learn_adoption(now, NodeId(1), id, mine);
+    w.frames(5);
+    assert_eq!(
+        w.rm(4).store().get(id).map(|e| e.role),
+        Some(Role::Replica { primary: NodeId(1) })
+    );
+    // Node 2 follows node 3's epoch 2; node 3 fails; node 2 offers to node 4.
+    let theirs = Binding {
+        node: NodeId(3),
+        epoch: 2,
+    };
+    let now = w.now();
+    w.rm(2).learn_adoption(now, NodeId(3), id, theirs);
+    let orphans = w.rm(2).member_down(NodeId(3));
+    let live2 = [NodeId(1), NodeId(4)];
+    let (mut out, mut events) = (Vec::new(), Vec::new());
+    let rm2 = w.rms[2].as_mut().unwrap();
+    w.adoption[2].member_down(
+        now,
+        NodeId(2),
+        &live2,
+        rm2,
+        (NodeId(3), 0),
+        orphans,
+        &mut out,
+        &mut events,
+    );
+    let batch: Vec<_> = out
+        .into_iter()
+        .filter(|(to, _)| *to == NodeId(4))
+        .flat_map(|(_, m)| match m {
+            MigrationMsg::Offer(b) => b,
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(batch.len(), 1, "node 2 offers to node 4");
+    let live4 = [NodeId(1), NodeId(2)];
+    let rm4 = w.rms[4].as_mut().unwrap();
+    w.adoption[4].on_offers(now, NodeId(4), &live4, rm4, NodeId(2), batch);
+    let (mut out, mut events) = (Vec::new(), Vec::new());
+    let rm4 = w.rms[4].as_mut().unwrap();
+    w.adoption[4].on_frame(now, NodeId(4), &live4, rm4, &mut out, &mut events);
+    let relayed: Vec<_> = out
+        .into_iter()
+        .filter(|(to, _)| *to == NodeId(1))
+        .flat_map(|(_, m)| match m {
+            MigrationMsg::Offer(b) => b,
+            _ => Vec::new(),
+        })
+        .collect();
+    assert!(
+        relayed.iter().any(|o| o.id == id && o.epoch == 2),
+        "node 4 passes the offer on to node 1"
+    );
+    // Node 1 rebinds past epoch 2.
+    let live1 = [NodeId(2), NodeId(4)];
+    let rm1 = w.rms[1].as_mut().unwrap();
+    w.adoption[1].on_offers(now, NodeId(1), &live1, rm1, NodeId(4), relayed);
+    for _ in 0..5 {
+        w.frame();
+        let now = w.now();
+        let rm1 = w.rms[1].as_mut().unwrap();
+        let (mut out, mut events) = (Vec::new(), Vec::new());
+        w.adoption[1].on_frame(now, NodeId(1), &live1, rm1, &mut out, &mut events);
+    }
+    assert_eq!(
+        w.rm(1).binding_of(id),
+        Binding {
+            node: NodeId(1),
+            epoch: 3
+        }
+    );
+}
