@@ -914,24 +914,25 @@ fn an_adopter_taking_an_offer_older_than_its_replica_starts_above_the_replica() 
     for _ in 0..5 {
         net.step();
     }
-    let old = net.nodes[1]
+    let old = net
+        .rm(1)
         .offer(target, NodeId(0), 0)
         .expect("node 1 holds a replica");
     // Long enough for the primary to run further ahead than an adoption's jump allows for.
     for _ in 0..300 {
         net.step();
     }
-    let held = net.nodes[2].store().get(target).unwrap().version;
+    let held = net.rm(2).store().get(target).unwrap().version;
     assert!(
         held > old.version + 200,
         "node 2 holds v{held}, the offer v{}",
         old.version
     );
-    net.down[0] = true;
+    net.stop(0);
     let now = net.now();
-    net.nodes[2].member_down(NodeId(0));
-    net.nodes[2].adopt_offer(now, &old).expect("adopted");
-    let adopted = net.nodes[2].store().get(target).unwrap().version;
+    net.node(2).member_down(NodeId(0));
+    net.node(2).adopt_offer(now, &old).expect("adopted");
+    let adopted = net.rm(2).store().get(target).unwrap().version;
     assert!(adopted > held, "adopted at v{adopted} after holding v{held}");
 }
 
