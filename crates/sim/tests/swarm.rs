@@ -1,10 +1,11 @@
 //! The fault swarm in CI: seeds 1–500 of the `crashes` swarm, each a whole world under a
-//! drawn schedule of crashes, restarts, drains and joins over a lossy network, with the
-//! safety invariants checked after every event and liveness after the heal
-//! (`worldmesh_sim::swarm`). `WORLDMESH_SEEDS=N` runs N seeds instead,
-//! `WORLDMESH_SEED_FROM=S` starts elsewhere, `WORLDMESH_SWARM_FAULTS=all` adds partitions
-//! and heavy loss, `WORLDMESH_SWARM_LOG=1` prints a failing seed's events;
-//! `worldmesh swarm` runs it from the command line.
+//! drawn schedule of crashes, restarts, drains and joins over a lossy network, and seeds
+//! 1–300 of the `all` swarm, which adds partitions (both ways and one way) and up to 20 %
+//! loss; the safety invariants are checked after every event and liveness after the heal
+//! (`worldmesh_sim::swarm`). `WORLDMESH_SEEDS=N` runs N seeds of `crashes` instead
+//! (`WORLDMESH_SWARM_FAULTS=all`: of `all`), `WORLDMESH_FAULT_SEEDS=N` N seeds of the
+//! partition run, `WORLDMESH_SEED_FROM=S` starts both elsewhere, `WORLDMESH_SWARM_LOG=1`
+//! prints a failing seed's events; `worldmesh swarm` runs it from the command line.
 
 use worldmesh_sim::swarm;
 
@@ -17,17 +18,27 @@ fn env(name: &str, default: u64) -> u64 {
 
 #[test]
 fn the_swarm_finds_no_violation() {
-    let from = env("WORLDMESH_SEED_FROM", 1);
-    let count = env("WORLDMESH_SEEDS", 500);
-    let show_log = std::env::var("WORLDMESH_SWARM_LOG").is_ok();
-    let mut failed = Vec::new();
-    let mut events = 0;
-    let mut checks = 0;
     let kinds = if std::env::var("WORLDMESH_SWARM_FAULTS").as_deref() == Ok("all") {
         swarm::Faults::All
     } else {
         swarm::Faults::Crashes
     };
+    swarm_passes(kinds, env("WORLDMESH_SEEDS", 500));
+}
+
+#[test]
+fn the_swarm_with_partitions_finds_no_violation() {
+    swarm_passes(swarm::Faults::All, env("WORLDMESH_FAULT_SEEDS", 300));
+}
+
+/// Runs `count` seeds of `kinds` from `WORLDMESH_SEED_FROM` (1) and fails with every
+/// violation found, each with its replay command.
+fn swarm_passes(kinds: swarm::Faults, count: u64) {
+    let from = env("WORLDMESH_SEED_FROM", 1);
+    let show_log = std::env::var("WORLDMESH_SWARM_LOG").is_ok();
+    let mut failed = Vec::new();
+    let mut events = 0;
+    let mut checks = 0;
     swarm::run(from, count, kinds, |o| {
         events += o.events;
         checks += o.checks;
@@ -48,7 +59,7 @@ fn the_swarm_finds_no_violation() {
     })
     .unwrap();
     eprintln!(
-        "swarm: {count} seeds from {from}, {events} events, {checks} checks, {} failed",
+        "swarm ({kinds:?}): {count} seeds from {from}, {events} events, {checks} checks, {} failed",
         failed.len()
     );
     assert!(failed.is_empty(), "{}", failed.join("\n"));
