@@ -248,16 +248,23 @@ fn a_crashed_machine_takes_nothing_and_a_restarted_one_takes_what_was_in_flight(
     assert_accounted(&e, 4, 3);
 }
 
-#[test]
-fn dropping_from_crashed_loses_what_the_crashed_machine_had_in_flight() {
+/// Two pingers on an engine dropping a crashed machine's datagrams: both pinged at 0, then
+/// node 1 crashed at 1 ms.
+fn pinged_then_crashed() -> (Engine<Pinger, Toy, &'static str>, Log) {
     let mut e = Engine::new((0..2).map(|i| Pinger::new(i, 2, 1000)).collect(), Toy::default())
         .dropping_from_crashed();
     for i in 0..2 {
         e.pump(NodeId(i), |_, _, _, _| {});
     }
     let mut log = Log::new();
-    run(&mut e, Time::from_millis(1), &mut log); // both pinged at 0
+    run(&mut e, Time::from_millis(1), &mut log);
     e.crash(NodeId(1));
+    (e, log)
+}
+
+#[test]
+fn dropping_from_crashed_loses_what_the_crashed_machine_had_in_flight() {
+    let (mut e, mut log) = pinged_then_crashed();
     run(&mut e, Time::from_millis(100), &mut log);
     assert!(log.is_empty(), "{log:?}");
     assert_eq!(e.dropped().at_crashed, 2, "the ping to it and its own ping");
@@ -266,14 +273,7 @@ fn dropping_from_crashed_loses_what_the_crashed_machine_had_in_flight() {
 
 #[test]
 fn dropping_from_crashed_loses_a_crashed_incarnation_s_datagrams_even_after_a_restart() {
-    let mut e = Engine::new((0..2).map(|i| Pinger::new(i, 2, 1000)).collect(), Toy::default())
-        .dropping_from_crashed();
-    for i in 0..2 {
-        e.pump(NodeId(i), |_, _, _, _| {});
-    }
-    let mut log = Log::new();
-    run(&mut e, Time::from_millis(1), &mut log); // both pinged at 0
-    e.crash(NodeId(1));
+    let (mut e, mut log) = pinged_then_crashed();
     e.restart(NodeId(1), Pinger::new(1, 2, 1000));
     e.pump(NodeId(1), |_, _, _, _| {});
     run(&mut e, Time::from_millis(15), &mut log);
