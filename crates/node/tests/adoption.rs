@@ -108,6 +108,25 @@ impl World {
         self.step += 1;
     }
 
+    /// Node `n` crashes: it stops and its links go down. Returns the time.
+    fn crash(&mut self, n: usize) -> Time {
+        self.linked[n] = false;
+        self.rms[n] = None;
+        self.now()
+    }
+
+    /// Node `n` sees `failed` fail and adopts `id`, an orphan of it.
+    fn adopts_orphan(&mut self, n: u32, id: ObjectId, failed: NodeId) -> Binding {
+        let now = self.now();
+        self.rm(n).member_down(failed);
+        self.rm(n).adopt(now, id, failed).expect("adopts")
+    }
+
+    /// Node `n`'s role for `id`, if it holds it.
+    fn role(&mut self, n: u32, id: ObjectId) -> Option<Role> {
+        self.rm(n).store().get(id).map(|e| e.role)
+    }
+
     fn frames(&mut self, n: usize) {
         for _ in 0..n {
             self.frame();
@@ -176,11 +195,8 @@ fn a_primary_offered_a_later_failed_binding_of_its_object_rebinds_past_it() {
     let id = object_ranking(&mut w, 1, &[2]);
     w.frames(5);
     // Node 1's side: node 0 failed, node 1 adopts under epoch 1.
-    w.linked[0] = false;
-    w.rms[0] = None;
-    let now = w.now();
-    w.rm(1).member_down(NodeId(0));
-    let mine = w.rm(1).adopt(now, id, NodeId(0)).expect("node 1 adopts");
+    let now = w.crash(0);
+    let mine = w.adopts_orphan(1, id, NodeId(0));
     assert_eq!(mine.epoch, 1);
     // Node 2 follows node 3's epoch 2, then sees node 3 fail.
     w.rm(2).member_down(NodeId(0));
@@ -231,11 +247,7 @@ fn a_primary_offered_a_later_failed_binding_of_its_object_rebinds_past_it() {
         epoch: 3,
     };
     assert_eq!(w.rm(1).binding_of(id), rebound, "node 1 rebinds past epoch 2");
-    assert_eq!(
-        w.rm(1).store().get(id).map(|e| e.role),
-        Some(Role::Primary),
-        "and keeps its primary"
-    );
+    assert_eq!(w.role(1, id), Some(Role::Primary), "and keeps its primary");
     assert!(
         adopted.iter().any(
             |e| matches!(e, AdoptionEvent::Adopted { id: i, binding, .. } if *i == id && *binding == rebound)
@@ -256,10 +268,7 @@ fn a_primary_offered_a_later_failed_binding_of_its_object_rebinds_past_it() {
     );
     assert_eq!(acks, vec![(id, 3)]);
     w.frames(5);
-    assert_eq!(
-        w.rm(2).store().get(id).map(|e| e.role),
-        Some(Role::Replica { primary: NodeId(1) })
-    );
+    assert_eq!(w.role(2, id), Some(Role::Replica { primary: NodeId(1) }));
 }
 
 /// As above, but the adopter node 2's view agrees on for the failed binding is node 4,
@@ -274,11 +283,8 @@ fn a_holder_waiting_on_an_orphan_offers_it_to_the_live_primary_whose_notice_it_r
     let mut w = World::new(5, &[0, 1, 2]);
     let id = object_ranking(&mut w, 4, &[1, 2]);
     w.frames(5);
-    w.linked[0] = false;
-    w.rms[0] = None;
-    let now = w.now();
-    w.rm(1).member_down(NodeId(0));
-    let mine = w.rm(1).adopt(now, id, NodeId(0)).expect("node 1 adopts");
+    let now = w.crash(0);
+    let mine = w.adopts_orphan(1, id, NodeId(0));
     w.rm(2).member_down(NodeId(0));
     let theirs = Binding {
         node: NodeId(3),
@@ -367,10 +373,7 @@ fn a_holder_waiting_on_an_orphan_offers_it_to_the_live_primary_whose_notice_it_r
     );
     assert_eq!(acks, vec![(id, 3)]);
     w.frames(5);
-    assert_eq!(
-        w.rm(2).store().get(id).map(|e| e.role),
-        Some(Role::Replica { primary: NodeId(1) })
-    );
+    assert_eq!(w.role(2, id), Some(Role::Replica { primary: NodeId(1) }));
 }
 
 /// Node 2 holds no copy of an object and learned its binding from node 3 (epoch 2), which
@@ -385,11 +388,8 @@ fn a_binding_learned_from_a_member_that_failed_gives_way_to_the_live_primary() {
     let mut w = World::new(4, &[0, 1, 2]);
     let id = object_ranking(&mut w, 1, &[]);
     w.frames(5);
-    w.linked[0] = false;
-    w.rms[0] = None;
-    let now = w.now();
-    w.rm(1).member_down(NodeId(0));
-    let mine = w.rm(1).adopt(now, id, NodeId(0)).expect("node 1 adopts");
+    let now = w.crash(0);
+    let mine = w.adopts_orphan(1, id, NodeId(0));
     assert_eq!(mine.epoch, 1);
     // Node 2: its replica gone, it learns node 3's binding; node 3 fails and restarts.
     w.rm(2).member_down(NodeId(0));
@@ -409,10 +409,7 @@ fn a_binding_learned_from_a_member_that_failed_gives_way_to_the_live_primary() {
     assert_eq!(acks, vec![(id, 1)], "node 2 takes node 1's binding");
     assert_eq!(w.rm(2).binding_of(id), mine);
     w.frames(5);
-    assert_eq!(
-        w.rm(2).store().get(id).map(|e| e.role),
-        Some(Role::Replica { primary: NodeId(1) })
-    );
+    assert_eq!(w.role(2, id), Some(Role::Replica { primary: NodeId(1) }));
 }
 
 /// As above, but the live primary (node 1) announces nothing node 2 takes (a node that
@@ -426,11 +423,8 @@ fn states_from_a_live_primary_are_taken_once_the_binding_known_failed() {
     let mut w = World::new(4, &[0, 1, 2]);
     let id = object_ranking(&mut w, 1, &[]);
     w.frames(5);
-    w.linked[0] = false;
-    w.rms[0] = None;
-    let now = w.now();
-    w.rm(1).member_down(NodeId(0));
-    w.rm(1).adopt(now, id, NodeId(0)).expect("node 1 adopts");
+    let now = w.crash(0);
+    w.adopts_orphan(1, id, NodeId(0));
     w.rm(2).member_down(NodeId(0));
     assert!(w.rm(2).drop_orphan(id));
     let theirs = Binding {
@@ -446,10 +440,7 @@ fn states_from_a_live_primary_are_taken_once_the_binding_known_failed() {
     w.rm(2).member_down(NodeId(3));
     w.rm(2).member_up(NodeId(3));
     w.frames(10);
-    assert_eq!(
-        w.rm(2).store().get(id).map(|e| e.role),
-        Some(Role::Replica { primary: NodeId(1) })
-    );
+    assert_eq!(w.role(2, id), Some(Role::Replica { primary: NodeId(1) }));
 }
 
 /// Nodes 1 and 2 both adopted one object that stands still (rivals: their views differed
@@ -470,9 +461,7 @@ fn a_rival_that_gives_its_primary_up_replicates_the_winners() {
         }
     };
     w.frames(5);
-    w.linked[0] = false;
-    w.rms[0] = None;
-    let now = w.now();
+    let now = w.crash(0);
     for n in [1, 2, 3] {
         w.rm(n).member_down(NodeId(0));
     }
@@ -486,10 +475,7 @@ fn a_rival_that_gives_its_primary_up_replicates_the_winners() {
     w.rm(1).learn_adoption(now, NodeId(2), id, won);
     assert!(w.rm(1).store().get(id).is_none(), "node 1 gave its primary up");
     w.frames(10);
-    assert_eq!(
-        w.rm(1).store().get(id).map(|e| e.role),
-        Some(Role::Replica { primary: NodeId(2) })
-    );
+    assert_eq!(w.role(1, id), Some(Role::Replica { primary: NodeId(2) }));
 }
 
 /// Node 2 waits on an orphan of node 3's failed epoch 2 and offers it to node 4, the adopter
@@ -503,19 +489,14 @@ fn an_adopter_following_a_live_primary_passes_an_outranking_offer_on_to_it() {
     let mut w = World::new(5, &[0, 1, 2, 4]);
     let id = object_ranking(&mut w, 4, &[1, 2]);
     w.frames(5);
-    w.linked[0] = false;
-    w.rms[0] = None;
-    let now = w.now();
+    let now = w.crash(0);
     for n in [1, 2, 4] {
         w.rm(n).member_down(NodeId(0));
     }
     let mine = w.rm(1).adopt(now, id, NodeId(0)).expect("node 1 adopts");
     w.rm(4).learn_adoption(now, NodeId(1), id, mine);
     w.frames(5);
-    assert_eq!(
-        w.rm(4).store().get(id).map(|e| e.role),
-        Some(Role::Replica { primary: NodeId(1) })
-    );
+    assert_eq!(w.role(4, id), Some(Role::Replica { primary: NodeId(1) }));
     // Node 2 follows node 3's epoch 2; node 3 fails; node 2 offers to node 4.
     let theirs = Binding {
         node: NodeId(3),
