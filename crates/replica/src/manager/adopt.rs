@@ -102,10 +102,15 @@ impl<O: GameObject> ReplicaManager<O> {
         self.recompute_backups();
     }
 
-    /// A member failed or left: forget its streams, subscriptions, pending fetches and the
-    /// writes it made (a later generation of the same node id numbers its writes from 1
-    /// again), recompute backups, and return the replicas held here whose primary was on
-    /// it — the orphans this node may adopt or offer.
+    /// A member failed or left: forget its streams, subscriptions and pending fetches,
+    /// recompute backups, and return the replicas held here whose primary was on it — the
+    /// orphans this node may adopt or offer.
+    ///
+    /// The logs of the writes it made stay: a member declared down while alive (muted,
+    /// partitioned) rejoins and resends its unacknowledged writes, which a forgotten log
+    /// would apply a second time (fault swarm, `--faults all` seed 515). A later
+    /// incarnation numbers its writes in a new generation, which resets its log
+    /// ([`WriterLog::record`]).
     pub fn member_down(&mut self, id: NodeId) -> Vec<ObjectId> {
         if id == self.me {
             return Vec::new();
@@ -118,12 +123,8 @@ impl<O: GameObject> ReplicaManager<O> {
             m.subscribers.remove(&id);
             m.receivers.remove(&id);
         }
-        for logs in self.applied.values_mut() {
-            logs.remove(&id);
-        }
-        // Its writes held for frozen primaries go too: with its logs gone, a held retry
-        // of a write applied before the freeze would be applied again on a refused
-        // migration (fault swarm, crashes seed 1048). Unacknowledged, they may be lost.
+        // Its writes held for frozen primaries go: unacknowledged, they may be lost (a
+        // live writer resends them).
         for held in self.buffered.values_mut() {
             held.retain(|fw| fw.writer != id);
         }
