@@ -206,6 +206,9 @@ pub struct ReplicaStats {
     pub refused_updates: u64,
     /// Updates older than the replica (reordered or duplicated datagrams).
     pub stale_updates: u64,
+    /// Bindings found stale: the node they name answered a fetch with
+    /// [`ReplicaMsg::NotPrimary`](crate::ReplicaMsg::NotPrimary).
+    pub stale_bindings: u64,
     /// Deltas whose baseline this node no longer had (a full state was requested).
     pub missing_baseline: u64,
     /// Updates or writes whose bytes did not decode.
@@ -419,6 +422,8 @@ struct PeerState {
     /// after `write_timeout`.
     unacked_deleted: BTreeMap<ObjectId, (Time, Time)>,
     write_acks: Vec<(ObjectId, u64)>,
+    /// Objects this peer fetched that are not primaries here (see [`ReplicaMsg::NotPrimary`]).
+    not_primary: Vec<ObjectId>,
     /// Send a packet even if empty (liveness).
     keepalive: bool,
     last_ack: Option<Time>,
@@ -441,6 +446,7 @@ impl PeerState {
                 && self.writes.is_empty()
                 && self.deleted.is_empty()
                 && self.write_acks.is_empty()
+                && self.not_primary.is_empty()
                 && self.logs.is_empty())
     }
 
@@ -453,6 +459,7 @@ impl PeerState {
                 && self.writes.is_empty()
                 && self.deleted.is_empty()
                 && self.write_acks.is_empty()
+                && self.not_primary.is_empty()
                 && self.logs.is_empty()
                 && self.to_ack.is_empty())
     }
@@ -470,6 +477,9 @@ const FETCH_BACKOFF: Duration = Duration::from_millis(500);
 /// A fetched state is accepted this long after the fetch was sent (longer than any
 /// plausible round trip: a reply slower than the retry back-off is still welcome).
 const FETCH_ACCEPT: Duration = Duration::from_secs(5);
+
+/// Most [`ReplicaMsg::NotPrimary`] answers queued for one peer between two packets.
+const MAX_NOT_PRIMARY: usize = 256;
 
 /// The replica manager of one node.
 pub struct ReplicaManager<O: GameObject> {
@@ -517,6 +527,9 @@ pub struct ReplicaManager<O: GameObject> {
     /// Replicas of a failed member's objects awaiting their adoption: kept whatever the
     /// local interest, since they may be the only copy left (see [`Self::keep_orphan`]).
     kept_orphans: BTreeSet<ObjectId>,
+    /// Objects whose replica (held or asked for) stays whatever the local interest, until
+    /// unpinned ([`ReplicaManager::pin`]).
+    pinned: BTreeSet<ObjectId>,
     /// Forwarded writes applied here, with [`ReplicaConfig::trace_writes`].
     write_trace: Vec<AppliedWrite>,
     /// Objects not held here whose state was refused because it came from a node the
@@ -571,6 +584,7 @@ impl<O: GameObject> ReplicaManager<O> {
             repl: BTreeMap::new(),
             fetching: BTreeMap::new(),
             kept_orphans: BTreeSet::new(),
+            pinned: BTreeSet::new(),
             write_trace: Vec::new(),
             refused_unheld: BTreeMap::new(),
             failed_bindings: BTreeMap::new(),
@@ -1084,7 +1098,7 @@ impl<O: GameObject> ReplicaManager<O> {
             .iter()
             .filter(|(_, m)| now - m.wanted_at > self.cfg.linger)
             .map(|(id, _)| *id)
-            .filter(|id| !self.kept_orphans.contains(id))
+            .filter(|id| !self.kept_orphans.contains(id) && !self.pinned.contains(id))
             .filter(|id| !self.may_be_orphan(now, *id))
             .filter(|id| {
                 // A backup keeps its replica whatever its interest.
@@ -1148,6 +1162,18 @@ impl<O: GameObject> ReplicaManager<O> {
         if matches!(self.store.get(id).map(|e| e.role), Some(Role::Replica { .. })) {
             self.kept_orphans.insert(id);
         }
+    }
+
+    /// Keeps the replica of `id`, once it arrives, whatever the local interest, until
+    /// [`Self::unpin`]: a node deciding whether a copy of its own store is still needed
+    /// reads the answer of the object's primary from it (`node::persist`).
+    pub fn pin(&mut self, id: ObjectId) {
+        self.pinned.insert(id);
+    }
+
+    /// Ends [`Self::pin`] for `id`.
+    pub fn unpin(&mut self, id: ObjectId) {
+        self.pinned.remove(&id);
     }
 
     /// Ends [`Self::keep_orphan`] for `id`: it was adopted, or given up.
@@ -1413,6 +1439,11 @@ impl<O: GameObject> ReplicaManager<O> {
                     }
                 }
                 ReplicaMsg::Deleted(ids) => self.on_deleted(now, from, &ids),
+                ReplicaMsg::NotPrimary(ids) => {
+                    for id in ids {
+                        urgent |= self.on_not_primary(now, from, id);
+                    }
+                }
             }
         }
         for (id, version) in logged {
@@ -1426,13 +1457,18 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     fn on_interest(&mut self, now: Time, from: NodeId, it: InterestItem) -> bool {
-        let Some(entry) = self.store.get(it.id) else {
+        let (Some(entry), Some(meta)) = (self.store.get(it.id), self.prim.get_mut(&it.id)) else {
             if let Some(b) = self.names.forwarding(it.id) {
                 self.redirects.push((from, it.id, b));
+                return false;
             }
-            return false;
-        };
-        let Some(meta) = self.prim.get_mut(&it.id) else {
+            // A fetch of an object that is no primary here and went nowhere known: say so,
+            // so the fetcher stops trusting a binding that names this node.
+            let p = self.peer(from);
+            if it.have == 0 && p.not_primary.len() < MAX_NOT_PRIMARY {
+                p.not_primary.push(it.id);
+                return true;
+            }
             return false;
         };
         if self.mode == Mode::Interest {
@@ -1457,6 +1493,35 @@ impl<O: GameObject> ReplicaManager<O> {
             return true;
         }
         false
+    }
+
+    /// `from`, asked for `id`, holds no primary of it. If this node binds `id` to `from`
+    /// and holds no replica, that binding is stale: `from` gave the object up to a rival
+    /// of the same epoch, or lost it when it came back as a new generation, and the notice
+    /// that set it here arrived late. Without this, the node refused the live primary's
+    /// states for good whenever that primary's binding did not outrank the stale one
+    /// (fault swarm, `--faults all` seeds 609, 844, 1036, 1106). The binding counts as
+    /// failed ([`Self::binding_failed`]), and the last primary whose state was refused here
+    /// is asked for it. Returns true if a fetch is queued (send it at once).
+    fn on_not_primary(&mut self, now: Time, from: NodeId, id: ObjectId) -> bool {
+        let named = self.names.resolve(id).binding(self.me);
+        if self.store.get(id).is_some() || named.node != from || from == self.me {
+            return false;
+        }
+        if self.failed_bindings.len() >= MAX_REFUSED_UNHELD {
+            self.failed_bindings.clear();
+        }
+        self.failed_bindings.insert(id, named);
+        self.stats.stale_bindings += 1;
+        match self.refused_unheld.remove(&id) {
+            Some(serving) if serving != from && self.peers.binary_search(&serving).is_ok() => {
+                self.fetching.insert(id, (now, serving));
+                self.stats.fetches_sent += 1;
+                self.peer(serving).interest.push(InterestItem { id, have: 0 });
+                true
+            }
+            _ => false,
+        }
     }
 
     fn on_ack(&mut self, from: NodeId, seqs: &[u32]) {
@@ -1542,6 +1607,7 @@ impl<O: GameObject> ReplicaManager<O> {
                     self.refused_unheld.clear();
                 }
                 self.refused_unheld.insert(it.id, from);
+                self.probe_binding(now, it.id);
                 return false;
             }
             None if self.tombstones.contains(now, it.id) => {
@@ -1643,6 +1709,28 @@ impl<O: GameObject> ReplicaManager<O> {
         true
     }
 
+    /// Asks the node this node binds the unheld `id` to for its state (at most once per
+    /// [`FETCH_BACKOFF`]; not if held here), e.g. when another node serves `id` and its
+    /// states are refused here. If the
+    /// bound node holds it, its state comes back and this node follows it; if not, it says
+    /// so ([`ReplicaMsg::NotPrimary`]) and this node follows the serving node instead.
+    pub fn probe_binding(&mut self, now: Time, id: ObjectId) {
+        let named = self.names.resolve(id).binding(self.me);
+        if named.node == self.me
+            || self.store.get(id).is_some()
+            || self.peers.binary_search(&named.node).is_err()
+            || self
+                .fetching
+                .get(&id)
+                .is_some_and(|(t, _)| now - *t < FETCH_BACKOFF)
+        {
+            return;
+        }
+        self.fetching.insert(id, (now, named.node));
+        self.stats.fetches_sent += 1;
+        self.peer(named.node).interest.push(InterestItem { id, have: 0 });
+    }
+
     /// Packets to send at the end of a frame: everything queued for every peer, plus a
     /// keepalive to each node this node serves that has heard nothing for `keepalive`, so it
     /// can tell this node is alive.
@@ -1713,6 +1801,9 @@ impl<O: GameObject> ReplicaManager<O> {
         }
         if !p.write_acks.is_empty() {
             head.push(ReplicaMsg::WriteAck(std::mem::take(&mut p.write_acks)));
+        }
+        if !p.not_primary.is_empty() {
+            head.push(ReplicaMsg::NotPrimary(std::mem::take(&mut p.not_primary)));
         }
         let mut logs = std::mem::take(&mut p.logs);
         let mut updates = std::mem::take(&mut p.updates);

@@ -9,7 +9,8 @@ use proptest::prelude::*;
 use worldmesh_core::{Aabb, DetRng, Machine, MessageClass, NodeId, ObjectId, Point3, Time, Transmit};
 use worldmesh_engine::{Engine, Fate, Links, Step};
 use worldmesh_replica::{
-    GameObject, Mode, Packet, ReplicaConfig, ReplicaManager, ReplicaMsg, Role, StateError, ThinkContext,
+    Binding, GameObject, Mode, MovedOutcome, Packet, ReplicaConfig, ReplicaManager, ReplicaMsg, Role,
+    StateError, ThinkContext,
 };
 
 /// A test object: moves along x by `speed` per frame, keeps a log of the writes applied to
@@ -1121,5 +1122,48 @@ fn a_state_refused_from_a_primary_not_yet_known_here_is_sent_again() {
     assert!(
         net.rm(1).store().get(x).is_some(),
         "node 0 counted its refused state as delivered"
+    );
+}
+
+/// A node that holds no replica and binds the object to a live member that does not hold
+/// it (the notice that set the binding arrived after that member gave the object up)
+/// refused the real primary's states for good. Now it asks the member it binds the object
+/// to, learns from its `NotPrimary` answer that the binding is stale, and follows the
+/// primary whose states it refused (fault swarm, `--faults all` seeds 609, 844, 1106).
+#[test]
+fn a_stale_binding_to_a_member_without_the_object_gives_way_to_the_serving_primary() {
+    let mut net = Net::new(3, Mode::Broadcast, 11);
+    let mut p = Probe::at(0.0);
+    p.speed = 1.0;
+    let id = net.spawn(0, p);
+    for _ in 0..5 {
+        net.step();
+    }
+    assert!(net.rm(2).store().get(id).is_some());
+    // Node 2 drops its replica and takes a notice that node 1 adopted the object under
+    // epoch 1; node 1 holds no primary of it, node 0 goes on serving it.
+    let now = net.now();
+    assert!(net.node(2).drop_orphan(id));
+    let binding = Binding {
+        node: NodeId(1),
+        epoch: 1,
+    };
+    assert_eq!(
+        net.node(2).learn_adoption(now, NodeId(1), id, binding),
+        MovedOutcome::Accepted
+    );
+    assert_eq!(net.rm(2).binding_of(id), binding);
+    for _ in 0..10 {
+        net.step();
+    }
+    assert_eq!(net.rm(2).stats().stale_bindings, 1);
+    assert_eq!(
+        net.rm(2).store().get(id).map(|e| e.role),
+        Some(Role::Replica { primary: NodeId(0) }),
+        "node 2 follows the primary that serves the object"
+    );
+    assert_eq!(
+        net.rm(1).store().get(id).map(|e| e.role),
+        Some(Role::Replica { primary: NodeId(0) })
     );
 }
