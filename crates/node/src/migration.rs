@@ -564,7 +564,7 @@ impl Migrator {
             .collect();
         for mig in lost {
             if let Some(o) = self.outgoing.remove(&mig) {
-                rm.unfreeze(&o.ids);
+                rm.abandon_migration(&o.ids);
                 self.stats.refused += 1;
                 events.push(MigrationEvent::Refused {
                     target: dead,
@@ -862,12 +862,16 @@ impl Migrator {
         }
         if self.persisting
             && all.iter().all(|m| {
-                let known = rm.names().resolve(m.id).binding(self.me).epoch;
-                known >= m.binding.epoch && !rm.frozen().contains(&m.id)
+                let known = rm.names().resolve(m.id).binding(self.me);
+                (known.epoch > m.binding.epoch || known == m.binding) && !rm.frozen().contains(&m.id)
             })
         {
             // A resend of a region this node bound (and persisted) before it restarted, or
-            // of objects the world already moved on from: the hand-off happened.
+            // of objects the world already moved on from: the hand-off happened. Not when
+            // another node holds the object under the transfer's very epoch: that is a
+            // rival (two adopters of one orphan), and accepting would have the sender give
+            // its primary up and announce this node as holding what it never bound
+            // (fault swarm, `--faults all` seed 671); `bind_migrated` refuses it instead.
             let bindings: Vec<(ObjectId, Binding)> = all.iter().map(|o| (o.id, o.binding)).collect();
             rm.receive_forwarded(inc.writes);
             self.bound.insert(key, (now, bindings.clone()));

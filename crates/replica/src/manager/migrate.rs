@@ -281,6 +281,23 @@ impl<O: GameObject> ReplicaManager<O> {
         }
     }
 
+    /// Ends the migration of `ids` whose target was declared down before it answered: the
+    /// objects stay primaries here, bound under the epoch after the one the transfer
+    /// offered. The target may have bound them before it went (or was only thought to
+    /// go) down, under that offered epoch; a later move or adoption from here, at the
+    /// offered epoch again, made two primaries of one epoch (fault swarm, `--faults all`
+    /// seed 658). Past it, this binding wins over the target's wherever the two meet, and
+    /// the target drops its copy when it learns it was declared down.
+    pub fn abandon_migration(&mut self, ids: &[ObjectId]) {
+        for id in ids {
+            if self.frozen.contains(id) && self.prim.contains_key(id) {
+                let offered = self.names.local_epoch(*id).saturating_add(1);
+                self.names.bind_local(*id, offered.saturating_add(1));
+            }
+        }
+        self.unfreeze(ids);
+    }
+
     /// Steps 6–7 of §3.2 on the old node, once the target returned the bindings: installs
     /// forwarding entries, deletes the frozen primaries without telling replica holders to
     /// drop them, and passes the held writes on to the new node. Returns the bindings to
@@ -363,6 +380,14 @@ impl<O: GameObject> ReplicaManager<O> {
             decoded.push(o);
         }
         for (m, object) in objects.iter().zip(decoded) {
+            // A replica held here may be fresher than the state bound: it followed a rival
+            // primary of the same epoch (two adopters of one orphan, not yet settled). The
+            // bound state then goes on above it, so a version here never goes back and
+            // never names two states (fault swarm, `--faults all` seed 615).
+            let version = match self.store.get(m.id) {
+                Some(e) if e.version >= m.version => e.version + 1,
+                _ => m.version,
+            };
             if self.store.get(m.id).is_some() {
                 self.store.remove(m.id);
             }
@@ -377,16 +402,16 @@ impl<O: GameObject> ReplicaManager<O> {
                     .map(|n| (*n, now + self.cfg.interest_ttl))
                     .collect(),
             };
-            let mut meta = PrimaryMeta::new(m.version, object.clone(), m.state.clone(), subscribers);
+            let mut meta = PrimaryMeta::new(version, object.clone(), m.state.clone(), subscribers);
             meta.backups = self.backups_for(m.id);
             self.prim.insert(m.id, meta);
-            let _ = self.store.insert_primary(m.id, object, m.version, now);
+            let _ = self.store.insert_primary(m.id, object, version, now);
             self.applied.insert(m.id, m.applied.iter().cloned().collect());
             if self.cfg.backups > 0 {
                 // The backups learn which writes the bound state contains with its first
                 // update: an adopter of it then takes a resent write as a duplicate (a
                 // write applied at the old node, its acknowledgement lost in the move).
-                self.snapshot_logs(m.id, m.version);
+                self.snapshot_logs(m.id, version);
             }
             self.names.bind_local(m.id, m.binding.epoch);
             self.stats.migrated_in += 1;
