@@ -355,7 +355,15 @@ pub struct Membership {
     /// Passive failure detection (`suspect_silent_after`), if on.
     silence: Option<silence::Silence>,
     suspect_to_down_after: Duration,
+    /// While no member is live (see [`Membership::reannounce`]): when to announce next.
+    reannounce_at: Option<Time>,
+    announce_every: Duration,
+    /// Where the next round of announcements starts in `addrs`.
+    reannounce_from: NodeId,
 }
+
+/// Nodes a member that knows no live member announces itself to per round.
+const REANNOUNCE_TO: usize = 3;
 
 impl Membership {
     /// The membership of `me`, knowing no one yet.
@@ -374,6 +382,9 @@ impl Membership {
             left: false,
             silence: cfg.suspect_silent_after.map(silence::Silence::new),
             suspect_to_down_after: cfg.suspect_to_down_after,
+            reannounce_at: None,
+            announce_every: cfg.announce_every,
+            reannounce_from: NodeId(0),
         })
     }
 
@@ -477,13 +488,14 @@ impl Membership {
     /// When [`Membership::handle_timeout`] is next due.
     pub fn poll_timeout(&self) -> Option<Time> {
         let foca = self.timers.keys().next().map(|(t, _)| *t);
-        match (
+        [
             foca,
             self.silence.as_ref().and_then(silence::Silence::poll_timeout),
-        ) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+            self.reannounce_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Fires every timer due at `now`.
@@ -497,6 +509,51 @@ impl Membership {
             self.absorb(now, r.err());
         }
         self.check_silence(now);
+        if self.reannounce_at.is_some_and(|t| t <= now) {
+            self.reannounce(now);
+        }
+    }
+
+    /// A member that knows no live member stays alone for good unless it speaks first:
+    /// foca stops every timer when its last member goes (`Notification::Idle`) and leaves
+    /// rejoining to its driver. Two members that each declared the other down after a
+    /// partition (or one that sees nobody while the others no longer list it) then never
+    /// met again (fault swarm, `--faults all` seeds 11, 707, 3447). Every
+    /// `announce_every` while alone, this node announces itself to up to
+    /// [`REANNOUNCE_TO`] of the identities it has seen, in turn.
+    fn reannounce(&mut self, now: Time) {
+        self.reannounce_at = None;
+        if self.left || self.foca.num_members() > 0 {
+            return;
+        }
+        let me = self.me().node;
+        let targets: Vec<Member> = self
+            .addrs
+            .range(self.reannounce_from..)
+            .chain(self.addrs.range(..self.reannounce_from))
+            .map(|(_, m)| *m)
+            .filter(|m| m.node != me)
+            .take(REANNOUNCE_TO)
+            .collect();
+        if let Some(last) = targets.last() {
+            self.reannounce_from = NodeId(last.node.0.wrapping_add(1));
+        }
+        for t in targets {
+            let r = self.foca.announce(t, &mut self.outbox);
+            self.absorb(now, r.err());
+        }
+        self.arm_reannounce(now);
+    }
+
+    /// Arms the next announcement round if this node is alone (and has anyone to tell).
+    fn arm_reannounce(&mut self, now: Time) {
+        if self.reannounce_at.is_none()
+            && !self.left
+            && self.foca.num_members() == 0
+            && self.addrs.keys().any(|n| *n != self.me().node)
+        {
+            self.reannounce_at = Some(now + self.announce_every);
+        }
     }
 
     /// A datagram (of any kind) from the authenticated member `from` arrived: feeds the
@@ -585,6 +642,7 @@ impl Membership {
             self.timer_seq += 1;
             self.timers.insert((now + after, self.timer_seq), timer);
         }
+        let mut renewed = false;
         for note in out.notes {
             match note {
                 Note::Up(m) => {
@@ -632,16 +690,32 @@ impl Membership {
                         let r = self.foca.change_identity(next, &mut self.outbox);
                         if r.is_ok() {
                             self.push(MembershipEvent::Rejoined(next));
+                            renewed = true;
                         }
                     }
                 }
-                Note::Rejoin(m) => self.push(MembershipEvent::Rejoined(m)),
+                Note::Rejoin(m) => {
+                    self.push(MembershipEvent::Rejoined(m));
+                    renewed = true;
+                }
+            }
+        }
+        if renewed && !self.left {
+            // A new identity leaves foca disconnected, its timers void, until an update
+            // lands (`adjust_connection_state`). A rejoin set off by a `TurnUndead` from a
+            // member this node holds down returns before that: the node then sent and
+            // probed nothing ever again, while its view still listed live members (fault
+            // swarm, `--faults all` seed 707). Applying no update runs that adjustment.
+            let r = self.foca.apply_many(std::iter::empty(), true, &mut self.outbox);
+            if r.is_err() {
+                self.refused += 1;
             }
         }
         // Work queued by `change_identity` above.
         if !self.outbox.sends.is_empty() || !self.outbox.timers.is_empty() || !self.outbox.notes.is_empty() {
             self.absorb(now, None);
         }
+        self.arm_reannounce(now);
     }
 
     fn push(&mut self, e: MembershipEvent) {

@@ -411,3 +411,62 @@ fn a_live_member_that_falls_silent_refutes_the_suspicion() {
         assert_eq!(net.live_ids(i).len(), 7, "node {i} sees {:?}", net.live_ids(i));
     }
 }
+
+/// Two members cut apart long enough to declare each other down are each left alone, and
+/// foca stops every timer of a member that knows nobody live: without announcing itself
+/// again (`Membership::reannounce`), neither ever spoke to the other after the cut healed
+/// (fault swarm, `--faults all` seeds 11, 707, 3447).
+#[test]
+fn two_members_that_declared_each_other_down_meet_again_after_the_cut_heals() {
+    let mut net = Net::new();
+    let members: Vec<Member> = (0..2).map(|i| net.start(i, 0)).collect();
+    for i in 0..2 {
+        net.node(i).assume_up(Time::ZERO, &members);
+    }
+    net.run(Duration::from_secs(1));
+    net.cut.push((NodeId(0), NodeId(1)));
+    net.run(Duration::from_secs(6));
+    assert!(net.live_ids(0).is_empty() && net.live_ids(1).is_empty());
+    assert!(
+        net.events
+            .contains(&(NodeId(0), MembershipEvent::Down(members[1])))
+    );
+    net.cut.clear();
+    // Announcements every `announce_every` (2 s), one of them renewing a generation.
+    net.run(Duration::from_secs(8));
+    assert_eq!(net.live_ids(0), vec![1], "node 0 sees {:?}", net.live_ids(0));
+    assert_eq!(net.live_ids(1), vec![0], "node 1 sees {:?}", net.live_ids(1));
+    assert!(
+        net.events
+            .iter()
+            .any(|(_, e)| matches!(e, MembershipEvent::Rejoined(_))),
+        "one of them came back as its next generation"
+    );
+}
+
+/// A member cut off from all the others is declared down by them and declares them all
+/// down; once the cut heals it rejoins as its next generation and the view is whole again
+/// on every member.
+#[test]
+fn an_isolated_member_rejoins_everyone_after_the_cut_heals() {
+    let mut net = Net::new();
+    let members: Vec<Member> = (0..4).map(|i| net.start(i, 0)).collect();
+    for i in 0..4 {
+        net.node(i).assume_up(Time::ZERO, &members);
+    }
+    net.run(Duration::from_secs(1));
+    for other in [0, 1, 2] {
+        net.cut.push((NodeId(3), NodeId(other)));
+    }
+    net.run(Duration::from_secs(6));
+    assert!(net.live_ids(3).is_empty());
+    for i in 0..3 {
+        assert!(!net.live_ids(i).contains(&3), "node {i} still sees 3");
+    }
+    net.cut.clear();
+    net.run(Duration::from_secs(8));
+    for i in 0..4u32 {
+        let want: Vec<u32> = (0..4).filter(|j| *j != i).collect();
+        assert_eq!(net.live_ids(i), want, "node {i}");
+    }
+}
