@@ -648,9 +648,13 @@ impl<O: GameObject> Node<O> {
             return;
         }
         let membership = self.membership.as_ref();
+        let waited: Vec<ObjectId> = p.deferred_ids().collect();
         let installed = p.activate_due(now, &mut self.replicas, |w| {
             membership.and_then(|m| m.identity(w)).map(|m| m.generation)
         });
+        for id in waited {
+            self.replicas.unpin(id);
+        }
         for id in installed {
             self.push_event(Event::PrimaryCreated { id });
         }

@@ -839,6 +839,11 @@ impl Persistence {
         }
     }
 
+    /// The objects waiting for the cluster to settle before they are installed.
+    pub(crate) fn deferred_ids(&self) -> impl Iterator<Item = ObjectId> + '_ {
+        self.deferred.iter().flat_map(|d| d.records.iter().map(|o| o.id))
+    }
+
     /// When deferred objects come due, if they wait for a time already known.
     pub(crate) fn deferred_due(&self) -> Option<Time> {
         let d = self.deferred.as_ref()?;
@@ -875,7 +880,17 @@ impl Persistence {
                 self.stats.superseded += 1;
                 continue;
             }
-            let moved_on = replicas.store().get(o.id).is_some() || replicas.binding_of(o.id).epoch > o.epoch;
+            // Or a live member announced it holds the object, under any epoch: the stored
+            // copy may come from an adoption this node made on the wrong side of a
+            // partition (the primary it took over was alive) under a later epoch than the
+            // live primary's, and the two would never resolve in an interest-managed world,
+            // where they send each other nothing (fault swarm, `--faults all` seed 3662).
+            let b = replicas.binding_of(o.id);
+            let served = replicas.knows_binding(o.id)
+                && b.node != replicas.me()
+                && replicas.peers().binary_search(&b.node).is_ok()
+                && !replicas.binding_failed(o.id);
+            let moved_on = replicas.store().get(o.id).is_some() || b.epoch > o.epoch || served;
             let object = O::decode_state(&o.state).ok();
             match object {
                 Some(object) if !moved_on => {

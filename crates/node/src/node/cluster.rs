@@ -182,10 +182,28 @@ impl<O: GameObject> Node<O> {
                 if let Some(p) = &mut self.persist {
                     p.joined(now);
                 }
+                self.probe_deferred(now);
                 self.push_event(Event::Joined)
             }
             MembershipEvent::Idle => {}
             MembershipEvent::Rejoined(m) => self.rejoined(now, m),
+        }
+    }
+
+    /// Recovered objects still waiting for the cluster to settle: the member each one is
+    /// bound to is asked for it. A live primary answers with its state (the replica it
+    /// leaves here tells [`crate::persist`] the world moved on, and the stored copy is not
+    /// installed); a member that does not hold it says so. Without the question, a copy
+    /// this node adopted on the wrong side of a partition (its primary was alive) and
+    /// stored before crashing came back as a second primary, under a later epoch, that
+    /// nothing resolved in an interest-managed world, where the two primaries send each
+    /// other nothing (fault swarm, `--faults all` seed 3662).
+    fn probe_deferred(&mut self, now: Time) {
+        let Some(p) = &self.persist else { return };
+        let ids: Vec<ObjectId> = p.deferred_ids().collect();
+        for id in ids {
+            self.replicas.pin(id);
+            self.replicas.probe_binding(now, id);
         }
     }
 
@@ -211,6 +229,7 @@ impl<O: GameObject> Node<O> {
         if let Some(p) = &mut self.persist {
             p.member_up(m.node, m.generation, &mut self.replicas);
         }
+        self.probe_deferred(now);
         if let Some(loc) = &mut self.locator {
             loc.member_up(m.node);
         }
