@@ -21,7 +21,8 @@
 //! **Safety, after every event** (on the node that handled it):
 //! - `one-primary-per-epoch`: no live node holds an object as primary under the epoch
 //!   another live node holds it under. Two members may adopt one orphan under the same
-//!   epoch while their views differ (`node::adoption`, "Rivals"); such a pair must resolve
+//!   epoch while their views differ (`node::adoption`, "Rivals"), and the nodes they
+//!   migrate their copies to then hold it under one later epoch; such a pair must resolve
 //!   within [`RIVAL_WINDOW`] of both listing each other as live members.
 //! - `replica-from-primary`: a replica's version is one some primary of the object held
 //!   (no state its primary never had), and the node it follows held the object as
@@ -378,8 +379,8 @@ struct Checker {
     versions: Vec<HashMap<ObjectId, u64>>,
     /// Same-epoch pairs first seen: (object, epoch) → when.
     rivals: BTreeMap<(ObjectId, u32), Time>,
-    /// Objects adopted (by anyone), for the rival allowance.
-    adopted: BTreeSet<(ObjectId, u32)>,
+    /// Who adopted each object under each epoch, for the rival allowance.
+    adopted: BTreeMap<(ObjectId, u32), BTreeSet<NodeId>>,
     /// Objects whose orphans are to be adopted (their [`OrphanPolicy`] as seen at a
     /// primary): dropping one of them as an orphan loses it.
     adoptable: BTreeSet<ObjectId>,
@@ -394,6 +395,18 @@ struct Checker {
 }
 
 impl Checker {
+    /// Whether two primaries of `id` under `epoch` may be rivals: adopters of one orphan
+    /// under that epoch, or the nodes their primaries migrated to (a migration raises the
+    /// epoch by one, so two rival adopters under epoch `e` that both migrate the object
+    /// leave two primaries under `e + 1` until they settle: `--faults all` seed 671).
+    fn rivals_at_or_below(&self, id: ObjectId, epoch: u32) -> bool {
+        self.adopted.contains_key(&(id, epoch))
+            || self
+                .adopted
+                .range((id, 0)..(id, epoch))
+                .any(|(_, adopters)| adopters.len() > 1)
+    }
+
     fn grow(&mut self, n: usize) {
         if self.primaries.len() < n {
             self.primaries.resize_with(n, BTreeMap::new);
@@ -517,7 +530,7 @@ impl Checker {
                     self.rivals.insert(key, now);
                 }
                 let first = *self.rivals.entry(key).or_insert(now);
-                let rival = *epoch > 0 && self.adopted.contains(&key);
+                let rival = *epoch > 0 && self.rivals_at_or_below(*id, *epoch);
                 if !rival || now.saturating_since(first) > RIVAL_WINDOW {
                     return Err(Violation {
                         at_ms,
@@ -594,7 +607,7 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
                     Event::Adopted {
                         id, epoch, version, ..
                     } => {
-                        checker.adopted.insert((id, epoch));
+                        checker.adopted.entry((id, epoch)).or_default().insert(n);
                         // The adopter held it, if only within this event (a missile may
                         // end in the same frame).
                         let h = checker.history.entry(id).or_default();
@@ -722,9 +735,16 @@ fn liveness(
                         at_ms,
                         invariant: "liveness: replicas",
                         detail: format!(
-                            "{} holds no replica of {id} (primary on {}) {LIVENESS_S} s after the heal",
+                            "{} holds no replica of {id} (primary on {} under epoch {}) {LIVENESS_S} s after the heal; it binds {id} to {:?}{}",
                             n.id(),
-                            at[0]
+                            at[0],
+                            sim.nodes()[at[0].0 as usize].replicas().names().local_epoch(*id),
+                            n.replicas().binding_of(*id),
+                            if n.replicas().binding_failed(*id) {
+                                " (failed)"
+                            } else {
+                                ""
+                            },
                         ),
                     });
                 }

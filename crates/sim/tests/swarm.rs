@@ -118,3 +118,25 @@ fn fault_seeds_that_once_failed_pass() {
         assert!(o.violation.is_none(), "seed {seed}: {:?}", o.violation);
     }
 }
+
+/// Seeds from the long `--faults all` runs (seeds 501–5,256) that broke an invariant, each
+/// a regression test of the fix it led to: 515 (`write-applied-once`: a writer declared
+/// down while alive had its log forgotten, then resent an applied write), 615
+/// (`monotone-versions`: a migration bound a state older than the replica of a rival's
+/// copy held there), 671 (`one-primary-per-epoch`: rival adopters' copies migrated on
+/// under one epoch — a check fix — and a target that knew a rival under the transfer's
+/// epoch accepted a transfer it never bound), 609, 844, 1106 (liveness: a binding to a
+/// member that no longer held the object, learned late, refused the live primary for
+/// good; the member now answers `NotPrimary`), 11, 707, 3447 (liveness: members that
+/// declared each other down never spoke again — a rejoin that left foca without timers,
+/// and a member alone that never announced itself), 658 (`one-primary-per-epoch`: a
+/// migration abandoned when its target was declared down, and made again under the same
+/// epoch, which the target had bound), 3662 (liveness: a copy adopted on the wrong side of
+/// a partition came back from the store as a second primary).
+#[test]
+fn fault_seeds_of_the_long_runs_pass() {
+    for seed in [11, 515, 609, 615, 658, 671, 707, 844, 1106, 3447, 3662] {
+        let o = swarm::run_seed(seed, swarm::Faults::All).unwrap();
+        assert!(o.violation.is_none(), "seed {seed}: {:?}", o.violation);
+    }
+}
