@@ -10,7 +10,7 @@
 //! id      = origin:varint seq:varint   (generation << 32 | counter: a first-generation id costs no more)
 //! Update  = id version:varint back:varint len2:varint bytes  (back = version − base, 0 = full;
 //!           len2 = len × 2 + logged)
-//! Interest= id have:varint      Unsubscribe/Deleted/NotPrimary = id      Ack = seq:varint
+//! Interest= id have:varint      Unsubscribe/Deleted/NotPrimary/Probe = id      Ack = seq:varint
 //! Write   = id seq:varint len:varint bytes                   WriteAck = id seq:varint
 //! Logs    = id version:varint writers:varint (node:varint floor:varint n:varint above:varint*)*
 //! ```
@@ -96,11 +96,15 @@ impl ReplicaMsg {
                     put(out, i.have);
                 }
             }
-            ReplicaMsg::Unsubscribe(ids) | ReplicaMsg::Deleted(ids) | ReplicaMsg::NotPrimary(ids) => {
+            ReplicaMsg::Unsubscribe(ids)
+            | ReplicaMsg::Deleted(ids)
+            | ReplicaMsg::NotPrimary(ids)
+            | ReplicaMsg::Probe(ids) => {
                 out.push(match self {
                     ReplicaMsg::Unsubscribe(_) => 2,
                     ReplicaMsg::Deleted(_) => 5,
-                    _ => 8,
+                    ReplicaMsg::NotPrimary(_) => 8,
+                    _ => 9,
                 });
                 put(out, ids.len() as u64);
                 for id in ids {
@@ -233,7 +237,7 @@ impl Packet {
                     }
                     ReplicaMsg::Interest(v)
                 }
-                2 | 5 | 8 => {
+                2 | 5 | 8 | 9 => {
                     let mut v = Vec::with_capacity(k);
                     for _ in 0..k {
                         v.push(r.id()?);
@@ -241,7 +245,8 @@ impl Packet {
                     match tag {
                         2 => ReplicaMsg::Unsubscribe(v),
                         5 => ReplicaMsg::Deleted(v),
-                        _ => ReplicaMsg::NotPrimary(v),
+                        8 => ReplicaMsg::NotPrimary(v),
+                        _ => ReplicaMsg::Probe(v),
                     }
                 }
                 3 => {
@@ -415,6 +420,7 @@ mod tests {
             .prop_map(ReplicaMsg::Write),
             proptest::collection::vec(id(), 0..5).prop_map(ReplicaMsg::Deleted),
             proptest::collection::vec(id(), 0..5).prop_map(ReplicaMsg::NotPrimary),
+            proptest::collection::vec(id(), 0..5).prop_map(ReplicaMsg::Probe),
             proptest::collection::vec((id(), any::<u64>()), 0..5).prop_map(ReplicaMsg::WriteAck),
             proptest::collection::vec(
                 (

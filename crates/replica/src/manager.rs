@@ -422,8 +422,10 @@ struct PeerState {
     /// after `write_timeout`.
     unacked_deleted: BTreeMap<ObjectId, (Time, Time)>,
     write_acks: Vec<(ObjectId, u64)>,
-    /// Objects this peer fetched that are not primaries here (see [`ReplicaMsg::NotPrimary`]).
+    /// Objects this peer probed that are not primaries here (see [`ReplicaMsg::NotPrimary`]).
     not_primary: Vec<ObjectId>,
+    /// Objects bound to this peer to ask it about ([`ReplicaMsg::Probe`]).
+    probes: Vec<ObjectId>,
     /// Send a packet even if empty (liveness).
     keepalive: bool,
     last_ack: Option<Time>,
@@ -447,6 +449,7 @@ impl PeerState {
                 && self.deleted.is_empty()
                 && self.write_acks.is_empty()
                 && self.not_primary.is_empty()
+                && self.probes.is_empty()
                 && self.logs.is_empty())
     }
 
@@ -460,6 +463,7 @@ impl PeerState {
                 && self.deleted.is_empty()
                 && self.write_acks.is_empty()
                 && self.not_primary.is_empty()
+                && self.probes.is_empty()
                 && self.logs.is_empty()
                 && self.to_ack.is_empty())
     }
@@ -478,7 +482,8 @@ const FETCH_BACKOFF: Duration = Duration::from_millis(500);
 /// plausible round trip: a reply slower than the retry back-off is still welcome).
 const FETCH_ACCEPT: Duration = Duration::from_secs(5);
 
-/// Most [`ReplicaMsg::NotPrimary`] answers queued for one peer between two packets.
+/// Most [`ReplicaMsg::NotPrimary`] answers, and most [`ReplicaMsg::Probe`] questions,
+/// queued for one peer between two packets.
 const MAX_NOT_PRIMARY: usize = 256;
 
 /// The replica manager of one node.
@@ -1439,6 +1444,11 @@ impl<O: GameObject> ReplicaManager<O> {
                     }
                 }
                 ReplicaMsg::Deleted(ids) => self.on_deleted(now, from, &ids),
+                ReplicaMsg::Probe(ids) => {
+                    for id in ids {
+                        urgent |= self.on_probe(now, from, id);
+                    }
+                }
                 ReplicaMsg::NotPrimary(ids) => {
                     for id in ids {
                         urgent |= self.on_not_primary(now, from, id);
@@ -1456,18 +1466,25 @@ impl<O: GameObject> ReplicaManager<O> {
         urgent
     }
 
+    /// `from` binds `id` to this node and refuses another node's states of it: answered
+    /// as a fetch if `id` is a primary here, else with a `Moved` hint if it moved on, else
+    /// with [`ReplicaMsg::NotPrimary`]. Returns true if an answer should go out at once.
+    fn on_probe(&mut self, now: Time, from: NodeId, id: ObjectId) -> bool {
+        if self.prim.contains_key(&id) || self.names.forwarding(id).is_some() {
+            return self.on_interest(now, from, InterestItem { id, have: 0 });
+        }
+        let p = self.peer(from);
+        if p.not_primary.len() >= MAX_NOT_PRIMARY {
+            return false;
+        }
+        p.not_primary.push(id);
+        true
+    }
+
     fn on_interest(&mut self, now: Time, from: NodeId, it: InterestItem) -> bool {
         let (Some(entry), Some(meta)) = (self.store.get(it.id), self.prim.get_mut(&it.id)) else {
             if let Some(b) = self.names.forwarding(it.id) {
                 self.redirects.push((from, it.id, b));
-                return false;
-            }
-            // A fetch of an object that is no primary here and went nowhere known: say so,
-            // so the fetcher stops trusting a binding that names this node.
-            let p = self.peer(from);
-            if it.have == 0 && p.not_primary.len() < MAX_NOT_PRIMARY {
-                p.not_primary.push(it.id);
-                return true;
             }
             return false;
         };
@@ -1495,10 +1512,10 @@ impl<O: GameObject> ReplicaManager<O> {
         false
     }
 
-    /// `from`, asked for `id`, holds no primary of it. If this node binds `id` to `from`
-    /// and holds no replica, that binding is stale: `from` gave the object up to a rival
-    /// of the same epoch, or lost it when it came back as a new generation, and the notice
-    /// that set it here arrived late. Without this, the node refused the live primary's
+    /// `from`, asked about `id` ([`ReplicaMsg::Probe`]), holds no primary of it. If this
+    /// node binds `id` to `from` and holds no replica, that binding is stale: `from` gave
+    /// the object up to a rival of the same epoch, or lost it when it came back as a new
+    /// generation, and the notice that set it here arrived late. Without this, the node refused the live primary's
     /// states for good whenever that primary's binding did not outrank the stale one
     /// (fault swarm, `--faults all` seeds 609, 844, 1036, 1106). The binding counts as
     /// failed ([`Self::binding_failed`]), and the last primary whose state was refused here
@@ -1709,11 +1726,11 @@ impl<O: GameObject> ReplicaManager<O> {
         true
     }
 
-    /// Asks the node this node binds the unheld `id` to for its state (at most once per
-    /// [`FETCH_BACKOFF`]; not if held here), e.g. when another node serves `id` and its
-    /// states are refused here. If the
-    /// bound node holds it, its state comes back and this node follows it; if not, it says
-    /// so ([`ReplicaMsg::NotPrimary`]) and this node follows the serving node instead.
+    /// Asks the node this node binds the unheld `id` to about it ([`ReplicaMsg::Probe`],
+    /// at most once per [`FETCH_BACKOFF`]; not if held here), e.g. when another node serves
+    /// `id` and its states are refused here. If the bound node holds it, its state comes
+    /// back and this node follows it; if not, it says so ([`ReplicaMsg::NotPrimary`]) and
+    /// this node follows the serving node instead.
     pub fn probe_binding(&mut self, now: Time, id: ObjectId) {
         let named = self.names.resolve(id).binding(self.me);
         if named.node == self.me
@@ -1728,7 +1745,10 @@ impl<O: GameObject> ReplicaManager<O> {
         }
         self.fetching.insert(id, (now, named.node));
         self.stats.fetches_sent += 1;
-        self.peer(named.node).interest.push(InterestItem { id, have: 0 });
+        let p = self.peer(named.node);
+        if p.probes.len() < MAX_NOT_PRIMARY {
+            p.probes.push(id);
+        }
     }
 
     /// Packets to send at the end of a frame: everything queued for every peer, plus a
@@ -1804,6 +1824,9 @@ impl<O: GameObject> ReplicaManager<O> {
         }
         if !p.not_primary.is_empty() {
             head.push(ReplicaMsg::NotPrimary(std::mem::take(&mut p.not_primary)));
+        }
+        if !p.probes.is_empty() {
+            head.push(ReplicaMsg::Probe(std::mem::take(&mut p.probes)));
         }
         let mut logs = std::mem::take(&mut p.logs);
         let mut updates = std::mem::take(&mut p.updates);

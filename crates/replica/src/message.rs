@@ -101,12 +101,17 @@ pub enum ReplicaMsg {
     WriteAck(Vec<(ObjectId, u64)>),
     /// The per-writer logs of primaries the destination backs up.
     Logs(Vec<LogItem>),
-    /// Objects the destination fetched from the sender, which holds none of them as
-    /// primary and knows no node they moved to. A node that binds one of them to the
-    /// sender, and holds no replica of it, learns that binding is stale (the sender gave
-    /// the object up to a rival, or lost it on rejoining as a new generation) and takes
-    /// the states of the primary that serves it instead.
+    /// Objects the destination asked the sender about ([`ReplicaMsg::Probe`]), of which
+    /// the sender holds none as primary and knows no node they moved to. A node that binds
+    /// one of them to the sender, and holds no replica of it, learns that binding is stale
+    /// (the sender gave the object up to a rival, or lost it on rejoining as a new
+    /// generation) and takes the states of the primary that serves it instead.
     NotPrimary(Vec<ObjectId>),
+    /// Objects the sender binds to the destination and holds no replica of, while it
+    /// refuses another node's states of them: the destination answers as to a fetch if it
+    /// holds the object as primary, with a `Moved` hint if it moved it on, and with
+    /// [`ReplicaMsg::NotPrimary`] otherwise.
+    Probe(Vec<ObjectId>),
 }
 
 /// What travels in one datagram.
