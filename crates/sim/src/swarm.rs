@@ -52,6 +52,7 @@ use worldmesh_core::{DetRng, NodeId, ObjectId, Time};
 use worldmesh_game::{MapKind, ModelObject};
 use worldmesh_node::membership::Member;
 use worldmesh_node::{Event, Node};
+use worldmesh_node::{MigrationEvent, RefuseReason};
 use worldmesh_replica::{GameObject as _, OrphanPolicy, Role};
 
 use crate::config::{Architecture, ConfigError, SimConfig};
@@ -613,6 +614,21 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
                         let h = checker.history.entry(id).or_default();
                         h.0 = h.0.max(version);
                         h.1.insert(n);
+                    }
+                    // A migration abandoned because its target was declared down rebinds
+                    // the object here past the epoch it offered (the target may hold that
+                    // one): a binding made alone, like an adoption, and settled the same
+                    // way if the other side of a partition adopted it meanwhile.
+                    Event::Migration(MigrationEvent::Refused {
+                        ids,
+                        reason: RefuseReason::TargetDown,
+                        ..
+                    }) => {
+                        let rm = sim.nodes()[n.0 as usize].replicas();
+                        for id in ids {
+                            let epoch = rm.names().local_epoch(id);
+                            checker.adopted.entry((id, epoch)).or_default().insert(n);
+                        }
                     }
                     Event::PrimaryDeleted { id } => {
                         deleted.insert(id);
