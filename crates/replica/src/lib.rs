@@ -24,6 +24,9 @@
 //!   full-state and delta codecs with per-field change masks, generated from a game's
 //!   types; [`replicate_codec!`] makes them an object's `GameObject` codec in one line.
 //!
+//! - [`ReplicaHost`]: a manager on its own as a `worldmesh_core::Machine`, driven by
+//!   frames (test networks and models run it on the engine).
+//!
 //! The store is sans-IO: it never reads a clock or touches the network. The node (crate
 //! `worldmesh-node`) decides what to send; this crate holds state.
 #![forbid(unsafe_code)]
@@ -33,6 +36,7 @@ extern crate self as worldmesh_replica;
 
 mod codec;
 mod history;
+mod host;
 mod manager;
 mod message;
 mod naming;
@@ -42,6 +46,7 @@ mod store;
 mod vecmap;
 
 pub use codec::PacketError;
+pub use host::ReplicaHost;
 pub use manager::{
     AdoptError, AppliedWrite, DurableWrite, FrameReport, MAX_TRACED_WRITES, MigrateError, MigratedObject,
     Mode, MovedOutcome, OrphanOffer, ReplicaConfig, ReplicaManager, ReplicaStats, WriterLog,

@@ -1,16 +1,16 @@
 //! Replica managers on the one engine (`worldmesh_engine`) over a lossy, reordering network.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use worldmesh_core::{Aabb, DetRng, Machine, MessageClass, NodeId, ObjectId, Point3, Time, Transmit};
+use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time, Transmit};
 use worldmesh_engine::{Engine, Fate, Links, Step};
 use worldmesh_replica::{
-    Binding, GameObject, Mode, MovedOutcome, Packet, ReplicaConfig, ReplicaManager, ReplicaMsg, Role,
-    StateError, ThinkContext,
+    Binding, GameObject, Mode, MovedOutcome, Packet, ReplicaConfig, ReplicaHost, ReplicaManager, ReplicaMsg,
+    Role, StateError, ThinkContext,
 };
 
 /// A test object: moves along x by `speed` per frame, keeps a log of the writes applied to
@@ -142,66 +142,6 @@ const FRAME: Duration = Duration::from_millis(100);
 /// instant (every node frames at the same instants).
 const AFTER_FRAMES: Duration = Duration::from_micros(1);
 
-/// A replica manager as the engine drives it: a frame every 100 ms (with its own random
-/// stream), then what it queued goes out; a packet in, and an urgent one answered at once.
-struct Host {
-    rm: ReplicaManager<Probe>,
-    rng: DetRng,
-    next_frame: Time,
-    out: VecDeque<Transmit<Packet>>,
-}
-
-impl Host {
-    /// Queues everything the manager has to send.
-    fn flush(&mut self, now: Time) {
-        for (dst, p) in self.rm.flush(now) {
-            self.out.push_back(Transmit {
-                dst,
-                class: MessageClass::ObjectUpdate,
-                datagram: p,
-            });
-        }
-    }
-}
-
-impl Machine for Host {
-    type Datagram = Packet;
-    type Event = ();
-
-    fn handle_datagram(&mut self, now: Time, from: NodeId, p: Packet) {
-        if self.rm.handle_packet(now, from, p, &()) {
-            for p in self.rm.flush_peer(now, from) {
-                self.out.push_back(Transmit {
-                    dst: from,
-                    class: MessageClass::ObjectUpdate,
-                    datagram: p,
-                });
-            }
-        }
-    }
-
-    fn handle_timeout(&mut self, now: Time) {
-        if now < self.next_frame {
-            return;
-        }
-        self.rm.frame(now, FRAME, &mut self.rng, &());
-        self.flush(now);
-        self.next_frame = now + FRAME;
-    }
-
-    fn poll_transmit(&mut self) -> Option<Transmit<Packet>> {
-        self.out.pop_front()
-    }
-
-    fn poll_timeout(&self) -> Option<Time> {
-        Some(self.next_frame)
-    }
-
-    fn poll_event(&mut self) -> Option<()> {
-        None
-    }
-}
-
 /// The test network: each packet lost with probability `loss`, shown to the tap, then
 /// duplicated with probability `dup`; each copy takes 0 to `max_delay` whole frames.
 struct Lossy {
@@ -231,7 +171,7 @@ impl Links<Packet> for Lossy {
 }
 
 struct Net {
-    engine: Engine<Host, Lossy>,
+    engine: Engine<ReplicaHost<Probe>, Lossy>,
     step: u64,
     /// Every (object, version) → state a primary ever had.
     versions: BTreeMap<(ObjectId, u64), Probe>,
@@ -248,12 +188,13 @@ impl Net {
             .iter()
             .map(|&me| {
                 let peers = ids.iter().copied().filter(|p| *p != me).collect();
-                Host {
-                    rm: ReplicaManager::new(me, mode, cfg.clone(), peers),
-                    rng: DetRng::new(seed).fork(u64::from(me.0)),
-                    next_frame: Time::ZERO,
-                    out: VecDeque::new(),
-                }
+                // A frame every 100 ms, each host with its own random stream.
+                ReplicaHost::new(
+                    ReplicaManager::new(me, mode, cfg.clone(), peers),
+                    (),
+                    DetRng::new(seed).fork(u64::from(me.0)),
+                    FRAME,
+                )
             })
             .collect();
         let links = Lossy {
@@ -311,11 +252,7 @@ impl Net {
         self.engine.advance_to(now);
         let host = &mut self.engine.machines_mut()[from];
         for p in packets {
-            host.out.push_back(Transmit {
-                dst: to,
-                class: MessageClass::ObjectUpdate,
-                datagram: p,
-            });
+            host.send(to, p);
         }
         self.engine.pump(NodeId(from as u32), |_, _, _, _| {});
     }
@@ -330,7 +267,7 @@ impl Net {
     fn resume(&mut self, i: usize) {
         let now = self.now();
         self.engine.advance_to(now);
-        self.engine.machines_mut()[i].next_frame = now;
+        self.engine.machines_mut()[i].next_frame_at(now);
         self.engine.resume(NodeId(i as u32));
         self.engine.pump(NodeId(i as u32), |_, _, _, _| {});
     }
