@@ -1,15 +1,17 @@
-//! Adoption across a healed partition, driven by hand: replica managers wired over a
-//! lossless in-memory network, each with its node's [`Adoption`] state, the membership
-//! views given by the test. Each test is a situation the fault swarm (`--faults all`)
+//! Adoption across a healed partition, driven by hand: replica managers on the engine
+//! over a lossless network without delay, each with its node's [`Adoption`] state, the
+//! membership views given by the test. Each test is a situation the fault swarm (`--faults all`)
 //! reached, reduced to the nodes and messages that matter.
 
 use std::time::Duration;
 
-use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time, rendezvous};
+use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time, Transmit, rendezvous};
+use worldmesh_engine::{Engine, Fate, Links, Step};
 use worldmesh_node::MigrationMsg;
 use worldmesh_node::adoption::{Adoption, AdoptionConfig, AdoptionEvent};
 use worldmesh_replica::{
-    Binding, GameObject, Mode, ReplicaConfig, ReplicaManager, Role, StateError, ThinkContext,
+    Binding, GameObject, Mode, Packet, ReplicaConfig, ReplicaHost, ReplicaManager, Role, StateError,
+    ThinkContext,
 };
 
 /// A test object that moves `speed` units per frame (a new version every frame, unless
@@ -42,15 +44,30 @@ impl GameObject for Dot {
     }
 }
 
-/// Nodes `0..n` (a `None` slot is a node id with no running manager), broadcast mode, one
-/// backup per primary, failures declared by the test (as SWIM would).
+/// Nodes `0..n` on the engine, broadcast mode, one backup per primary, failures declared
+/// by the test (as SWIM would); node ids not in `running` are machines that never run.
+/// Packets take no time, so a frame's packets and the answers to them arrive before the
+/// next frame.
 struct World {
-    rms: Vec<Option<ReplicaManager<Dot>>>,
+    engine: Engine<ReplicaHost<Dot>, Linked>,
     adoption: Vec<Adoption>,
-    /// Which nodes exchange packets (both ends must be listed).
-    linked: Vec<bool>,
     step: u64,
 }
+
+/// Which nodes exchange packets (both ends must be up); delivery is instant.
+struct Linked(Vec<bool>);
+
+impl Links<Packet> for Linked {
+    fn route(&mut self, _now: Time, src: NodeId, t: &Transmit<Packet>) -> Fate {
+        if self.0[src.0 as usize] && self.0[t.dst.0 as usize] {
+            Fate::Deliver(Duration::ZERO, None)
+        } else {
+            Fate::Partitioned
+        }
+    }
+}
+
+const FRAME: Duration = Duration::from_millis(100);
 
 impl World {
     fn new(n: u32, running: &[u32]) -> Self {
@@ -59,50 +76,56 @@ impl World {
             drop_silent_peers: false,
             ..ReplicaConfig::default()
         };
-        let rms = (0..n)
+        let hosts = (0..n)
             .map(|i| {
-                running.contains(&i).then(|| {
-                    let peers = running.iter().copied().filter(|p| *p != i).map(NodeId).collect();
-                    ReplicaManager::new(NodeId(i), Mode::Broadcast, cfg.clone(), peers)
-                })
+                let peers = running.iter().copied().filter(|p| *p != i).map(NodeId).collect();
+                let rm = ReplicaManager::new(NodeId(i), Mode::Broadcast, cfg.clone(), peers);
+                ReplicaHost::new(rm, (), DetRng::new(u64::from(i)), FRAME)
             })
             .collect();
+        let linked = Linked((0..n).map(|i| running.contains(&i)).collect());
+        let mut engine = Engine::new(hosts, linked).dropping_from_crashed();
+        for i in 0..n {
+            if running.contains(&i) {
+                engine.pump(NodeId(i), |_, _, _, _| {});
+            } else {
+                engine.crash(NodeId(i));
+            }
+        }
         World {
-            rms,
+            engine,
             adoption: (0..n).map(|_| Adoption::new(AdoptionConfig::default())).collect(),
-            linked: (0..n).map(|i| running.contains(&i)).collect(),
             step: 0,
         }
     }
 
+    /// The time of the next frame (what inputs given by hand between frames happen at).
     fn now(&self) -> Time {
         Time::from_millis(self.step * 100)
     }
 
     fn rm(&mut self, n: u32) -> &mut ReplicaManager<Dot> {
-        self.rms[n as usize].as_mut().expect("a running node")
+        assert!(self.engine.is_up(NodeId(n)), "a running node");
+        &mut self.engine.machines_mut()[n as usize].rm
     }
 
-    /// One frame on every running node, then delivery of its packets between linked nodes.
+    /// Node `n`'s adoption state and replica manager, together.
+    fn split(&mut self, n: u32) -> (&mut Adoption, &mut ReplicaManager<Dot>) {
+        assert!(self.engine.is_up(NodeId(n)), "a running node");
+        (
+            &mut self.adoption[n as usize],
+            &mut self.engine.machines_mut()[n as usize].rm,
+        )
+    }
+
+    /// One frame on every running node, with what inputs given by hand queued (sent
+    /// first), then delivery of its packets between linked nodes and of the answers.
     fn frame(&mut self) {
         let now = self.now();
-        let mut rng = DetRng::new(self.step);
-        let mut sent = Vec::new();
-        for (i, rm) in self.rms.iter_mut().enumerate() {
-            if let Some(rm) = rm {
-                rm.frame(now, Duration::from_millis(100), &mut rng, &());
-                sent.extend(rm.flush(now).into_iter().map(|(d, p)| (NodeId(i as u32), d, p)));
-            }
-        }
-        while let Some((from, to, p)) = sent.pop() {
-            if !(self.linked[from.0 as usize] && self.linked[to.0 as usize]) {
-                continue;
-            }
-            let Some(rm) = self.rms[to.0 as usize].as_mut() else {
-                continue;
-            };
-            if rm.handle_packet(now, from, p, &()) {
-                sent.extend(rm.flush_peer(now, from).into_iter().map(|p| (to, from, p)));
+        self.engine.advance_to(now);
+        while let Some(step) = self.engine.step(now) {
+            if let Step::Timeout(id) | Step::Datagram(id) = step {
+                self.engine.pump(id, |_, _, _, _| {});
             }
         }
         self.step += 1;
@@ -110,8 +133,8 @@ impl World {
 
     /// Node `n` crashes: it stops and its links go down. Returns the time.
     fn crash(&mut self, n: usize) -> Time {
-        self.linked[n] = false;
-        self.rms[n] = None;
+        self.engine.links_mut().0[n] = false;
+        self.engine.crash(NodeId(n as u32));
         self.now()
     }
 
@@ -208,8 +231,8 @@ fn a_primary_offered_a_later_failed_binding_of_its_object_rebinds_past_it() {
     let orphans = w.rm(2).member_down(NodeId(3));
     assert_eq!(orphans, vec![id]);
     let (mut out, mut events) = (Vec::new(), Vec::new());
-    let rm2 = w.rms[2].as_mut().unwrap();
-    w.adoption[2].member_down(
+    let (adoption2, rm2) = w.split(2);
+    adoption2.member_down(
         now,
         NodeId(2),
         &[NodeId(1)],
@@ -229,16 +252,16 @@ fn a_primary_offered_a_later_failed_binding_of_its_object_rebinds_past_it() {
         unreachable!()
     };
     // Node 1 takes the offer; once the offer window closes it adopts.
-    let rm1 = w.rms[1].as_mut().unwrap();
-    w.adoption[1].on_offers(now, NodeId(1), &[NodeId(2)], rm1, NodeId(2), batch);
+    let (adoption1, rm1) = w.split(1);
+    adoption1.on_offers(now, NodeId(1), &[NodeId(2)], rm1, NodeId(2), batch);
     let mut announced = Vec::new();
     let mut adopted = Vec::new();
     for _ in 0..5 {
         w.frame();
         let now = w.now();
-        let rm1 = w.rms[1].as_mut().unwrap();
+        let (adoption1, rm1) = w.split(1);
         let (mut out, mut events) = (Vec::new(), Vec::new());
-        w.adoption[1].on_frame(now, NodeId(1), &[NodeId(2)], rm1, &mut out, &mut events);
+        adoption1.on_frame(now, NodeId(1), &[NodeId(2)], rm1, &mut out, &mut events);
         announced.extend(notices(&out, id));
         adopted.extend(events);
     }
@@ -257,8 +280,8 @@ fn a_primary_offered_a_later_failed_binding_of_its_object_rebinds_past_it() {
     assert!(announced.contains(&(NodeId(2), rebound)), "{announced:?}");
     // Node 2 takes the notice and follows node 1.
     let now = w.now();
-    let rm2 = w.rms[2].as_mut().unwrap();
-    let acks = w.adoption[2].on_notices(
+    let (adoption2, rm2) = w.split(2);
+    let acks = adoption2.on_notices(
         now,
         NodeId(2),
         &[NodeId(1)],
@@ -294,8 +317,8 @@ fn a_holder_waiting_on_an_orphan_offers_it_to_the_live_primary_whose_notice_it_r
     let orphans = w.rm(2).member_down(NodeId(3));
     let live2 = [NodeId(1), NodeId(4)];
     let (mut out, mut events) = (Vec::new(), Vec::new());
-    let rm2 = w.rms[2].as_mut().unwrap();
-    w.adoption[2].member_down(
+    let (adoption2, rm2) = w.split(2);
+    adoption2.member_down(
         now,
         NodeId(2),
         &live2,
@@ -307,8 +330,8 @@ fn a_holder_waiting_on_an_orphan_offers_it_to_the_live_primary_whose_notice_it_r
     );
     assert_eq!(offers(&out, id), vec![(NodeId(4), 2)], "to the agreed adopter");
     // Node 1's notice of its epoch 1: refused (no acknowledgement).
-    let rm2 = w.rms[2].as_mut().unwrap();
-    let acks = w.adoption[2].on_notices(
+    let (adoption2, rm2) = w.split(2);
+    let acks = adoption2.on_notices(
         now,
         NodeId(2),
         &live2,
@@ -322,9 +345,9 @@ fn a_holder_waiting_on_an_orphan_offers_it_to_the_live_primary_whose_notice_it_r
     for _ in 0..4 {
         w.frame();
         let now = w.now();
-        let rm2 = w.rms[2].as_mut().unwrap();
+        let (adoption2, rm2) = w.split(2);
         let (mut out, mut events) = (Vec::new(), Vec::new());
-        w.adoption[2].on_frame(now, NodeId(2), &live2, rm2, &mut out, &mut events);
+        adoption2.on_frame(now, NodeId(2), &live2, rm2, &mut out, &mut events);
         for (to, m) in out {
             if let (NodeId(1), MigrationMsg::Offer(batch)) = (to, m) {
                 to_1.extend(batch);
@@ -337,15 +360,15 @@ fn a_holder_waiting_on_an_orphan_offers_it_to_the_live_primary_whose_notice_it_r
     );
     // Node 1 (not the agreed adopter) rebinds its primary past epoch 2.
     let now = w.now();
-    let rm1 = w.rms[1].as_mut().unwrap();
-    w.adoption[1].on_offers(now, NodeId(1), &[NodeId(2), NodeId(4)], rm1, NodeId(2), to_1);
+    let (adoption1, rm1) = w.split(1);
+    adoption1.on_offers(now, NodeId(1), &[NodeId(2), NodeId(4)], rm1, NodeId(2), to_1);
     let mut announced = Vec::new();
     for _ in 0..5 {
         w.frame();
         let now = w.now();
-        let rm1 = w.rms[1].as_mut().unwrap();
+        let (adoption1, rm1) = w.split(1);
         let (mut out, mut events) = (Vec::new(), Vec::new());
-        w.adoption[1].on_frame(
+        adoption1.on_frame(
             now,
             NodeId(1),
             &[NodeId(2), NodeId(4)],
@@ -362,8 +385,8 @@ fn a_holder_waiting_on_an_orphan_offers_it_to_the_live_primary_whose_notice_it_r
     assert_eq!(w.rm(1).binding_of(id), rebound);
     assert!(announced.contains(&(NodeId(2), rebound)), "{announced:?}");
     let now = w.now();
-    let rm2 = w.rms[2].as_mut().unwrap();
-    let acks = w.adoption[2].on_notices(
+    let (adoption2, rm2) = w.split(2);
+    let acks = adoption2.on_notices(
         now,
         NodeId(2),
         &live2,
@@ -403,9 +426,9 @@ fn a_binding_learned_from_a_member_that_failed_gives_way_to_the_live_primary() {
     w.rm(2).member_down(NodeId(3));
     w.rm(2).member_up(NodeId(3));
     let now = w.now();
-    let rm2 = w.rms[2].as_mut().unwrap();
+    let (adoption2, rm2) = w.split(2);
     let live = [NodeId(1), NodeId(3)];
-    let acks = w.adoption[2].on_notices(now, NodeId(2), &live, rm2, NodeId(1), vec![(id, mine, NodeId(0))]);
+    let acks = adoption2.on_notices(now, NodeId(2), &live, rm2, NodeId(1), vec![(id, mine, NodeId(0))]);
     assert_eq!(acks, vec![(id, 1)], "node 2 takes node 1's binding");
     assert_eq!(w.rm(2).binding_of(id), mine);
     w.frames(5);
@@ -507,8 +530,8 @@ fn an_adopter_following_a_live_primary_passes_an_outranking_offer_on_to_it() {
     let orphans = w.rm(2).member_down(NodeId(3));
     let live2 = [NodeId(1), NodeId(4)];
     let (mut out, mut events) = (Vec::new(), Vec::new());
-    let rm2 = w.rms[2].as_mut().unwrap();
-    w.adoption[2].member_down(
+    let (adoption2, rm2) = w.split(2);
+    adoption2.member_down(
         now,
         NodeId(2),
         &live2,
@@ -528,11 +551,11 @@ fn an_adopter_following_a_live_primary_passes_an_outranking_offer_on_to_it() {
         .collect();
     assert_eq!(batch.len(), 1, "node 2 offers to node 4");
     let live4 = [NodeId(1), NodeId(2)];
-    let rm4 = w.rms[4].as_mut().unwrap();
-    w.adoption[4].on_offers(now, NodeId(4), &live4, rm4, NodeId(2), batch);
+    let (adoption4, rm4) = w.split(4);
+    adoption4.on_offers(now, NodeId(4), &live4, rm4, NodeId(2), batch);
     let (mut out, mut events) = (Vec::new(), Vec::new());
-    let rm4 = w.rms[4].as_mut().unwrap();
-    w.adoption[4].on_frame(now, NodeId(4), &live4, rm4, &mut out, &mut events);
+    let (adoption4, rm4) = w.split(4);
+    adoption4.on_frame(now, NodeId(4), &live4, rm4, &mut out, &mut events);
     let relayed: Vec<_> = out
         .into_iter()
         .filter(|(to, _)| *to == NodeId(1))
@@ -547,14 +570,14 @@ fn an_adopter_following_a_live_primary_passes_an_outranking_offer_on_to_it() {
     );
     // Node 1 rebinds past epoch 2.
     let live1 = [NodeId(2), NodeId(4)];
-    let rm1 = w.rms[1].as_mut().unwrap();
-    w.adoption[1].on_offers(now, NodeId(1), &live1, rm1, NodeId(4), relayed);
+    let (adoption1, rm1) = w.split(1);
+    adoption1.on_offers(now, NodeId(1), &live1, rm1, NodeId(4), relayed);
     for _ in 0..5 {
         w.frame();
         let now = w.now();
-        let rm1 = w.rms[1].as_mut().unwrap();
+        let (adoption1, rm1) = w.split(1);
         let (mut out, mut events) = (Vec::new(), Vec::new());
-        w.adoption[1].on_frame(now, NodeId(1), &live1, rm1, &mut out, &mut events);
+        adoption1.on_frame(now, NodeId(1), &live1, rm1, &mut out, &mut events);
     }
     assert_eq!(
         w.rm(1).binding_of(id),
