@@ -493,6 +493,25 @@ mod tests {
         }
     }
 
+    /// The stale-binding question and its answer, written out from the format in the
+    /// module docs: `Probe` is tag 9, `NotPrimary` tag 8, each a count and ids.
+    #[test]
+    fn probe_and_not_primary_have_their_own_tags() {
+        let bytes = [1, 0, 2, 9, 1, 3, 5, 8, 2, 3, 5, 4, 0x80, 0x01];
+        let id = |o, s| ObjectId::new(NodeId(o), s);
+        assert_eq!(
+            Packet::decode(&bytes).unwrap(),
+            Packet {
+                seq: 1,
+                sent_at: Time::ZERO,
+                msgs: vec![
+                    ReplicaMsg::Probe(vec![id(3, 5)]),
+                    ReplicaMsg::NotPrimary(vec![id(3, 5), id(4, 128)]),
+                ],
+            }
+        );
+    }
+
     #[test]
     fn refuses_huge_counts_and_bad_varints() {
         // seq 1, time 0, 2^40 messages claimed in a 12-byte packet.
