@@ -81,6 +81,19 @@ pub const LIVENESS_S: f64 = 12.0;
 /// seeds 77, 140 and 322 on partitions that outlasted the window.
 pub const RIVAL_WINDOW: Duration = Duration::from_secs(3);
 
+/// Two primaries of one object under one epoch, on `pair`, seen from `first` to `last`.
+struct Rivalry {
+    first: Time,
+    last: Time,
+    pair: (NodeId, NodeId),
+}
+
+/// A same-epoch pair not seen for this long has ended: the next one is a new episode, with
+/// its own [`RIVAL_WINDOW`] (a pair that persists is seen at every frame of either node).
+/// Without it, a rivalry of other nodes long after an earlier one had settled was charged
+/// the earlier one's time (`--faults all` seed 4881).
+const EPISODE_GAP: Duration = Duration::from_secs(1);
+
 /// One fault of a seed's schedule.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "fault")]
@@ -378,8 +391,8 @@ struct Checker {
     history: HashMap<ObjectId, (u64, BTreeSet<NodeId>)>,
     /// Per node: object → version last seen there.
     versions: Vec<HashMap<ObjectId, u64>>,
-    /// Same-epoch pairs first seen: (object, epoch) → when.
-    rivals: BTreeMap<(ObjectId, u32), Time>,
+    /// Same-epoch pairs: (object, epoch) → the current episode (see [`Rivalry`]).
+    rivals: BTreeMap<(ObjectId, u32), Rivalry>,
     /// Who adopted each object under each epoch, for the rival allowance.
     adopted: BTreeMap<(ObjectId, u32), BTreeSet<NodeId>>,
     /// Objects whose orphans are to be adopted (their [`OrphanPolicy`] as seen at a
@@ -527,10 +540,20 @@ impl Checker {
                 let other_id = NodeId(j as u32);
                 let apart = sim.nodes()[i].members().binary_search(&other_id).is_err()
                     || sim.nodes()[j].members().binary_search(&me).is_err();
-                if apart {
-                    self.rivals.insert(key, now);
+                let pair = (me.min(other_id), me.max(other_id));
+                let r = self.rivals.entry(key).or_insert(Rivalry {
+                    first: now,
+                    last: now,
+                    pair,
+                });
+                // A new episode: while apart, with other nodes than the last one, or after
+                // the last one ended (a duplicate still there is seen every frame).
+                if apart || r.pair != pair || now.saturating_since(r.last) > EPISODE_GAP {
+                    r.first = now;
+                    r.pair = pair;
                 }
-                let first = *self.rivals.entry(key).or_insert(now);
+                r.last = now;
+                let first = r.first;
                 let rival = *epoch > 0 && self.rivals_at_or_below(*id, *epoch);
                 if !rival || now.saturating_since(first) > RIVAL_WINDOW {
                     return Err(Violation {

@@ -133,10 +133,13 @@ fn fault_seeds_that_once_failed_pass() {
 /// migration abandoned when its target was declared down, and made again under the same
 /// epoch, which the target had bound; 1342: the check counts that rebinding as one made
 /// alone, like an adoption), 3662 (liveness: a copy adopted on the wrong side of a
-/// partition came back from the store as a second primary).
+/// partition came back from the store as a second primary), 4881 (the check: a rivalry
+/// long after an earlier one had settled was charged the earlier one's time).
 #[test]
 fn fault_seeds_of_the_long_runs_pass() {
-    for seed in [11, 515, 609, 615, 658, 671, 707, 844, 1106, 1342, 3447, 3662] {
+    for seed in [
+        11, 515, 609, 615, 658, 671, 707, 844, 1106, 1342, 3447, 3662, 4881,
+    ] {
         let o = swarm::run_seed(seed, swarm::Faults::All).unwrap();
         assert!(o.violation.is_none(), "seed {seed}: {:?}", o.violation);
     }
