@@ -74,7 +74,14 @@ impl ObstacleGrid {
     /// The obstacles listed in the cells overlapping `[x0, x1] × [y0, y1]` (finite), an
     /// obstacle once per cell; `None` when that is more cells than obstacles (a scan of
     /// every obstacle is then cheaper).
-    fn near(&self, x0: f32, x1: f32, y0: f32, y1: f32, obstacles: usize) -> Option<impl Iterator<Item = usize> + '_> {
+    fn near(
+        &self,
+        x0: f32,
+        x1: f32,
+        y0: f32,
+        y1: f32,
+        obstacles: usize,
+    ) -> Option<impl Iterator<Item = usize> + '_> {
         let (cx0, cx1) = self.range_x(x0, x1);
         let (cy0, cy1) = self.range_y(y0, y1);
         let count = i64::from(cx1 - cx0 + 1) * i64::from(cy1 - cy0 + 1);
@@ -224,8 +231,13 @@ impl GameMap {
         let finite = [a.x, a.y, b.x, b.y].iter().all(|v| v.is_finite());
         let near = finite
             .then(|| {
-                self.grid
-                    .near(a.x.min(b.x), a.x.max(b.x), a.y.min(b.y), a.y.max(b.y), self.obstacles.len())
+                self.grid.near(
+                    a.x.min(b.x),
+                    a.x.max(b.x),
+                    a.y.min(b.y),
+                    a.y.max(b.y),
+                    self.obstacles.len(),
+                )
             })
             .flatten();
         !match near {
@@ -392,22 +404,40 @@ mod tests {
             let scan_clear = |a: Point3, b: Point3| !m.obstacles.iter().any(|o| segment_hits(a, b, o));
             let mut rng = DetRng::new(seed);
             let mut points: Vec<Point3> = (0..400)
-                .map(|_| Point3::new(rng.range_f32(-50.0, m.width + 50.0), rng.range_f32(-50.0, m.height + 50.0), 0.0))
+                .map(|_| {
+                    Point3::new(
+                        rng.range_f32(-50.0, m.width + 50.0),
+                        rng.range_f32(-50.0, m.height + 50.0),
+                        0.0,
+                    )
+                })
                 .collect();
             for o in m.obstacles.iter().take(40) {
-                for (x, y) in [(o.min.x, o.min.y), (o.max.x, o.max.y), (o.max.x + 0.001, o.min.y), (o.min.x, o.max.y + 0.01)] {
+                for (x, y) in [
+                    (o.min.x, o.min.y),
+                    (o.max.x, o.max.y),
+                    (o.max.x + 0.001, o.min.y),
+                    (o.min.x, o.max.y + 0.01),
+                ] {
                     points.push(Point3::new(x, y, 0.0));
                 }
             }
             for (i, &a) in points.iter().enumerate() {
                 assert_eq!(m.is_free(a), scan_free(a), "is_free({a})");
                 let b = points[(i * 7 + 3) % points.len()];
-                let near = Point3::new(a.x + rng.range_f32(-300.0, 300.0), a.y + rng.range_f32(-300.0, 300.0), 0.0);
+                let near = Point3::new(
+                    a.x + rng.range_f32(-300.0, 300.0),
+                    a.y + rng.range_f32(-300.0, 300.0),
+                    0.0,
+                );
                 for b in [b, near, a] {
                     assert_eq!(m.clear(a, b), scan_clear(a, b), "clear({a}, {b})");
                 }
             }
-            assert_eq!(m.clear(Point3::new(f32::NAN, 0.0, 0.0), points[0]), scan_clear(Point3::new(f32::NAN, 0.0, 0.0), points[0]));
+            assert_eq!(
+                m.clear(Point3::new(f32::NAN, 0.0, 0.0), points[0]),
+                scan_clear(Point3::new(f32::NAN, 0.0, 0.0), points[0])
+            );
         }
     }
 

@@ -199,7 +199,6 @@ fn is_member(members: &[NodeId], id: NodeId) -> bool {
     at(k) || k.checked_sub(1).is_some_and(at) || members.binary_search(&id).is_ok()
 }
 
-
 /// Events kept when the driver does not drain them; older ones are dropped beyond this.
 const MAX_QUEUED_EVENTS: usize = 4096;
 
@@ -1182,7 +1181,11 @@ mod is_member_tests {
         for list in lists {
             let members: Vec<NodeId> = list.into_iter().map(NodeId).collect();
             for id in (0..1100).chain([u32::MAX - 1, u32::MAX]).map(NodeId) {
-                assert_eq!(is_member(&members, id), members.binary_search(&id).is_ok(), "{id:?}");
+                assert_eq!(
+                    is_member(&members, id),
+                    members.binary_search(&id).is_ok(),
+                    "{id:?}"
+                );
             }
         }
     }

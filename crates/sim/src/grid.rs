@@ -122,7 +122,9 @@ impl<T> CellGrid<T> {
         if nx.saturating_mul(ny) > MAX_DENSE || ![x0, x1, y0, y1].into_iter().all(fits) {
             return;
         }
-        let mut dense: Vec<Vec<T>> = std::iter::repeat_with(Vec::new).take((nx * ny) as usize).collect();
+        let mut dense: Vec<Vec<T>> = std::iter::repeat_with(Vec::new)
+            .take((nx * ny) as usize)
+            .collect();
         for (i, list) in std::mem::take(&mut self.dense).into_iter().enumerate() {
             let i = i as i64;
             let (cx, cy) = (ox0 + i % onx, oy0 + i / onx);
@@ -131,7 +133,12 @@ impl<T> CellGrid<T> {
         (self.x0, self.y0, self.nx, self.ny) = (x0 as i32, y0 as i32, nx as i32, ny as i32);
         self.dense = dense;
         // Far cells now inside the dense region move in.
-        let far: Vec<(i32, i32)> = self.far.keys().copied().filter(|c| self.index(*c).is_some()).collect();
+        let far: Vec<(i32, i32)> = self
+            .far
+            .keys()
+            .copied()
+            .filter(|c| self.index(*c).is_some())
+            .collect();
         for c in far {
             if let (Some(list), Some(i)) = (self.far.remove(&c), self.index(c)) {
                 self.dense[i] = list;
