@@ -104,7 +104,9 @@ pub struct GameMap {
     pub width: f32,
     /// Height (y), units.
     pub height: f32,
-    /// Obstacles (boxes in x/y; they block movement and line of sight).
+    /// Obstacles (boxes in x/y; they block movement and line of sight). Read-only after
+    /// [`GameMap::generate`]: `is_free`, `clear` and `path` use the index built from them
+    /// there.
     pub obstacles: Vec<Aabb>,
     /// Waypoints, most popular first.
     pub waypoints: Vec<Point3>,
