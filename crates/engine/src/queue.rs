@@ -1,23 +1,28 @@
 //! The timed event queue.
 //!
-//! A binary heap orders small keys (time, insertion number, slot); the events themselves
+//! A 4-ary min-heap orders small keys (time, insertion number, slot); the events themselves
 //! wait in a slab of reusable slots, so sifting moves 24 bytes per step instead of a whole
-//! event. Ties in time go by insertion order, never by the slot, which makes every run
-//! reproducible.
-
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+//! event, and a heap four wide is half as deep as a binary one (the queue holds every
+//! datagram in flight: thousands of keys, popped once per event). Ties in time go by
+//! insertion order, never by the slot, which makes every run reproducible: keys are
+//! unique, so the order events come out in is the order of their (time, insertion number)
+//! whatever the heap's shape.
 
 use worldmesh_core::Time;
 
 /// A scheduled event's place: when, its insertion number (unique) and its slot in the
-/// slab. Reversed because `BinaryHeap` is a max-heap and the earliest event comes first.
-type Key = Reverse<(Time, u64, u32)>;
+/// slab. Ordered by time, then insertion number.
+type Key = (Time, u64, u32);
+
+/// Children per heap node.
+const ARITY: usize = 4;
 
 /// Events of type `E`, each due at a time, popped earliest first.
 #[derive(Debug)]
 pub struct EventQueue<E> {
-    heap: BinaryHeap<Key>,
+    /// The keys as a 4-ary min-heap on (time, insertion number): the children of `i` are
+    /// `4i + 1 ..= 4i + 4`.
+    heap: Vec<Key>,
     /// The events, by slot; `None` for a free slot.
     slots: Vec<Option<E>>,
     free: Vec<u32>,
@@ -27,12 +32,17 @@ pub struct EventQueue<E> {
 impl<E> Default for EventQueue<E> {
     fn default() -> Self {
         Self {
-            heap: BinaryHeap::new(),
+            heap: Vec::new(),
             slots: Vec::new(),
             free: Vec::new(),
             seq: 0,
         }
     }
+}
+
+/// `a` comes before `b`.
+fn before(a: &Key, b: &Key) -> bool {
+    (a.0, a.1) < (b.0, b.1)
 }
 
 impl<E> EventQueue<E> {
@@ -54,12 +64,57 @@ impl<E> EventQueue<E> {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.heap.push(Reverse((at, self.seq, slot)));
+        self.sift_up((at, self.seq, slot));
+    }
+
+    /// Appends `key` and moves it up to its place.
+    fn sift_up(&mut self, key: Key) {
+        let mut i = self.heap.len();
+        self.heap.push(key);
+        while i > 0 {
+            let parent = (i - 1) / ARITY;
+            if !before(&key, &self.heap[parent]) {
+                break;
+            }
+            self.heap[i] = self.heap[parent];
+            i = parent;
+        }
+        self.heap[i] = key;
+    }
+
+    /// Removes the earliest key.
+    fn pop_min(&mut self) -> Option<Key> {
+        let last = self.heap.pop()?;
+        let Some(&top) = self.heap.first() else {
+            return Some(last);
+        };
+        // Move `last` down from the root, each step to the earliest child.
+        let n = self.heap.len();
+        let mut i = 0;
+        loop {
+            let first = ARITY * i + 1;
+            if first >= n {
+                break;
+            }
+            let mut best = first;
+            for c in first + 1..(first + ARITY).min(n) {
+                if before(&self.heap[c], &self.heap[best]) {
+                    best = c;
+                }
+            }
+            if !before(&self.heap[best], &last) {
+                break;
+            }
+            self.heap[i] = self.heap[best];
+            i = best;
+        }
+        self.heap[i] = last;
+        Some(top)
     }
 
     /// When the next event is due, if any.
     pub fn next_at(&self) -> Option<Time> {
-        self.heap.peek().map(|Reverse((at, ..))| *at)
+        self.heap.first().map(|(at, ..)| *at)
     }
 
     /// The next event if it is due at or before `until`, with its time.
@@ -67,7 +122,7 @@ impl<E> EventQueue<E> {
         if self.next_at()? > until {
             return None;
         }
-        let Reverse((at, _, slot)) = self.heap.pop()?;
+        let (at, _, slot) = self.pop_min()?;
         let event = self.slots.get_mut(slot as usize)?.take()?;
         self.free.push(slot);
         Some((at, event))
@@ -102,6 +157,45 @@ mod tests {
             .map(|(_, e)| e)
             .collect();
         assert_eq!(order, ["d", "a", "c"]);
+        assert!(q.is_empty());
+    }
+
+    /// Pushes and pops in any interleaving come out exactly as from a binary heap of
+    /// (time, insertion number): earliest first, ties in insertion order.
+    #[test]
+    fn pops_in_the_order_of_a_binary_heap_of_time_and_insertion_number() {
+        use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
+        let mut rng = worldmesh_core::DetRng::new(11);
+        let mut q = EventQueue::new();
+        let mut reference = BinaryHeap::new();
+        let (mut seq, mut now) = (0u64, 0u64);
+        for _ in 0..20_000 {
+            if rng.index(5) < 3 {
+                // Few distinct times, so ties are common.
+                let at = now + rng.index(8) as u64;
+                seq += 1;
+                q.push(Time(at), seq);
+                reference.push(Reverse((at, seq)));
+            } else {
+                let until = now + rng.index(4) as u64;
+                let want = reference
+                    .peek()
+                    .filter(|Reverse((at, _))| *at <= until)
+                    .map(|Reverse((at, s))| (Time(*at), *s));
+                if want.is_some() {
+                    reference.pop();
+                }
+                assert_eq!(q.pop_due(Time(until)), want);
+                if let Some((at, _)) = want {
+                    now = at.0;
+                }
+            }
+            assert_eq!(q.len(), reference.len());
+        }
+        while let Some(Reverse((at, s))) = reference.pop() {
+            assert_eq!(q.pop_due(Time(u64::MAX)), Some((Time(at), s)));
+        }
         assert!(q.is_empty());
     }
 }

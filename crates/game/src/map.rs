@@ -18,6 +18,82 @@ use crate::config::ModelConfig;
 const MAX_EDGE: f32 = 900.0;
 /// Distance kept from obstacle corners, units.
 const CORNER_MARGIN: f32 = 24.0;
+/// Side of an [`ObstacleGrid`] cell, units (obstacles are 100-400 units wide).
+const GRID_CELL: f32 = 256.0;
+/// How far beyond its box an obstacle is indexed, units: far more than the rounding of
+/// [`segment_hits`] at any map size (a few thousandths of a unit), so a segment whose
+/// bounding box misses every cell of an obstacle cannot hit it.
+const GRID_PAD: f32 = 1.0;
+
+/// Obstacles by grid cell: each obstacle is listed in every cell its box (grown by
+/// [`GRID_PAD`]) overlaps, cells clamped to the map's grid. A point or segment query
+/// tests only the obstacles of the cells its bounding box overlaps, with the same exact
+/// tests as a scan of every obstacle, so the answers are the same; only their cost no
+/// longer grows with the map.
+#[derive(Clone, Debug, Default)]
+struct ObstacleGrid {
+    nx: i32,
+    ny: i32,
+    /// Obstacle indices, cell `x + y * nx`, ascending.
+    cells: Vec<Vec<u32>>,
+}
+
+impl ObstacleGrid {
+    fn new(width: f32, height: f32, obstacles: &[Aabb]) -> Self {
+        let span = |v: f32| ((v / GRID_CELL).ceil() as i32).clamp(1, 1 << 16);
+        let (nx, ny) = (span(width), span(height));
+        let mut grid = Self {
+            nx,
+            ny,
+            cells: vec![Vec::new(); (nx as usize) * (ny as usize)],
+        };
+        for (k, o) in obstacles.iter().enumerate() {
+            let (x0, x1) = grid.range_x(o.min.x - GRID_PAD, o.max.x + GRID_PAD);
+            let (y0, y1) = grid.range_y(o.min.y - GRID_PAD, o.max.y + GRID_PAD);
+            for y in y0..=y1 {
+                for x in x0..=x1 {
+                    grid.cells[(x + y * nx) as usize].push(k as u32);
+                }
+            }
+        }
+        grid
+    }
+
+    fn cell(v: f32, n: i32) -> i32 {
+        ((v / GRID_CELL).floor() as i32).clamp(0, n - 1)
+    }
+
+    fn range_x(&self, lo: f32, hi: f32) -> (i32, i32) {
+        (Self::cell(lo, self.nx), Self::cell(hi, self.nx))
+    }
+
+    fn range_y(&self, lo: f32, hi: f32) -> (i32, i32) {
+        (Self::cell(lo, self.ny), Self::cell(hi, self.ny))
+    }
+
+    /// The obstacles listed in the cells overlapping `[x0, x1] × [y0, y1]` (finite), an
+    /// obstacle once per cell; `None` when that is more cells than obstacles (a scan of
+    /// every obstacle is then cheaper).
+    fn near(
+        &self,
+        x0: f32,
+        x1: f32,
+        y0: f32,
+        y1: f32,
+        obstacles: usize,
+    ) -> Option<impl Iterator<Item = usize> + '_> {
+        let (cx0, cx1) = self.range_x(x0, x1);
+        let (cy0, cy1) = self.range_y(y0, y1);
+        let count = i64::from(cx1 - cx0 + 1) * i64::from(cy1 - cy0 + 1);
+        if count > obstacles as i64 {
+            return None;
+        }
+        let nx = self.nx;
+        Some((cy0..=cy1).flat_map(move |y| {
+            (cx0..=cx1).flat_map(move |x| self.cells[(x + y * nx) as usize].iter().map(|k| *k as usize))
+        }))
+    }
+}
 
 /// A generated map.
 #[derive(Clone, Debug)]
@@ -28,13 +104,17 @@ pub struct GameMap {
     pub width: f32,
     /// Height (y), units.
     pub height: f32,
-    /// Obstacles (boxes in x/y; they block movement and line of sight).
+    /// Obstacles (boxes in x/y; they block movement and line of sight). Read-only after
+    /// [`GameMap::generate`]: `is_free`, `clear` and `path` use the index built from them
+    /// there.
     pub obstacles: Vec<Aabb>,
     /// Waypoints, most popular first.
     pub waypoints: Vec<Point3>,
     cum_popularity: Vec<f64>,
     nav: Vec<Point3>,
     adj: Vec<Vec<(u32, f32)>>,
+    /// `obstacles` by grid cell, for [`GameMap::is_free`] and [`GameMap::clear`].
+    grid: ObstacleGrid,
 }
 
 /// Does the segment a→b cross box `o` (in x/y)? Slab method.
@@ -61,6 +141,11 @@ fn segment_hits(a: Point3, b: Point3, o: &Aabb) -> bool {
         }
     }
     true
+}
+
+/// Is `p` inside box `o` in x/y (edges included)?
+fn contains_xy(o: &Aabb, p: Point3) -> bool {
+    o.min.x <= p.x && p.x <= o.max.x && o.min.y <= p.y && p.y <= o.max.y
 }
 
 #[derive(PartialEq)]
@@ -95,10 +180,12 @@ impl GameMap {
                 Point3::new(x + w, y + h, 100.0),
             ));
         }
+        let grid = ObstacleGrid::new(width, height, &obstacles);
         let mut map = GameMap {
             config: config.clone(),
             width,
             height,
+            grid,
             obstacles,
             waypoints: Vec::new(),
             cum_popularity: Vec::new(),
@@ -135,15 +222,30 @@ impl GameMap {
             && p.y >= 0.0
             && p.x <= self.width
             && p.y <= self.height
-            && !self
-                .obstacles
-                .iter()
-                .any(|o| o.min.x <= p.x && p.x <= o.max.x && o.min.y <= p.y && p.y <= o.max.y)
+            && !match self.grid.near(p.x, p.x, p.y, p.y, self.obstacles.len()) {
+                Some(mut near) => near.any(|k| contains_xy(&self.obstacles[k], p)),
+                None => self.obstacles.iter().any(|o| contains_xy(o, p)),
+            }
     }
 
     /// True if the straight segment a→b crosses no obstacle (line of sight, walkability).
     pub fn clear(&self, a: Point3, b: Point3) -> bool {
-        !self.obstacles.iter().any(|o| segment_hits(a, b, o))
+        let finite = [a.x, a.y, b.x, b.y].iter().all(|v| v.is_finite());
+        let near = finite
+            .then(|| {
+                self.grid.near(
+                    a.x.min(b.x),
+                    a.x.max(b.x),
+                    a.y.min(b.y),
+                    a.y.max(b.y),
+                    self.obstacles.len(),
+                )
+            })
+            .flatten();
+        !match near {
+            Some(mut near) => near.any(|k| segment_hits(a, b, &self.obstacles[k])),
+            None => self.obstacles.iter().any(|o| segment_hits(a, b, o)),
+        }
     }
 
     /// A uniformly random free point.
@@ -286,6 +388,59 @@ mod tests {
             Point3::new(15.0, 12.0, 0.0),
             &o
         ));
+    }
+
+    /// The grid answers exactly as a scan of every obstacle: random points and segments,
+    /// short and map-long, and points on obstacle edges and just outside them.
+    #[test]
+    fn grid_queries_agree_with_a_scan_of_every_obstacle() {
+        for (players, seed) in [(16, 3), (256, 5), (1024, 9)] {
+            let m = GameMap::generate(&ModelConfig::default(), players, seed);
+            let scan_free = |p: Point3| {
+                p.x >= 0.0
+                    && p.y >= 0.0
+                    && p.x <= m.width
+                    && p.y <= m.height
+                    && !m.obstacles.iter().any(|o| contains_xy(o, p))
+            };
+            let scan_clear = |a: Point3, b: Point3| !m.obstacles.iter().any(|o| segment_hits(a, b, o));
+            let mut rng = DetRng::new(seed);
+            let mut points: Vec<Point3> = (0..400)
+                .map(|_| {
+                    Point3::new(
+                        rng.range_f32(-50.0, m.width + 50.0),
+                        rng.range_f32(-50.0, m.height + 50.0),
+                        0.0,
+                    )
+                })
+                .collect();
+            for o in m.obstacles.iter().take(40) {
+                for (x, y) in [
+                    (o.min.x, o.min.y),
+                    (o.max.x, o.max.y),
+                    (o.max.x + 0.001, o.min.y),
+                    (o.min.x, o.max.y + 0.01),
+                ] {
+                    points.push(Point3::new(x, y, 0.0));
+                }
+            }
+            for (i, &a) in points.iter().enumerate() {
+                assert_eq!(m.is_free(a), scan_free(a), "is_free({a})");
+                let b = points[(i * 7 + 3) % points.len()];
+                let near = Point3::new(
+                    a.x + rng.range_f32(-300.0, 300.0),
+                    a.y + rng.range_f32(-300.0, 300.0),
+                    0.0,
+                );
+                for b in [b, near, a] {
+                    assert_eq!(m.clear(a, b), scan_clear(a, b), "clear({a}, {b})");
+                }
+            }
+            assert_eq!(
+                m.clear(Point3::new(f32::NAN, 0.0, 0.0), points[0]),
+                scan_clear(Point3::new(f32::NAN, 0.0, 0.0), points[0])
+            );
+        }
     }
 
     #[test]

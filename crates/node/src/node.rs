@@ -189,6 +189,16 @@ pub enum Event {
     },
 }
 
+/// True if `id` is in `members` (ascending, distinct). Node ids are dense in most
+/// clusters, so a member's entry is usually at index `id` or `id - 1` (the ids below it,
+/// less this node's): those are tried before the binary search, which then only runs for
+/// sparse ids and non-members. One cache line per datagram instead of a search's eight.
+fn is_member(members: &[NodeId], id: NodeId) -> bool {
+    let k = id.0 as usize;
+    let at = |i: usize| members.get(i) == Some(&id);
+    at(k) || k.checked_sub(1).is_some_and(at) || members.binary_search(&id).is_ok()
+}
+
 /// Events kept when the driver does not drain them; older ones are dropped beyond this.
 const MAX_QUEUED_EVENTS: usize = 4096;
 
@@ -511,7 +521,7 @@ impl<O: GameObject> Node<O> {
             .flatten();
         // SWIM talks to nodes that are not (or no longer) members: joiners, restarted ones.
         let swim = matches!(control, Some((Channel::Membership, _))) && self.membership.is_some();
-        if !swim && self.members.binary_search(&from).is_err() {
+        if !swim && !is_member(&self.members, from) {
             self.reject(from, Rejection::NotMember);
             return;
         }
@@ -1156,5 +1166,31 @@ impl<O: GameObject> worldmesh_core::Machine for Node<O> {
 
     fn poll_event(&mut self) -> Option<Event> {
         Node::poll_event(self)
+    }
+}
+
+#[cfg(test)]
+mod is_member_tests {
+    use super::*;
+
+    /// The guesses never change the answer: dense, sparse and empty member lists.
+    #[test]
+    fn agrees_with_a_binary_search() {
+        let lists: [Vec<u32>; 4] = [
+            (0..64).filter(|i| *i != 17).collect(),
+            vec![1, 2, 3, 9, 40, 41, 1000],
+            Vec::new(),
+            (1..300).collect(),
+        ];
+        for list in lists {
+            let members: Vec<NodeId> = list.into_iter().map(NodeId).collect();
+            for id in (0..1100).chain([u32::MAX - 1, u32::MAX]).map(NodeId) {
+                assert_eq!(
+                    is_member(&members, id),
+                    members.binary_search(&id).is_ok(),
+                    "{id:?}"
+                );
+            }
+        }
     }
 }

@@ -409,6 +409,9 @@ struct SentPacket {
 struct PeerState {
     next_seq: u32,
     sent_log: VecDeque<SentPacket>,
+    /// `sent_log` is not in increasing `seq` order (sequence numbers wrapped): found by a
+    /// scan, not a binary search. Removals keep the order, so only a push can set it.
+    sent_unsorted: bool,
     to_ack: Vec<u32>,
     last_sent: Option<Time>,
     last_heard: Option<Time>,
@@ -1549,7 +1552,13 @@ impl<O: GameObject> ReplicaManager<O> {
     fn on_ack_versions(&mut self, from: NodeId, seqs: &[u32]) {
         let p = self.net.entry_or_default(from);
         for s in seqs {
-            if let Some(pos) = p.sent_log.iter().position(|sp| sp.seq == *s)
+            let pos = if p.sent_unsorted {
+                p.sent_log.iter().position(|sp| sp.seq == *s)
+            } else {
+                // Increasing, so each seq occurs once: the same entry as the scan.
+                p.sent_log.binary_search_by_key(s, |sp| sp.seq).ok()
+            };
+            if let Some(pos) = pos
                 && let Some(SentPacket {
                     updates,
                     logs,
@@ -1857,6 +1866,11 @@ impl<O: GameObject> ReplicaManager<O> {
             let carried: Vec<(ObjectId, u64)> = chunk.iter().map(|u| (u.id, u.version)).collect();
             let deleted_here = if k == 0 { deleted.clone() } else { Vec::new() };
             if !carried.is_empty() || !deleted_here.is_empty() {
+                if p.sent_log.is_empty() {
+                    p.sent_unsorted = false;
+                } else if p.sent_log.back().is_some_and(|b| b.seq >= seq) {
+                    p.sent_unsorted = true;
+                }
                 p.sent_log.push_back(SentPacket {
                     seq,
                     updates: carried,

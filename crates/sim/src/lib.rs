@@ -27,6 +27,7 @@ pub mod churn;
 pub mod config;
 pub mod engine;
 pub mod failover;
+mod grid;
 pub mod metrics;
 pub mod network;
 pub mod oracle;

@@ -30,6 +30,8 @@ use worldmesh_core::{NodeId, ObjectId, Time};
 use worldmesh_node::Node;
 use worldmesh_replica::{GameObject, Role};
 
+use crate::grid::CellGrid;
+
 /// Grace periods, ms (Figure 11).
 pub const GRACES_MS: [u64; 3] = [0, 100, 400];
 /// Per-object header of baseline updates, bytes.
@@ -151,6 +153,9 @@ pub struct Collector<O: GameObject> {
     /// Each client's view at the last sample: (object, owner) pairs, sorted.
     prev_views: HashMap<ObjectId, Vec<(ObjectId, NodeId)>>,
     prev_state: PrevState<O>,
+    /// The sampled objects (indices into the sample's primaries) by grid cell: rebuilt at
+    /// every sample, its lists' allocations kept.
+    grid: CellGrid<usize>,
     all: Counts,
     missiles: Counts,
     by_kind: [Counts; KINDS],
@@ -184,6 +189,7 @@ impl<O: GameObject> Collector<O> {
             entered: HashMap::default(),
             prev_views: HashMap::default(),
             prev_state: PrevState::default(),
+            grid: CellGrid::default(),
             all: Counts::default(),
             missiles: Counts::default(),
             by_kind: Default::default(),
@@ -246,10 +252,11 @@ impl<O: GameObject> Collector<O> {
             same
         });
         // Objects (indices into `prim`) by grid cell, in id order.
-        let mut grid: HashMap<(i32, i32), Vec<usize>> = HashMap::default();
+        let mut grid = std::mem::take(&mut self.grid);
+        grid.clear();
         for (k, p) in prim.iter().enumerate() {
             let pos = p.object.position();
-            grid.entry((cell(pos.x), cell(pos.y))).or_default().push(k);
+            grid.entry((cell(pos.x), cell(pos.y))).push(k);
         }
         // The objects `o` is interested in. Each object sits in exactly one cell, so the
         // list has no duplicates; cell order makes it deterministic.
@@ -258,7 +265,7 @@ impl<O: GameObject> Collector<O> {
             if let Some(b) = o.interest(world) {
                 for cx in cell(b.min.x)..=cell(b.max.x) {
                     for cy in cell(b.min.y)..=cell(b.max.y) {
-                        for &k in grid.get(&(cx, cy)).into_iter().flatten() {
+                        for &k in grid.get((cx, cy)) {
                             if o.is_interested(prim[k].object, world) {
                                 v.push(k);
                             }
@@ -464,6 +471,7 @@ impl<O: GameObject> Collector<O> {
         }
         prev.enc = enc;
         prev.ranges = ranges;
+        self.grid = grid;
     }
 
     /// The figures so far; `frame_s` is the sample interval (one frame).

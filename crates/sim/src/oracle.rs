@@ -13,6 +13,8 @@ use worldmesh_core::hash::FastMap as HashMap;
 use worldmesh_core::{Aabb, NodeId, ObjectId, Point3, Time};
 use worldmesh_node::LocatorOp;
 
+use crate::grid::CellGrid;
+
 /// Grid cell size for matching, units.
 const CELL: f32 = 512.0;
 /// A (node, object) match is repeated at most this often while it holds.
@@ -43,9 +45,9 @@ pub struct Discovery {
 pub struct Oracle {
     /// Publications: owner, position, predicted position (if elsewhere), refreshed at.
     pubs: HashMap<ObjectId, Published>,
-    pub_grid: HashMap<(i32, i32), Vec<(ObjectId, Published)>>,
+    pub_grid: CellGrid<(ObjectId, Published)>,
     subs: HashMap<NodeId, Vec<Aabb>>,
-    sub_grid: HashMap<(i32, i32), Vec<Subscribed>>,
+    sub_grid: CellGrid<Subscribed>,
     told: HashMap<(NodeId, ObjectId), Time>,
     ttl: Duration,
     out: Vec<Discovery>,
@@ -129,7 +131,7 @@ impl Oracle {
                 LocatorOp::Publish { id, pos, ahead, .. } => {
                     if let Some(old) = self.pubs.get(&id).copied() {
                         for c in old.cells() {
-                            if let Some(v) = self.pub_grid.get_mut(&c)
+                            if let Some(v) = self.pub_grid.get_mut(c)
                                 && let Some(i) = v.iter().position(|x| x.0 == id)
                             {
                                 v.swap_remove(i);
@@ -144,7 +146,7 @@ impl Oracle {
                     };
                     self.pubs.insert(id, p);
                     for c in p.cells() {
-                        self.pub_grid.entry(c).or_default().push((id, p));
+                        self.pub_grid.entry(c).push((id, p));
                     }
                     published.push((id, p));
                 }
@@ -159,7 +161,7 @@ impl Oracle {
             touched.sort_unstable();
             touched.dedup();
             for c in &touched {
-                if let Some(v) = self.sub_grid.get_mut(c) {
+                if let Some(v) = self.sub_grid.get_mut(*c) {
                     v.retain(|(n, ..)| *n != node);
                 }
             }
@@ -167,7 +169,7 @@ impl Oracle {
         }
         for r in &subs {
             for c in cells(r) {
-                self.sub_grid.entry(c).or_default().push((node, *r));
+                self.sub_grid.entry(c).push((node, *r));
             }
         }
         // New publications against stored subscriptions of other nodes.
@@ -175,7 +177,7 @@ impl Oracle {
         for (id, p) in published.drain(..) {
             hits.clear();
             for c in p.cells() {
-                for (n, r) in self.sub_grid.get(&c).into_iter().flatten() {
+                for (n, r) in self.sub_grid.get(c) {
                     if *n != node
                         && let Some(at) = p.inside(r)
                     {
@@ -202,7 +204,7 @@ impl Oracle {
         found.clear();
         for r in &subs {
             for c in cells(r) {
-                for (id, p) in self.pub_grid.get(&c).into_iter().flatten() {
+                for (id, p) in self.pub_grid.get(c) {
                     if p.owner != node
                         && now - p.at <= self.ttl
                         && let Some(pos) = p.inside(r)
@@ -236,7 +238,7 @@ impl Oracle {
         for (id, p) in expired {
             self.pubs.remove(&id);
             for c in p.cells() {
-                if let Some(v) = self.pub_grid.get_mut(&c)
+                if let Some(v) = self.pub_grid.get_mut(c)
                     && let Some(i) = v.iter().position(|x| x.0 == id)
                 {
                     v.swap_remove(i);
@@ -358,6 +360,6 @@ mod tests {
             vec![LocatorOp::Subscribe { owner: c, region }],
         );
         assert!(o.tick(Time::from_millis(2000)).is_empty());
-        assert!(o.pub_grid.values().all(Vec::is_empty));
+        assert!(o.pub_grid.lists().all(Vec::is_empty));
     }
 }
