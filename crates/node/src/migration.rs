@@ -863,15 +863,18 @@ impl Migrator {
         if self.persisting
             && all.iter().all(|m| {
                 let known = rm.names().resolve(m.id).binding(self.me);
-                (known.epoch > m.binding.epoch || known == m.binding) && !rm.frozen().contains(&m.id)
+                let moved_on_from_here = known.epoch > m.binding.epoch
+                    && (known.node == self.me || rm.names().forwarding(m.id).is_some());
+                (known == m.binding || moved_on_from_here) && !rm.frozen().contains(&m.id)
             })
         {
-            // A resend of a region this node bound (and persisted) before it restarted, or
-            // of objects the world already moved on from: the hand-off happened. Not when
-            // another node holds the object under the transfer's very epoch: that is a
-            // rival (two adopters of one orphan), and accepting would have the sender give
-            // its primary up and announce this node as holding what it never bound
-            // (fault swarm, `--faults all` seed 671); `bind_migrated` refuses it instead.
+            // A resend of a region this node bound (and persisted) before it restarted, and
+            // may have moved on since: the hand-off happened. Not when it only heard of
+            // another holder, under the transfer's epoch (a rival adoption) or a later one
+            // (an adoption elsewhere): accepting would have the sender give its primary up
+            // and announce this node as holding what it never bound (fault swarm,
+            // `--faults all` seeds 671, 7538); `bind_migrated` refuses it instead, and the
+            // sender's copy settles with the other holder's by the rival rule.
             let bindings: Vec<(ObjectId, Binding)> = all.iter().map(|o| (o.id, o.binding)).collect();
             rm.receive_forwarded(inc.writes);
             self.bound.insert(key, (now, bindings.clone()));

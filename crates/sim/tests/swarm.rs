@@ -134,7 +134,10 @@ fn fault_seeds_that_once_failed_pass() {
 /// epoch, which the target had bound; 1342: the check counts that rebinding as one made
 /// alone, like an adoption), 3662 (liveness: a copy adopted on the wrong side of a
 /// partition came back from the store as a second primary), 4881 (the check: a rivalry
-/// long after an earlier one had settled was charged the earlier one's time).
+/// long after an earlier one had settled was charged the earlier one's time), 7538
+/// (`replica-from-primary`: a target that had heard of a later holder accepted a transfer
+/// it never bound), 8384, 9980 (liveness: a broadcast member that dropped its replica as an
+/// orphan never fetched it from the adopter it learned of later).
 #[test]
 fn fault_seeds_of_the_long_runs_pass() {
     for seed in [

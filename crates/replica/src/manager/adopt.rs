@@ -434,7 +434,8 @@ impl<O: GameObject> ReplicaManager<O> {
                 .push(InterestItem { id, have: 0 });
         } else if self.store.get(id).is_none()
             && (self.refused_unheld.remove(&id) == Some(binding.node)
-                || (demoted && (self.recovered.remove(&id) || self.mode == super::Mode::Broadcast)))
+                || (demoted && self.recovered.remove(&id))
+                || self.mode == super::Mode::Broadcast)
         {
             // The new primary's state reached this node before this binding and was refused
             // (not from the node it was bound to), and the primary counts it as delivered
@@ -442,10 +443,12 @@ impl<O: GameObject> ReplicaManager<O> {
             // static object, never sent again). Likewise after giving up a primary here:
             // the winner's updates to this node were refused while it held the object
             // (a copy recovered from this node's store that lost to an adoption made while
-            // it was down: swarm seeds 112, 119, 375 with persistence), or any rival's copy
-            // in a broadcast world, where every member replicates everything: the winner
-            // counted the states this node refused as a rival as delivered, and an object
-            // that no longer changes was never sent again (`--faults all` seed 313).
+            // it was down: swarm seeds 112, 119, 375 with persistence). And in a broadcast
+            // world, where every member replicates everything, whenever it is not held here:
+            // the winner counted the states this node refused as a rival as delivered
+            // (`--faults all` seed 313), or this node dropped its replica as an orphan
+            // nobody had adopted yet, after its primary had counted it delivered (seed
+            // 9980): an object that no longer changes was never sent again.
             self.fetching.insert(id, (now, binding.node));
             self.peer(binding.node)
                 .interest
