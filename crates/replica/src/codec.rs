@@ -519,7 +519,10 @@ mod tests {
         put(&mut b, 1 << 40);
         assert_eq!(Packet::decode(&b), Err(PacketError::Oversize(1 << 40)));
         assert_eq!(Packet::decode(&[0xff; 12]), Err(PacketError::BadVarint));
-        assert_eq!(Packet::decode(&[1, 0, 1, 10, 0]), Err(PacketError::UnknownTag(10)));
+        assert_eq!(
+            Packet::decode(&[1, 0, 1, 10, 0]),
+            Err(PacketError::UnknownTag(10))
+        );
         assert_eq!(Packet::decode(&[1, 0, 0, 7]), Err(PacketError::Trailing(1)));
         // A delta whose base is not older than its version.
         let mut b = vec![1, 0, 1, 0, 1, 0, 0, 5, 6, 0];
