@@ -651,12 +651,19 @@ impl<O: GameObject> Node<O> {
     /// Installs the objects recovered for after the join, once due
     /// ([`Node::recover_after_join`]).
     fn activate_recovered(&mut self, now: Time) {
+        let Some(due) = self.persist.as_ref().and_then(|p| p.deferred_due()) else {
+            return;
+        };
+        if now < due {
+            // Asked again until due (at most once per fetch back-off each): the question
+            // sent as this node joined may reach a member that does not know it yet and
+            // drops it (fault swarm, `--faults all` seed 7865).
+            self.probe_deferred(now);
+            return;
+        }
         let Some(p) = &mut self.persist else {
             return;
         };
-        if p.deferred_due().is_none_or(|t| now < t) {
-            return;
-        }
         let membership = self.membership.as_ref();
         let waited: Vec<ObjectId> = p.deferred_ids().collect();
         let installed = p.activate_due(now, &mut self.replicas, |w| {

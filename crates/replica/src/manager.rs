@@ -1637,9 +1637,14 @@ impl<O: GameObject> ReplicaManager<O> {
                 return false;
             }
             None if self.tombstones.contains(now, it.id) => {
-                // A state that left its primary before the deletion notice did.
+                // A state that left its primary before the deletion notice did. Not
+                // acknowledged: if a node adopted the object regardless (a copy that missed
+                // the deletion, recovered from a store or offered as an orphan), a state
+                // acknowledged here would count as delivered, and an object that no longer
+                // changes would never be sent again once the tombstone expires (fault
+                // swarm, `--faults all` seeds 5597, 7842).
                 self.stats.stale_updates += 1;
-                return true;
+                return false;
             }
             None => (None, Time::ZERO),
         };

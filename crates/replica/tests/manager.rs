@@ -32,6 +32,9 @@ struct Probe {
     write_until: u32,
     /// The object deletes itself in this frame (0: never).
     delete_at_frame: u32,
+    /// Away from the node that created it, the object does nothing: it neither changes
+    /// nor deletes itself (a copy adopted elsewhere that no longer changes).
+    still_elsewhere: bool,
 }
 
 impl Probe {
@@ -48,6 +51,7 @@ impl Probe {
             says_velocity: true,
             write_until: 0,
             delete_at_frame: 0,
+            still_elsewhere: false,
         }
     }
 }
@@ -57,6 +61,9 @@ impl GameObject for Probe {
     type Write = u32;
 
     fn think(&mut self, ctx: &mut ThinkContext<'_, Self>) {
+        if self.still_elsewhere && ctx.node != ctx.id.origin {
+            return;
+        }
         self.frame += 1;
         self.x += self.speed;
         if self.fire_at_frame == self.frame {
@@ -948,6 +955,54 @@ fn a_state_that_arrives_after_the_deletion_notice_does_not_bring_the_replica_bac
     assert!(
         net.rm(1).store().get(id).is_none(),
         "a state sent before the deletion resurrected {id}"
+    );
+}
+
+/// A holder refuses, for a while, the states of an object its primary deleted (a
+/// tombstone). If another node adopts the object regardless (its copy missed the deletion),
+/// the holder takes the adopter's states once the tombstone expires: a state refused under
+/// the tombstone is not acknowledged, else the adopter would count it delivered and never
+/// send an object that no longer changes again (fault swarm, `--faults all` seeds 5597,
+/// 7842).
+#[test]
+fn a_deleted_object_adopted_elsewhere_is_followed_once_the_tombstone_expires() {
+    // Membership decides failures, as in a node: a primary does not forget a silent
+    // holder (and send it everything afresh when it speaks again).
+    let cfg = ReplicaConfig {
+        drop_silent_peers: false,
+        ..ReplicaConfig::default()
+    };
+    let mut net = Net::with_config(3, Mode::Broadcast, 12, cfg);
+    let mut p = Probe::at(0.0);
+    p.delete_at_frame = 12;
+    p.still_elsewhere = true;
+    let id = net.spawn(0, p);
+    // Node 2 never hears of the deletion.
+    net.links().tap = Some(Box::new(|_, to, p| !(to == NodeId(2) && carries_deletion(p))));
+    for _ in 0..15 {
+        net.step();
+    }
+    assert!(net.rm(1).store().get(id).is_none(), "node 1 had the notice");
+    assert!(net.rm(2).store().get(id).is_some(), "node 2 missed it");
+    // Node 0 fails; node 2 adopts its copy, and node 1 learns of it at once.
+    net.stop(0);
+    for n in [1, 2] {
+        net.node(n).member_down(NodeId(0));
+    }
+    let now = net.now();
+    let binding = net.node(2).adopt(now, id, NodeId(0)).unwrap();
+    net.node(1).learn_adoption(now, NodeId(2), id, binding);
+    for _ in 0..10 {
+        net.step();
+    }
+    assert!(net.rm(1).store().get(id).is_none(), "taken under the tombstone");
+    // The tombstone lasts 5 s (50 frames).
+    for _ in 0..50 {
+        net.step();
+    }
+    assert!(
+        net.rm(1).store().get(id).is_some(),
+        "node 2 counted the states node 1 refused as delivered"
     );
 }
 

@@ -137,11 +137,17 @@ fn fault_seeds_that_once_failed_pass() {
 /// long after an earlier one had settled was charged the earlier one's time), 7538
 /// (`replica-from-primary`: a target that had heard of a later holder accepted a transfer
 /// it never bound), 8384, 9980 (liveness: a broadcast member that dropped its replica as an
-/// orphan never fetched it from the adopter it learned of later).
+/// orphan never fetched it from the adopter it learned of later), 5597, 7842 (liveness: a
+/// deleted object came back through a copy that missed the deletion; a holder whose
+/// tombstone refused its states acknowledged them, so the new primary counted them
+/// delivered and never sent the unchanging object again), 7865 (liveness: the question a
+/// restarted node asked about its recovered objects as it joined was dropped by a member
+/// that did not know it yet, and the stored copy came back as a second primary).
 #[test]
 fn fault_seeds_of_the_long_runs_pass() {
     for seed in [
-        11, 515, 609, 615, 658, 671, 707, 844, 1106, 1342, 3447, 3662, 4881,
+        11, 515, 609, 615, 658, 671, 707, 844, 1106, 1342, 3447, 3662, 4881, 5597, 7538, 7842, 7865, 8384,
+        9980,
     ] {
         let o = swarm::run_seed(seed, swarm::Faults::All).unwrap();
         assert!(o.violation.is_none(), "seed {seed}: {:?}", o.violation);

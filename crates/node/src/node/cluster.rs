@@ -198,7 +198,7 @@ impl<O: GameObject> Node<O> {
     /// stored before crashing came back as a second primary, under a later epoch, that
     /// nothing resolved in an interest-managed world, where the two primaries send each
     /// other nothing (fault swarm, `--faults all` seed 3662).
-    fn probe_deferred(&mut self, now: Time) {
+    pub(super) fn probe_deferred(&mut self, now: Time) {
         let Some(p) = &self.persist else { return };
         let ids: Vec<ObjectId> = p.deferred_ids().collect();
         for id in ids {
