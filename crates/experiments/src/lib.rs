@@ -33,6 +33,7 @@ pub mod persist_cost;
 pub mod plan_validate;
 pub mod plan_vis;
 pub mod player_capacity;
+pub mod process_memory;
 pub mod sim_speed;
 pub mod stats;
 pub mod view_missing;
@@ -417,8 +418,15 @@ mod tests {
         assert_eq!(out.tables[0].rows.len(), 3);
         let csv = std::fs::read_to_string(ctx.out.path("sim_speed.csv")).unwrap();
         assert!(csv.starts_with("nodes,players,simulated s,wall s,simulated s per wall s"));
-        // 4 nodes x 8 players for 5 s exchange datagrams.
-        assert!(out.tables[0].rows[0][5].parse::<u64>().unwrap() > 0);
+        // 4 nodes x 8 players for 5 s exchange datagrams; every delivered one is an event,
+        // and so is every frame.
+        let row = &out.tables[0].rows[0];
+        let datagrams = row[5].parse::<u64>().unwrap();
+        assert!(datagrams > 0);
+        assert!(row[7].parse::<u64>().unwrap() > datagrams / 2);
+        for f in ["sim_speed.svg", "sim_throughput.svg", "sim_memory.svg"] {
+            assert!(ctx.out.path(f).exists(), "{f}");
+        }
         std::fs::remove_dir_all(ctx.out.root()).unwrap();
     }
 

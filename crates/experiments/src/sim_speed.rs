@@ -1,16 +1,25 @@
-//! `sim-speed`: how much faster than real time the simulator runs (issue 2 benchmark).
+//! `sim-speed`: how much faster than real time the simulator runs (issue 2 benchmark,
+//! issue 18 items 4 and 5).
 //!
 //! Runs the default `worldmesh simulate` scenario (64 nodes × 8 players of the model
-//! workload, 60 s of game time, PlanetLab delays, Colyseus replication) and a sweep over the number of nodes, and
-//! reports simulated seconds per wall-clock second. Wall time is measured here, in an
-//! experiment, never asserted in a test.
+//! workload, 60 s of game time, PlanetLab delays, Colyseus replication) within a sweep over
+//! the number of nodes up to 512 (4,096 players), and reports per size: simulated seconds
+//! per wall-clock second, engine events and datagrams per wall second, the threads used
+//! (the engine runs on one), and memory: the process's peak resident size during each run,
+//! and the world's share of it — that peak less the resident size before the first world
+//! was built — per node and per object held (primary or replica). The sizes run in
+//! ascending order, so memory the allocator kept from a smaller world is reused, not added:
+//! the share is an upper bound of the world's peak (it includes the allocator's
+//! fragmentation and the one-time setup, such as the latency data). Wall time is measured
+//! here, in an experiment, never asserted in a test.
 
 use std::time::Instant;
-use worldmesh_report::{Plot, Series, Table};
+use worldmesh_core::Time;
+use worldmesh_report::{Plot, Scale, Series, Table};
 use worldmesh_sim::{SimConfig, scenario};
 
 use crate::claim::{Check, Claim, Estimate, Expect};
-use crate::{Context, ExperimentError, Outcome};
+use crate::{Context, ExperimentError, Outcome, process_memory};
 
 const SPEED: Claim = Claim {
     id: "brief-20x",
@@ -24,17 +33,71 @@ const SPEED: Claim = Claim {
 /// Claims of `sim-speed`.
 pub const CLAIMS: &[Claim] = &[SPEED];
 
+/// One size of the sweep, measured.
+struct Measured {
+    nodes: usize,
+    sim_seconds: f64,
+    wall: f64,
+    events: u64,
+    datagrams: u64,
+    /// Objects held (primaries and replicas) over every node at the end.
+    objects: f64,
+    /// Peak resident bytes of the process during the run.
+    peak: Option<u64>,
+}
+
+/// Builds and runs one world of `nodes` × 8 players, counting engine events, and reads the
+/// process's memory around it.
+fn measure(ctx: &Context, nodes: usize, duration: f64) -> Result<Measured, ExperimentError> {
+    let cfg = SimConfig {
+        nodes,
+        players_per_node: 8,
+        duration_s: duration,
+        warmup_s: if ctx.quick { 1.0 } else { 5.0 },
+        seed: ctx.seed,
+        ..SimConfig::default()
+    };
+    process_memory::reset_peak();
+    let started = Instant::now();
+    let mut sim = scenario::build(&cfg).map_err(|e| ExperimentError::Run(e.to_string()))?;
+    // `scenario::run`'s loop (one-second steps), with the events counted.
+    let end = Time::from_secs_f64(cfg.duration_s);
+    let (mut t, mut events) = (Time::ZERO, 0u64);
+    while t < end {
+        t = (t + std::time::Duration::from_secs(1)).min(end);
+        while sim.step(t) {
+            events += 1;
+        }
+        sim.run_until(t);
+    }
+    let report = scenario::report(&cfg, &sim);
+    let wall = started.elapsed().as_secs_f64().max(1e-9);
+    let peak = process_memory::peak_bytes();
+    drop(sim);
+    Ok(Measured {
+        nodes,
+        sim_seconds: report.sim_seconds,
+        wall,
+        events,
+        datagrams: report.network.sent,
+        objects: report.summary.objects_per_node * nodes as f64,
+        peak,
+    })
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
 /// Runs the experiment.
 pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let sizes: &[usize] = if ctx.quick {
         &[4, 8, 16]
     } else {
-        &[16, 32, 64, 128]
+        &[16, 32, 64, 128, 256, 512]
     };
     let mut checks = Vec::new();
     let duration = if ctx.quick { 5.0 } else { 60.0 };
     let mut table = Table::new(
-        "simulator speed (Colyseus model workload, fed-rect: 8 players per node, PlanetLab delays)",
+        "simulator speed and memory (Colyseus model workload, fed-rect: 8 players per node, PlanetLab delays, one thread)",
         &[
             "nodes",
             "players",
@@ -43,33 +106,54 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             "simulated s per wall s",
             "datagrams",
             "datagrams/wall s",
+            "events",
+            "events/wall s",
+            "threads",
+            "objects held",
+            "peak resident MiB",
+            "world peak MiB",
+            "world peak KiB per node",
+            "world peak bytes per object held",
         ],
     );
-    let mut points = Vec::new();
+    let (mut ratio_points, mut datagram_points, mut event_points) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut peak_points, mut world_points) = (Vec::new(), Vec::new());
     let mut rows = Vec::new();
+    let n_a = || "n/a".to_string();
+    let baseline = process_memory::resident_bytes();
     for &nodes in sizes {
-        let cfg = SimConfig {
-            nodes,
-            players_per_node: 8,
-            duration_s: duration,
-            warmup_s: if ctx.quick { 1.0 } else { 5.0 },
-            seed: ctx.seed,
-            ..SimConfig::default()
-        };
-        let started = Instant::now();
-        let report = scenario::run(&cfg, &mut |_| {}).map_err(|e| ExperimentError::Run(e.to_string()))?;
-        let wall = started.elapsed().as_secs_f64().max(1e-9);
-        let ratio = report.sim_seconds / wall;
+        let m = measure(ctx, nodes, duration)?;
+        let ratio = m.sim_seconds / m.wall;
+        let world = m.peak.zip(baseline).map(|(p, b)| p.saturating_sub(b));
+        let per_node = world.map(|w| w as f64 / m.nodes as f64);
+        let per_object = world.filter(|_| m.objects > 0.0).map(|w| w as f64 / m.objects);
         table.push([
             nodes.to_string(),
             (nodes * 8).to_string(),
-            format!("{:.0}", report.sim_seconds),
-            format!("{wall:.2}"),
+            format!("{:.0}", m.sim_seconds),
+            format!("{:.2}", m.wall),
             format!("{ratio:.2}"),
-            report.network.sent.to_string(),
-            format!("{:.0}", report.network.sent as f64 / wall),
+            m.datagrams.to_string(),
+            format!("{:.0}", m.datagrams as f64 / m.wall),
+            m.events.to_string(),
+            format!("{:.0}", m.events as f64 / m.wall),
+            "1".to_string(),
+            format!("{:.0}", m.objects),
+            m.peak.map_or_else(n_a, |b| format!("{:.1}", b as f64 / MIB)),
+            world.map_or_else(n_a, |b| format!("{:.1}", b as f64 / MIB)),
+            per_node.map_or_else(n_a, |b| format!("{:.1}", b / 1024.0)),
+            per_object.map_or_else(n_a, |b| format!("{b:.0}")),
         ]);
-        points.push((nodes as f64, ratio));
+        let x = nodes as f64;
+        ratio_points.push((x, ratio));
+        datagram_points.push((x, m.datagrams as f64 / m.wall));
+        event_points.push((x, m.events as f64 / m.wall));
+        if let Some(p) = m.peak {
+            peak_points.push((x, p as f64 / MIB));
+        }
+        if let Some(b) = world {
+            world_points.push((x, b as f64 / MIB));
+        }
         if nodes == 64 && !ctx.quick {
             checks.push(Check::new(
                 SPEED,
@@ -78,30 +162,57 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             ));
         }
         rows.push(serde_json::json!({
-            "nodes": nodes, "players": nodes * 8, "sim_seconds": report.sim_seconds,
-            "wall_seconds": wall, "ratio": ratio, "datagrams": report.network.sent,
+            "nodes": nodes, "players": nodes * 8, "threads": 1, "sim_seconds": m.sim_seconds,
+            "wall_seconds": m.wall, "ratio": ratio, "datagrams": m.datagrams, "events": m.events,
+            "objects_held": m.objects, "peak_resident_bytes": m.peak,
+            "world_peak_bytes": world, "baseline_resident_bytes": baseline,
         }));
         if ctx.progress {
             eprintln!("  {nodes} nodes: {ratio:.1}x real time");
         }
     }
-    let plot = Plot::of(
+    let speed = Plot::of(
         "ours (brief §7 target, no paper figure)",
-        "simulator speed, Colyseus model workload, 8 players per node",
+        "simulator speed, Colyseus model workload, 8 players per node, one thread",
         "nodes (8 players each)",
         "simulated s per wall-clock s",
     )
-    .with(Series::marked("fed-rect, PlanetLab", points.clone()))
-    .with_hline("target: 20x real time", 20.0);
+    .scales(Scale::Log, Scale::Log)
+    .with(Series::marked("fed-rect, PlanetLab", ratio_points.clone()))
+    .with_hline("target: 20x real time", 20.0)
+    .with_hline("real time", 1.0);
+    let throughput = Plot::of(
+        "ours (issue 18, no paper figure)",
+        "simulator throughput, one thread",
+        "nodes (8 players each)",
+        "per wall-clock second",
+    )
+    .scales(Scale::Log, Scale::Log)
+    .with(Series::marked("engine events", event_points))
+    .with(Series::marked("datagrams", datagram_points));
+    let memory = Plot::of(
+        "ours (issue 18, no paper figure)",
+        "simulator memory",
+        "nodes (8 players each)",
+        "peak resident MiB",
+    )
+    .scales(Scale::Log, Scale::Log)
+    .with(Series::marked("process", peak_points))
+    .with(Series::marked(
+        "the world's share (less the resident size before)",
+        world_points,
+    ));
     let mut files = vec![
         ctx.out.write_csv("sim_speed.csv", &table)?,
-        ctx.out.write_plot("sim_speed.svg", &plot)?,
+        ctx.out.write_plot("sim_speed.svg", &speed)?,
+        ctx.out.write_plot("sim_throughput.svg", &throughput)?,
+        ctx.out.write_plot("sim_memory.svg", &memory)?,
     ];
     files.push(
         ctx.out
             .write_json("sim_speed.json", &serde_json::json!({ "runs": rows }))?,
     );
-    let notes = points
+    let notes = ratio_points
         .iter()
         .find(|(n, _)| *n == 64.0)
         .map(|(_, r)| {
