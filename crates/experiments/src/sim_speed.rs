@@ -14,7 +14,6 @@
 //! here, in an experiment, never asserted in a test.
 
 use std::time::Instant;
-use worldmesh_core::Time;
 use worldmesh_report::{Plot, Scale, Series, Table};
 use worldmesh_sim::{SimConfig, scenario};
 
@@ -59,21 +58,10 @@ fn measure(ctx: &Context, nodes: usize, duration: f64) -> Result<Measured, Exper
     };
     process_memory::reset_peak();
     let started = Instant::now();
-    let mut sim = scenario::build(&cfg).map_err(|e| ExperimentError::Run(e.to_string()))?;
-    // `scenario::run`'s loop (one-second steps), with the events counted.
-    let end = Time::from_secs_f64(cfg.duration_s);
-    let (mut t, mut events) = (Time::ZERO, 0u64);
-    while t < end {
-        t = (t + std::time::Duration::from_secs(1)).min(end);
-        while sim.step(t) {
-            events += 1;
-        }
-        sim.run_until(t);
-    }
-    let report = scenario::report(&cfg, &sim);
+    let (report, events) =
+        scenario::run_counting(&cfg, &mut |_| {}).map_err(|e| ExperimentError::Run(e.to_string()))?;
     let wall = started.elapsed().as_secs_f64().max(1e-9);
     let peak = process_memory::peak_bytes();
-    drop(sim);
     Ok(Measured {
         nodes,
         sim_seconds: report.sim_seconds,

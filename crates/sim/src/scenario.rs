@@ -198,15 +198,26 @@ pub fn coverage(sim: &Sim) -> f64 {
 /// Runs `cfg` to completion. `progress` is called after every simulated second with the
 /// fraction done.
 pub fn run(cfg: &SimConfig, progress: &mut dyn FnMut(f64)) -> Result<SimReport, ConfigError> {
+    run_counting(cfg, progress).map(|(report, _)| report)
+}
+
+/// [`run`], also returning the number of engine events processed (datagrams delivered,
+/// timers fired). The loop stays in this crate: the simulation is generic over the game
+/// object, and a caller in a crate built without optimisation (the experiments in the
+/// debug build) would otherwise instantiate the whole node stack unoptimised.
+pub fn run_counting(cfg: &SimConfig, progress: &mut dyn FnMut(f64)) -> Result<(SimReport, u64), ConfigError> {
     let mut sim = build(cfg)?;
     let end = Time::from_secs_f64(cfg.duration_s);
-    let mut t = Time::ZERO;
+    let (mut t, mut events) = (Time::ZERO, 0u64);
     while t < end {
         t = (t + std::time::Duration::from_secs(1)).min(end);
+        while sim.step(t) {
+            events += 1;
+        }
         sim.run_until(t);
         progress(t.as_secs_f64() / cfg.duration_s);
     }
-    Ok(report(cfg, &sim))
+    Ok((report(cfg, &sim), events))
 }
 
 /// The report of a simulation that ran `cfg.duration_s` seconds.
