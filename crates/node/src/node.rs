@@ -655,7 +655,10 @@ impl<O: GameObject> Node<O> {
             return;
         };
         if now < due {
-            self.reprobe_deferred(now);
+            // Asked again until due (at most once per fetch back-off each): the question
+            // sent as this node joined may reach a member that does not know it yet and
+            // drops it (fault swarm, `--faults all` seed 7865).
+            self.probe_deferred(now);
             return;
         }
         let Some(p) = &mut self.persist else {

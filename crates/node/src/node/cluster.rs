@@ -198,29 +198,11 @@ impl<O: GameObject> Node<O> {
     /// stored before crashing came back as a second primary, under a later epoch, that
     /// nothing resolved in an interest-managed world, where the two primaries send each
     /// other nothing (fault swarm, `--faults all` seed 3662).
-    fn probe_deferred(&mut self, now: Time) {
+    pub(super) fn probe_deferred(&mut self, now: Time) {
         let Some(p) = &self.persist else { return };
         let ids: Vec<ObjectId> = p.deferred_ids().collect();
         for id in ids {
             self.replicas.pin(id);
-            self.replicas.probe_binding(now, id);
-        }
-    }
-
-    /// Asks again about the recovered objects no answer has settled yet: neither held here
-    /// (a live primary's state) nor known not held by the member they are bound to
-    /// ([`worldmesh_replica::ReplicaManager::binding_failed`] after its `NotPrimary`).
-    /// Called every frame until they are due;
-    /// [`worldmesh_replica::ReplicaManager::probe_binding`] asks at most once per fetch
-    /// back-off per object. The question sent as this node joined may reach a member that
-    /// does not know it yet and drops it (fault swarm, `--faults all` seed 7865).
-    pub(super) fn reprobe_deferred(&mut self, now: Time) {
-        let Some(p) = &self.persist else { return };
-        let ids: Vec<ObjectId> = p
-            .deferred_ids()
-            .filter(|id| !self.replicas.binding_failed(*id))
-            .collect();
-        for id in ids {
             self.replicas.probe_binding(now, id);
         }
     }
