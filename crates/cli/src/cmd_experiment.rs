@@ -191,7 +191,7 @@ fn document(ran: &[Ran], args: &ExperimentArgs, threads: usize, total: f64) -> D
         if args.quick { "--quick (reduced sizes; verdicts are indicative only)" } else { "full" }
     )));
     doc.intro.push(Block::Paragraph(
-        "How verdicts are computed (never written by hand): for a value the paper reports, 'reproduced' if our 95 % interval meets the paper's value ± the stated tolerance, else 'better' or 'worse' by which side of it the whole interval lies (or 'contradicted' when the value has no better side); for a bound the paper states (above / below), 'reproduced' if the whole interval is on the stated side, 'contradicted' if the whole interval is on the other side, 'inconclusive' if it straddles the bound. Margins are ours − paper.".into(),
+        "How verdicts are computed (never written by hand): for a value the paper reports, 'reproduced' if our mean is the paper's value ± the stated tolerance, 'inconclusive' if our 95 % interval meets that band while the mean lies outside it, else 'better' or 'worse' by which side of it the whole interval lies (or 'contradicted' when the value has no better side); for a bound the paper states (above / below), 'reproduced' if the whole interval is on the stated side, 'contradicted' if the whole interval is on the other side, 'inconclusive' if it straddles the bound. Margins are ours − paper.".into(),
     ));
     let mut summary = Table::new(
         "every claim",
