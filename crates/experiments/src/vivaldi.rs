@@ -402,7 +402,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     let mut rate_plot = Plot::of(
         "paper 001 Table 3",
         "Vivaldi 8-D + height, 12 neighbours: median relative error vs log time at several probe rates",
-        "log time (s)",
+        "time (s, log scale)",
         "median relative error",
     );
     rate_plot.x_scale = Scale::Log;

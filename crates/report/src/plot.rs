@@ -425,11 +425,11 @@ impl Plot {
         out
     }
 
-    /// Whether any series draws markers or error bars at its points (such points must
-    /// not sit on the frame of the chart).
+    /// Whether any series draws markers, error bars or step rises at its points (such
+    /// points must not sit on the frame of the chart: a CDF rising at 0 would).
     fn has_point_marks(&self) -> bool {
         self.series.iter().any(|s| {
-            matches!(s.mark, Mark::Marked | Mark::Points)
+            matches!(s.mark, Mark::Marked | Mark::Points | Mark::Step)
                 || (s.errors.is_some() && !s.band && s.mark != Mark::Bar)
         })
     }
@@ -471,6 +471,14 @@ impl Plot {
                 .filter(|(_, r)| !r.name.is_empty())
                 .map(|(i, r)| (Entry::Ref(i), r.name.as_str())),
         );
+        // One bar series over named categories needs no legend: the categories and the
+        // y label say it all, and the chart gets the width.
+        if let [(Entry::Series(i), _)] = entries.as_slice()
+            && self.series[*i].mark == Mark::Bar
+            && !self.categories.is_empty()
+        {
+            entries.clear();
+        }
         let widest = entries
             .iter()
             .map(|(_, t)| text_width(t, LEGEND_SIZE))
@@ -675,8 +683,8 @@ impl Plot {
                 let span = if hi > lo { hi - lo } else { lo.abs().max(1.0) };
                 let mut a = lo - 0.04 * span;
                 let mut b = hi + 0.04 * span;
-                // Keep the axis from going below zero, except on x under markers or
-                // error bars at zero, which would sit on the frame.
+                // Keep the axis from going below zero, except on x under markers, error
+                // bars or step rises at zero, which would sit on the frame.
                 if lo >= 0.0 && a < 0.0 && !(is_x && lo == 0.0 && self.has_point_marks()) {
                     a = 0.0;
                 }
@@ -810,8 +818,13 @@ impl Plot {
         let overlaid = self.overlaid();
         // Successive dashed overlays start their dashes 6 pixels apart.
         let phase = |i: usize| 6.0 * overlaid[..i].iter().filter(|o| **o).count() as f64;
+        let dodge = self.dodge();
         for (i, s) in self.series.iter().enumerate() {
             let c = colour(i);
+            let px = |p: (f64, f64)| {
+                let (a, b) = px(p);
+                (a + dodge[i], b)
+            };
             let pts: Vec<(f64, f64)> = s.points.iter().copied().filter(|p| finite(p, xs, ys)).collect();
             match s.mark {
                 Mark::Bar | Mark::Area => continue,
@@ -886,6 +899,28 @@ impl Plot {
             dashed(root, ends.to_vec(), c.stroke_width(2))?;
         }
         Ok(())
+    }
+
+    /// Pixels each series is moved sideways so the error bars of series sharing x values
+    /// do not overlap (a dodge of 5 px per series, at most 48 px in all, centred); 0 for
+    /// series without error bars, and for all when fewer than two have them.
+    fn dodge(&self) -> Vec<i32> {
+        let with: Vec<usize> = (0..self.series.len())
+            .filter(|i| {
+                let s = &self.series[*i];
+                s.errors.is_some() && !s.band && !matches!(s.mark, Mark::Bar | Mark::Area)
+            })
+            .collect();
+        let mut out = vec![0; self.series.len()];
+        if with.len() < 2 {
+            return out;
+        }
+        let step = (48.0 / (with.len() - 1) as f64).min(5.0);
+        let mid = (with.len() - 1) as f64 / 2.0;
+        for (j, i) in with.iter().enumerate() {
+            out[*i] = ((j as f64 - mid) * step).round() as i32;
+        }
+        out
     }
 
     fn error_bar<DB: DrawingBackend>(
@@ -1162,11 +1197,15 @@ mod tests {
         let solid = Plot::of("x", "t", "x", "y").with(Series::step("L-SA", same.clone()));
         let dashed = solid.clone().with(Series::step("BF", same));
         assert!(svg(&dashed).matches("<polyline").count() > svg(&solid).matches("<polyline").count() + 5);
-        // Markers at x = 0 get room left of the y axis; plain lines (CDFs) start on it.
+        // Markers at x = 0 get room left of the y axis, and so do step CDFs (their rise at
+        // 0 would be drawn on the axis); plain lines start on it.
         let m = Plot::of("x", "t", "PredTime (ms)", "kbit/s")
             .with(Series::marked("a", vec![(0.0, 1.0), (8.0, 2.0)]));
         let (bx, _) = m.data_bounds().unwrap();
         assert!(m.axis(bx, None, Scale::Linear, true, true).0.0 < 0.0);
+        let c = Plot::of("x", "t", "missing", "fraction").with(Series::cdf("a", &[0.0, 0.0, 1.0, 3.0]));
+        let (bx, _) = c.data_bounds().unwrap();
+        assert!(c.axis(bx, None, Scale::Linear, true, true).0.0 < 0.0);
         let l = Plot::of("x", "t", "ms", "fraction").with(Series::line("a", vec![(0.0, 0.0), (8.0, 1.0)]));
         let (bx, _) = l.data_bounds().unwrap();
         assert_eq!(l.axis(bx, None, Scale::Linear, true, true).0.0, 0.0);
@@ -1184,6 +1223,15 @@ mod tests {
             .with(Series::bars("after", &[15.0, 15.0, 15.0]));
         let s = svg(&p);
         assert!(s.contains("\nS2\n") && s.matches("<rect").count() >= 6);
+        assert!(p.layout().legend_w > 0, "two bar series need their legend");
+        let lone = Plot::of("paper 001 Fig. 5b", "diameter", "core choice", "ms")
+            .with_categories(["random", "k-center"])
+            .with(Series::bars("diameter", &[500.0, 400.0]));
+        assert_eq!(
+            lone.layout().legend_w,
+            0,
+            "one bar series over categories has none"
+        );
         let a = Plot::of("paper 000 Fig. 9", "components", "nodes", "B/s")
             .with(Series::area("routing", vec![(8.0, 1.0), (16.0, 2.0)]))
             .with(Series::area("matching", vec![(8.0, 1.0), (16.0, 1.0)]));
@@ -1193,6 +1241,17 @@ mod tests {
             "stacked on top of each other"
         );
         assert!(svg(&a).contains("<polygon"));
+        // Error bars of series at the same x are moved apart, centred on it.
+        let e = |n: &str| {
+            Series::marked(n, vec![(4.0, 1.0), (8.0, 2.0)]).with_errors(vec![(0.5, 1.5), (1.0, 3.0)])
+        };
+        let d = Plot::of("paper 000 Fig. 10", "latency", "nodes", "ms")
+            .with(e("a"))
+            .with(Series::line("no bars", vec![(4.0, 1.0)]))
+            .with(e("b"))
+            .with(e("c"));
+        assert_eq!(d.dodge(), [-5, 0, 0, 5]);
+        assert_eq!(Plot::of("x", "t", "n", "ms").with(e("a")).dodge(), [0]);
         let c = Plot::of("x", "cdf", "v", "fraction").with(Series::cdf("v", &[1.0, 2.0, 3.0]));
         assert!(svg(&c).contains("<polyline"));
     }

@@ -143,8 +143,9 @@ pub fn linear(lo: f64, hi: f64, max_n: usize, integer: bool) -> Ticks {
 }
 
 /// Ticks of a base-10 log axis over `[lo, hi]` (both > 0): every decade, thinned to at
-/// most `max_n` labels; with fewer than three decades also 2 × and 5 ×, and with one
-/// label or none so far every whole multiple (1 × … 9 ×). Minor ticks at 2…9 × every
+/// most `max_n` labels; with fewer than three decades also 2 × and 5 ×, and with two
+/// labels or fewer so far every whole multiple (1 × … 9 ×, or the even ones if those
+/// exceed `max_n`). Minor ticks at 2…9 × every
 /// decade.
 pub fn log(lo: f64, hi: f64, max_n: usize) -> Ticks {
     let (lo, hi) = (lo.max(f64::MIN_POSITIVE), hi.max(lo * 1.0001));
@@ -163,15 +164,24 @@ pub fn log(lo: f64, hi: f64, max_n: usize) -> Ticks {
             .filter(|v| inside(*v))
             .collect();
     }
-    if major.len() < 2 {
-        // Less than about half a decade: every whole multiple of the decade.
-        major = decades
-            .iter()
-            .flat_map(|k| (1..10).map(move |m| f64::from(m) * 10f64.powi(*k)))
-            .filter(|v| inside(*v))
-            .collect();
-    }
     let max_n = max_n.max(2);
+    if major.len() < 3 {
+        // About a decade or less (two labels of 1, 2, 5 or fewer, e.g. 50 and 100 on
+        // 20–120): every whole multiple of the decade, or every even one if those are
+        // too many.
+        let sets: [&[u32]; 2] = [&[1, 2, 3, 4, 5, 6, 7, 8, 9], &[1, 2, 4, 6, 8]];
+        for ms in sets {
+            let m: Vec<f64> = decades
+                .iter()
+                .flat_map(|k| ms.iter().map(move |m| f64::from(*m) * 10f64.powi(*k)))
+                .filter(|v| inside(*v))
+                .collect();
+            if m.len() > major.len() && m.len() <= max_n {
+                major = m;
+                break;
+            }
+        }
+    }
     if major.len() > max_n {
         let every = major.len().div_ceil(max_n);
         major = major.into_iter().step_by(every).collect();
@@ -246,5 +256,11 @@ mod tests {
         assert_eq!(labels(&log(3.0, 60.0, 8)), ["5", "10", "20", "50"]);
         // Under half a decade (8 and 16 nodes, padded): whole multiples, not "10" alone.
         assert_eq!(labels(&log(7.1, 17.9, 9)), ["8", "9", "10"]);
+        // About a decade (vivaldi's 22–120 s) is not labelled at 50 and 100 only.
+        assert_eq!(labels(&log(22.0, 120.0, 6)), ["40", "60", "80", "100"]);
+        assert_eq!(
+            labels(&log(22.0, 120.0, 9)),
+            ["30", "40", "50", "60", "70", "80", "90", "100"]
+        );
     }
 }
