@@ -142,13 +142,21 @@ pub fn linear(lo: f64, hi: f64, max_n: usize, integer: bool) -> Ticks {
     }
 }
 
-/// Ticks of a base-10 log axis over `[lo, hi]` (both > 0): every decade, thinned to at
-/// most `max_n` labels; with fewer than three decades also 2 × and 5 ×, and with two
-/// labels or fewer so far every whole multiple (1 × … 9 ×, or the even ones if those
-/// exceed `max_n`). Minor ticks at 2…9 × every
+/// Ticks of a base-10 log axis over `[lo, hi]` (both > 0): under a decade, nice linear
+/// steps; else every decade, thinned to at most `max_n` labels, and with fewer than three
+/// decades also 2 × and 5 × (a decade always holds three of those). Minor ticks at 2…9 × every
 /// decade.
 pub fn log(lo: f64, hi: f64, max_n: usize) -> Ticks {
     let (lo, hi) = (lo.max(f64::MIN_POSITIVE), hi.max(lo * 1.0001));
+    if hi / lo < 10.0 {
+        // Less than a decade (8 and 16 nodes, 20–115 s): decades and their multiples would
+        // leave most data unlabelled (16 between 10 and 20), so label nice linear steps.
+        let mut t = linear(lo, hi, max_n, false);
+        t.major.retain(|v| *v > 0.0 && *v >= lo && *v <= hi);
+        if t.major.len() >= 2 {
+            return t;
+        }
+    }
     let (k0, k1) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
     let inside = |v: f64| v >= lo * (1.0 - 1e-9) && v <= hi * (1.0 + 1e-9);
     let decades: Vec<i32> = (k0..=k1).collect();
@@ -165,23 +173,6 @@ pub fn log(lo: f64, hi: f64, max_n: usize) -> Ticks {
             .collect();
     }
     let max_n = max_n.max(2);
-    if major.len() < 3 {
-        // About a decade or less (two labels of 1, 2, 5 or fewer, e.g. 50 and 100 on
-        // 20–120): every whole multiple of the decade, or every even one if those are
-        // too many.
-        let sets: [&[u32]; 2] = [&[1, 2, 3, 4, 5, 6, 7, 8, 9], &[1, 2, 4, 6, 8]];
-        for ms in sets {
-            let m: Vec<f64> = decades
-                .iter()
-                .flat_map(|k| ms.iter().map(move |m| f64::from(*m) * 10f64.powi(*k)))
-                .filter(|v| inside(*v))
-                .collect();
-            if m.len() > major.len() && m.len() <= max_n {
-                major = m;
-                break;
-            }
-        }
-    }
     if major.len() > max_n {
         let every = major.len().div_ceil(max_n);
         major = major.into_iter().step_by(every).collect();
@@ -254,13 +245,17 @@ mod tests {
         assert_eq!(fmt_log(2e7), "2×10⁷");
         // Narrow ranges get 2 × and 5 × ticks so the axis is not left unlabelled.
         assert_eq!(labels(&log(3.0, 60.0, 8)), ["5", "10", "20", "50"]);
-        // Under half a decade (8 and 16 nodes, padded): whole multiples, not "10" alone.
-        assert_eq!(labels(&log(7.1, 17.9, 9)), ["8", "9", "10"]);
-        // About a decade (vivaldi's 22–120 s) is not labelled at 50 and 100 only.
-        assert_eq!(labels(&log(22.0, 120.0, 6)), ["40", "60", "80", "100"]);
+        // Under a decade (8 and 16 nodes, padded): nice linear steps, so 16 is labelled
+        // too, not "8", "9", "10" alone.
+        assert_eq!(labels(&log(7.1, 17.9, 9)), ["8", "10", "12", "14", "16"]);
+        // Vivaldi's 22–120 s is not labelled at 50 and 100 only.
+        assert_eq!(labels(&log(22.0, 120.0, 6)), ["40", "60", "80", "100", "120"]);
         assert_eq!(
-            labels(&log(22.0, 120.0, 9)),
-            ["30", "40", "50", "60", "70", "80", "90", "100"]
+            labels(&log(0.09, 0.7, 8)),
+            ["0.1", "0.2", "0.3", "0.4", "0.5", "0.6", "0.7"]
         );
+        // A decade or more holds at least three of 1, 2 and 5 times the decades.
+        assert_eq!(labels(&log(55.0, 600.0, 6)), ["100", "200", "500"]);
+        assert_eq!(labels(&log(12.0, 150.0, 9)), ["20", "50", "100"]);
     }
 }
