@@ -361,30 +361,15 @@ mod tests {
         assert_eq!(judge(e, &Estimate::exact(82.0)), Verdict::Reproduced);
         assert_eq!(judge(e, &Estimate::exact(95.0)), Verdict::Better);
         assert_eq!(judge(e, &Estimate::exact(52.5)), Verdict::Worse);
+        // Five seeds' mean and 95 % interval.
+        let ci = |mean: f64, lo: f64, hi: f64| Estimate { mean, lo, hi, n: 5 };
         // A mean off the band whose interval meets it cannot tell: 75 [69, 81] against
         // [80, 90] (loadbal's Table 2 with 3 seeds read "reproduced" this way).
-        let wide = Estimate {
-            mean: 75.0,
-            lo: 69.0,
-            hi: 81.0,
-            n: 5,
-        };
-        assert_eq!(judge(e, &wide), Verdict::Inconclusive);
+        assert_eq!(judge(e, &ci(75.0, 69.0, 81.0)), Verdict::Inconclusive);
         // A mean in the band reproduces, however wide the interval.
-        let centred = Estimate {
-            mean: 84.0,
-            lo: 60.0,
-            hi: 108.0,
-            n: 5,
-        };
-        assert_eq!(judge(e, &centred), Verdict::Reproduced);
+        assert_eq!(judge(e, &ci(84.0, 60.0, 108.0)), Verdict::Reproduced);
         // An interval wholly beyond the band is better or worse, not inconclusive.
-        let low = Estimate {
-            mean: 70.0,
-            lo: 65.0,
-            hi: 79.9,
-            n: 5,
-        };
+        let low = ci(70.0, 65.0, 79.9);
         assert_eq!(judge(e, &low), Verdict::Worse);
         let lower = value(24.0, Tol::Rel(0.25), Better::Lower);
         assert_eq!(judge(lower, &Estimate::exact(12.0)), Verdict::Better);
