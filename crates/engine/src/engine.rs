@@ -46,7 +46,7 @@ use crate::links::{Fate, Links, NetworkStats};
 use crate::queue::EventQueue;
 
 /// What waits in the queue.
-enum Scheduled<D, X> {
+pub(crate) enum Scheduled<D, X> {
     Deliver {
         dst: u32,
         src: u32,
@@ -88,18 +88,23 @@ pub struct Dropped {
 
 /// Machines of type `M` over links `L`, with caller events of type `X`.
 pub struct Engine<M: Machine, L, X = ()> {
-    now: Time,
-    machines: Vec<M>,
-    up: Vec<bool>,
+    pub(crate) now: Time,
+    pub(crate) machines: Vec<M>,
+    pub(crate) up: Vec<bool>,
     /// Bumped at every crash, restart and resume: datagrams of an earlier incarnation are
     /// from a process that stopped.
-    incarnation: Vec<u32>,
-    timers: Vec<Option<Time>>,
-    queue: EventQueue<Scheduled<M::Datagram, X>>,
-    links: L,
-    stats: NetworkStats,
-    dropped: Dropped,
-    drop_from_crashed: bool,
+    pub(crate) incarnation: Vec<u32>,
+    pub(crate) timers: Vec<Option<Time>>,
+    pub(crate) queue: EventQueue<Scheduled<M::Datagram, X>>,
+    pub(crate) links: L,
+    pub(crate) stats: NetworkStats,
+    pub(crate) dropped: Dropped,
+    pub(crate) drop_from_crashed: bool,
+    /// The split of the machines for parallel rounds, made at the first round (and again
+    /// when machines join or the thread count changes).
+    pub(crate) plan: Option<crate::parallel::Plan>,
+    /// The threads of parallel rounds, started at the first round.
+    pub(crate) pool: Option<rayon::ThreadPool>,
 }
 
 impl<M, L, X> Engine<M, L, X>
@@ -124,6 +129,8 @@ where
             stats: NetworkStats::default(),
             dropped: Dropped::default(),
             drop_from_crashed: false,
+            plan: None,
+            pool: None,
         }
     }
 

@@ -14,13 +14,16 @@
 //! - [`links`]: what a network model decides for each datagram ([`Links`], [`Fate`]) and
 //!   what the network did ([`NetworkStats`]);
 //! - [`engine`]: the [`Engine`] itself: datagram delivery, one timer per machine, crashes,
-//!   restarts and joins, and events of the caller's own kind between them.
+//!   restarts and joins, and events of the caller's own kind between them;
+//! - [`parallel`]: machines split into groups far apart on the network, and rounds that
+//!   run each group on a thread of its own with exactly the serial engine's results.
 #![forbid(unsafe_code)]
 
 pub mod engine;
 pub mod links;
+pub mod parallel;
 pub mod queue;
 
 pub use engine::{Dropped, Engine, Step};
-pub use links::{Fate, Links, NetworkStats};
+pub use links::{Fate, Links, NetworkStats, ParallelLinks};
 pub use queue::EventQueue;

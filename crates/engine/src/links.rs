@@ -34,6 +34,32 @@ pub trait Links<D> {
     }
 }
 
+/// Links that can route from several threads at once, for the engine's parallel rounds
+/// ([`crate::Engine::round`]).
+///
+/// Everything random about a datagram must be drawn from its sender's own stream
+/// ([`ParallelLinks::Sender`]), so that a datagram's fate depends only on what its sender
+/// sent before it, never on what other machines did meanwhile; everything else the links
+/// read while routing must not change during a round.
+pub trait ParallelLinks<D>: Links<D> + Sync {
+    /// A sender's own state (its random stream).
+    type Sender: Send;
+
+    /// A lower bound of the delay of any datagram from `src` to `dst` (duplicates and
+    /// jitter included): the lookahead that lets machines far apart run in parallel.
+    fn min_delay(&self, src: NodeId, dst: NodeId) -> Duration;
+
+    /// Takes `src`'s state out of the links for a round.
+    fn take_sender(&mut self, src: NodeId) -> Self::Sender;
+
+    /// Puts `src`'s state back after a round.
+    fn put_sender(&mut self, src: NodeId, sender: Self::Sender);
+
+    /// [`Links::route`] with the sender's state held apart: the same fate `route` would
+    /// give with that state.
+    fn route_with(&self, sender: &mut Self::Sender, now: Time, src: NodeId, t: &Transmit<D>) -> Fate;
+}
+
 /// Counts of what the network did to datagrams.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NetworkStats {

@@ -51,9 +51,27 @@ impl<E> EventQueue<E> {
         Self::default()
     }
 
-    /// Schedules `event` at `at` (after every event already scheduled at the same time).
-    pub fn push(&mut self, at: Time, event: E) {
+    /// Schedules `event` at `at` (after every event already scheduled at the same time)
+    /// and returns its insertion number.
+    pub fn push(&mut self, at: Time, event: E) -> u64 {
         self.seq += 1;
+        let seq = self.seq;
+        self.push_keyed(at, seq, event);
+        seq
+    }
+
+    /// Takes the next insertion number without scheduling anything: an event that a
+    /// parallel round already ran keeps its place in the numbering (see
+    /// [`crate::engine::Engine::round`]).
+    pub fn reserve(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// Schedules `event` at `at` under an insertion number it already had (one taken out
+    /// with [`EventQueue::pop_keyed`] and put back, or one [`EventQueue::reserve`]d).
+    pub fn push_keyed(&mut self, at: Time, seq: u64, event: E) {
+        debug_assert!(seq <= self.seq, "insertion numbers come from this queue");
         let slot = match self.free.pop() {
             Some(s) => {
                 self.slots[s as usize] = Some(event);
@@ -64,7 +82,7 @@ impl<E> EventQueue<E> {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.sift_up((at, self.seq, slot));
+        self.sift_up((at, seq, slot));
     }
 
     /// Appends `key` and moves it up to its place.
@@ -122,10 +140,21 @@ impl<E> EventQueue<E> {
         if self.next_at()? > until {
             return None;
         }
-        let (at, _, slot) = self.pop_min()?;
+        self.pop_keyed().map(|(at, _, event)| (at, event))
+    }
+
+    /// The next event with its time and insertion number.
+    pub fn pop_keyed(&mut self) -> Option<(Time, u64, E)> {
+        let (at, seq, slot) = self.pop_min()?;
         let event = self.slots.get_mut(slot as usize)?.take()?;
         self.free.push(slot);
-        Some((at, event))
+        Some((at, seq, event))
+    }
+
+    /// The next event and its time, left in the queue.
+    pub fn peek(&self) -> Option<(Time, &E)> {
+        let (at, _, slot) = *self.heap.first()?;
+        self.slots.get(slot as usize)?.as_ref().map(|e| (at, e))
     }
 
     /// Events waiting.
@@ -193,6 +222,17 @@ mod tests {
             }
             assert_eq!(q.len(), reference.len());
         }
+        // Taken out and put back under their own numbers, events keep their order.
+        let mut out = Vec::new();
+        while out.len() < 50 {
+            let Some(e) = q.pop_keyed() else { break };
+            out.push(e);
+        }
+        for (at, s, e) in out.into_iter().rev() {
+            q.push_keyed(at, s, e);
+        }
+        let reserved = q.reserve();
+        assert_eq!(reserved, seq + 1, "a reserved number is the next one");
         while let Some(Reverse((at, s))) = reference.pop() {
             assert_eq!(q.pop_due(Time(u64::MAX)), Some((Time(at), s)));
         }
