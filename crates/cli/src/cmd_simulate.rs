@@ -35,6 +35,12 @@ pub struct SimulateArgs {
     /// With --dashboard: run K times faster than real time (e.g. 0.5, 4) [default: 1].
     #[arg(long, value_name = "K", requires = "dashboard")]
     speed: Option<f64>,
+    /// Threads to run the nodes on, in parallel rounds of the engine [default: all
+    /// cores]. The report is the same on any number. Runs with the oracle locator,
+    /// persistence or the placement loop use one (their world-wide work after each input
+    /// leaves no lookahead), as does the dashboard's paced run.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    threads: Option<u16>,
 }
 
 /// Where the dashboard listens by default.
@@ -219,8 +225,17 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let mut progress = |frac: f64| bar.set_position((frac * 1000.0) as u64);
     let started = Instant::now();
     let mut server = None;
+    let threads = args.threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+        usize::from,
+    );
+    let mut run_stats = None;
     let report = match &args.dashboard {
-        None => scenario::run(&cfg, &mut progress)?,
+        None => {
+            let (report, stats) = scenario::run_counting(&cfg, threads, &mut progress)?;
+            run_stats = Some(stats);
+            report
+        }
         Some(addr) => {
             let addr = parse_addr("--dashboard", addr)?;
             let speed = check_speed(args.speed.unwrap_or(1.0))?;
@@ -279,6 +294,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let m = &report.metrics;
     let pct = |v: f64| format!("{:.2}%", v * 100.0);
     let mut extra = vec![
+        ("threads", threads_used(threads, run_stats.as_ref())),
         ("objects in the world (mean)", summary::f(m.objects, 1)),
         (
             "replicas required per node (mean)",
@@ -363,4 +379,24 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         handle.wait()?;
     }
     Ok(())
+}
+
+/// The "threads" row: what was asked, what ran, and how much of the run the parallel
+/// rounds took.
+fn threads_used(asked: usize, stats: Option<&scenario::RunStats>) -> String {
+    match stats {
+        None => "1 (the dashboard's paced run)".into(),
+        Some(s) if s.threads < asked => {
+            format!("1 ({asked} asked: runs with the oracle locator, persistence or placement use one)")
+        }
+        Some(s) if s.threads == 1 => "1".into(),
+        Some(s) => format!(
+            "{} ({} rounds, {:.1}% of engine events in them; groups of {:?} nodes, window {:.1} ms)",
+            s.threads,
+            s.rounds,
+            100.0 * s.events_in_rounds as f64 / s.engine_events.max(1) as f64,
+            s.groups,
+            s.lookahead.map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+        ),
+    }
 }

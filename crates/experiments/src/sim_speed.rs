@@ -6,13 +6,18 @@
 //! the number of nodes up to 512 (4,096 players; 256 nodes run 20 s and 512 nodes 10 s, to
 //! keep the sweep within 10 minutes), and reports per size: simulated seconds
 //! per wall-clock second, engine events and datagrams per wall second, the threads used
-//! (the engine runs on one), and memory: the process's peak resident size during each run,
+//! (one: the default scenario's oracle locator tells any node at once, which leaves the
+//! parallel engine no lookahead), and memory: the process's peak resident size during each run,
 //! and the world's share of it — that peak less the resident size before the first world
 //! was built — per node and per object held (primary or replica). The sizes run in
 //! ascending order, so memory the allocator kept from a smaller world is reused, not added:
 //! the share is an upper bound of the world's peak (it includes the allocator's
-//! fragmentation and the one-time setup, such as the latency data). Wall time is measured
-//! here, in an experiment, never asserted in a test.
+//! fragmentation and the one-time setup, such as the latency data).
+//!
+//! A second sweep runs the same worlds with the `dht` locator (16 to 128 nodes, 20 s of
+//! game time) on one thread and on the experiment's worker threads (at least two), in the
+//! engine's parallel rounds (`worldmesh_engine::parallel`), and compares the two reports
+//! byte for byte. Wall time is measured here, in an experiment, never asserted in a test.
 
 use std::time::Instant;
 use worldmesh_report::{Plot, Scale, Series, Table};
@@ -59,8 +64,9 @@ fn measure(ctx: &Context, nodes: usize, duration: f64) -> Result<Measured, Exper
     };
     process_memory::reset_peak();
     let started = Instant::now();
-    let (report, events) =
-        scenario::run_counting(&cfg, &mut |_| {}).map_err(|e| ExperimentError::Run(e.to_string()))?;
+    let (report, stats) =
+        scenario::run_counting(&cfg, 1, &mut |_| {}).map_err(|e| ExperimentError::Run(e.to_string()))?;
+    let events = stats.engine_events;
     let wall = started.elapsed().as_secs_f64().max(1e-9);
     let peak = process_memory::peak_bytes();
     Ok(Measured {
@@ -210,6 +216,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         ctx.out
             .write_json("sim_speed.json", &serde_json::json!({ "runs": rows }))?,
     );
+    let parallel = parallel_sweep(ctx)?;
+    files.extend(parallel.files);
     let notes = ratio_points
         .iter()
         .find(|(n, _)| *n == 64.0)
@@ -219,10 +227,148 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
             )]
         })
         .unwrap_or_default();
+    let mut notes = notes;
+    notes.extend(parallel.notes);
     Ok(Outcome {
-        tables: vec![table],
+        tables: vec![table, parallel.table],
         files,
         notes,
         checks,
     })
+}
+
+/// The parallel engine's sweep: its table, files and notes.
+struct Parallel {
+    table: Table,
+    files: Vec<std::path::PathBuf>,
+    notes: Vec<String>,
+}
+
+/// Runs the same world on one thread and on `threads` (at least 2), with the `dht`
+/// locator — the default scenario's oracle locator leaves no lookahead between nodes (its
+/// discoveries reach any node at once), so it runs on one thread whatever is asked —,
+/// and checks that the two reports are the same, byte for byte.
+fn parallel_sweep(ctx: &Context) -> Result<Parallel, ExperimentError> {
+    let threads = ctx.threads.max(2);
+    let (sizes, duration): (&[usize], f64) = if ctx.quick {
+        (&[8, 16], 5.0)
+    } else {
+        (&[16, 32, 64, 128], 20.0)
+    };
+    let mut table = Table::new(
+        format!(
+            "parallel rounds: 1 vs {threads} threads (dht locator, fed-rect: 8 players per node, PlanetLab delays, {duration:.0} s of game time)"
+        ),
+        &[
+            "nodes",
+            "players",
+            "wall s, 1 thread",
+            &format!("wall s, {threads} threads"),
+            "speed-up",
+            "simulated s per wall s, 1 thread",
+            &format!("simulated s per wall s, {threads} threads"),
+            "datagrams/wall s, 1 thread",
+            &format!("datagrams/wall s, {threads} threads"),
+            "rounds",
+            "events in rounds (%)",
+            "nodes per group",
+            "window ms",
+            "same report",
+        ],
+    );
+    let (mut one_points, mut many_points) = (Vec::new(), Vec::new());
+    let mut rows = Vec::new();
+    let mut all_same = true;
+    for &nodes in sizes {
+        let mut cfg = SimConfig {
+            nodes,
+            players_per_node: 8,
+            duration_s: duration,
+            warmup_s: duration / 4.0,
+            seed: ctx.seed,
+            ..SimConfig::default()
+        };
+        cfg.locator.kind = "dht".into();
+        let timed = |t: usize| {
+            let started = Instant::now();
+            let (report, stats) = scenario::run_counting(&cfg, t, &mut |_| {})
+                .map_err(|e| ExperimentError::Run(e.to_string()))?;
+            let wall = started.elapsed().as_secs_f64().max(1e-9);
+            let json = serde_json::to_string(&report).map_err(|e| ExperimentError::Run(e.to_string()))?;
+            Ok::<_, ExperimentError>((report, stats, wall, json))
+        };
+        let (report, _, wall1, json1) = timed(1)?;
+        let (_, stats, wall_n, json_n) = timed(threads)?;
+        let same = json1 == json_n;
+        all_same &= same;
+        let sim = report.sim_seconds;
+        let datagrams = report.network.sent as f64;
+        let in_rounds = 100.0 * stats.events_in_rounds as f64 / stats.engine_events.max(1) as f64;
+        let window = stats.lookahead.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+        let groups = stats
+            .groups
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" + ");
+        table.push([
+            nodes.to_string(),
+            (nodes * 8).to_string(),
+            format!("{wall1:.2}"),
+            format!("{wall_n:.2}"),
+            format!("{:.2}", wall1 / wall_n),
+            format!("{:.2}", sim / wall1),
+            format!("{:.2}", sim / wall_n),
+            format!("{:.0}", datagrams / wall1),
+            format!("{:.0}", datagrams / wall_n),
+            stats.rounds.to_string(),
+            format!("{in_rounds:.1}"),
+            groups,
+            format!("{window:.1}"),
+            if same { "yes" } else { "NO" }.to_string(),
+        ]);
+        one_points.push((nodes as f64, sim / wall1));
+        many_points.push((nodes as f64, sim / wall_n));
+        rows.push(serde_json::json!({
+            "nodes": nodes, "players": nodes * 8, "threads": threads, "sim_seconds": sim,
+            "wall_seconds_1_thread": wall1, "wall_seconds_threads": wall_n,
+            "datagrams": report.network.sent, "engine_events": stats.engine_events,
+            "rounds": stats.rounds, "events_in_rounds": stats.events_in_rounds,
+            "groups": stats.groups, "window_ms": window, "same_report": same,
+        }));
+        if ctx.progress {
+            eprintln!(
+                "  dht, {nodes} nodes: {:.2}x real time on 1 thread, {:.2}x on {threads} ({:.2}x faster), same report: {same}",
+                sim / wall1,
+                sim / wall_n,
+                wall1 / wall_n
+            );
+        }
+    }
+    let plot = Plot::of(
+        "ours (issue 18, no paper figure)",
+        format!("parallel rounds: simulator speed on 1 and {threads} threads, dht locator"),
+        "nodes (8 players each)",
+        "simulated s per wall-clock s",
+    )
+    .scales(Scale::Log, Scale::Log)
+    .with(Series::marked("1 thread", one_points))
+    .with(Series::marked(format!("{threads} threads"), many_points))
+    .with_hline("real time", 1.0);
+    let files = vec![
+        ctx.out.write_csv("sim_parallel.csv", &table)?,
+        ctx.out.write_plot("sim_parallel.svg", &plot)?,
+        ctx.out
+            .write_json("sim_parallel.json", &serde_json::json!({ "runs": rows }))?,
+    ];
+    let notes = vec![if all_same {
+        format!(
+            "parallel rounds: the reports on 1 and {threads} threads are the same, byte for byte, at every size"
+        )
+    } else {
+        format!(
+            "parallel rounds: the reports on 1 and {threads} threads DIFFER (a bug: see sim_parallel.csv)"
+        )
+    }];
+    Ok(Parallel { table, files, notes })
 }

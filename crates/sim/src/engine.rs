@@ -100,6 +100,12 @@ pub struct Simulation<O: GameObject> {
     touched: Option<usize>,
     /// Persistence performed against in-memory stores, if on.
     stores: Option<Stores>,
+    /// Threads [`Simulation::run_until`] may use (see [`Simulation::with_threads`]).
+    threads: usize,
+    /// Engine events taken so far (datagrams, wake-ups, the world's own events).
+    engine_events: u64,
+    /// Parallel rounds run so far, and the engine events they took.
+    rounds: (u64, u64),
 }
 
 impl<O: GameObject> Simulation<O> {
@@ -121,11 +127,50 @@ impl<O: GameObject> Simulation<O> {
             region_migrations: 0,
             touched: None,
             stores: None,
+            threads: 1,
+            engine_events: 0,
+            rounds: (0, 0),
         };
         for i in 0..n {
             sim.after_input(i);
         }
         sim
+    }
+
+    /// Lets [`Simulation::run_until`] run nodes on up to `threads` threads, in parallel
+    /// rounds of the engine ([`worldmesh_engine::Engine::round`]): the results are the
+    /// same on any number of threads, byte for byte. Rounds run only where every node's
+    /// input stays its own: not with the oracle locator (its discoveries reach any node at
+    /// once: no lookahead), nor with persistence or the placement loop (the world's own
+    /// work after a node's input); those runs use one thread whatever is asked.
+    pub fn with_threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
+    /// True if [`Simulation::run_until`] runs parallel rounds (see
+    /// [`Simulation::with_threads`]).
+    pub fn runs_in_parallel(&self) -> bool {
+        self.threads > 1 && self.oracle.is_none() && self.stores.is_none() && self.placement.is_none()
+    }
+
+    /// Engine events taken so far: datagrams delivered or dropped on arrival, wake-ups,
+    /// and the world's own events (what [`Simulation::step`] returns true for).
+    pub fn engine_events(&self) -> u64 {
+        self.engine_events
+    }
+
+    /// Parallel rounds run so far, and the engine events they took (the rest ran one at a
+    /// time).
+    pub fn parallel_rounds(&self) -> (u64, u64) {
+        self.rounds
+    }
+
+    /// The engine's split of the nodes into groups for parallel rounds, once one ran: the
+    /// nodes per group and the window (how far a group's activity is from reaching
+    /// another).
+    pub fn parallel_plan(&self) -> Option<(Vec<u32>, Duration)> {
+        self.engine.plan().map(|p| (p.sizes().to_vec(), p.lookahead()))
     }
 
     /// Region migrations the placement loops started so far.
@@ -370,6 +415,7 @@ impl<O: GameObject> Simulation<O> {
         let Some(step) = self.engine.step(until) else {
             return false;
         };
+        self.engine_events += 1;
         self.touched = None;
         let now = self.engine.now();
         match step {
@@ -469,9 +515,31 @@ impl<O: GameObject> Simulation<O> {
         self.run_until(until);
     }
 
-    /// Runs every event up to and including `until`, then sets the clock to `until`.
+    /// Runs every event up to and including `until`, then sets the clock to `until`; in
+    /// parallel rounds where it can (see [`Simulation::with_threads`]), with the results
+    /// of running them one at a time.
     pub fn run_until(&mut self, until: Time) {
-        while self.step(until) {}
+        if self.runs_in_parallel() {
+            loop {
+                let (seen, recorded) = (&mut self.events_seen, &mut self.recorded);
+                let ran = self.engine.round(until, self.threads, |at, id, e| {
+                    *seen += 1;
+                    if let Some(r) = recorded {
+                        r.push((at, id, e));
+                    }
+                });
+                if ran > 0 {
+                    self.engine_events += ran as u64;
+                    self.rounds.0 += 1;
+                    self.rounds.1 += ran as u64;
+                    self.touched = None;
+                } else if !self.step(until) {
+                    break;
+                }
+            }
+        } else {
+            while self.step(until) {}
+        }
         self.engine.advance_to(until);
     }
 

@@ -12,6 +12,11 @@
 //! and is lost with probability `loss`, duplicated with probability `duplicate` (the copy
 //! takes its own jitter), and dropped while `a` and `b` are on different sides of an
 //! active partition.
+//!
+//! Each sender draws its datagrams' loss, jitter and duplication from a random stream of
+//! its own, forked from the seed by node id: a datagram's fate depends on what its sender
+//! sent before, never on what other nodes sent meanwhile, which is what lets the engine
+//! run nodes on several threads with the same results ([`worldmesh_engine::ParallelLinks`]).
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -79,7 +84,11 @@ pub struct NetworkModel {
     manual_partition: Option<Vec<bool>>,
     /// Nodes whose datagrams to the others are dropped (they still hear the others).
     muted: Option<Vec<bool>>,
-    rng: DetRng,
+    /// Each sender's random stream (loss, jitter, duplication), by node id.
+    senders: Vec<DetRng>,
+    /// What the senders' streams are forked from (a node beyond the first `nodes` gets
+    /// its stream when it first sends).
+    root: DetRng,
 }
 
 impl NetworkModel {
@@ -98,6 +107,7 @@ impl NetworkModel {
                 .collect();
             (row, access)
         };
+        let root = rng.fork(0x6c6f_7373);
         let partitions = cfg
             .partitions
             .iter()
@@ -125,7 +135,8 @@ impl NetworkModel {
             partitions,
             manual_partition: None,
             muted: None,
-            rng: rng.fork(0x6c6f_7373),
+            senders: (0..nodes as u64).map(|i| root.fork(i)).collect(),
+            root,
         }
     }
 
@@ -211,20 +222,34 @@ impl NetworkModel {
             .any(|(from, until, s)| *from <= now && now < *until && s[a] != s[b])
     }
 
-    /// Decides the fate of a datagram sent from `a` to `b` at `now`.
+    /// Decides the fate of a datagram sent from `a` to `b` at `now`, drawing from `a`'s
+    /// own random stream.
     pub fn route(&mut self, now: Time, a: NodeId, b: NodeId) -> Fate {
+        let i = a.0 as usize;
+        while self.senders.len() <= i {
+            let next = self.root.fork(self.senders.len() as u64);
+            self.senders.push(next);
+        }
+        let mut rng = std::mem::replace(&mut self.senders[i], DetRng::new(0));
+        let fate = self.fate(&mut rng, now, a, b);
+        self.senders[i] = rng;
+        fate
+    }
+
+    /// The fate of a datagram from `a` to `b` at `now`, drawn from `rng` (`a`'s stream).
+    fn fate(&self, rng: &mut DetRng, now: Time, a: NodeId, b: NodeId) -> Fate {
         if self.cut(now, a.0 as usize, b.0 as usize) {
             return Fate::Partitioned;
         }
-        if self.rng.chance(self.loss) {
+        if rng.chance(self.loss) {
             return Fate::Lost;
         }
         let base = self.base_delay(a, b);
-        let first = base + Duration::from_secs_f64(self.rng.next_f64() * self.jitter.as_secs_f64());
-        let second = self
-            .rng
+        let jitter = self.jitter.as_secs_f64();
+        let first = base + Duration::from_secs_f64(rng.next_f64() * jitter);
+        let second = rng
             .chance(self.duplicate)
-            .then(|| base + Duration::from_secs_f64(self.rng.next_f64() * self.jitter.as_secs_f64()));
+            .then(|| base + Duration::from_secs_f64(rng.next_f64() * jitter));
         Fate::Deliver(first, second)
     }
 }
@@ -233,6 +258,42 @@ impl NetworkModel {
 impl<D> worldmesh_engine::Links<D> for NetworkModel {
     fn route(&mut self, now: Time, src: NodeId, t: &worldmesh_core::Transmit<D>) -> Fate {
         NetworkModel::route(self, now, src, t.dst)
+    }
+}
+
+/// Senders' streams held apart for the engine's parallel rounds: the delay of a datagram
+/// is at least the base delay of its pair (jitter only adds), and the fate is drawn from
+/// the sender's stream exactly as [`NetworkModel::route`] draws it.
+impl<D> worldmesh_engine::ParallelLinks<D> for NetworkModel {
+    type Sender = DetRng;
+
+    fn min_delay(&self, src: NodeId, dst: NodeId) -> Duration {
+        self.base_delay(src, dst)
+    }
+
+    fn take_sender(&mut self, src: NodeId) -> DetRng {
+        let i = src.0 as usize;
+        while self.senders.len() <= i {
+            let next = self.root.fork(self.senders.len() as u64);
+            self.senders.push(next);
+        }
+        std::mem::replace(&mut self.senders[i], DetRng::new(0))
+    }
+
+    fn put_sender(&mut self, src: NodeId, sender: DetRng) {
+        if let Some(s) = self.senders.get_mut(src.0 as usize) {
+            *s = sender;
+        }
+    }
+
+    fn route_with(
+        &self,
+        sender: &mut DetRng,
+        now: Time,
+        src: NodeId,
+        t: &worldmesh_core::Transmit<D>,
+    ) -> Fate {
+        self.fate(sender, now, src, t.dst)
     }
 }
 

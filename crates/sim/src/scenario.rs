@@ -198,26 +198,57 @@ pub fn coverage(sim: &Sim) -> f64 {
 /// Runs `cfg` to completion. `progress` is called after every simulated second with the
 /// fraction done.
 pub fn run(cfg: &SimConfig, progress: &mut dyn FnMut(f64)) -> Result<SimReport, ConfigError> {
-    run_counting(cfg, progress).map(|(report, _)| report)
+    run_counting(cfg, 1, progress).map(|(report, _)| report)
 }
 
-/// [`run`], also returning the number of engine events processed (datagrams delivered,
-/// timers fired). The loop stays in this crate: the simulation is generic over the game
-/// object, and a caller in a crate built without optimisation (the experiments in the
-/// debug build) would otherwise instantiate the whole node stack unoptimised.
-pub fn run_counting(cfg: &SimConfig, progress: &mut dyn FnMut(f64)) -> Result<(SimReport, u64), ConfigError> {
-    let mut sim = build(cfg)?;
+/// [`run`] on up to `threads` threads (the report is the same on any number; see
+/// `Simulation::with_threads` for the runs that use one whatever is asked), also
+/// returning the number of engine events processed (datagrams delivered, timers fired,
+/// the world's own events). The loop stays in this crate: the simulation is generic over
+/// the game object, and a caller in a crate built without optimisation (the experiments
+/// in the debug build) would otherwise instantiate the whole node stack unoptimised.
+pub fn run_counting(
+    cfg: &SimConfig,
+    threads: usize,
+    progress: &mut dyn FnMut(f64),
+) -> Result<(SimReport, RunStats), ConfigError> {
+    let mut sim = build(cfg)?.with_threads(threads);
     let end = Time::from_secs_f64(cfg.duration_s);
-    let (mut t, mut events) = (Time::ZERO, 0u64);
+    let mut t = Time::ZERO;
     while t < end {
         t = (t + std::time::Duration::from_secs(1)).min(end);
-        while sim.step(t) {
-            events += 1;
-        }
         sim.run_until(t);
         progress(t.as_secs_f64() / cfg.duration_s);
     }
-    Ok((report(cfg, &sim), events))
+    let (rounds, in_rounds) = sim.parallel_rounds();
+    let stats = RunStats {
+        engine_events: sim.engine_events(),
+        threads: if sim.runs_in_parallel() { threads.max(1) } else { 1 },
+        rounds,
+        events_in_rounds: in_rounds,
+        lookahead: sim.parallel_plan().map(|(_, window)| window),
+        groups: sim.parallel_plan().map(|(sizes, _)| sizes).unwrap_or_default(),
+    };
+    Ok((report(cfg, &sim), stats))
+}
+
+/// How a run went, beside its report (none of it changes the report).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunStats {
+    /// Engine events processed: datagrams delivered or dropped on arrival, timers fired,
+    /// the world's own events.
+    pub engine_events: u64,
+    /// Threads the run used (1 when the run cannot use rounds: see
+    /// `Simulation::with_threads`).
+    pub threads: usize,
+    /// Parallel rounds run, and the engine events they took.
+    pub rounds: u64,
+    /// Engine events taken in parallel rounds.
+    pub events_in_rounds: u64,
+    /// The rounds' window: how far one group of nodes is from reaching another.
+    pub lookahead: Option<std::time::Duration>,
+    /// Nodes per group of the rounds.
+    pub groups: Vec<u32>,
 }
 
 /// The report of a simulation that ran `cfg.duration_s` seconds.
