@@ -94,7 +94,6 @@ fn distributed_locators_give_the_serial_run_on_any_thread_count() {
     for locator in ["dht", "rangedht"] {
         let cfg = config(20, locator);
         let (rounds, in_rounds) = same_on_any_thread_count(&cfg);
-        eprintln!("{locator}: {rounds} rounds {in_rounds} events");
         let total = run(&cfg, 1).engine_events;
         assert!(rounds > 0, "{locator}: rounds ran");
         // PlanetLab's sites are tens of ms apart: most events run in rounds, many a round.
