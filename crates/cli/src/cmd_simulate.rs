@@ -225,10 +225,9 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     let mut progress = |frac: f64| bar.set_position((frac * 1000.0) as u64);
     let started = Instant::now();
     let mut server = None;
-    let threads = args.threads.map_or_else(
-        || std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
-        usize::from,
-    );
+    let threads = args
+        .threads
+        .map_or_else(worldmesh_experiments::default_threads, usize::from);
     let mut run_stats = None;
     let report = match &args.dashboard {
         None => {

@@ -51,17 +51,23 @@ struct Measured {
     peak: Option<u64>,
 }
 
-/// Builds and runs one world of `nodes` × 8 players, counting engine events, and reads the
-/// process's memory around it.
-fn measure(ctx: &Context, nodes: usize, duration: f64) -> Result<Measured, ExperimentError> {
-    let cfg = SimConfig {
+/// The swept world: `nodes` × 8 players of the model workload, the default scenario's
+/// settings otherwise.
+fn world(ctx: &Context, nodes: usize, duration: f64, warmup: f64) -> SimConfig {
+    SimConfig {
         nodes,
         players_per_node: 8,
         duration_s: duration,
-        warmup_s: if ctx.quick { 1.0 } else { 5.0 },
+        warmup_s: warmup,
         seed: ctx.seed,
         ..SimConfig::default()
-    };
+    }
+}
+
+/// Builds and runs one world of `nodes` × 8 players, counting engine events, and reads the
+/// process's memory around it.
+fn measure(ctx: &Context, nodes: usize, duration: f64) -> Result<Measured, ExperimentError> {
+    let cfg = world(ctx, nodes, duration, if ctx.quick { 1.0 } else { 5.0 });
     process_memory::reset_peak();
     let started = Instant::now();
     let (report, stats) =
@@ -280,14 +286,7 @@ fn parallel_sweep(ctx: &Context) -> Result<Parallel, ExperimentError> {
     let mut rows = Vec::new();
     let mut all_same = true;
     for &nodes in sizes {
-        let mut cfg = SimConfig {
-            nodes,
-            players_per_node: 8,
-            duration_s: duration,
-            warmup_s: duration / 4.0,
-            seed: ctx.seed,
-            ..SimConfig::default()
-        };
+        let mut cfg = world(ctx, nodes, duration, duration / 4.0);
         cfg.locator.kind = "dht".into();
         let timed = |t: usize| {
             let started = Instant::now();

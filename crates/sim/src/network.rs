@@ -225,15 +225,21 @@ impl NetworkModel {
     /// Decides the fate of a datagram sent from `a` to `b` at `now`, drawing from `a`'s
     /// own random stream.
     pub fn route(&mut self, now: Time, a: NodeId, b: NodeId) -> Fate {
-        let i = a.0 as usize;
+        let mut rng = self.take_stream(a);
+        let fate = self.fate(&mut rng, now, a, b);
+        self.senders[a.0 as usize] = rng;
+        fate
+    }
+
+    /// Takes `src`'s random stream out (forking it first if `src` has not sent yet); put
+    /// it back in `senders[src]`.
+    fn take_stream(&mut self, src: NodeId) -> DetRng {
+        let i = src.0 as usize;
         while self.senders.len() <= i {
             let next = self.root.fork(self.senders.len() as u64);
             self.senders.push(next);
         }
-        let mut rng = std::mem::replace(&mut self.senders[i], DetRng::new(0));
-        let fate = self.fate(&mut rng, now, a, b);
-        self.senders[i] = rng;
-        fate
+        std::mem::replace(&mut self.senders[i], DetRng::new(0))
     }
 
     /// The fate of a datagram from `a` to `b` at `now`, drawn from `rng` (`a`'s stream).
@@ -272,12 +278,7 @@ impl<D> worldmesh_engine::ParallelLinks<D> for NetworkModel {
     }
 
     fn take_sender(&mut self, src: NodeId) -> DetRng {
-        let i = src.0 as usize;
-        while self.senders.len() <= i {
-            let next = self.root.fork(self.senders.len() as u64);
-            self.senders.push(next);
-        }
-        std::mem::replace(&mut self.senders[i], DetRng::new(0))
+        self.take_stream(src)
     }
 
     fn put_sender(&mut self, src: NodeId, sender: DetRng) {

@@ -221,13 +221,14 @@ pub fn run_counting(
         progress(t.as_secs_f64() / cfg.duration_s);
     }
     let (rounds, in_rounds) = sim.parallel_rounds();
+    let (groups, lookahead) = sim.parallel_plan().unzip();
     let stats = RunStats {
         engine_events: sim.engine_events(),
         threads: if sim.runs_in_parallel() { threads.max(1) } else { 1 },
         rounds,
         events_in_rounds: in_rounds,
-        lookahead: sim.parallel_plan().map(|(_, window)| window),
-        groups: sim.parallel_plan().map(|(sizes, _)| sizes).unwrap_or_default(),
+        lookahead,
+        groups: groups.unwrap_or_default(),
     };
     Ok((report(cfg, &sim), stats))
 }
