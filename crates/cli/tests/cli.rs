@@ -132,6 +132,44 @@ fn simulate_writes_a_report_and_is_deterministic() {
     std::fs::remove_dir_all(out).unwrap();
 }
 
+/// `--threads`: the dht run says it ran in rounds on two threads and writes the report of
+/// one thread; the oracle run says it used one of the two asked.
+#[test]
+fn simulate_threads_runs_rounds_where_it_can_and_says_so() {
+    let out = tmp("sim-threads");
+    let run = |locator: &str, threads: &str| {
+        let dir = out.join(format!("{locator}-{threads}"));
+        let o = worldmesh()
+            .args(["simulate", "--quiet", "--nodes", "8", "--players-per-node", "2"])
+            .args(["--duration", "3s", "--loss", "0.05", "--locator", locator])
+            .args(["--threads", threads, "--out"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut r = json(dir.join("report.json"));
+        r.as_object_mut().unwrap().remove("wall_seconds");
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with("threads "))
+            .unwrap_or_default()
+            .to_string();
+        (row, r)
+    };
+    let (row1, one) = run("dht", "1");
+    let (row2, two) = run("dht", "2");
+    assert!(row1.trim_end().ends_with(" 1"), "{row1}");
+    assert!(
+        row2.contains(" 2 (") && row2.contains("rounds") && row2.contains("window"),
+        "{row2}"
+    );
+    assert_eq!(one, two, "the report does not depend on the threads");
+    let (row, _) = run("oracle", "2");
+    assert!(row.contains("1 (2 asked"), "{row}");
+    std::fs::remove_dir_all(out).unwrap();
+}
+
 #[test]
 fn bad_inputs_fail_with_clear_errors() {
     let dir = tmp("bad");
@@ -243,6 +281,22 @@ fn bad_inputs_fail_with_clear_errors() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("not a duration"), "{err}");
+
+    for (n, want) in [
+        ("0", "0 is not in 1..=256"),
+        ("300", "300 is not in 1..=256"),
+        ("two", "invalid digit"),
+    ] {
+        let o = worldmesh().args(["simulate", "--threads", n]).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success()
+                && err.contains("invalid value")
+                && err.contains("--threads")
+                && err.contains(want),
+            "--threads {n}: {err}"
+        );
+    }
 
     let o = worldmesh()
         .args([
