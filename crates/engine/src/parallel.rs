@@ -25,11 +25,18 @@
 //! events reach the caller in the serial order. Which groups a plan makes, how many
 //! threads run them, and whether a round runs on threads at all change nothing but speed.
 //!
-//! **What a round does not run.** An event of the caller's kind (`X`) ends the window:
-//! the caller runs it with [`Engine::step`], serially, like any event a round could not
-//! take (a round that can take none returns 0). A caller whose own per-input work reaches
-//! beyond the machine — a shared index fed after every input, a global view read by one
-//! machine — must not use rounds.
+//! **The caller's part** ([`RoundCaller`]). An event of the caller's kind (`X`) ends the
+//! window, and the caller runs it with [`Engine::step`], serially, like any event a round
+//! could not take (a round that can take none returns 0) — unless the caller names the
+//! machine it is for ([`GroupWork::target`]): the machine's group then hands it over on
+//! its own thread ([`GroupWork::deliver`]), like a datagram. After every input the group
+//! takes the caller's share of the machine's outputs ([`GroupWork::take_side`]: the
+//! simulator's locator operations), and the merge hands it to the caller in the serial
+//! order ([`RoundCaller::after_input`]), between the machine's events and its timer, as
+//! the serial caller drains them. What the caller schedules then must lie beyond the
+//! round: a round never runs longer than [`RoundCaller::lookahead`] past its first event.
+//! A caller whose per-input work reaches other machines sooner — a global index read at
+//! once, a view of every machine — must not use rounds.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -254,13 +261,19 @@ fn split(d: &[u64], n: usize, groups: usize) -> Vec<u32> {
 }
 
 /// An event of one machine, taken out of the queue or created during a round.
-enum Local<D> {
-    Deliver { src: u32, incarnation: u32, datagram: D },
+enum Local<D, X> {
+    Deliver {
+        src: u32,
+        incarnation: u32,
+        datagram: D,
+    },
     Wake,
+    /// An event of the caller's kind for this machine ([`GroupWork::target`]).
+    Other(X),
 }
 
-impl<D> Local<D> {
-    fn scheduled<X>(self, node: u32) -> Scheduled<D, X> {
+impl<D, X> Local<D, X> {
+    fn scheduled(self, node: u32) -> Scheduled<D, X> {
         match self {
             Local::Deliver {
                 src,
@@ -273,6 +286,7 @@ impl<D> Local<D> {
                 datagram,
             },
             Local::Wake => Scheduled::Wake { node },
+            Local::Other(x) => Scheduled::Other(x),
         }
     }
 }
@@ -287,41 +301,54 @@ enum Order {
 }
 
 /// An event queued before the round, taken out for a group.
-struct Taken<D> {
+struct Taken<D, X> {
     at: Time,
     seq: u64,
     node: u32,
-    event: Local<D>,
+    event: Local<D, X>,
 }
 
-/// An event a group created during the round.
-struct Created<D> {
+/// An event a group created during the round (a datagram or a wake-up: the caller's
+/// events are created at the merge).
+struct Created<D, X> {
     at: Time,
     node: u32,
     /// `None` once the group ran it (or it is run later, from the queue, when `Some` after
     /// the round).
-    event: Option<Local<D>>,
+    event: Option<Local<D, X>>,
 }
 
 /// One input a machine took in the round, with everything it created and emitted.
-struct Entry<E> {
+struct Entry<E, S> {
     at: Time,
     order: Order,
     node: u32,
+    /// The events it created: its datagrams, then its wake-up if `wake`.
     creates: Range<u32>,
+    wake: bool,
     events: Vec<E>,
+    /// The caller's share of its outputs ([`GroupWork::take_side`]).
+    side: Option<S>,
 }
 
 /// What one group did in a round.
-struct GroupRun<D, E> {
-    log: Vec<Entry<E>>,
-    created: Vec<Created<D>>,
+struct GroupRun<D, X, E, S> {
+    log: Vec<Entry<E, S>>,
+    created: Vec<Created<D, X>>,
     stats: NetworkStats,
     dropped: Dropped,
     /// Events taken (inputs, superseded wake-ups, drops), and the latest one's time.
     ran: usize,
     last_at: Time,
 }
+
+/// What one group did in a round for caller `C`.
+type RunFor<M, X, C> = GroupRun<
+    <M as Machine>::Datagram,
+    X,
+    <M as Machine>::Event,
+    <<C as RoundCaller<M, X>>::Work as GroupWork<M, X>>::Side,
+>;
 
 /// One machine of a group, lent to the group's thread.
 struct Slot<'a, M, S> {
@@ -341,17 +368,19 @@ struct Shared<'a, L> {
 
 /// Runs group `group`'s events before `bound`: `taken` (in queue order) and those its
 /// machines create before `bound`.
-fn run_group<M, L>(
+fn run_group<M, L, X, W>(
     shared: &Shared<'_, L>,
+    work: &W,
     group: u32,
     slots: &mut [Slot<'_, M, L::Sender>],
-    taken: Vec<Taken<M::Datagram>>,
+    taken: Vec<Taken<M::Datagram, X>>,
     bound: Time,
-) -> GroupRun<M::Datagram, M::Event>
+) -> GroupRun<M::Datagram, X, M::Event, W::Side>
 where
     M: Machine,
     M::Datagram: Clone,
     L: ParallelLinks<M::Datagram>,
+    W: GroupWork<M, X>,
 {
     let mut run = GroupRun {
         log: Vec::new(),
@@ -419,6 +448,7 @@ where
                     true
                 }
             }
+            Local::Other(x) => shared.up[i] && work.deliver(slot.machine, at, x),
         };
         if !took {
             continue;
@@ -426,19 +456,21 @@ where
         // The machine's outputs, in the order the serial engine's caller drains them:
         // datagrams, events, then its timer.
         let first = run.created.len() as u32;
-        let mut create =
-            |run: &mut GroupRun<M::Datagram, M::Event>, at: Time, dst: u32, event: Local<M::Datagram>| {
-                let c = run.created.len() as u32;
-                let here = shared.plan.group_of[dst as usize] == group && at < bound;
-                if here {
-                    local.push(Reverse((at, c)));
-                }
-                run.created.push(Created {
-                    at,
-                    node: dst,
-                    event: Some(event),
-                });
-            };
+        let mut create = |run: &mut GroupRun<M::Datagram, X, M::Event, W::Side>,
+                          at: Time,
+                          dst: u32,
+                          event: Local<M::Datagram, X>| {
+            let c = run.created.len() as u32;
+            let here = shared.plan.group_of[dst as usize] == group && at < bound;
+            if here {
+                local.push(Reverse((at, c)));
+            }
+            run.created.push(Created {
+                at,
+                node: dst,
+                event: Some(event),
+            });
+        };
         while let Some(t) = slot.machine.poll_transmit() {
             if t.dst.0 as usize >= n {
                 run.dropped.unroutable += 1;
@@ -473,22 +505,107 @@ where
         while let Some(e) = slot.machine.poll_event() {
             events.push(e);
         }
-        if let Some(wake) = slot.machine.poll_timeout()
-            && slot.timer.is_none_or(|cur| wake < cur)
+        let side = work.take_side(slot.machine);
+        let mut wake = false;
+        if let Some(at_wake) = slot.machine.poll_timeout()
+            && slot.timer.is_none_or(|cur| at_wake < cur)
         {
-            let wake = wake.max(at);
-            *slot.timer = Some(wake);
-            create(&mut run, wake, node, Local::Wake);
+            let at_wake = at_wake.max(at);
+            *slot.timer = Some(at_wake);
+            create(&mut run, at_wake, node, Local::Wake);
+            wake = true;
         }
         run.log.push(Entry {
             at,
             order,
             node,
             creates: first..run.created.len() as u32,
+            wake,
             events,
+            side,
         });
     }
     run
+}
+
+/// The part of a caller's work in a round that runs on the groups' threads (see the
+/// module docs): shared by every group, so it reads nothing that changes.
+pub trait GroupWork<M: Machine, X>: Sync {
+    /// The caller's share of a machine's outputs after an input.
+    type Side: Send;
+
+    /// The machine an event of the caller's kind is for, if its group may hand it over
+    /// during a round; `None` ends the window there, for the caller to step.
+    fn target(&self, x: &X) -> Option<NodeId>;
+
+    /// Hands `x` to its (running) machine at `now`; true if the machine took an input,
+    /// whose outputs are then drained as after a datagram.
+    fn deliver(&self, machine: &mut M, now: Time, x: X) -> bool;
+
+    /// Takes the caller's share of a machine's outputs after an input (`None`: nothing).
+    fn take_side(&self, machine: &mut M) -> Option<Self::Side>;
+}
+
+/// A caller's part in [`Engine::round_for`]: what its groups do ([`GroupWork`]), and what it
+/// does at the merge, in the serial order.
+pub trait RoundCaller<M: Machine, X> {
+    /// What the groups do for the caller.
+    type Work: GroupWork<M, X>;
+
+    /// What the groups do for the caller in the coming round.
+    fn work(&self) -> Self::Work;
+
+    /// The least delay between an input and an event [`RoundCaller::after_input`]
+    /// schedules for it: no round runs longer than this past its first event.
+    fn lookahead(&self) -> Duration;
+
+    /// A machine's event, in the serial order, with its time and machine.
+    fn on_event(&mut self, at: Time, node: NodeId, event: M::Event);
+
+    /// The caller's work after machine `node`'s input at `at`, in the serial order (after
+    /// the machine's events, before its timer is re-armed), with the share the group took;
+    /// events to schedule go into `schedule`, none sooner than `at` + the lookahead.
+    fn after_input(
+        &mut self,
+        at: Time,
+        node: NodeId,
+        side: <Self::Work as GroupWork<M, X>>::Side,
+        schedule: &mut Vec<(Time, X)>,
+    );
+}
+
+/// A caller whose only part is to take the machines' events ([`Engine::round`]): its own
+/// events end the window.
+struct EventsOnly<F>(F);
+
+/// [`EventsOnly`]'s groups: nothing to do.
+struct NoWork;
+
+impl<M: Machine, X> GroupWork<M, X> for NoWork {
+    type Side = ();
+    fn target(&self, _: &X) -> Option<NodeId> {
+        None
+    }
+    fn deliver(&self, _: &mut M, _: Time, _: X) -> bool {
+        false
+    }
+    fn take_side(&self, _: &mut M) -> Option<()> {
+        None
+    }
+}
+
+impl<M: Machine, X, F: FnMut(Time, NodeId, M::Event)> RoundCaller<M, X> for EventsOnly<F> {
+    type Work = NoWork;
+    fn work(&self) -> NoWork {
+        NoWork
+    }
+    fn lookahead(&self) -> Duration {
+        Duration::MAX
+    }
+    fn on_event(&mut self, at: Time, node: NodeId, event: M::Event) {
+        (self.0)(at, node, event);
+    }
+    fn after_input(&mut self, _: Time, _: NodeId, _: (), _: &mut Vec<(Time, X)>) {}
 }
 
 impl<M, L, X> Engine<M, L, X>
@@ -496,6 +613,7 @@ where
     M: Machine + Send,
     M::Datagram: Clone + Send,
     M::Event: Send,
+    X: Send,
     L: ParallelLinks<M::Datagram>,
 {
     /// Runs one parallel round (see the module docs): every event before the window's
@@ -511,8 +629,14 @@ where
         &mut self,
         until: Time,
         threads: usize,
-        mut on_event: impl FnMut(Time, NodeId, M::Event),
+        on_event: impl FnMut(Time, NodeId, M::Event),
     ) -> usize {
+        self.round_for(until, threads, &mut EventsOnly(on_event))
+    }
+
+    /// [`Engine::round`] for a caller with work of its own ([`RoundCaller`]): events of its
+    /// kind that its groups hand to machines, and its share of every input's outputs.
+    pub fn round_for<C: RoundCaller<M, X>>(&mut self, until: Time, threads: usize, caller: &mut C) -> usize {
         let n = self.machines.len();
         let groups = threads.min(n);
         if groups < 2 {
@@ -541,7 +665,7 @@ where
         let Some(plan) = self.plan.take() else {
             return 0;
         };
-        let ran = self.round_with(&plan, until, &mut on_event);
+        let ran = self.round_with(&plan, until, caller);
         self.plan = Some(plan);
         ran
     }
@@ -551,18 +675,15 @@ where
         self.plan.as_ref()
     }
 
-    fn round_with(
-        &mut self,
-        plan: &Plan,
-        until: Time,
-        on_event: &mut impl FnMut(Time, NodeId, M::Event),
-    ) -> usize {
+    fn round_with<C: RoundCaller<M, X>>(&mut self, plan: &Plan, until: Time, caller: &mut C) -> usize {
         let g = plan.groups();
+        let work = caller.work();
         // Take the window's events out of the queue, in order.
         let limit = Time(until.0.saturating_add(1));
         let mut end = limit;
+        let mut first = true;
         let mut known = vec![false; g];
-        let mut taken: Vec<Vec<Taken<M::Datagram>>> = (0..g).map(|_| Vec::new()).collect();
+        let mut taken: Vec<Vec<Taken<M::Datagram, X>>> = (0..g).map(|_| Vec::new()).collect();
         while let Some((at, event)) = self.queue.peek() {
             if at >= end {
                 break;
@@ -570,14 +691,21 @@ where
             let node = match event {
                 Scheduled::Deliver { dst, .. } => *dst,
                 Scheduled::Wake { node } => *node,
-                Scheduled::Other(_) => {
-                    end = at; // the caller's event ends the window
-                    break;
-                }
+                Scheduled::Other(x) => match work.target(x) {
+                    Some(id) if (id.0 as usize) < plan.machines => id.0,
+                    _ => {
+                        end = at; // the caller's event ends the window
+                        break;
+                    }
+                },
             };
             let Some((at, seq, event)) = self.queue.pop_keyed() else {
                 break;
             };
+            if first {
+                first = false;
+                end = end.min(Time(at.0.saturating_add(micros(caller.lookahead()))));
+            }
             let grp = plan.group_of[node as usize] as usize;
             if !known[grp] {
                 known[grp] = true;
@@ -595,7 +723,7 @@ where
                     datagram,
                 },
                 Scheduled::Wake { .. } => Local::Wake,
-                Scheduled::Other(_) => unreachable!("peeked as a machine's event"),
+                Scheduled::Other(x) => Local::Other(x),
             };
             taken[grp].push(Taken { at, seq, node, event });
         }
@@ -643,8 +771,8 @@ where
                 drop_from_crashed: self.drop_from_crashed,
                 plan,
             };
-            let mut runs: Vec<Option<GroupRun<M::Datagram, M::Event>>> = (0..g).map(|_| None).collect();
-            let work = slots.into_iter().zip(taken).zip(runs.iter_mut()).enumerate();
+            let mut runs: Vec<Option<RunFor<M, X, C>>> = (0..g).map(|_| None).collect();
+            let jobs = slots.into_iter().zip(taken).zip(runs.iter_mut()).enumerate();
             let pool = if total < MIN_EVENTS_FOR_THREADS {
                 None
             } else {
@@ -652,19 +780,20 @@ where
             };
             match pool {
                 None => {
-                    for (grp, ((mut s, t), out)) in work {
-                        *out = Some(run_group(&shared, grp as u32, &mut s, t, end));
+                    for (grp, ((mut s, t), out)) in jobs {
+                        *out = Some(run_group(&shared, &work, grp as u32, &mut s, t, end));
                     }
                 }
                 Some(pool) => pool.in_place_scope(|scope| {
-                    let shared = &shared;
-                    let mut work = work;
-                    let first = work.next();
-                    for (grp, ((mut s, t), out)) in work {
-                        scope.spawn(move |_| *out = Some(run_group(shared, grp as u32, &mut s, t, end)));
+                    let (shared, work) = (&shared, &work);
+                    let mut jobs = jobs;
+                    let first = jobs.next();
+                    for (grp, ((mut s, t), out)) in jobs {
+                        scope
+                            .spawn(move |_| *out = Some(run_group(shared, work, grp as u32, &mut s, t, end)));
                     }
                     if let Some((grp, ((mut s, t), out))) = first {
-                        *out = Some(run_group(shared, grp as u32, &mut s, t, end));
+                        *out = Some(run_group(shared, work, grp as u32, &mut s, t, end));
                     }
                 }),
             }
@@ -673,20 +802,22 @@ where
         for (i, s) in senders.into_iter().enumerate() {
             self.links.put_sender(NodeId(i as u32), s);
         }
-        self.merge(runs, on_event)
+        self.merge(runs, end, caller)
     }
 
     /// Replays the groups' logs in the serial order: numbers created events as the serial
     /// engine would have, queues those left for later, hands the events to `on_event`, and
     /// adds up the counts. Returns the events the round took.
-    fn merge(
+    fn merge<C: RoundCaller<M, X>>(
         &mut self,
-        mut runs: Vec<GroupRun<M::Datagram, M::Event>>,
-        on_event: &mut impl FnMut(Time, NodeId, M::Event),
+        mut runs: Vec<RunFor<M, X, C>>,
+        end: Time,
+        caller: &mut C,
     ) -> usize {
         let mut numbers: Vec<Vec<u64>> = runs.iter().map(|r| vec![0; r.created.len()]).collect();
         let mut next = vec![0usize; runs.len()];
-        let key = |numbers: &[Vec<u64>], grp: usize, e: &Entry<M::Event>| match e.order {
+        let mut scheduled = Vec::new();
+        let key = |numbers: &[Vec<u64>], grp: usize, e: &Entry<M::Event, _>| match e.order {
             Order::Queued(seq) => seq,
             Order::Created(c) => numbers[grp][c as usize],
         };
@@ -701,15 +832,36 @@ where
             let entry = &mut run.log[next[grp]];
             next[grp] += 1;
             self.now = self.now.max(at);
-            for c in entry.creates.clone() {
+            // Its datagrams, its events, the caller's work, then its wake-up: the serial
+            // caller's order.
+            let (creates, wake) = (entry.creates.clone(), entry.wake);
+            let datagrams = creates.start..creates.end - u32::from(wake);
+            let mut number = |queue: &mut crate::queue::EventQueue<_>, c: u32| {
                 let rec = &mut run.created[c as usize];
                 numbers[grp][c as usize] = match rec.event.take() {
-                    Some(event) => self.queue.push(rec.at, event.scheduled(rec.node)),
-                    None => self.queue.reserve(),
+                    Some(event) => queue.push(rec.at, event.scheduled(rec.node)),
+                    None => queue.reserve(),
                 };
+            };
+            for c in datagrams.clone() {
+                number(&mut self.queue, c);
             }
+            let node = NodeId(entry.node);
             for e in entry.events.drain(..) {
-                on_event(at, NodeId(entry.node), e);
+                caller.on_event(at, node, e);
+            }
+            if let Some(side) = entry.side.take() {
+                caller.after_input(at, node, side, &mut scheduled);
+                for (when, x) in scheduled.drain(..) {
+                    assert!(
+                        when >= end,
+                        "the caller scheduled an event inside the round it came from (lookahead too long)"
+                    );
+                    self.queue.push(when, Scheduled::Other(x));
+                }
+            }
+            if wake {
+                number(&mut self.queue, datagrams.end);
             }
             if let Some(e) = run.log.get(next[grp]) {
                 debug_assert!(
@@ -753,6 +905,8 @@ mod tests {
         out: Vec<Transmit<u64>>,
         wake: Option<Time>,
         events: Vec<u64>,
+        /// Outputs for the caller of [`Engine::round_for`] (every third input leaves one).
+        side: Vec<u64>,
         log: Vec<(Time, u32, u64)>,
     }
 
@@ -771,6 +925,7 @@ mod tests {
                 out: Vec::new(),
                 wake: Some(Time::from_millis(id % 3)),
                 events: Vec::new(),
+                side: Vec::new(),
                 log: Vec::new(),
             }
         }
@@ -793,6 +948,18 @@ mod tests {
             if h.is_multiple_of(5) {
                 self.events.push(h);
             }
+            if (h >> 12).is_multiple_of(3) {
+                self.side.push(h >> 1);
+            }
+        }
+    }
+
+    impl Toy {
+        /// An event of the test caller's: changes what the machine does next, sends nothing
+        /// (so the events do not multiply).
+        fn told(&mut self, now: Time, v: u64) {
+            self.hash = mix(self.hash ^ v);
+            self.log.push((now, u32::MAX - 1, v));
         }
     }
 
@@ -946,6 +1113,198 @@ mod tests {
                 );
                 assert_eq!(c, counts, "seed {seed}, {threads} threads: counts");
                 assert_eq!(e, events, "seed {seed}, {threads} threads: events");
+                for (m, (a, b)) in logs.iter().zip(&l).enumerate() {
+                    assert_eq!(a, b, "seed {seed}, {threads} threads: machine {m}'s inputs");
+                }
+            }
+        }
+    }
+
+    /// An event of the test caller's kind: for a machine (`Some`), or a tick that ends
+    /// the window (`None`).
+    type Call = (Option<u32>, u64);
+
+    /// The caller's lookahead: shorter than the 20-ms window between the sites, so it
+    /// bounds the rounds; and shorter than the toys' wake-ups (0–3 ms), so that the
+    /// caller's events tie with them.
+    const CALL_DELAY_MS: u64 = 2;
+
+    /// A caller with a global index fed in the serial order: it hashes every side output
+    /// it is given (with its time and machine) into one running hash, and from that hash
+    /// schedules events for machines `CALL_DELAY_MS` to 4 ms later, in whole ms (ties with
+    /// datagrams and wake-ups are common).
+    struct Caller {
+        n: u64,
+        hash: u64,
+        fed: Vec<(Time, u32, u64)>,
+        events: Events,
+    }
+
+    struct CallerWork;
+
+    impl GroupWork<Toy, Call> for CallerWork {
+        type Side = Vec<u64>;
+        fn target(&self, x: &Call) -> Option<NodeId> {
+            x.0.map(NodeId)
+        }
+        fn deliver(&self, machine: &mut Toy, now: Time, x: Call) -> bool {
+            machine.told(now, x.1);
+            true
+        }
+        fn take_side(&self, machine: &mut Toy) -> Option<Vec<u64>> {
+            (!machine.side.is_empty()).then(|| std::mem::take(&mut machine.side))
+        }
+    }
+
+    impl RoundCaller<Toy, Call> for Caller {
+        type Work = CallerWork;
+        fn work(&self) -> CallerWork {
+            CallerWork
+        }
+        fn lookahead(&self) -> Duration {
+            Duration::from_millis(CALL_DELAY_MS)
+        }
+        fn on_event(&mut self, at: Time, node: NodeId, event: u64) {
+            self.events.push((at, node, event));
+        }
+        fn after_input(&mut self, at: Time, node: NodeId, side: Vec<u64>, schedule: &mut Vec<(Time, Call)>) {
+            for v in side {
+                self.hash = mix(self.hash ^ v ^ at.0 ^ u64::from(node.0));
+                self.fed.push((at, node.0, v));
+                let h = self.hash;
+                if h.is_multiple_of(2) {
+                    let when = at + Duration::from_millis(CALL_DELAY_MS + (h >> 8) % 3);
+                    schedule.push((when, (Some(((h >> 16) % self.n) as u32), h)));
+                }
+            }
+        }
+    }
+
+    impl Caller {
+        /// The serial caller's part after machine `id`'s input: what a round does at the
+        /// merge, in the same order (datagrams, events, side, timer).
+        fn pump(&mut self, engine: &mut Engine<Toy, Net, Call>, id: NodeId) {
+            engine.route_transmits(id);
+            let now = engine.now();
+            let m = &mut engine.machines_mut()[id.0 as usize];
+            while let Some(e) = m.poll_event() {
+                self.events.push((now, id, e));
+            }
+            if let Some(side) = CallerWork.take_side(m) {
+                let mut sched = Vec::new();
+                self.after_input(now, id, side, &mut sched);
+                for (at, x) in sched {
+                    engine.schedule(at, x);
+                }
+            }
+            engine.arm_timer(id);
+        }
+    }
+
+    /// A run with the test caller: every machine's inputs, the caller's record, the
+    /// counts, the rounds, and the caller's machine events that ran as serial steps.
+    type RanWithCaller = (Vec<Vec<(Time, u32, u64)>>, String, String, u64, u64);
+
+    /// Like [`run`], with the caller above and ticks (the caller's own events) every
+    /// 50 ms; returns every machine's inputs, the caller's record (events, what it was
+    /// fed, in order), the counts and the rounds.
+    fn run_with_caller(threads: usize, seed: u64) -> RanWithCaller {
+        let n = 8;
+        let root = DetRng::new(seed);
+        let net = Net {
+            n,
+            senders: (0..n as u64).map(|i| root.fork(i)).collect(),
+        };
+        let toys = (0..n as u64).map(|i| Toy::new(i + seed, n as u64)).collect();
+        let mut engine: Engine<Toy, Net, Call> = Engine::new(toys, net).dropping_from_crashed();
+        let mut caller = Caller {
+            n: n as u64,
+            hash: seed,
+            fed: Vec::new(),
+            events: Vec::new(),
+        };
+        for k in 1..12 {
+            engine.schedule(Time::from_millis(50 * k), (None, k));
+        }
+        for i in 0..n as u32 {
+            caller.pump(&mut engine, NodeId(i));
+        }
+        let (mut rounds, mut stepped_calls) = (0, 0);
+        for (until, fault) in [(200, Some(true)), (350, Some(false)), (600, None)] {
+            let until = Time::from_millis(until);
+            loop {
+                if threads > 1 {
+                    let ran = engine.round_for(until, threads, &mut caller);
+                    if ran > 0 {
+                        rounds += 1;
+                        continue;
+                    }
+                }
+                match engine.step(until) {
+                    None => break,
+                    Some(Step::Datagram(id) | Step::Timeout(id)) => caller.pump(&mut engine, id),
+                    Some(Step::Other((Some(node), v))) => {
+                        stepped_calls += 1;
+                        let id = NodeId(node);
+                        if engine.is_up(id) {
+                            let now = engine.now();
+                            engine.machines_mut()[node as usize].told(now, v);
+                            caller.pump(&mut engine, id);
+                        }
+                    }
+                    Some(Step::Other((None, k))) => {
+                        let now = engine.now();
+                        caller.fed.push((now, u32::MAX, k));
+                    }
+                    Some(Step::Nothing) => {}
+                }
+            }
+            engine.advance_to(until);
+            match fault {
+                Some(true) => engine.crash(NodeId(2)),
+                Some(false) => {
+                    engine.resume(NodeId(2));
+                    caller.pump(&mut engine, NodeId(2));
+                }
+                None => {}
+            }
+        }
+        let logs = engine.machines().iter().map(|m| m.log.clone()).collect();
+        let record = format!("{:?} {:?} {}", caller.events, caller.fed, caller.hash);
+        let counts = format!("{:?} {:?} {}", engine.stats(), engine.dropped(), engine.queued());
+        (logs, record, counts, rounds, stepped_calls)
+    }
+
+    #[test]
+    fn the_callers_events_and_work_give_the_serial_run_whatever_the_thread_count() {
+        for seed in 0..3 {
+            let (logs, record, counts, rounds, _) = run_with_caller(1, seed);
+            assert_eq!(rounds, 0);
+            let calls = logs
+                .iter()
+                .flatten()
+                .filter(|(_, from, _)| *from == u32::MAX - 1)
+                .count();
+            assert!(
+                calls > 50,
+                "seed {seed}: the caller's events reached machines: {calls}"
+            );
+            for threads in [2, 3] {
+                let (l, r, c, rounds, stepped_calls) = run_with_caller(threads, seed);
+                assert!(
+                    rounds > 600 / CALL_DELAY_MS / 2,
+                    "{threads} threads: {rounds} rounds"
+                );
+                // Events for a machine never end a window: the rounds hand them over.
+                assert_eq!(
+                    stepped_calls, 0,
+                    "{threads} threads: the caller's events were stepped"
+                );
+                assert_eq!(c, counts, "seed {seed}, {threads} threads: counts");
+                assert!(
+                    r == record,
+                    "seed {seed}, {threads} threads: the caller's record differs"
+                );
                 for (m, (a, b)) in logs.iter().zip(&l).enumerate() {
                     assert_eq!(a, b, "seed {seed}, {threads} threads: machine {m}'s inputs");
                 }
