@@ -386,16 +386,22 @@ fn threads_used(asked: usize, stats: Option<&scenario::RunStats>) -> String {
     match stats {
         None => "1 (the dashboard's paced run)".into(),
         Some(s) if s.threads < asked => {
-            format!("1 ({asked} asked: runs with the oracle locator, persistence or placement use one)")
+            format!(
+                "1 ({asked} asked: runs with persistence, placement or the oracle locator without a delay \
+                 (locator.delay_ms) use one)"
+            )
         }
         Some(s) if s.threads == 1 => "1".into(),
         Some(s) => format!(
-            "{} ({} rounds, {:.1}% of engine events in them; groups of {:?} nodes, window {:.1} ms)",
+            "{} ({} rounds, {:.1}% of engine events in them; groups of {:?} nodes, window {:.1} ms{})",
             s.threads,
             s.rounds,
             100.0 * s.events_in_rounds as f64 / s.engine_events.max(1) as f64,
             s.groups,
-            s.lookahead.map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+            s.lookahead.map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+            s.oracle_delay
+                .map(|d| format!(", at most the oracle's delay, {:.1} ms", d.as_secs_f64() * 1000.0))
+                .unwrap_or_default()
         ),
     }
 }

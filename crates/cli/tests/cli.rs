@@ -132,20 +132,29 @@ fn simulate_writes_a_report_and_is_deterministic() {
     std::fs::remove_dir_all(out).unwrap();
 }
 
-/// `--threads`: the dht run says it ran in rounds on two threads and writes the report of
-/// one thread; the oracle run says it used one of the two asked.
+/// `--threads`: the dht run, and the oracle with a delivery delay, say they ran in rounds
+/// on two threads and write the report of one thread; the oracle without a delay (the
+/// default) says it used one of the two asked.
 #[test]
 fn simulate_threads_runs_rounds_where_it_can_and_says_so() {
     let out = tmp("sim-threads");
+    let delayed = out.join("delayed.toml");
+    std::fs::write(&delayed, "[locator]\ndelay_ms = 12.5\n").unwrap();
     let run = |locator: &str, threads: &str| {
+        let (kind, config) = match locator {
+            "oracle-delayed" => ("oracle", Some(&delayed)),
+            other => (other, None),
+        };
         let dir = out.join(format!("{locator}-{threads}"));
-        let o = worldmesh()
-            .args(["simulate", "--quiet", "--nodes", "8", "--players-per-node", "2"])
-            .args(["--duration", "3s", "--loss", "0.05", "--locator", locator])
+        let mut cmd = worldmesh();
+        cmd.args(["simulate", "--quiet", "--nodes", "8", "--players-per-node", "2"])
+            .args(["--duration", "3s", "--loss", "0.05", "--locator", kind])
             .args(["--threads", threads, "--out"])
-            .arg(&dir)
-            .output()
-            .unwrap();
+            .arg(&dir);
+        if let Some(c) = config {
+            cmd.arg("--config").arg(c);
+        }
+        let o = cmd.output().unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let mut r = json(dir.join("report.json"));
         r.as_object_mut().unwrap().remove("wall_seconds");
@@ -166,7 +175,17 @@ fn simulate_threads_runs_rounds_where_it_can_and_says_so() {
     );
     assert_eq!(one, two, "the report does not depend on the threads");
     let (row, _) = run("oracle", "2");
-    assert!(row.contains("1 (2 asked"), "{row}");
+    assert!(
+        row.contains("1 (2 asked") && row.contains("without a delay"),
+        "{row}"
+    );
+    let (_, one) = run("oracle-delayed", "1");
+    let (row2, two) = run("oracle-delayed", "2");
+    assert!(
+        row2.contains(" 2 (") && row2.contains("at most the oracle's delay, 12.5 ms"),
+        "{row2}"
+    );
+    assert_eq!(one, two, "the oracle's report does not depend on the threads");
     std::fs::remove_dir_all(out).unwrap();
 }
 

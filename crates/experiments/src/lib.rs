@@ -427,6 +427,16 @@ mod tests {
         for f in ["sim_speed.svg", "sim_throughput.svg", "sim_memory.svg"] {
             assert!(ctx.out.path(f).exists(), "{f}");
         }
+        // The parallel sweep: dht and the delayed oracle at each size, both in rounds, each
+        // with the one-thread report.
+        let par = &out.tables[1];
+        let col = |name: &str| par.headers.iter().position(|c| c == name).unwrap();
+        assert_eq!(par.rows.len(), 4);
+        for row in &par.rows {
+            assert_eq!(row[col("same report")], "yes", "{row:?}");
+            assert!(row[col("rounds")].parse::<u64>().unwrap() > 0, "{row:?}");
+        }
+        assert!(par.rows.iter().any(|r| r[0].starts_with("oracle")));
         std::fs::remove_dir_all(ctx.out.root()).unwrap();
     }
 

@@ -14,10 +14,12 @@
 //! the share is an upper bound of the world's peak (it includes the allocator's
 //! fragmentation and the one-time setup, such as the latency data).
 //!
-//! A second sweep runs the same worlds with the `dht` locator (16 to 128 nodes, 20 s of
-//! game time) on one thread and on the experiment's worker threads (at least two), in the
-//! engine's parallel rounds (`worldmesh_engine::parallel`), and compares the two reports
-//! byte for byte. Wall time is measured here, in an experiment, never asserted in a test.
+//! A second sweep runs the same worlds (16 to 128 nodes, 20 s of game time) with the `dht`
+//! locator, and with the oracle locator given a delivery delay ([`ORACLE_DELAY_MS`]: with
+//! one, its discoveries no longer reach a node at once and it runs in rounds), on one
+//! thread and on the experiment's worker threads (at least two), in the engine's parallel
+//! rounds (`worldmesh_engine::parallel`), and compares each pair of reports byte for byte.
+//! Wall time is measured here, in an experiment, never asserted in a test.
 
 use std::time::Instant;
 use worldmesh_report::{Plot, Scale, Series, Table};
@@ -243,6 +245,12 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
     })
 }
 
+/// The oracle locator's delivery delay in the parallel sweep, ms: below a typical one-way
+/// delay between PlanetLab hosts (the shipped matrix's median RTT is tens of ms), and
+/// close to the plan's windows (20–35 ms), so the delay and the network bound the rounds
+/// alike. The default scenario's oracle has none (`locator.delay_ms = 0`).
+pub const ORACLE_DELAY_MS: f64 = 30.0;
+
 /// The parallel engine's sweep: its table, files and notes.
 struct Parallel {
     table: Table,
@@ -251,9 +259,10 @@ struct Parallel {
 }
 
 /// Runs the same world on one thread and on `threads` (at least 2), with the `dht`
-/// locator — the default scenario's oracle locator leaves no lookahead between nodes (its
-/// discoveries reach any node at once), so it runs on one thread whatever is asked —,
-/// and checks that the two reports are the same, byte for byte.
+/// locator and with the oracle locator delayed by [`ORACLE_DELAY_MS`] — the default
+/// scenario's oracle, without a delay, leaves no lookahead between nodes (its discoveries
+/// reach any node at once), so it runs on one thread whatever is asked —, and checks that
+/// each pair of reports is the same, byte for byte.
 fn parallel_sweep(ctx: &Context) -> Result<Parallel, ExperimentError> {
     let threads = ctx.threads.max(2);
     let (sizes, duration): (&[usize], f64) = if ctx.quick {
@@ -263,9 +272,10 @@ fn parallel_sweep(ctx: &Context) -> Result<Parallel, ExperimentError> {
     };
     let mut table = Table::new(
         format!(
-            "parallel rounds: 1 vs {threads} threads (dht locator, fed-rect: 8 players per node, PlanetLab delays, {duration:.0} s of game time)"
+            "parallel rounds: 1 vs {threads} threads (dht locator, and the oracle locator with a {ORACLE_DELAY_MS:.0}-ms delay; fed-rect: 8 players per node, PlanetLab delays, {duration:.0} s of game time)"
         ),
         &[
+            "locator",
             "nodes",
             "players",
             "wall s, 1 thread",
@@ -279,15 +289,26 @@ fn parallel_sweep(ctx: &Context) -> Result<Parallel, ExperimentError> {
             "events in rounds (%)",
             "nodes per group",
             "window ms",
+            "round at most ms",
             "same report",
         ],
     );
-    let (mut one_points, mut many_points) = (Vec::new(), Vec::new());
+    let oracle = format!("oracle, {ORACLE_DELAY_MS:.0} ms");
+    let locators = [("dht", "dht".to_string()), ("oracle", oracle)];
+    // Per locator: (nodes, simulated s per wall s) on one thread, and on `threads`.
+    type Points = Vec<(f64, f64)>;
+    let mut points: Vec<(Points, Points)> = vec![Default::default(); locators.len()];
     let mut rows = Vec::new();
     let mut all_same = true;
-    for &nodes in sizes {
+    for (&nodes, (k, (kind, label))) in sizes
+        .iter()
+        .flat_map(|n| locators.iter().enumerate().map(move |l| (n, l)))
+    {
         let mut cfg = world(ctx, nodes, duration, duration / 4.0);
-        cfg.locator.kind = "dht".into();
+        cfg.locator.kind = (*kind).into();
+        if *kind == "oracle" {
+            cfg.locator.delay_ms = ORACLE_DELAY_MS;
+        }
         let timed = |t: usize| {
             let started = Instant::now();
             let (report, stats) = scenario::run_counting(&cfg, t, &mut |_| {})
@@ -304,6 +325,9 @@ fn parallel_sweep(ctx: &Context) -> Result<Parallel, ExperimentError> {
         let datagrams = report.network.sent as f64;
         let in_rounds = 100.0 * stats.events_in_rounds as f64 / stats.engine_events.max(1) as f64;
         let window = stats.lookahead.map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+        let bound = stats
+            .oracle_delay
+            .map_or(window, |d| window.min(d.as_secs_f64() * 1000.0));
         let groups = stats
             .groups
             .iter()
@@ -311,6 +335,7 @@ fn parallel_sweep(ctx: &Context) -> Result<Parallel, ExperimentError> {
             .collect::<Vec<_>>()
             .join(" + ");
         table.push([
+            label.clone(),
             nodes.to_string(),
             (nodes * 8).to_string(),
             format!("{wall1:.2}"),
@@ -324,36 +349,40 @@ fn parallel_sweep(ctx: &Context) -> Result<Parallel, ExperimentError> {
             format!("{in_rounds:.1}"),
             groups,
             format!("{window:.1}"),
+            format!("{bound:.1}"),
             if same { "yes" } else { "NO" }.to_string(),
         ]);
-        one_points.push((nodes as f64, sim / wall1));
-        many_points.push((nodes as f64, sim / wall_n));
+        points[k].0.push((nodes as f64, sim / wall1));
+        points[k].1.push((nodes as f64, sim / wall_n));
         rows.push(serde_json::json!({
-            "nodes": nodes, "players": nodes * 8, "threads": threads, "sim_seconds": sim,
+            "locator": label, "nodes": nodes, "players": nodes * 8, "threads": threads, "sim_seconds": sim,
             "wall_seconds_1_thread": wall1, "wall_seconds_threads": wall_n,
             "datagrams": report.network.sent, "engine_events": stats.engine_events,
             "rounds": stats.rounds, "events_in_rounds": stats.events_in_rounds,
-            "groups": stats.groups, "window_ms": window, "same_report": same,
+            "groups": stats.groups, "window_ms": window, "round_at_most_ms": bound, "same_report": same,
         }));
         if ctx.progress {
             eprintln!(
-                "  dht, {nodes} nodes: {:.2}x real time on 1 thread, {:.2}x on {threads} ({:.2}x faster), same report: {same}",
+                "  {label}, {nodes} nodes: {:.2}x real time on 1 thread, {:.2}x on {threads} ({:.2}x faster), same report: {same}",
                 sim / wall1,
                 sim / wall_n,
                 wall1 / wall_n
             );
         }
     }
-    let plot = Plot::of(
+    let mut plot = Plot::of(
         "ours (issue 18, no paper figure)",
-        format!("parallel rounds: simulator speed on 1 and {threads} threads, dht locator"),
+        format!("parallel rounds: simulator speed on 1 and {threads} threads"),
         "nodes (8 players each)",
         "simulated s per wall-clock s",
     )
-    .scales(Scale::Log, Scale::Log)
-    .with(Series::marked("1 thread", one_points))
-    .with(Series::marked(format!("{threads} threads"), many_points))
-    .with_hline("real time", 1.0);
+    .scales(Scale::Log, Scale::Log);
+    for ((_, label), (one, many)) in locators.iter().zip(points) {
+        plot = plot
+            .with(Series::marked(format!("{label}, 1 thread"), one))
+            .with(Series::marked(format!("{label}, {threads} threads"), many));
+    }
+    let plot = plot.with_hline("real time", 1.0);
     let files = vec![
         ctx.out.write_csv("sim_parallel.csv", &table)?,
         ctx.out.write_plot("sim_parallel.svg", &plot)?,

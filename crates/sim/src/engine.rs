@@ -15,12 +15,19 @@
 //! not yet applied, and one applied but whose completion had not arrived stays applied
 //! and unacknowledged — the two crash points of a real store thread. A restarted node is
 //! built from [`Simulation::store`].
+//!
+//! With several threads ([`Simulation::with_threads`]) the engine runs the nodes in
+//! parallel rounds, with the serial run's results. The world's own per-input work takes
+//! part: the oracle's discoveries are handed to their subscribers inside the rounds, and
+//! each node's locator operations are fed to the oracle at the round's merge, in the serial
+//! order — which needs the oracle's delivery delay to be above zero (no round runs longer).
 
 use std::time::Duration;
 
 use worldmesh_core::{NodeId, Time};
+use worldmesh_engine::parallel::{GroupWork, RoundCaller};
 use worldmesh_engine::{Engine, Step};
-use worldmesh_node::{Event, Located, Node, NodeSummary};
+use worldmesh_node::{Event, Located, LocatorOp, Node, NodeSummary};
 use worldmesh_replica::GameObject;
 use worldmesh_store::{Batch, MemStore};
 
@@ -79,6 +86,97 @@ struct OracleSlot {
     oracle: Oracle,
     interval: std::time::Duration,
     delay: std::time::Duration,
+    /// Reused buffer for the oracle's discoveries.
+    found: Vec<Discovery>,
+}
+
+impl OracleSlot {
+    /// Feeds the oracle node `id`'s locator operations of an input at `now` and schedules
+    /// what they matched, `delay` later.
+    fn ingest(
+        &mut self,
+        now: Time,
+        id: NodeId,
+        ops: impl IntoIterator<Item = LocatorOp>,
+        mut schedule: impl FnMut(Time, Kind),
+    ) {
+        self.oracle.ingest(now, id, ops);
+        self.oracle.move_discoveries(&mut self.found);
+        for d in self.found.drain(..) {
+            schedule(now + self.delay, Kind::Discover(d));
+        }
+    }
+}
+
+/// The simulation's part in the engine's parallel rounds ([`RoundCaller`]): it counts
+/// (and records) the nodes' events and feeds the oracle, at the merge in the serial order.
+struct InRounds<'a> {
+    events_seen: &'a mut u64,
+    recorded: &'a mut Option<Vec<(Time, NodeId, Event)>>,
+    oracle: Option<&'a mut OracleSlot>,
+}
+
+/// What the groups do for the simulation: hand the oracle's discoveries to their
+/// subscribers, and take every input's locator operations (when the oracle is on).
+#[derive(Clone, Copy)]
+struct OracleWork {
+    oracle: bool,
+}
+
+impl<O: GameObject> GroupWork<Node<O>, Kind> for OracleWork {
+    type Side = Vec<LocatorOp>;
+
+    fn target(&self, x: &Kind) -> Option<NodeId> {
+        match x {
+            Kind::Discover(d) => Some(d.subscriber),
+            _ => None,
+        }
+    }
+
+    fn deliver(&self, node: &mut Node<O>, now: Time, x: Kind) -> bool {
+        match x {
+            Kind::Discover(d) => {
+                node.handle_discovery(now, d.object, d.primary, d.pos);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn take_side(&self, node: &mut Node<O>) -> Option<Vec<LocatorOp>> {
+        if !self.oracle {
+            return None;
+        }
+        let ops: Vec<LocatorOp> = node.drain_locator_ops().collect();
+        (!ops.is_empty()).then_some(ops)
+    }
+}
+
+impl<O: GameObject> RoundCaller<Node<O>, Kind> for InRounds<'_> {
+    type Work = OracleWork;
+
+    fn work(&self) -> OracleWork {
+        OracleWork {
+            oracle: self.oracle.is_some(),
+        }
+    }
+
+    fn lookahead(&self) -> Duration {
+        self.oracle.as_ref().map_or(Duration::MAX, |o| o.delay)
+    }
+
+    fn on_event(&mut self, at: Time, node: NodeId, event: Event) {
+        *self.events_seen += 1;
+        if let Some(r) = self.recorded {
+            r.push((at, node, event));
+        }
+    }
+
+    fn after_input(&mut self, at: Time, node: NodeId, ops: Vec<LocatorOp>, schedule: &mut Vec<(Time, Kind)>) {
+        if let Some(slot) = self.oracle.as_deref_mut() {
+            slot.ingest(at, node, ops, |when, x| schedule.push((when, x)));
+        }
+    }
 }
 
 /// A simulation of `O`-typed nodes over a [`NetworkModel`].
@@ -87,8 +185,6 @@ pub struct Simulation<O: GameObject> {
     events_seen: u64,
     oracle: Option<OracleSlot>,
     collector: Option<(Collector<O>, std::time::Duration)>,
-    /// Reused buffer for the oracle's discoveries.
-    found: Vec<Discovery>,
     /// Node events kept for the caller (when recording is on), with time and node.
     recorded: Option<Vec<(Time, NodeId, Event)>>,
     /// The placement loop of paper `001` §7.4, one per node, and how it locates players,
@@ -121,7 +217,6 @@ impl<O: GameObject> Simulation<O> {
             events_seen: 0,
             oracle: None,
             collector: None,
-            found: Vec::new(),
             recorded: None,
             placement: None,
             region_migrations: 0,
@@ -138,11 +233,14 @@ impl<O: GameObject> Simulation<O> {
     }
 
     /// Lets [`Simulation::run_until`] run nodes on up to `threads` threads, in parallel
-    /// rounds of the engine ([`worldmesh_engine::Engine::round`]): the results are the
-    /// same on any number of threads, byte for byte. Rounds run only where every node's
-    /// input stays its own: not with the oracle locator (its discoveries reach any node at
-    /// once: no lookahead), nor with persistence or the placement loop (the world's own
-    /// work after a node's input); those runs use one thread whatever is asked.
+    /// rounds of the engine ([`worldmesh_engine::Engine::round_for`]): the results are the
+    /// same on any number of threads, byte for byte. Rounds run only where the world's
+    /// own work after a node's input reaches other nodes later than the round ends: with
+    /// the oracle locator only if its delivery delay is above zero (the oracle is fed at
+    /// the merge, in the serial order, and no round runs longer than that delay; with no
+    /// delay a discovery reaches any node at once: no lookahead), and not with persistence
+    /// or the placement loop (each reads or changes world-wide state after an input);
+    /// those runs use one thread whatever is asked.
     pub fn with_threads(mut self, threads: usize) -> Self {
         self.threads = threads.max(1);
         self
@@ -151,7 +249,10 @@ impl<O: GameObject> Simulation<O> {
     /// True if [`Simulation::run_until`] runs parallel rounds (see
     /// [`Simulation::with_threads`]).
     pub fn runs_in_parallel(&self) -> bool {
-        self.threads > 1 && self.oracle.is_none() && self.stores.is_none() && self.placement.is_none()
+        self.threads > 1
+            && self.oracle.as_ref().is_none_or(|o| !o.delay.is_zero())
+            && self.stores.is_none()
+            && self.placement.is_none()
     }
 
     /// Engine events taken so far: datagrams delivered or dropped on arrival, wake-ups,
@@ -171,6 +272,12 @@ impl<O: GameObject> Simulation<O> {
     /// another).
     pub fn parallel_plan(&self) -> Option<(Vec<u32>, Duration)> {
         self.engine.plan().map(|p| (p.sizes().to_vec(), p.lookahead()))
+    }
+
+    /// The oracle locator's delivery delay when it bounds the parallel rounds (an oracle
+    /// with a delay is attached): no round runs longer.
+    pub fn oracle_delay(&self) -> Option<Duration> {
+        self.oracle.as_ref().map(|o| o.delay)
     }
 
     /// Region migrations the placement loops started so far.
@@ -214,6 +321,7 @@ impl<O: GameObject> Simulation<O> {
             oracle,
             interval,
             delay,
+            found: Vec::new(),
         });
         let at = self.now() + interval;
         self.engine.schedule(at, Kind::OracleTick);
@@ -394,16 +502,10 @@ impl<O: GameObject> Simulation<O> {
             }
         }
         if let Some(slot) = &mut self.oracle {
-            let ops = self.engine.machines_mut()[i].drain_locator_ops();
-            if !ops.as_slice().is_empty() {
-                slot.oracle.ingest(now, id, ops);
-                let delay = slot.delay;
-                let mut found = std::mem::take(&mut self.found);
-                slot.oracle.move_discoveries(&mut found);
-                for d in found.drain(..) {
-                    self.engine.schedule(now + delay, Kind::Discover(d));
-                }
-                self.found = found;
+            let engine = &mut self.engine;
+            let ops: Vec<LocatorOp> = engine.machines_mut()[i].drain_locator_ops().collect();
+            if !ops.is_empty() {
+                slot.ingest(now, id, ops, |at, x| engine.schedule(at, x));
             }
         }
         self.engine.arm_timer(id);
@@ -521,13 +623,12 @@ impl<O: GameObject> Simulation<O> {
     pub fn run_until(&mut self, until: Time) {
         if self.runs_in_parallel() {
             loop {
-                let (seen, recorded) = (&mut self.events_seen, &mut self.recorded);
-                let ran = self.engine.round(until, self.threads, |at, id, e| {
-                    *seen += 1;
-                    if let Some(r) = recorded {
-                        r.push((at, id, e));
-                    }
-                });
+                let mut caller = InRounds {
+                    events_seen: &mut self.events_seen,
+                    recorded: &mut self.recorded,
+                    oracle: self.oracle.as_mut(),
+                };
+                let ran = self.engine.round_for(until, self.threads, &mut caller);
                 if ran > 0 {
                     self.engine_events += ran as u64;
                     self.rounds.0 += 1;

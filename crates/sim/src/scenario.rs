@@ -229,6 +229,7 @@ pub fn run_counting(
         events_in_rounds: in_rounds,
         lookahead,
         groups: groups.unwrap_or_default(),
+        oracle_delay: sim.oracle_delay(),
     };
     Ok((report(cfg, &sim), stats))
 }
@@ -250,6 +251,8 @@ pub struct RunStats {
     pub lookahead: Option<std::time::Duration>,
     /// Nodes per group of the rounds.
     pub groups: Vec<u32>,
+    /// The oracle locator's delivery delay, if the oracle runs: no round runs longer.
+    pub oracle_delay: Option<std::time::Duration>,
 }
 
 /// The report of a simulation that ran `cfg.duration_s` seconds.

@@ -1,8 +1,9 @@
 //! The engine's parallel rounds give the serial engine's run, byte for byte (issue 18
 //! item 3): the same report and every node event in the same order, at the same time, on
 //! 1, 2 and 3 threads, for both distributed locators, a lossy run with jitter and
-//! duplicates, the broadcast architecture, and the oracle locator (which runs on one
-//! thread whatever is asked: its discoveries reach any node at once).
+//! duplicates, the broadcast architecture, and the oracle locator: with a delivery delay
+//! it runs in rounds no longer than that delay, fed at the merge; with none (the default)
+//! on one thread whatever is asked, since its discoveries then reach any node at once.
 
 use worldmesh_core::{NodeId, Time};
 use worldmesh_node::Event;
@@ -128,8 +129,33 @@ fn a_lossy_jittery_run_with_duplicates_is_the_serial_run() {
 fn broadcast_and_the_oracle_locator_give_the_serial_run() {
     let mut cfg = config(12, "oracle");
     let (rounds, _) = same_on_any_thread_count(&cfg);
-    assert_eq!(rounds, 0, "the oracle locator runs on one thread");
+    assert_eq!(rounds, 0, "the oracle locator without a delay runs on one thread");
     cfg.architecture = Architecture::Broadcast;
     let (rounds, _) = same_on_any_thread_count(&cfg);
     assert!(rounds > 0, "broadcast runs in rounds");
+}
+
+#[test]
+fn the_oracle_locator_with_a_delay_runs_in_rounds_with_the_serial_run() {
+    let mut cfg = config(20, "oracle");
+    // Shorter than the plan's window (tens of ms between PlanetLab's regions), so it is
+    // the delay that ends the rounds, and discoveries of one round are due in the next.
+    cfg.locator.delay_ms = 7.0;
+    let (rounds, in_rounds) = same_on_any_thread_count(&cfg);
+    let total = run(&cfg, 1).engine_events;
+    assert!(
+        in_rounds * 2 > total && in_rounds > rounds * 20,
+        "{in_rounds} of {total} events in {rounds} rounds"
+    );
+    // At most 7 ms each: more rounds than the 4-s run has 7-ms slices would be odd,
+    // fewer than a third of them means the delay did not bound the rounds.
+    assert!(rounds > 4000 / 7 / 3, "{rounds} rounds");
+    // The discoveries are a real part of the run: the oracle told the nodes of objects,
+    // and they replicated them (a run without discoveries replicates nothing).
+    let v: serde_json::Value = serde_json::from_str(&run(&cfg, 2).report).expect("json");
+    assert!(
+        v["coverage"].as_f64().unwrap_or(0.0) > 0.0,
+        "replicas were made: coverage {}",
+        v["coverage"]
+    );
 }
