@@ -24,6 +24,11 @@ mod logging;
 mod progress;
 mod summary;
 
+/// The allocator of the whole binary (simulator, experiments, nodes): see the workspace
+/// `Cargo.toml` for the measurement behind it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// worldmesh: one large multiplayer game world across many servers.
 #[derive(Parser, Debug)]
 #[command(name = "worldmesh", version, about, long_about = None, propagate_version = true)]
