@@ -1044,6 +1044,17 @@ mod tests {
 
     type Events = Vec<(Time, NodeId, u64)>;
 
+    /// `n` toys and their network, drawn from `seed`.
+    fn world(n: usize, seed: u64) -> (Vec<Toy>, Net) {
+        let root = DetRng::new(seed);
+        let net = Net {
+            n,
+            senders: (0..n as u64).map(|i| root.fork(i)).collect(),
+        };
+        let toys = (0..n as u64).map(|i| Toy::new(i + seed, n as u64)).collect();
+        (toys, net)
+    }
+
     /// A run: every machine's inputs, the events in the order they came out, the counts,
     /// the rounds that ran and how many of them were large enough for threads.
     type Ran = (Vec<Vec<(Time, u32, u64)>>, Events, String, u64, u64);
@@ -1054,12 +1065,7 @@ mod tests {
     /// them were large enough for threads).
     fn run(threads: usize, seed: u64) -> Ran {
         let n = 8;
-        let root = DetRng::new(seed);
-        let net = Net {
-            n,
-            senders: (0..n as u64).map(|i| root.fork(i)).collect(),
-        };
-        let toys = (0..n as u64).map(|i| Toy::new(i + seed, n as u64)).collect();
+        let (toys, net) = world(n, seed);
         let mut engine: Engine<Toy, Net> = Engine::new(toys, net).dropping_from_crashed();
         let mut events = Vec::new();
         for i in 0..n as u32 {
@@ -1210,12 +1216,7 @@ mod tests {
     /// fed, in order), the counts and the rounds.
     fn run_with_caller(threads: usize, seed: u64) -> RanWithCaller {
         let n = 8;
-        let root = DetRng::new(seed);
-        let net = Net {
-            n,
-            senders: (0..n as u64).map(|i| root.fork(i)).collect(),
-        };
-        let toys = (0..n as u64).map(|i| Toy::new(i + seed, n as u64)).collect();
+        let (toys, net) = world(n, seed);
         let mut engine: Engine<Toy, Net, Call> = Engine::new(toys, net).dropping_from_crashed();
         let mut caller = Caller {
             n: n as u64,
