@@ -185,6 +185,13 @@ fn simulate_threads_runs_rounds_where_it_can_and_says_so() {
         row2.contains(" 2 (") && row2.contains("at most the oracle's delay, 12.5 ms"),
         "{row2}"
     );
+    let rounds: u64 = row2
+        .split(" 2 (")
+        .nth(1)
+        .and_then(|r| r.split(" rounds").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(rounds > 0, "the delayed oracle ran in rounds: {row2}");
     assert_eq!(one, two, "the oracle's report does not depend on the threads");
     std::fs::remove_dir_all(out).unwrap();
 }

@@ -168,8 +168,9 @@ fn micros(d: Duration) -> u64 {
 ///
 /// Machines are ordered by their delay from a pivot and cut into `groups` runs; each cut
 /// may move within a tenth of the machines of its place for equal groups. A round runs
-/// until the next event of the caller's (the simulator samples every frame) or for the
-/// delay across the cuts, whichever is shorter, and the slower group sets its pace: so
+/// until the next event of the caller's that ends a window (the simulator samples every
+/// frame), for the caller's lookahead, or for the delay across the cuts, whichever is
+/// shortest, and the slower group sets its pace: so
 /// balance counts as much as a wide window. Of the cuts whose delay is at least half the
 /// best any pivot reaches, the most balanced is taken (then the widest, then the first
 /// pivot).
@@ -636,6 +637,11 @@ where
 
     /// [`Engine::round`] for a caller with work of its own ([`RoundCaller`]): events of its
     /// kind that its groups hand to machines, and its share of every input's outputs.
+    ///
+    /// # Panics
+    /// If [`RoundCaller::after_input`] schedules an event before the round's end (its
+    /// lookahead promised more than it kept: a caller's bug, which would break the serial
+    /// order).
     pub fn round_for<C: RoundCaller<M, X>>(&mut self, until: Time, threads: usize, caller: &mut C) -> usize {
         let n = self.machines.len();
         let groups = threads.min(n);
@@ -1141,6 +1147,8 @@ mod tests {
     /// datagrams and wake-ups are common).
     struct Caller {
         n: u64,
+        /// Whether the caller also schedules ticks of its own from its work.
+        ticks: bool,
         hash: u64,
         fed: Vec<(Time, u32, u64)>,
         events: Events,
@@ -1172,15 +1180,21 @@ mod tests {
         }
         fn on_event(&mut self, at: Time, node: NodeId, event: u64) {
             self.events.push((at, node, event));
+            // In the same record as what the caller is fed: their order counts too.
+            self.fed.push((at, node.0 | 1 << 31, event));
         }
         fn after_input(&mut self, at: Time, node: NodeId, side: Vec<u64>, schedule: &mut Vec<(Time, Call)>) {
             for v in side {
                 self.hash = mix(self.hash ^ v ^ at.0 ^ u64::from(node.0));
                 self.fed.push((at, node.0, v));
                 let h = self.hash;
+                let when = at + Duration::from_millis(CALL_DELAY_MS + (h >> 8) % 3);
                 if h.is_multiple_of(2) {
-                    let when = at + Duration::from_millis(CALL_DELAY_MS + (h >> 8) % 3);
                     schedule.push((when, (Some(((h >> 16) % self.n) as u32), h)));
+                } else if self.ticks && h % 16 == 1 {
+                    // A tick that ends the window, tied with machines' events at the
+                    // same ms: those queued before it go back to the queue.
+                    schedule.push((when, (None, h)));
                 }
             }
         }
@@ -1194,7 +1208,7 @@ mod tests {
             let now = engine.now();
             let m = &mut engine.machines_mut()[id.0 as usize];
             while let Some(e) = m.poll_event() {
-                self.events.push((now, id, e));
+                self.on_event(now, id, e);
             }
             if let Some(side) = CallerWork.take_side(m) {
                 let mut sched = Vec::new();
@@ -1214,12 +1228,13 @@ mod tests {
     /// Like [`run`], with the caller above and ticks (the caller's own events) every
     /// 50 ms; returns every machine's inputs, the caller's record (events, what it was
     /// fed, in order), the counts and the rounds.
-    fn run_with_caller(threads: usize, seed: u64) -> RanWithCaller {
+    fn run_with_caller(threads: usize, seed: u64, ticks: bool) -> RanWithCaller {
         let n = 8;
         let (toys, net) = world(n, seed);
         let mut engine: Engine<Toy, Net, Call> = Engine::new(toys, net).dropping_from_crashed();
         let mut caller = Caller {
             n: n as u64,
+            ticks,
             hash: seed,
             fed: Vec::new(),
             events: Vec::new(),
@@ -1278,8 +1293,10 @@ mod tests {
 
     #[test]
     fn the_callers_events_and_work_give_the_serial_run_whatever_the_thread_count() {
-        for seed in 0..3 {
-            let (logs, record, counts, rounds, _) = run_with_caller(1, seed);
+        // With ticks from the caller's work, some tie with machines' events queued before
+        // them, which a round puts back for the serial steps; without, none do.
+        for (seed, ticks) in [(0, false), (1, false), (2, false), (0, true)] {
+            let (logs, record, counts, rounds, _) = run_with_caller(1, seed, ticks);
             assert_eq!(rounds, 0);
             let calls = logs
                 .iter()
@@ -1291,16 +1308,21 @@ mod tests {
                 "seed {seed}: the caller's events reached machines: {calls}"
             );
             for threads in [2, 3] {
-                let (l, r, c, rounds, stepped_calls) = run_with_caller(threads, seed);
+                let (l, r, c, rounds, stepped_calls) = run_with_caller(threads, seed, ticks);
                 assert!(
                     rounds > 600 / CALL_DELAY_MS / 2,
                     "{threads} threads: {rounds} rounds"
                 );
-                // Events for a machine never end a window: the rounds hand them over.
-                assert_eq!(
-                    stepped_calls, 0,
-                    "{threads} threads: the caller's events were stepped"
-                );
+                // Events for a machine never end a window: the rounds hand them over, but
+                // for those tied with a later-numbered tick.
+                if !ticks {
+                    assert_eq!(
+                        stepped_calls, 0,
+                        "{threads} threads: the caller's events were stepped"
+                    );
+                } else {
+                    assert!(stepped_calls > 0, "{threads} threads: no event went back");
+                }
                 assert_eq!(c, counts, "seed {seed}, {threads} threads: counts");
                 assert!(
                     r == record,

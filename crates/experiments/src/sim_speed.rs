@@ -289,7 +289,7 @@ fn parallel_sweep(ctx: &Context) -> Result<Parallel, ExperimentError> {
             "events in rounds (%)",
             "nodes per group",
             "window ms",
-            "round at most ms",
+            "min(window, delay) ms",
             "same report",
         ],
     );
@@ -359,7 +359,7 @@ fn parallel_sweep(ctx: &Context) -> Result<Parallel, ExperimentError> {
             "wall_seconds_1_thread": wall1, "wall_seconds_threads": wall_n,
             "datagrams": report.network.sent, "engine_events": stats.engine_events,
             "rounds": stats.rounds, "events_in_rounds": stats.events_in_rounds,
-            "groups": stats.groups, "window_ms": window, "round_at_most_ms": bound, "same_report": same,
+            "groups": stats.groups, "window_ms": window, "window_or_delay_ms": bound, "same_report": same,
         }));
         if ctx.progress {
             eprintln!(

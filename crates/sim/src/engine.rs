@@ -86,8 +86,10 @@ struct OracleSlot {
     oracle: Oracle,
     interval: std::time::Duration,
     delay: std::time::Duration,
-    /// Reused buffer for the oracle's discoveries.
+    /// Reused buffers: the oracle's discoveries, and a node's locator operations (serial
+    /// steps).
     found: Vec<Discovery>,
+    ops: Vec<LocatorOp>,
 }
 
 impl OracleSlot {
@@ -250,7 +252,8 @@ impl<O: GameObject> Simulation<O> {
     /// [`Simulation::with_threads`]).
     pub fn runs_in_parallel(&self) -> bool {
         self.threads > 1
-            && self.oracle.as_ref().is_none_or(|o| !o.delay.is_zero())
+            // The engine's clock counts µs: a shorter delay leaves no lookahead either.
+            && self.oracle.as_ref().is_none_or(|o| o.delay >= Duration::from_micros(1))
             && self.stores.is_none()
             && self.placement.is_none()
     }
@@ -274,8 +277,8 @@ impl<O: GameObject> Simulation<O> {
         self.engine.plan().map(|p| (p.sizes().to_vec(), p.lookahead()))
     }
 
-    /// The oracle locator's delivery delay when it bounds the parallel rounds (an oracle
-    /// with a delay is attached): no round runs longer.
+    /// The oracle locator's delivery delay, if an oracle is attached: parallel rounds, if
+    /// any run, are no longer.
     pub fn oracle_delay(&self) -> Option<Duration> {
         self.oracle.as_ref().map(|o| o.delay)
     }
@@ -322,6 +325,7 @@ impl<O: GameObject> Simulation<O> {
             interval,
             delay,
             found: Vec::new(),
+            ops: Vec::new(),
         });
         let at = self.now() + interval;
         self.engine.schedule(at, Kind::OracleTick);
@@ -503,10 +507,12 @@ impl<O: GameObject> Simulation<O> {
         }
         if let Some(slot) = &mut self.oracle {
             let engine = &mut self.engine;
-            let ops: Vec<LocatorOp> = engine.machines_mut()[i].drain_locator_ops().collect();
+            let mut ops = std::mem::take(&mut slot.ops);
+            ops.extend(engine.machines_mut()[i].drain_locator_ops());
             if !ops.is_empty() {
-                slot.ingest(now, id, ops, |at, x| engine.schedule(at, x));
+                slot.ingest(now, id, ops.drain(..), |at, x| engine.schedule(at, x));
             }
+            slot.ops = ops;
         }
         self.engine.arm_timer(id);
     }

@@ -251,7 +251,8 @@ pub struct RunStats {
     pub lookahead: Option<std::time::Duration>,
     /// Nodes per group of the rounds.
     pub groups: Vec<u32>,
-    /// The oracle locator's delivery delay, if the oracle runs: no round runs longer.
+    /// The oracle locator's delivery delay, if the oracle runs: no parallel round runs
+    /// longer.
     pub oracle_delay: Option<std::time::Duration>,
 }
 
