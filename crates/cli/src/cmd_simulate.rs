@@ -36,7 +36,8 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "K", requires = "dashboard")]
     speed: Option<f64>,
     /// Threads to run the nodes on, in parallel rounds of the engine [default: all
-    /// cores]. The report is the same on any number. Runs with the oracle locator,
+    /// cores]. The report is the same on any number. Runs with the oracle locator without
+    /// a delivery delay (the default; `[locator] delay_ms` in --config gives it one),
     /// persistence or the placement loop use one (their world-wide work after each input
     /// leaves no lookahead), as does the dashboard's paced run.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]

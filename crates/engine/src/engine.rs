@@ -42,7 +42,7 @@
 
 use worldmesh_core::{Machine, NodeId, Time};
 
-use crate::links::{Fate, Links, NetworkStats};
+use crate::links::{Links, NetworkStats};
 use crate::queue::EventQueue;
 
 /// What waits in the queue.
@@ -84,6 +84,15 @@ pub struct Dropped {
     pub cut_in_flight: u64,
     /// Addressed to no machine (dropped when sent, before the links saw them).
     pub unroutable: u64,
+}
+
+impl Dropped {
+    /// Adds another count's figures (a parallel round's group) to these.
+    pub(crate) fn add(&mut self, other: &Dropped) {
+        self.at_crashed += other.at_crashed;
+        self.cut_in_flight += other.cut_in_flight;
+        self.unroutable += other.unroutable;
+    }
 }
 
 /// Machines of type `M` over links `L`, with caller events of type `X`.
@@ -256,35 +265,19 @@ where
                 self.dropped.unroutable += 1;
                 continue;
             }
-            self.stats.sent += 1;
-            match self.links.route(self.now, id, &t) {
-                Fate::Lost => self.stats.lost += 1,
-                Fate::Partitioned => self.stats.partitioned += 1,
-                Fate::Deliver(first, dup) => {
-                    let copy = dup.map(|d| (d, t.datagram.clone()));
-                    self.queue.push(
-                        self.now + first,
-                        Scheduled::Deliver {
-                            dst: t.dst.0,
-                            src: id.0,
-                            incarnation,
-                            datagram: t.datagram,
-                        },
-                    );
-                    if let Some((d, datagram)) = copy {
-                        self.stats.duplicated += 1;
-                        self.queue.push(
-                            self.now + d,
-                            Scheduled::Deliver {
-                                dst: t.dst.0,
-                                src: id.0,
-                                incarnation,
-                                datagram,
-                            },
-                        );
-                    }
-                }
-            }
+            let fate = self.links.route(self.now, id, &t);
+            let (now, queue) = (self.now, &mut self.queue);
+            self.stats.count_sent(fate, t.datagram, |delay, datagram| {
+                queue.push(
+                    now + delay,
+                    Scheduled::Deliver {
+                        dst: t.dst.0,
+                        src: id.0,
+                        incarnation,
+                        datagram,
+                    },
+                );
+            });
         }
     }
 

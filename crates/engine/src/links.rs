@@ -75,3 +75,37 @@ pub struct NetworkStats {
     /// Datagrams dropped by a partition.
     pub partitioned: u64,
 }
+
+impl NetworkStats {
+    /// Counts a datagram a machine sent and the links decided `fate` for, and hands each
+    /// copy to deliver — the datagram after its delay, then its duplicate, if any.
+    pub(crate) fn count_sent<D: Clone>(
+        &mut self,
+        fate: Fate,
+        datagram: D,
+        mut deliver: impl FnMut(Duration, D),
+    ) {
+        self.sent += 1;
+        match fate {
+            Fate::Lost => self.lost += 1,
+            Fate::Partitioned => self.partitioned += 1,
+            Fate::Deliver(first, dup) => {
+                let copy = dup.map(|d| (d, datagram.clone()));
+                deliver(first, datagram);
+                if let Some((d, datagram)) = copy {
+                    self.duplicated += 1;
+                    deliver(d, datagram);
+                }
+            }
+        }
+    }
+
+    /// Adds another count's figures (a parallel round's group) to these.
+    pub(crate) fn add(&mut self, other: &NetworkStats) {
+        self.sent += other.sent;
+        self.delivered += other.delivered;
+        self.lost += other.lost;
+        self.duplicated += other.duplicated;
+        self.partitioned += other.partitioned;
+    }
+}

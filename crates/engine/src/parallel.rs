@@ -46,7 +46,7 @@ use std::time::Duration;
 use worldmesh_core::{Machine, NodeId, Time};
 
 use crate::engine::{Dropped, Engine, Scheduled};
-use crate::links::{Fate, NetworkStats, ParallelLinks};
+use crate::links::{NetworkStats, ParallelLinks};
 
 /// Below this many events a round runs its groups one after the other on the calling
 /// thread (handing work to the pool costs more than such a round); the results are the
@@ -457,50 +457,35 @@ where
         // The machine's outputs, in the order the serial engine's caller drains them:
         // datagrams, events, then its timer.
         let first = run.created.len() as u32;
-        let mut create = |run: &mut GroupRun<M::Datagram, X, M::Event, W::Side>,
-                          at: Time,
-                          dst: u32,
-                          event: Local<M::Datagram, X>| {
-            let c = run.created.len() as u32;
-            let here = shared.plan.group_of[dst as usize] == group && at < bound;
-            if here {
-                local.push(Reverse((at, c)));
-            }
-            run.created.push(Created {
-                at,
-                node: dst,
-                event: Some(event),
-            });
-        };
+        let mut create =
+            |created: &mut Vec<Created<M::Datagram, X>>, at: Time, dst: u32, event: Local<M::Datagram, X>| {
+                let c = created.len() as u32;
+                let here = shared.plan.group_of[dst as usize] == group && at < bound;
+                if here {
+                    local.push(Reverse((at, c)));
+                }
+                created.push(Created {
+                    at,
+                    node: dst,
+                    event: Some(event),
+                });
+            };
         while let Some(t) = slot.machine.poll_transmit() {
             if t.dst.0 as usize >= n {
                 run.dropped.unroutable += 1;
                 continue;
             }
-            run.stats.sent += 1;
-            match shared.links.route_with(slot.sender, at, NodeId(node), &t) {
-                Fate::Lost => run.stats.lost += 1,
-                Fate::Partitioned => run.stats.partitioned += 1,
-                Fate::Deliver(delay, dup) => {
-                    let incarnation = shared.incarnation[i];
-                    let copy = dup.map(|d| (d, t.datagram.clone()));
-                    let deliver = Local::Deliver {
-                        src: node,
-                        incarnation,
-                        datagram: t.datagram,
-                    };
-                    create(&mut run, at + delay, t.dst.0, deliver);
-                    if let Some((d, datagram)) = copy {
-                        run.stats.duplicated += 1;
-                        let deliver = Local::Deliver {
-                            src: node,
-                            incarnation,
-                            datagram,
-                        };
-                        create(&mut run, at + d, t.dst.0, deliver);
-                    }
-                }
-            }
+            let fate = shared.links.route_with(slot.sender, at, NodeId(node), &t);
+            let incarnation = shared.incarnation[i];
+            let created = &mut run.created;
+            run.stats.count_sent(fate, t.datagram, |delay, datagram| {
+                let deliver = Local::Deliver {
+                    src: node,
+                    incarnation,
+                    datagram,
+                };
+                create(created, at + delay, t.dst.0, deliver);
+            });
         }
         let mut events = Vec::new();
         while let Some(e) = slot.machine.poll_event() {
@@ -513,7 +498,7 @@ where
         {
             let at_wake = at_wake.max(at);
             *slot.timer = Some(at_wake);
-            create(&mut run, at_wake, node, Local::Wake);
+            create(&mut run.created, at_wake, node, Local::Wake);
             wake = true;
         }
         run.log.push(Entry {
@@ -881,15 +866,8 @@ where
         for run in &runs {
             ran += run.ran;
             self.now = self.now.max(run.last_at);
-            let (s, d) = (&run.stats, &run.dropped);
-            self.stats.sent += s.sent;
-            self.stats.delivered += s.delivered;
-            self.stats.lost += s.lost;
-            self.stats.duplicated += s.duplicated;
-            self.stats.partitioned += s.partitioned;
-            self.dropped.at_crashed += d.at_crashed;
-            self.dropped.cut_in_flight += d.cut_in_flight;
-            self.dropped.unroutable += d.unroutable;
+            self.stats.add(&run.stats);
+            self.dropped.add(&run.dropped);
         }
         ran
     }
@@ -899,7 +877,7 @@ where
 mod tests {
     use super::*;
     use crate::engine::Step;
-    use crate::links::Links;
+    use crate::links::{Fate, Links};
     use worldmesh_core::{DetRng, MessageClass, Transmit};
 
     /// A machine whose every output depends on everything it took before: a running hash

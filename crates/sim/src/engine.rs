@@ -110,6 +110,21 @@ impl OracleSlot {
     }
 }
 
+/// Counts a node's event, and records it with its time and node if recording is on (see
+/// [`Simulation::record_events`]).
+fn note_event(
+    seen: &mut u64,
+    recorded: &mut Option<Vec<(Time, NodeId, Event)>>,
+    at: Time,
+    node: NodeId,
+    e: Event,
+) {
+    *seen += 1;
+    if let Some(r) = recorded {
+        r.push((at, node, e));
+    }
+}
+
 /// The simulation's part in the engine's parallel rounds ([`RoundCaller`]): it counts
 /// (and records) the nodes' events and feeds the oracle, at the merge in the serial order.
 struct InRounds<'a> {
@@ -168,10 +183,7 @@ impl<O: GameObject> RoundCaller<Node<O>, Kind> for InRounds<'_> {
     }
 
     fn on_event(&mut self, at: Time, node: NodeId, event: Event) {
-        *self.events_seen += 1;
-        if let Some(r) = self.recorded {
-            r.push((at, node, event));
-        }
+        note_event(self.events_seen, self.recorded, at, node, event);
     }
 
     fn after_input(&mut self, at: Time, node: NodeId, ops: Vec<LocatorOp>, schedule: &mut Vec<(Time, Kind)>) {
@@ -500,10 +512,7 @@ impl<O: GameObject> Simulation<O> {
         }
         let node = &mut self.engine.machines_mut()[i];
         while let Some(e) = node.poll_event() {
-            self.events_seen += 1;
-            if let Some(r) = &mut self.recorded {
-                r.push((now, id, e));
-            }
+            note_event(&mut self.events_seen, &mut self.recorded, now, id, e);
         }
         if let Some(slot) = &mut self.oracle {
             let engine = &mut self.engine;

@@ -243,7 +243,7 @@ pub struct RunStats {
     /// Threads the run used (1 when the run cannot use rounds: see
     /// `Simulation::with_threads`).
     pub threads: usize,
-    /// Parallel rounds run, and the engine events they took.
+    /// Parallel rounds run.
     pub rounds: u64,
     /// Engine events taken in parallel rounds.
     pub events_in_rounds: u64,
