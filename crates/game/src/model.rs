@@ -65,23 +65,106 @@ pub struct Player {
     /// Half-extent of the area-of-interest box in x and y (in the full state only; it
     /// never changes).
     pub aoi: f32,
+    /// What only the primary's think uses (path, fight, timers, respawn point).
     #[replicate(skip)]
-    path: Vec<Point3>,
-    #[replicate(skip)]
-    wait_left: f32,
-    #[replicate(skip)]
-    fight: Option<ObjectId>,
-    #[replicate(skip)]
-    next_shot: f32,
-    /// While dead: where the player will respawn and the time left.
-    #[replicate(skip)]
-    respawn: Option<(Point3, f32)>,
+    plan: PlanSlot,
     /// Set when a person drives this player through the client protocol instead of the
-    /// bot logic (replicated, so a migrated or adopted avatar stays under control).
-    pub control: Option<Control>,
+    /// bot logic (replicated, so a migrated or adopted avatar stays under control). Boxed:
+    /// most players are bots, and every replica's version history holds copies of them.
+    pub control: Option<Box<Control>>,
     /// Where the person this bot stands for connects from (a latency-matrix row), when the
     /// simulator runs the placement loop; replicated in the full state, never changes.
     pub home: Option<u32>,
+}
+
+/// A player's state that only its primary's think uses: never replicated, so a replica
+/// (a decoded state) has the default plan.
+#[derive(Debug, Default, PartialEq)]
+struct Plan {
+    /// Waypoints still to walk, the next one last.
+    path: Vec<Point3>,
+    /// Seconds left to wait at the current waypoint.
+    wait_left: f32,
+    /// The opponent fought.
+    fight: Option<ObjectId>,
+    /// Seconds until the next shot.
+    next_shot: f32,
+    /// While dead: where the player will respawn and the time left.
+    respawn: Option<(Point3, f32)>,
+}
+
+/// The default plan, what a player without one has.
+static NO_PLAN: Plan = Plan {
+    path: Vec::new(),
+    wait_left: 0.0,
+    fight: None,
+    next_shot: 0.0,
+    respawn: None,
+};
+
+// By hand for `clone_from`: the primary's version history copies it each frame, and
+// reusing the old copy's path buffer saves an allocation per moving player per frame.
+impl Clone for Plan {
+    fn clone(&self) -> Self {
+        Plan {
+            path: self.path.clone(),
+            ..*self
+        }
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        // Destructured so that a new field cannot be forgotten here.
+        let Plan {
+            path,
+            wait_left,
+            fight,
+            next_shot,
+            respawn,
+        } = source;
+        self.path.clone_from(path);
+        self.wait_left = *wait_left;
+        self.fight = *fight;
+        self.next_shot = *next_shot;
+        self.respawn = *respawn;
+    }
+}
+
+/// A player's [`Plan`], behind a pointer and absent until its first think: replicas never
+/// think, and the copies of players that fill every replica's version history stay
+/// small (the plan is 68 bytes of a player's 152 otherwise; `crates/sim/PERFORMANCE.md`).
+/// Absent and default compare equal.
+#[derive(Debug, Default)]
+struct PlanSlot(Option<Box<Plan>>);
+
+impl PlanSlot {
+    /// The plan (the default one if absent).
+    fn get(&self) -> &Plan {
+        self.0.as_deref().unwrap_or(&NO_PLAN)
+    }
+
+    /// The plan, made if absent.
+    fn get_mut(&mut self) -> &mut Plan {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
+impl PartialEq for PlanSlot {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Clone for PlanSlot {
+    fn clone(&self) -> Self {
+        PlanSlot(self.0.clone())
+    }
+
+    fn clone_from(&mut self, source: &Self) {
+        match (&mut self.0, &source.0) {
+            (Some(mine), Some(theirs)) => mine.clone_from(theirs),
+            (mine, theirs) => *mine = theirs.clone(),
+        }
+    }
 }
 
 /// The state of a player-controlled avatar.
@@ -199,12 +282,8 @@ impl Clone for Player {
             health: self.health,
             activity: self.activity,
             aoi: self.aoi,
-            path: self.path.clone(),
-            wait_left: self.wait_left,
-            fight: self.fight,
-            next_shot: self.next_shot,
-            respawn: self.respawn,
-            control: self.control,
+            plan: self.plan.clone(),
+            control: self.control.clone(),
             home: self.home,
         }
     }
@@ -217,11 +296,7 @@ impl Clone for Player {
             health,
             activity,
             aoi,
-            path,
-            wait_left,
-            fight,
-            next_shot,
-            respawn,
+            plan,
             control,
             home,
         } = source;
@@ -230,12 +305,8 @@ impl Clone for Player {
         self.health = *health;
         self.activity = *activity;
         self.aoi = *aoi;
-        self.path.clone_from(path);
-        self.wait_left = *wait_left;
-        self.fight = *fight;
-        self.next_shot = *next_shot;
-        self.respawn = *respawn;
-        self.control = *control;
+        self.plan.clone_from(plan);
+        self.control.clone_from(control);
         self.home = *home;
     }
 }
@@ -266,11 +337,7 @@ impl Player {
             health: FULL_HEALTH,
             activity: Activity::Waiting,
             aoi,
-            path: Vec::new(),
-            wait_left: 0.0,
-            fight: None,
-            next_shot: 0.0,
-            respawn: None,
+            plan: PlanSlot::default(),
             control: None,
             home: None,
         }
@@ -279,14 +346,14 @@ impl Player {
     /// The avatar of `player`, standing at `pos`.
     pub fn avatar(pos: Point3, aoi: f32, player: u64) -> Self {
         Player {
-            control: Some(Control {
+            control: Some(Box::new(Control {
                 player,
                 last_input: 0,
                 applied: 0,
                 intent: (0.0, 0.0),
                 aim: None,
                 left: false,
-            }),
+            })),
             ..Player::new(pos, aoi)
         }
     }
@@ -297,17 +364,18 @@ impl Player {
         let dt = ctx.dt.as_secs_f32();
         if self.health == 0 {
             // Dead: pick the spawn point now, wait the respawn delay, then appear there.
-            match self.respawn {
+            let plan = self.plan.get_mut();
+            match plan.respawn {
                 None => {
                     let wp = map.pick_waypoint(ctx.rng);
-                    self.respawn = Some((map.waypoints[wp], cfg.respawn_delay_s as f32));
+                    plan.respawn = Some((map.waypoints[wp], cfg.respawn_delay_s as f32));
                     self.vel = (0.0, 0.0);
-                    self.fight = None;
-                    self.path.clear();
+                    plan.fight = None;
+                    plan.path.clear();
                 }
-                Some((at, left)) if left - dt > 0.0 => self.respawn = Some((at, left - dt)),
+                Some((at, left)) if left - dt > 0.0 => plan.respawn = Some((at, left - dt)),
                 Some((at, _)) => {
-                    let (control, home) = (self.control, self.home);
+                    let (control, home) = (self.control.take(), self.home);
                     *self = Player::new(at, self.aoi);
                     self.control = control;
                     self.home = home;
@@ -315,12 +383,13 @@ impl Player {
             }
             return;
         }
-        if let Some(c) = self.control {
+        if let Some(c) = self.control.as_deref().copied() {
             self.think_controlled(ctx, c);
             return;
         }
+        let plan = self.plan.get_mut();
         // Fights.
-        match self.fight {
+        match plan.fight {
             Some(t) => {
                 let target = ctx.store.object(t).and_then(|o| match o {
                     ModelObject::Player(p) => Some(p.pos),
@@ -330,9 +399,9 @@ impl Player {
                     target.filter(|tp| tp.distance(self.pos) <= cfg.fight_range && map.clear(self.pos, *tp));
                 match keep {
                     Some(tp) if !ctx.rng.chance(cfg.fight_leave_rate * f64::from(dt)) => {
-                        self.next_shot -= dt;
-                        if self.next_shot <= 0.0 {
-                            self.next_shot += cfg.fire_interval_s as f32;
+                        plan.next_shot -= dt;
+                        if plan.next_shot <= 0.0 {
+                            plan.next_shot += cfg.fire_interval_s as f32;
                             let d = tp.distance(self.pos).max(1.0);
                             let v = (
                                 cfg.missile_speed * (tp.x - self.pos.x) / d,
@@ -347,7 +416,7 @@ impl Player {
                             }));
                         }
                     }
-                    _ => self.fight = None,
+                    _ => plan.fight = None,
                 }
             }
             None => {
@@ -367,24 +436,24 @@ impl Player {
                 if let Some((_, id)) = best
                     && ctx.rng.chance(cfg.fight_enter_rate * f64::from(dt))
                 {
-                    self.fight = Some(id);
-                    self.next_shot = ctx.rng.range_f32(0.0, cfg.fire_interval_s as f32);
+                    plan.fight = Some(id);
+                    plan.next_shot = ctx.rng.range_f32(0.0, cfg.fire_interval_s as f32);
                 }
             }
         }
         // Movement.
-        if self.path.is_empty() {
+        if plan.path.is_empty() {
             self.vel = (0.0, 0.0);
-            self.wait_left -= dt;
-            if self.wait_left <= 0.0 {
+            plan.wait_left -= dt;
+            if plan.wait_left <= 0.0 {
                 let wp = map.pick_waypoint(ctx.rng);
-                self.path = map.path(self.pos, wp).unwrap_or_default();
-                self.path.reverse(); // pop from the back
-                self.wait_left = ctx.rng.exponential(cfg.mean_wait_s) as f32;
+                plan.path = map.path(self.pos, wp).unwrap_or_default();
+                plan.path.reverse(); // pop from the back
+                plan.wait_left = ctx.rng.exponential(cfg.mean_wait_s) as f32;
             }
         }
-        if let Some(&next) = self.path.last() {
-            let speed = if self.fight.is_some() {
+        if let Some(&next) = plan.path.last() {
+            let speed = if plan.fight.is_some() {
                 cfg.player_speed * 0.5
             } else {
                 cfg.player_speed
@@ -393,7 +462,7 @@ impl Player {
             let d = self.pos.distance(next);
             if d <= step {
                 self.pos = next;
-                self.path.pop();
+                plan.path.pop();
             } else {
                 self.pos.x += (next.x - self.pos.x) * step / d;
                 self.pos.y += (next.y - self.pos.y) * step / d;
@@ -405,9 +474,9 @@ impl Player {
             // Quantize the velocity so a straight walk does not change it every frame.
             self.vel = ((v.0 / 8.0).round() * 8.0, (v.1 / 8.0).round() * 8.0);
         }
-        self.activity = if self.fight.is_some() {
+        self.activity = if plan.fight.is_some() {
             Activity::Fighting
-        } else if self.path.is_empty() {
+        } else if plan.path.is_empty() {
             Activity::Waiting
         } else {
             Activity::Moving
@@ -429,12 +498,13 @@ impl Player {
         let dt = ctx.dt.as_secs_f32();
         self.pos = step_avatar(map, self.pos, c.intent, cfg.player_speed, dt);
         self.vel = (c.intent.0 * cfg.player_speed, c.intent.1 * cfg.player_speed);
-        self.next_shot = (self.next_shot - dt).max(0.0);
+        let plan = self.plan.get_mut();
+        plan.next_shot = (plan.next_shot - dt).max(0.0);
         if let Some(aim) = c.aim
-            && self.next_shot <= 0.0
+            && plan.next_shot <= 0.0
             && (aim.0 != 0.0 || aim.1 != 0.0)
         {
-            self.next_shot = cfg.fire_interval_s as f32;
+            plan.next_shot = cfg.fire_interval_s as f32;
             let len = (aim.0 * aim.0 + aim.1 * aim.1).sqrt();
             ctx.spawn(ModelObject::Missile(Missile {
                 pos: self.pos,
@@ -519,7 +589,7 @@ impl GameObject for ModelObject {
         match self {
             // A dead player about to respawn will be at its spawn point (known only to the
             // primary: the spawn point is not replicated).
-            ModelObject::Player(p) if p.health == 0 => match p.respawn {
+            ModelObject::Player(p) if p.health == 0 => match p.plan.get().respawn {
                 Some((at, left)) if left <= lead.as_secs_f32() => at,
                 _ => p.pos,
             },
@@ -552,8 +622,8 @@ impl GameObject for ModelObject {
         match self {
             // A dead player already looks where it will respawn.
             ModelObject::Player(p) => {
-                let at = match p.respawn {
-                    Some((spawn, _)) if p.health == 0 => spawn,
+                let at = match p.health {
+                    0 => p.plan.get().respawn.map_or(p.pos, |(spawn, _)| spawn),
                     _ => p.pos,
                 };
                 Some(Aabb::around(at, Point3::new(p.aoi, p.aoi, 1000.0)))
@@ -654,16 +724,31 @@ mod tests {
     use super::*;
     use worldmesh_core::NodeId;
 
+    /// Every replica's version history holds up to 32 copies of each object it replicates
+    /// (most of a simulated world's memory), so a bigger object costs memory and cache
+    /// misses on every update (`crates/sim/PERFORMANCE.md`): keep bot-only state and the
+    /// rare control block out of line.
+    #[test]
+    fn an_object_fits_a_history_slot_of_one_cache_line() {
+        assert!(
+            std::mem::size_of::<(u64, ModelObject)>() <= 64,
+            "{} bytes",
+            std::mem::size_of::<(u64, ModelObject)>()
+        );
+    }
+
     fn walking(x: f32, steps: usize) -> Player {
         let mut p = Player::new(Point3::new(x, 2.0, 0.0), 450.0);
-        p.path = (0..steps).map(|k| Point3::new(k as f32, x, 0.0)).collect();
         p.vel = (x, -x);
         p.health = 57;
         p.activity = Activity::Moving;
-        p.wait_left = 0.25;
-        p.fight = Some(ObjectId::new(NodeId(3), 9));
-        p.next_shot = 0.5;
-        p.respawn = Some((Point3::new(1.0, 1.0, 0.0), 0.7));
+        *p.plan.get_mut() = Plan {
+            path: (0..steps).map(|k| Point3::new(k as f32, x, 0.0)).collect(),
+            wait_left: 0.25,
+            fight: Some(ObjectId::new(NodeId(3), 9)),
+            next_shot: 0.5,
+            respawn: Some((Point3::new(1.0, 1.0, 0.0), 0.7)),
+        };
         p
     }
 

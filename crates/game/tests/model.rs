@@ -36,7 +36,7 @@ fn arb_player() -> impl Strategy<Value = ModelObject> {
                     dy,
                     fire: fire.then_some((dy, dx)),
                 };
-                Control {
+                Box::new(Control {
                     player,
                     last_input,
                     applied: last_input / 2,
@@ -50,7 +50,7 @@ fn arb_player() -> impl Strategy<Value = ModelObject> {
                         .direction()
                     }),
                     left,
-                }
+                })
             });
             p.home = if p.control.is_none() { home } else { None };
             ModelObject::Player(p)
@@ -378,7 +378,7 @@ fn an_avatar_applies_each_input_number_once() {
     };
     let stop = PlayerInput::default();
     let control = |o: &ModelObject| match o {
-        ModelObject::Player(p) => p.control.unwrap(),
+        ModelObject::Player(p) => *p.control.clone().unwrap(),
         _ => unreachable!(),
     };
     a.apply_write(&ModelObject::input_write(&go, 1));

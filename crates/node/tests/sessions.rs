@@ -762,7 +762,7 @@ fn a_hand_off_under_loss_loses_and_duplicates_no_input() {
         let ModelObject::Player(pl) = &e.object else {
             panic!()
         };
-        let c = pl.control.expect("still player-controlled");
+        let c = *pl.control.clone().expect("still player-controlled");
         assert_eq!(
             (c.last_input, c.applied),
             (sent, sent),
@@ -852,7 +852,7 @@ fn a_player_follows_its_avatar_when_the_node_migrates_it() {
     let ModelObject::Player(pl) = &e.object else {
         panic!()
     };
-    let c = pl.control.unwrap();
+    let c = *pl.control.clone().unwrap();
     assert_eq!((c.last_input, c.applied), (sent, sent));
     assert_eq!(p.client().pending_inputs().count(), 0);
 }
@@ -920,6 +920,6 @@ fn the_placement_loop_moves_a_region_to_its_players_and_they_follow() {
     let ModelObject::Player(pl) = &e.object else {
         panic!()
     };
-    let c = pl.control.unwrap();
+    let c = *pl.control.clone().unwrap();
     assert_eq!((c.last_input, c.applied), (sent, sent));
 }

@@ -292,6 +292,51 @@ impl<T: Replicate> Replicate for Option<T> {
     }
 }
 
+/// `Box<T>`: exactly `T`'s encoding, full and delta. A game boxes a large field that is
+/// rarely present (e.g. `Option<Box<Control>>`) to keep its object small in every copy
+/// the replica histories hold, without changing a byte on the wire.
+impl<T: Replicate> Replicate for Box<T> {
+    const MASK_BITS: u32 = T::MASK_BITS;
+    const HEADER_BITS: u32 = T::HEADER_BITS;
+
+    fn write_full(&self, out: &mut Vec<u8>) {
+        (**self).write_full(out);
+    }
+    fn read_full(r: &mut Reader<'_>) -> Result<Self, StateError> {
+        T::read_full(r).map(Box::new)
+    }
+    fn changes(&self, baseline: &Self) -> u64 {
+        (**self).changes(baseline)
+    }
+    fn write_changes(&self, baseline: &Self, changes: u64, out: &mut Vec<u8>) {
+        (**self).write_changes(baseline, changes, out);
+    }
+    fn read_changes(baseline: &Self, changes: u64, r: &mut Reader<'_>) -> Result<Self, StateError> {
+        T::read_changes(baseline, changes, r).map(Box::new)
+    }
+    fn delta_header(&self, baseline: &Self) -> u64 {
+        (**self).delta_header(baseline)
+    }
+    fn write_delta_body(&self, baseline: &Self, header: u64, out: &mut Vec<u8>) {
+        (**self).write_delta_body(baseline, header, out);
+    }
+    fn read_delta_body(baseline: &Self, header: u64, r: &mut Reader<'_>) -> Result<Self, StateError> {
+        T::read_delta_body(baseline, header, r).map(Box::new)
+    }
+    fn encode_full(&self, out: &mut Vec<u8>) {
+        (**self).encode_full(out);
+    }
+    fn decode_full(bytes: &[u8]) -> Result<Self, StateError> {
+        T::decode_full(bytes).map(Box::new)
+    }
+    fn encode_delta(&self, baseline: &Self, out: &mut Vec<u8>) {
+        (**self).encode_delta(baseline, out);
+    }
+    fn apply_delta(baseline: &Self, delta: &[u8]) -> Result<Self, StateError> {
+        T::apply_delta(baseline, delta).map(Box::new)
+    }
+}
+
 /// Writes a `Vec` field: a varint length and the elements.
 pub fn write_vec<T: Replicate>(v: &[T], out: &mut Vec<u8>) {
     put_varint(out, v.len() as u64);
