@@ -139,23 +139,87 @@ impl<O> PrevState<O> {
         let (a, b) = self.ranges[k];
         Some((&self.objects[k], &self.enc[a..b]))
     }
+}
 
-    fn contains(&self, id: ObjectId) -> bool {
-        self.ids.binary_search(&id).is_ok()
+/// Lists of `T` keyed by `K`, in one buffer (a range per key): what the previous sample
+/// left for the next, rebuilt at every sample into the other of two such buffers.
+struct Lists<K, T> {
+    ranges: HashMap<K, (usize, usize)>,
+    items: Vec<T>,
+}
+
+impl<K, T> Default for Lists<K, T> {
+    fn default() -> Self {
+        Self {
+            ranges: HashMap::default(),
+            items: Vec::new(),
+        }
     }
+}
+
+impl<K: std::hash::Hash + Eq, T> Lists<K, T> {
+    fn clear(&mut self) {
+        self.ranges.clear();
+        self.items.clear();
+    }
+
+    /// The list of `key` (empty if none).
+    fn get(&self, key: &K) -> &[T] {
+        self.ranges.get(key).map_or(&[], |&(a, b)| &self.items[a..b])
+    }
+
+    /// Makes the items pushed since `start` the list of `key`.
+    fn close(&mut self, key: K, start: usize) {
+        self.ranges.insert(key, (start, self.items.len()));
+    }
+}
+
+/// Buffers a sample fills and the next one reuses (their contents mean nothing between
+/// samples), so a sample allocates nothing once the world has reached its size.
+#[derive(Default)]
+struct Scratch {
+    /// (owner, index into the primaries), sorted: each node's primaries, in id order.
+    by_owner: Vec<(NodeId, usize)>,
+    /// The clients' views: (client, range in `view_items`).
+    views: Vec<(usize, usize, usize)>,
+    view_items: Vec<usize>,
+    view: Vec<usize>,
+    required: Vec<usize>,
+    nearest: HashMap<usize, f32>,
+    /// Full-state encodings of the primaries (a range each).
+    enc: Vec<u8>,
+    ranges: Vec<(usize, usize)>,
+    delta_len: Vec<u64>,
+    full_len: Vec<u64>,
+    /// Per primary: it was a primary at the previous sample too.
+    in_prev: Vec<bool>,
+    delta: Vec<u8>,
+    /// The next [`Collector::entered`] and [`Collector::prev_views`], being built.
+    entered: Lists<NodeId, (ObjectId, Time)>,
+    prev_views: Lists<ObjectId, (ObjectId, NodeId)>,
+    /// The number of primaries at the last sample (the next sample's list reserves it).
+    primaries: usize,
+}
+
+/// The range of `owner`'s primaries in a sorted `by_owner`.
+fn owned(by_owner: &[(NodeId, usize)], owner: NodeId) -> &[(NodeId, usize)] {
+    let a = by_owner.partition_point(|(n, _)| *n < owner);
+    let b = a + by_owner[a..].partition_point(|(n, _)| *n == owner);
+    &by_owner[a..b]
 }
 
 /// Samples the world and accumulates [`MetricsReport`].
 pub struct Collector<O: GameObject> {
     from: Time,
     /// Per node, the objects it required at the last sample (sorted by id) and since when.
-    entered: HashMap<NodeId, Vec<(ObjectId, Time)>>,
+    entered: Lists<NodeId, (ObjectId, Time)>,
     /// Each client's view at the last sample: (object, owner) pairs, sorted.
-    prev_views: HashMap<ObjectId, Vec<(ObjectId, NodeId)>>,
+    prev_views: Lists<ObjectId, (ObjectId, NodeId)>,
     prev_state: PrevState<O>,
     /// The sampled objects (indices into the sample's primaries) by grid cell: rebuilt at
     /// every sample, its lists' allocations kept.
     grid: CellGrid<usize>,
+    scratch: Scratch,
     all: Counts,
     missiles: Counts,
     by_kind: [Counts; KINDS],
@@ -186,10 +250,11 @@ impl<O: GameObject> Collector<O> {
     pub fn new(from: Time) -> Self {
         Self {
             from,
-            entered: HashMap::default(),
-            prev_views: HashMap::default(),
+            entered: Lists::default(),
+            prev_views: Lists::default(),
             prev_state: PrevState::default(),
             grid: CellGrid::default(),
+            scratch: Scratch::default(),
             all: Counts::default(),
             missiles: Counts::default(),
             by_kind: Default::default(),
@@ -230,9 +295,10 @@ impl<O: GameObject> Collector<O> {
     /// per-object figures are plain vectors; every sum runs in a fixed order (nodes in
     /// order, objects by id), which keeps the figures reproducible.
     pub fn sample(&mut self, now: Time, nodes: &[Node<O>]) {
+        let sc = &mut self.scratch;
         // Every primary in the world, by id (were an id a primary on two nodes, the last
         // node's wins).
-        let mut prim: Vec<Prim<'_, O>> = Vec::new();
+        let mut prim: Vec<Prim<'_, O>> = Vec::with_capacity(sc.primaries);
         for n in nodes {
             for (id, e) in n.store().iter().filter(|(_, e)| e.role == Role::Primary) {
                 prim.push(Prim {
@@ -251,6 +317,7 @@ impl<O: GameObject> Collector<O> {
             }
             same
         });
+        sc.primaries = prim.len();
         // Objects (indices into `prim`) by grid cell, in id order.
         let mut grid = std::mem::take(&mut self.grid);
         grid.clear();
@@ -275,65 +342,68 @@ impl<O: GameObject> Collector<O> {
             }
         };
         let measuring = now >= self.from;
-        let mut enc: Vec<u8> = Vec::new();
-        let mut ranges: Vec<(usize, usize)> = Vec::with_capacity(prim.len());
+        sc.enc.clear();
+        sc.ranges.clear();
         for p in &prim {
-            let a = enc.len();
-            p.object.encode_state(&mut enc);
-            ranges.push((a, enc.len()));
+            let a = sc.enc.len();
+            p.object.encode_state(&mut sc.enc);
+            sc.ranges.push((a, sc.enc.len()));
         }
-        let mut by_owner: HashMap<NodeId, Vec<usize>> = HashMap::default();
-        for (k, p) in prim.iter().enumerate() {
-            by_owner.entry(p.owner).or_default().push(k);
-        }
-        let mut entered: HashMap<NodeId, Vec<(ObjectId, Time)>> = HashMap::default();
+        sc.by_owner.clear();
+        sc.by_owner
+            .extend(prim.iter().enumerate().map(|(k, p)| (p.owner, k)));
+        sc.by_owner.sort_unstable();
+        sc.entered.clear();
         // Clients' views: (client, objects in view).
-        let mut views: Vec<(usize, Vec<usize>)> = Vec::new();
+        sc.views.clear();
+        sc.view_items.clear();
         let mut required_now = 0u64;
-        let mut view = Vec::new();
-        let mut req: Vec<usize> = Vec::new();
         let detail_on = self.detail.is_some() && measuring;
-        let mut nearest: HashMap<usize, f32> = HashMap::default();
         for n in nodes {
-            req.clear();
-            nearest.clear();
+            sc.required.clear();
+            sc.nearest.clear();
             let world = n.world().as_ref();
             let mut missing_here = [0usize; 3];
-            for &k in by_owner.get(&n.id()).into_iter().flatten() {
+            for &(_, k) in owned(&sc.by_owner, n.id()) {
                 let o = prim[k].object;
-                view_of(o, world, &mut view);
-                req.extend(view.iter().copied().filter(|x| prim[*x].owner != n.id()));
+                view_of(o, world, &mut sc.view);
+                sc.required
+                    .extend(sc.view.iter().copied().filter(|x| prim[*x].owner != n.id()));
                 if detail_on {
                     // From where the object looks: the centre of its area of interest
                     // (a dead player already looks at its respawn point).
                     let p = o.interest(world).map_or_else(|| o.position(), |b| b.center());
-                    for &x in view.iter().filter(|x| prim[**x].owner != n.id()) {
+                    for &x in sc.view.iter().filter(|x| prim[**x].owner != n.id()) {
                         let q = prim[x].object.position();
                         let d = ((p.x - q.x).powi(2) + (p.y - q.y).powi(2)).sqrt();
-                        let e = nearest.entry(x).or_insert(f32::INFINITY);
+                        let e = sc.nearest.entry(x).or_insert(f32::INFINITY);
                         *e = e.min(d);
                     }
                 }
                 // Clients are the objects with an area of interest (players); missiles and
                 // items are not clients.
                 if o.interest(world).is_some() {
-                    views.push((k, view.clone()));
+                    // In index order, which is id order.
+                    let a = sc.view_items.len();
+                    sc.view_items.extend_from_slice(&sc.view);
+                    sc.view_items[a..].sort_unstable();
+                    sc.views.push((k, a, sc.view_items.len()));
                 }
             }
             // Indices follow ids: sorted indices are the required objects by id.
-            req.sort_unstable();
-            req.dedup();
-            let before: &[(ObjectId, Time)] = self.entered.get(&n.id()).map_or(&[], Vec::as_slice);
+            sc.required.sort_unstable();
+            sc.required.dedup();
+            let before = self.entered.get(&n.id());
             let mut at = 0;
-            let mut now_required = Vec::with_capacity(req.len());
-            for &k in &req {
+            let start = sc.entered.items.len();
+            for &k in &sc.required {
                 let oid = prim[k].id;
                 while at < before.len() && before[at].0 < oid {
                     at += 1;
                 }
                 let was = before.get(at).filter(|(id, _)| *id == oid).map(|(_, t)| *t);
                 let since = was.unwrap_or(now);
-                now_required.push((oid, since));
+                sc.entered.items.push((oid, since));
                 required_now += 1;
                 if !measuring {
                     continue;
@@ -358,7 +428,7 @@ impl<O: GameObject> Collector<O> {
                         }
                     }
                 }
-                if let (true, Some(det), Some(d)) = (detail_on, self.detail.as_mut(), nearest.get(&k)) {
+                if let (true, Some(det), Some(d)) = (detail_on, self.detail.as_mut(), sc.nearest.get(&k)) {
                     let b = ((d / DIST_BUCKET) as usize).min(DETAIL_MAX_DIST);
                     if det.dist_required.len() <= b {
                         det.dist_required.resize(b + 1, 0);
@@ -389,41 +459,41 @@ impl<O: GameObject> Collector<O> {
                     det.missing_per_node[g][(*m).min(DETAIL_MAX_MISSING)] += 1;
                 }
             }
-            entered.insert(n.id(), now_required);
+            sc.entered.close(n.id(), start);
         }
-        self.entered = entered;
+        std::mem::swap(&mut self.entered, &mut sc.entered);
 
         if measuring {
             self.samples += 1;
             self.required_total += required_now;
             self.objects_total += prim.len() as u64;
             // Per-object update size against the previous sample (0 = unchanged).
-            let mut delta_len: Vec<u64> = Vec::with_capacity(prim.len());
-            let mut full_len: Vec<u64> = Vec::with_capacity(prim.len());
-            let mut buf = Vec::new();
+            sc.delta_len.clear();
+            sc.full_len.clear();
+            sc.in_prev.clear();
             for (k, p) in prim.iter().enumerate() {
-                let (a, b) = ranges[k];
-                let code = &enc[a..b];
+                let (a, b) = sc.ranges[k];
+                let code = &sc.enc[a..b];
                 let full = code.len() as u64;
-                full_len.push(full);
-                let d = match self.prev_state.get(p.id) {
+                sc.full_len.push(full);
+                let prev = self.prev_state.get(p.id);
+                sc.in_prev.push(prev.is_some());
+                let d = match prev {
                     Some((_, prev_enc)) if prev_enc == code => 0,
                     Some((prev, _)) => {
-                        buf.clear();
-                        p.object.encode_delta(prev, &mut buf);
-                        buf.len() as u64
+                        sc.delta.clear();
+                        p.object.encode_delta(prev, &mut sc.delta);
+                        sc.delta.len() as u64
                     }
                     None => full,
                 };
-                delta_len.push(d);
+                sc.delta_len.push(d);
             }
             // Broadcast: each node's changed primaries to every other node.
             for n in nodes {
-                let payload: u64 = by_owner
-                    .get(&n.id())
-                    .into_iter()
-                    .flatten()
-                    .map(|k| delta_len[*k])
+                let payload: u64 = owned(&sc.by_owner, n.id())
+                    .iter()
+                    .map(|(_, k)| sc.delta_len[*k])
                     .filter(|d| *d > 0)
                     .map(|d| d + OBJ_HEADER)
                     .sum();
@@ -432,16 +502,20 @@ impl<O: GameObject> Collector<O> {
                 self.bc_nodes += 1;
             }
             // Client-server: one packet per player per frame with its view.
-            for (c, v) in &views {
-                let id = prim[*c].id;
+            for &(c, a, b) in &sc.views {
+                let id = prim[c].id;
+                // Both sorted: walk the previous view beside this one.
                 let prev = self.prev_views.get(&id);
-                let mut payload = delta_len[*c] + OBJ_HEADER;
+                let mut j = 0;
+                let mut payload = sc.delta_len[c] + OBJ_HEADER;
                 // Its own state went in above: the other objects in view follow.
-                for &k in v.iter().filter(|k| prim[**k].id != id) {
-                    let (o, owner) = (prim[k].id, prim[k].owner);
-                    let was = prev.is_some_and(|p| p.binary_search(&(o, owner)).is_ok())
-                        && self.prev_state.contains(o);
-                    let d = if was { delta_len[k] } else { full_len[k] };
+                for &k in sc.view_items[a..b].iter().filter(|k| prim[**k].id != id) {
+                    let key = (prim[k].id, prim[k].owner);
+                    while prev.get(j).is_some_and(|p| *p < key) {
+                        j += 1;
+                    }
+                    let was = prev.get(j) == Some(&key) && sc.in_prev[k];
+                    let d = if was { sc.delta_len[k] } else { sc.full_len[k] };
                     if d > 0 {
                         payload += d + OBJ_HEADER;
                     }
@@ -450,14 +524,16 @@ impl<O: GameObject> Collector<O> {
                 self.cs_clients += 1;
             }
         }
-        let mut prev_views: HashMap<ObjectId, Vec<(ObjectId, NodeId)>> = HashMap::default();
-        for (c, v) in views {
-            let mut pairs: Vec<(ObjectId, NodeId)> =
-                v.iter().map(|k| (prim[*k].id, prim[*k].owner)).collect();
-            pairs.sort_unstable();
-            prev_views.insert(prim[c].id, pairs);
+        sc.prev_views.clear();
+        for &(c, a, b) in &sc.views {
+            // Sorted: a view is in index order, which is id order.
+            let start = sc.prev_views.items.len();
+            sc.prev_views
+                .items
+                .extend(sc.view_items[a..b].iter().map(|k| (prim[*k].id, prim[*k].owner)));
+            sc.prev_views.close(prim[c].id, start);
         }
-        self.prev_views = prev_views;
+        std::mem::swap(&mut self.prev_views, &mut sc.prev_views);
         // This sample's objects become the previous state, copied into the old buffers.
         let prev = &mut self.prev_state;
         prev.ids.clear();
@@ -469,8 +545,8 @@ impl<O: GameObject> Collector<O> {
                 None => prev.objects.push(p.object.clone()),
             }
         }
-        prev.enc = enc;
-        prev.ranges = ranges;
+        std::mem::swap(&mut prev.enc, &mut sc.enc);
+        std::mem::swap(&mut prev.ranges, &mut sc.ranges);
         self.grid = grid;
     }
 
