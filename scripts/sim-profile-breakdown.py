@@ -19,6 +19,9 @@ ALLOC = re.compile(
     r'|unlink_chunk|__GI___libc_(malloc|free|realloc)|__rust_(alloc|dealloc|realloc)'
     r'|alloc::raw_vec|.*finish_grow|grow_|do_reserve_and_handle|tcache|__libc_malloc|__libc_free)')
 MOVE = re.compile(r'^__mem(move|cpy|set)_')
+# mimalloc (the `worldmesh` binary's allocator): a sample anywhere inside it, including the
+# kernel's page faults under it, is allocation.
+MIMALLOC = re.compile(r'^_?mi_[a-z]')
 RULES = [(name, re.compile(p)) for name, p in [
     ('setup (matrix, map, nodes)',
      r'LatencyMatrix::parse|GameMap::generate|build_with_spares|clap_builder|workload::initial_objects'
@@ -49,7 +52,7 @@ RULES = [(name, re.compile(p)) for name, p in [
 def classify(frames):
     if not frames:
         return 'other'
-    if ALLOC.match(frames[0]):
+    if ALLOC.match(frames[0]) or any(MIMALLOC.match(f) for f in frames):
         return 'allocation (malloc/free/realloc)'
     if MOVE.match(frames[0]):
         return 'memmove / memcpy'
