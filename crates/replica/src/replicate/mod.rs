@@ -253,6 +253,8 @@ pub struct Reader<'a> {
     bytes: &'a [u8],
 }
 
+// The small readers and writers are `#[inline]`: derived codecs call them from the game's
+// crate, once per field, on every update.
 impl<'a> Reader<'a> {
     /// A reader of `bytes`.
     pub fn new(bytes: &'a [u8]) -> Self {
@@ -265,6 +267,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The next `n` bytes.
+    #[inline]
     pub fn take(&mut self, n: usize) -> Result<&'a [u8], StateError> {
         if self.bytes.len() < n {
             return Err(StateError::Truncated {
@@ -285,11 +288,13 @@ impl<'a> Reader<'a> {
     }
 
     /// The next byte.
+    #[inline]
     pub fn byte(&mut self) -> Result<u8, StateError> {
         Ok(self.array::<1>()?[0])
     }
 
     /// A LEB128 varint of at most 10 bytes that fits in a `u64`.
+    #[inline]
     pub fn varint(&mut self) -> Result<u64, StateError> {
         let mut value = 0u64;
         for i in 0..10 {
@@ -316,6 +321,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Fails unless every byte was read.
+    #[inline]
     pub fn finish(&self) -> Result<(), StateError> {
         if self.bytes.is_empty() {
             Ok(())
@@ -326,6 +332,7 @@ impl<'a> Reader<'a> {
 }
 
 /// Appends `v` as a LEB128 varint (1 to 10 bytes).
+#[inline]
 pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
@@ -335,11 +342,13 @@ pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Zigzag: small magnitudes of either sign map to small unsigned numbers.
+#[inline]
 pub fn zigzag(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
 /// Inverse of [`zigzag`].
+#[inline]
 pub fn unzigzag(v: u64) -> i64 {
     ((v >> 1) as i64) ^ -((v & 1) as i64)
 }
@@ -370,6 +379,7 @@ pub const fn place_bits(bits: u64, offset: u32) -> u64 {
 
 /// Fails if `mask` has any bit at or above `width` (a mask bit no field owns).
 #[doc(hidden)]
+#[inline]
 pub fn check_mask(mask: u64, width: u32, what: &str) -> Result<(), StateError> {
     if mask.checked_shr(width).unwrap_or(0) != 0 {
         return Err(
