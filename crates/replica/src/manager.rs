@@ -1795,7 +1795,7 @@ impl<O: GameObject> ReplicaManager<O> {
             .collect();
         let mut out = Vec::new();
         for d in dsts {
-            out.extend(self.packets_for(now, d).into_iter().map(|p| (d, p)));
+            self.packets_for(now, d, |p| out.push((d, p)));
         }
         out
     }
@@ -1803,16 +1803,20 @@ impl<O: GameObject> ReplicaManager<O> {
     /// Packets to send to `dst` now (between frames: a fetch or its answer), with everything
     /// queued for it, so the rest of the traffic keeps its per-frame batching.
     pub fn flush_peer(&mut self, now: Time, dst: NodeId) -> Vec<Packet> {
-        self.packets_for(now, dst)
+        let mut out = Vec::new();
+        self.packets_for(now, dst, |p| out.push(p));
+        out
     }
 
-    fn packets_for(&mut self, now: Time, dst: NodeId) -> Vec<Packet> {
+    /// Hands `emit` the packets to send to `dst` now, in order (one, unless the queued
+    /// updates do not fit in `max_payload`).
+    fn packets_for(&mut self, now: Time, dst: NodeId, mut emit: impl FnMut(Packet)) {
         let max = self.cfg.max_payload;
         let Some(p) = self.net.get_mut(&dst) else {
-            return Vec::new();
+            return;
         };
         if !p.has_content() {
-            return Vec::new();
+            return;
         }
         p.keepalive = false;
         let mut head: Vec<ReplicaMsg> = Vec::new();
@@ -1857,15 +1861,15 @@ impl<O: GameObject> ReplicaManager<O> {
             }
             size += s;
         }
-        let mut chunks: Vec<Vec<UpdateItem>> = Vec::with_capacity(starts.len() + 1);
-        for &i in starts.iter().rev() {
-            chunks.push(updates.split_off(i));
-        }
-        chunks.push(updates);
-        chunks.reverse();
-        let mut out = Vec::new();
-        let chunk_count = chunks.len();
-        for (k, chunk) in chunks.into_iter().enumerate() {
+        let chunk_count = starts.len() + 1;
+        let mut taken = 0;
+        for k in 0..chunk_count {
+            let chunk: Vec<UpdateItem> = match starts.get(k) {
+                // The items up to where the next packet starts.
+                Some(&next) => updates.drain(..next - taken).collect(),
+                None => std::mem::take(&mut updates),
+            };
+            taken += chunk.len();
             p.next_seq = p.next_seq.wrapping_add(1).max(1);
             let seq = p.next_seq;
             let carried: Vec<(ObjectId, u64)> = chunk.iter().map(|u| (u.id, u.version)).collect();
@@ -1919,14 +1923,13 @@ impl<O: GameObject> ReplicaManager<O> {
                 [ReplicaMsg::Ack(_)] => self.stats.ack_only_packets += 1,
                 _ => {}
             }
-            out.push(Packet {
+            emit(Packet {
                 seq,
                 sent_at: now,
                 msgs,
             });
         }
         p.last_sent = Some(now);
-        out
     }
 }
 
