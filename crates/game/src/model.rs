@@ -79,7 +79,7 @@ pub struct Player {
 
 /// A player's state that only its primary's think uses: never replicated, so a replica
 /// (a decoded state) has the default plan.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, PartialEq)]
 struct Plan {
     /// Waypoints still to walk, the next one last.
     path: Vec<Point3>,
@@ -93,14 +93,25 @@ struct Plan {
     respawn: Option<(Point3, f32)>,
 }
 
-/// The default plan, what a player without one has.
-static NO_PLAN: Plan = Plan {
-    path: Vec::new(),
-    wait_left: 0.0,
-    fight: None,
-    next_shot: 0.0,
-    respawn: None,
-};
+impl Plan {
+    /// The default plan: nothing to walk, wait or fight.
+    const NONE: Plan = Plan {
+        path: Vec::new(),
+        wait_left: 0.0,
+        fight: None,
+        next_shot: 0.0,
+        respawn: None,
+    };
+}
+
+impl Default for Plan {
+    fn default() -> Self {
+        Plan::NONE
+    }
+}
+
+/// What a player without a plan reads (see [`PlanSlot::get`]).
+static NO_PLAN: Plan = Plan::NONE;
 
 // By hand for `clone_from`: the primary's version history copies it each frame, and
 // reusing the old copy's path buffer saves an allocation per moving player per frame.
