@@ -113,6 +113,9 @@ pub struct GameMap {
     cum_popularity: Vec<f64>,
     nav: Vec<Point3>,
     adj: Vec<Vec<(u32, f32)>>,
+    /// Each navigation node's connected component of the graph (numbered from 0): a
+    /// waypoint is reachable only from nodes of its own.
+    component: Vec<u32>,
     /// `obstacles` by grid cell, for [`GameMap::is_free`] and [`GameMap::clear`].
     grid: ObstacleGrid,
 }
@@ -146,6 +149,31 @@ fn segment_hits(a: Point3, b: Point3, o: &Aabb) -> bool {
 /// Is `p` inside box `o` in x/y (edges included)?
 fn contains_xy(o: &Aabb, p: Point3) -> bool {
     o.min.x <= p.x && p.x <= o.max.x && o.min.y <= p.y && p.y <= o.max.y
+}
+
+/// The connected components of the graph `adj` (undirected): each node's component
+/// number, components numbered in the order of their lowest node.
+fn components(adj: &[Vec<(u32, f32)>]) -> Vec<u32> {
+    let mut component = vec![u32::MAX; adj.len()];
+    let mut next = 0;
+    let mut stack = Vec::new();
+    for start in 0..adj.len() {
+        if component[start] != u32::MAX {
+            continue;
+        }
+        component[start] = next;
+        stack.push(start);
+        while let Some(u) = stack.pop() {
+            for &(v, _) in &adj[u] {
+                if component[v as usize] == u32::MAX {
+                    component[v as usize] = next;
+                    stack.push(v as usize);
+                }
+            }
+        }
+        next += 1;
+    }
+    component
 }
 
 #[derive(PartialEq)]
@@ -191,6 +219,7 @@ impl GameMap {
             cum_popularity: Vec::new(),
             nav: Vec::new(),
             adj: Vec::new(),
+            component: Vec::new(),
         };
         let n_wp = count(config.waypoints_per_16).max(2);
         for _ in 0..n_wp {
@@ -297,6 +326,7 @@ impl GameMap {
                 }
             }
         }
+        self.component = components(&adj);
         self.nav = nav;
         self.adj = adj;
     }
@@ -308,13 +338,28 @@ impl GameMap {
         if self.clear(from, goal) {
             return Some(vec![goal]);
         }
+        // Only the nodes in reach of `from` that share the waypoint's component can lead
+        // to it: the search starts from those alone, and not at all without one. The
+        // search of the others was wasted: it ran through every component in reach before
+        // giving up, and on the largest maps most waypoints lie in another component than
+        // the walker (crates/sim/PERFORMANCE.md, "fourth round"). Same answers, since
+        // nothing outside the component changes a distance or a predecessor inside it,
+        // and the heap's order is total.
+        let target = self.component[wp];
         let n = self.nav.len();
-        let mut dist = vec![f32::INFINITY; n];
-        let mut prev = vec![u32::MAX; n];
+        let mut dist = Vec::new();
+        let mut prev = Vec::new();
         let mut heap = BinaryHeap::new();
         for (i, p) in self.nav.iter().enumerate() {
+            if self.component[i] != target {
+                continue;
+            }
             let d = from.distance(*p);
             if d <= MAX_EDGE && self.clear(from, *p) {
+                if dist.is_empty() {
+                    dist = vec![f32::INFINITY; n];
+                    prev = vec![u32::MAX; n];
+                }
                 dist[i] = d;
                 heap.push(Dist(d, i as u32));
             }
@@ -441,6 +486,90 @@ mod tests {
                 scan_clear(Point3::new(f32::NAN, 0.0, 0.0), points[0])
             );
         }
+    }
+
+    /// The search as it was before it kept to the waypoint's component: Dijkstra from
+    /// every node in reach of `from`.
+    fn path_by_whole_graph(m: &GameMap, from: Point3, wp: usize) -> Option<Vec<Point3>> {
+        let goal = *m.waypoints.get(wp)?;
+        if m.clear(from, goal) {
+            return Some(vec![goal]);
+        }
+        let n = m.nav.len();
+        let mut dist = vec![f32::INFINITY; n];
+        let mut prev = vec![u32::MAX; n];
+        let mut heap = BinaryHeap::new();
+        for (i, p) in m.nav.iter().enumerate() {
+            let d = from.distance(*p);
+            if d <= MAX_EDGE && m.clear(from, *p) {
+                dist[i] = d;
+                heap.push(Dist(d, i as u32));
+            }
+        }
+        while let Some(Dist(d, u)) = heap.pop() {
+            let u = u as usize;
+            if d > dist[u] {
+                continue;
+            }
+            if u == wp {
+                let mut path = vec![m.nav[u]];
+                let mut c = u;
+                while prev[c] != u32::MAX {
+                    c = prev[c] as usize;
+                    path.push(m.nav[c]);
+                }
+                path.reverse();
+                return Some(path);
+            }
+            for &(v, w) in &m.adj[u] {
+                let nd = d + w;
+                if nd < dist[v as usize] {
+                    dist[v as usize] = nd;
+                    prev[v as usize] = u as u32;
+                    heap.push(Dist(nd, v));
+                }
+            }
+        }
+        None
+    }
+
+    /// On a map whose graph falls into several components (a long fed-rect strip), the
+    /// search kept to the waypoint's component answers exactly as the whole-graph
+    /// search, found paths and missing ones alike.
+    #[test]
+    fn paths_kept_to_the_waypoints_component_are_the_whole_graphs() {
+        let m = GameMap::generate(&ModelConfig::default(), 512, 7);
+        let count = m.component.iter().max().map_or(0, |c| c + 1);
+        assert!(count > 1, "the test needs a graph in pieces ({count} component)");
+        assert_eq!(m.component.len(), m.nav.len());
+        for (u, edges) in m.adj.iter().enumerate() {
+            assert!(
+                edges
+                    .iter()
+                    .all(|(v, _)| m.component[*v as usize] == m.component[u])
+            );
+        }
+        let mut rng = DetRng::new(3);
+        let (mut found, mut missing) = (0, 0);
+        for _ in 0..300 {
+            let from = m.random_free_point(&mut rng);
+            let wp = m.pick_waypoint(&mut rng);
+            let p = m.path(from, wp);
+            assert_eq!(
+                p,
+                path_by_whole_graph(&m, from, wp),
+                "from {from} to waypoint {wp}"
+            );
+            if p.is_some() {
+                found += 1;
+            } else {
+                missing += 1;
+            }
+        }
+        assert!(
+            found > 30 && missing > 30,
+            "both kinds of answer: {found} found, {missing} missing"
+        );
     }
 
     #[test]
