@@ -39,28 +39,42 @@ pub struct Discovery {
 /// is matched against the stored subscriptions when it arrives, and a subscription against
 /// the stored publications. Both sides are kept in uniform grids so a match costs the
 /// items near it, not a scan. Grid entries carry a copy of what matching reads (the
-/// publication, the subscribed region), kept equal to `pubs` and `subs` by every update,
-/// so matching needs no second lookup per candidate.
+/// publication, the subscribed region), kept equal to `pubs` by every update, so matching
+/// needs no second lookup per candidate.
+///
+/// A subscription cell lists live and stale entries (see [`Subscribed`]); the live ones
+/// keep the order in which taking a node's old entries out and appending its new ones
+/// would leave them, since a new round's entries are appended too. A cell drops its
+/// stale entries when it is full (before its buffer would grow), so it holds at most
+/// about twice the most live entries it had at once. Replacing the subscriptions this way saves scanning
+/// every cell a node's old regions covered at each of its frames: five times the cell
+/// entries the matching itself visits (64-node default run, 10 s: 5.17 M against 0.94 M
+/// and 1.01 M).
 #[derive(Default)]
 pub struct Oracle {
     /// Publications: owner, position, predicted position (if elsewhere), refreshed at.
     pubs: HashMap<ObjectId, Published>,
     pub_grid: CellGrid<(ObjectId, Published)>,
-    subs: HashMap<NodeId, Vec<Aabb>>,
     sub_grid: CellGrid<Subscribed>,
+    /// Each node's latest round (by node id: the simulator numbers nodes from 0).
+    rounds: Vec<u32>,
     told: HashMap<(NodeId, ObjectId), Time>,
     ttl: Duration,
     out: Vec<Discovery>,
-    /// Reused buffers (no allocation per ingest): grid cells, this ingest's publications,
-    /// the subscribers one publication matched, and the matches of new subscriptions.
-    scratch: Vec<(i32, i32)>,
+    /// Reused buffers (no allocation per ingest): this ingest's subscriptions and
+    /// publications, the subscribers one publication matched, and the matches of new
+    /// subscriptions.
+    subs: Vec<Aabb>,
     published: Vec<(ObjectId, Published)>,
     hits: Vec<(NodeId, Point3)>,
     found: Vec<Discovery>,
 }
 
-/// A subscription indexed in a grid cell: the node and the region.
-type Subscribed = (NodeId, Aabb);
+/// A subscription indexed in a grid cell: the node, the region, and the node's ingest it
+/// came with (its round). Only entries of a node's latest round are live: an ingest
+/// replaces the node's subscriptions by starting a new round, instead of taking the old
+/// entries out of every cell they cover.
+type Subscribed = (NodeId, Aabb, u32);
 
 /// A stored publication.
 #[derive(Clone, Copy)]
@@ -89,6 +103,15 @@ impl Published {
             self.ahead.filter(|a| r.contains(*a))
         }
     }
+}
+
+/// Below this many entries a full subscription cell grows rather than drop its stale
+/// entries.
+const MIN_COMPACT: usize = 8;
+
+/// Whether a subscription entry of `node` from round `at` is live: of the node's latest.
+fn live(rounds: &[u32], node: NodeId, at: u32) -> bool {
+    rounds.get(node.0 as usize) == Some(&at)
 }
 
 fn cell(v: f32) -> i32 {
@@ -123,7 +146,8 @@ impl Oracle {
     /// Takes a node's operations of one frame: its publications refresh, its
     /// subscriptions replace the previous ones; both are matched at once.
     pub fn ingest(&mut self, now: Time, node: NodeId, ops: impl IntoIterator<Item = LocatorOp>) {
-        let mut subs = Vec::new();
+        let mut subs = std::mem::take(&mut self.subs);
+        subs.clear();
         let mut published = std::mem::take(&mut self.published);
         published.clear();
         for op in ops {
@@ -153,23 +177,21 @@ impl Oracle {
                 LocatorOp::Subscribe { region, .. } => subs.push(region),
             }
         }
-        // Replace this node's subscriptions in the grid.
-        if let Some(old) = self.subs.remove(&node) {
-            let mut touched = std::mem::take(&mut self.scratch);
-            touched.clear();
-            touched.extend(old.iter().flat_map(cells));
-            touched.sort_unstable();
-            touched.dedup();
-            for c in &touched {
-                if let Some(v) = self.sub_grid.get_mut(*c) {
-                    v.retain(|(n, ..)| *n != node);
-                }
-            }
-            self.scratch = touched;
+        // Replace this node's subscriptions in the grid: a new round.
+        let k = node.0 as usize;
+        if self.rounds.len() <= k {
+            self.rounds.resize(k + 1, 0);
         }
+        self.rounds[k] = self.rounds[k].wrapping_add(1);
+        let round = self.rounds[k];
         for r in &subs {
             for c in cells(r) {
-                self.sub_grid.entry(c).push((node, *r));
+                let v = self.sub_grid.entry(c);
+                if v.len() == v.capacity() && v.len() >= MIN_COMPACT {
+                    let rounds = &self.rounds;
+                    v.retain(|(n, _, at)| live(rounds, *n, *at));
+                }
+                v.push((node, *r, round));
             }
         }
         // New publications against stored subscriptions of other nodes.
@@ -177,8 +199,9 @@ impl Oracle {
         for (id, p) in published.drain(..) {
             hits.clear();
             for c in p.cells() {
-                for (n, r) in self.sub_grid.get(c) {
+                for (n, r, at_round) in self.sub_grid.get(c) {
                     if *n != node
+                        && live(&self.rounds, *n, *at_round)
                         && let Some(at) = p.inside(r)
                     {
                         hits.push((*n, at));
@@ -223,7 +246,7 @@ impl Oracle {
             self.tell(now, d);
         }
         self.found = found;
-        self.subs.insert(node, subs);
+        self.subs = subs;
     }
 
     /// Expires soft state and returns the discoveries made since the last call.
@@ -361,5 +384,101 @@ mod tests {
         );
         assert!(o.tick(Time::from_millis(2000)).is_empty());
         assert!(o.pub_grid.lists().all(Vec::is_empty));
+    }
+
+    /// Nodes replacing their subscriptions at random, many times over the same cells:
+    /// each cell's live entries are exactly the list that taking the node's old entries
+    /// out and appending its new ones gives, a publication matches exactly the
+    /// subscribers that list gives, in its order, and a cell holds at most twice the most
+    /// live entries it ever had.
+    #[test]
+    fn subscription_rounds_keep_the_lists_of_replacing_in_place() {
+        let mut o = Oracle::new(Duration::from_millis(300));
+        let mut reference: CellGrid<(NodeId, Aabb)> = CellGrid::default();
+        let mut held: Vec<Vec<Aabb>> = vec![Vec::new(); 6];
+        let mut rng = worldmesh_core::DetRng::new(11);
+        let mut touched = Vec::new();
+        let mut peak: std::collections::HashMap<(i32, i32), usize> = Default::default();
+        for step in 0..2_000u64 {
+            let node = NodeId(rng.below(6) as u32);
+            let regions: Vec<Aabb> = (0..rng.below(4))
+                .map(|_| {
+                    let c = Point3::new(rng.range_f32(0.0, 1500.0), rng.range_f32(0.0, 1500.0), 0.0);
+                    Aabb::around(
+                        c,
+                        Point3::new(rng.range_f32(10.0, 400.0), rng.range_f32(10.0, 400.0), 1.0),
+                    )
+                })
+                .collect();
+            let ops: Vec<LocatorOp> = regions
+                .iter()
+                .map(|r| LocatorOp::Subscribe {
+                    owner: ObjectId::new(node, 1),
+                    region: *r,
+                })
+                .collect();
+            o.ingest(Time::from_millis(step), node, ops);
+            // The reference: out of every cell the old regions cover, then appended.
+            for r in &held[node.0 as usize] {
+                touched.extend(cells(r));
+            }
+            for c in touched.drain(..) {
+                if let Some(v) = reference.get_mut(c) {
+                    v.retain(|(n, _)| *n != node);
+                }
+            }
+            for r in &regions {
+                for c in cells(r) {
+                    reference.entry(c).push((node, *r));
+                }
+            }
+            held[node.0 as usize] = regions;
+            for x in -1..4 {
+                for y in -1..4 {
+                    let cell: Vec<(NodeId, Aabb)> = o
+                        .sub_grid
+                        .get((x, y))
+                        .iter()
+                        .filter(|(n, _, at)| live(&o.rounds, *n, *at))
+                        .map(|(n, r, _)| (*n, *r))
+                        .collect();
+                    assert_eq!(cell, reference.get((x, y)), "step {step}, cell ({x}, {y})");
+                    let most = peak.entry((x, y)).or_default();
+                    *most = (*most).max(cell.len());
+                    let all = o.sub_grid.get((x, y)).len();
+                    assert!(
+                        all <= (2 * *most).max(MIN_COMPACT),
+                        "step {step}: {all} entries, {most} live at most"
+                    );
+                }
+            }
+            // A new object published by a node that subscribes to nothing.
+            let id = ObjectId::new(NodeId(99), step as u32);
+            let pos = Point3::new(rng.range_f32(0.0, 1500.0), rng.range_f32(0.0, 1500.0), 0.0);
+            let now = Time::from_millis(step);
+            o.ingest(
+                now,
+                NodeId(99),
+                vec![LocatorOp::Publish {
+                    id,
+                    pos,
+                    kind: 0,
+                    ahead: None,
+                }],
+            );
+            let told: Vec<NodeId> = o
+                .take_discoveries()
+                .into_iter()
+                .filter(|d| d.object == id)
+                .map(|d| d.subscriber)
+                .collect();
+            let mut expected: Vec<NodeId> = Vec::new();
+            for (n, r) in reference.get((cell(pos.x), cell(pos.y))) {
+                if r.contains(pos) && !expected.contains(n) {
+                    expected.push(*n);
+                }
+            }
+            assert_eq!(told, expected, "step {step}: who is told of {id} at {pos}");
+        }
     }
 }
