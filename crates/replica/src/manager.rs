@@ -984,7 +984,8 @@ impl<O: GameObject> ReplicaManager<O> {
     /// Is some local primary interested in `obj` (its fine-grained check, or `obj` inside
     /// its area of interest grown by the margin), or is it attached to an object held here?
     /// `primaries` pairs each local primary with its area of interest grown by the margin
-    /// (computed once per frame); the cheap box test runs before the game's own check.
+    /// (computed once per frame); the cheap box tests of all primaries run before any of the
+    /// game's own checks (which must be pure, as [`GameObject::is_interested`] says).
     fn wanted(&self, obj: &O, primaries: &[(&O, Option<Aabb>)], world: &O::World) -> bool {
         if obj.attached_to().is_some_and(|p| self.store.get(p).is_some()) {
             return true;
@@ -994,10 +995,13 @@ impl<O: GameObject> ReplicaManager<O> {
         let ahead = (!lead.is_zero())
             .then(|| obj.position_ahead(lead, world))
             .filter(|a| *a != pos && a.is_finite());
-        primaries.iter().any(|(p, grown)| {
-            grown.is_some_and(|b| b.contains(pos) || ahead.is_some_and(|a| b.contains(a)))
-                || p.is_interested(obj, world)
-        })
+        // The areas first, for every primary, then the game's own checks: the same answer
+        // as asking both of each primary in turn, but a replica inside some area (most
+        // are) costs no call of the game's check, which recomputes its area each time.
+        primaries
+            .iter()
+            .any(|(_, grown)| grown.is_some_and(|b| b.contains(pos) || ahead.is_some_and(|a| b.contains(a))))
+            || primaries.iter().any(|(p, _)| p.is_interested(obj, world))
     }
 
     /// How far `o` moves along its velocity over the prediction lead time, if prediction

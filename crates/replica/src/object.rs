@@ -202,7 +202,9 @@ pub trait GameObject: Clone + Debug + Send + 'static {
     fn interest(&self, world: &Self::World) -> Option<Aabb>;
 
     /// Fine-grained local interest check: does this object want a replica of `other`?
-    /// Defaults to "`other`'s position lies inside my area of interest".
+    /// Defaults to "`other`'s position lies inside my area of interest". It must be a
+    /// pure function of the two objects and the world: the replica manager asks it only
+    /// when no local primary's grown area of interest already holds `other`, in any order.
     fn is_interested(&self, other: &Self, world: &Self::World) -> bool {
         self.interest(world).is_some_and(|b| b.contains(other.position()))
     }
