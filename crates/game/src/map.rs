@@ -334,10 +334,6 @@ impl GameMap {
     /// A walkable path from `from` to waypoint `wp` (the waypoint last), or `None` if
     /// the navigation graph does not connect them.
     pub fn path(&self, from: Point3, wp: usize) -> Option<Vec<Point3>> {
-        let goal = *self.waypoints.get(wp)?;
-        if self.clear(from, goal) {
-            return Some(vec![goal]);
-        }
         // Only the nodes in reach of `from` that share the waypoint's component can lead
         // to it: the search starts from those alone, and not at all without one. The
         // search of the others was wasted: it ran through every component in reach before
@@ -345,13 +341,23 @@ impl GameMap {
         // the walker (crates/sim/PERFORMANCE.md, "fourth round"). Same answers, since
         // nothing outside the component changes a distance or a predecessor inside it,
         // and the heap's order is total.
-        let target = self.component[wp];
+        let target = *self.component.get(wp)?;
+        self.search(from, wp, |i| self.component[i] == target)
+    }
+
+    /// Dijkstra's search from `from` to waypoint `wp`, entering the graph at the nodes
+    /// in reach of `from` that `entry` accepts.
+    fn search(&self, from: Point3, wp: usize, entry: impl Fn(usize) -> bool) -> Option<Vec<Point3>> {
+        let goal = *self.waypoints.get(wp)?;
+        if self.clear(from, goal) {
+            return Some(vec![goal]);
+        }
         let n = self.nav.len();
         let mut dist = Vec::new();
         let mut prev = Vec::new();
         let mut heap = BinaryHeap::new();
         for (i, p) in self.nav.iter().enumerate() {
-            if self.component[i] != target {
+            if !entry(i) {
                 continue;
             }
             let d = from.distance(*p);
@@ -488,54 +494,9 @@ mod tests {
         }
     }
 
-    /// The search as it was before it kept to the waypoint's component: Dijkstra from
-    /// every node in reach of `from`.
-    fn path_by_whole_graph(m: &GameMap, from: Point3, wp: usize) -> Option<Vec<Point3>> {
-        let goal = *m.waypoints.get(wp)?;
-        if m.clear(from, goal) {
-            return Some(vec![goal]);
-        }
-        let n = m.nav.len();
-        let mut dist = vec![f32::INFINITY; n];
-        let mut prev = vec![u32::MAX; n];
-        let mut heap = BinaryHeap::new();
-        for (i, p) in m.nav.iter().enumerate() {
-            let d = from.distance(*p);
-            if d <= MAX_EDGE && m.clear(from, *p) {
-                dist[i] = d;
-                heap.push(Dist(d, i as u32));
-            }
-        }
-        while let Some(Dist(d, u)) = heap.pop() {
-            let u = u as usize;
-            if d > dist[u] {
-                continue;
-            }
-            if u == wp {
-                let mut path = vec![m.nav[u]];
-                let mut c = u;
-                while prev[c] != u32::MAX {
-                    c = prev[c] as usize;
-                    path.push(m.nav[c]);
-                }
-                path.reverse();
-                return Some(path);
-            }
-            for &(v, w) in &m.adj[u] {
-                let nd = d + w;
-                if nd < dist[v as usize] {
-                    dist[v as usize] = nd;
-                    prev[v as usize] = u as u32;
-                    heap.push(Dist(nd, v));
-                }
-            }
-        }
-        None
-    }
-
     /// On a map whose graph falls into several components (a long fed-rect strip), the
-    /// search kept to the waypoint's component answers exactly as the whole-graph
-    /// search, found paths and missing ones alike.
+    /// search kept to the waypoint's component answers exactly as the search of the
+    /// whole graph, found paths and missing ones alike.
     #[test]
     fn paths_kept_to_the_waypoints_component_are_the_whole_graphs() {
         let m = GameMap::generate(&ModelConfig::default(), 512, 7);
@@ -555,11 +516,9 @@ mod tests {
             let from = m.random_free_point(&mut rng);
             let wp = m.pick_waypoint(&mut rng);
             let p = m.path(from, wp);
-            assert_eq!(
-                p,
-                path_by_whole_graph(&m, from, wp),
-                "from {from} to waypoint {wp}"
-            );
+            // The search as it was: entering at every node in reach.
+            let whole = m.search(from, wp, |_| true);
+            assert_eq!(p, whole, "from {from} to waypoint {wp}");
             if p.is_some() {
                 found += 1;
             } else {
