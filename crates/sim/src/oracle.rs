@@ -42,14 +42,14 @@ pub struct Discovery {
 /// publication, the subscribed region), kept equal to `pubs` by every update, so matching
 /// needs no second lookup per candidate.
 ///
-/// A subscription cell lists live and stale entries (see [`Subscribed`]); the live ones
+/// A subscription cell lists live and stale entries (see `Subscribed`); the live ones
 /// keep the order in which taking a node's old entries out and appending its new ones
 /// would leave them, since a new round's entries are appended too. A cell drops its
 /// stale entries when it is full (before its buffer would grow), so it holds at most
-/// about twice the most live entries it had at once. Replacing the subscriptions this way saves scanning
-/// every cell a node's old regions covered at each of its frames: five times the cell
-/// entries the matching itself visits (64-node default run, 10 s: 5.17 M against 0.94 M
-/// and 1.01 M).
+/// about twice the most live entries it had at once. Replacing the subscriptions this
+/// way saves scanning every cell a node's old regions covered at each of its frames:
+/// five times the cell entries the matching itself visits (64-node default run, 10 s:
+/// 5.17 M against 0.94 M and 1.01 M).
 #[derive(Default)]
 pub struct Oracle {
     /// Publications: owner, position, predicted position (if elsewhere), refreshed at.
@@ -145,6 +145,10 @@ impl Oracle {
 
     /// Takes a node's operations of one frame: its publications refresh, its
     /// subscriptions replace the previous ones; both are matched at once.
+    ///
+    /// `node` is the simulation's index of the node (nodes are numbered from 0): the
+    /// oracle keeps a round counter for every id up to the largest it was given. A
+    /// counter wraps after 2³² ingests of one node (13 years of frames at 10 Hz).
     pub fn ingest(&mut self, now: Time, node: NodeId, ops: impl IntoIterator<Item = LocatorOp>) {
         let mut subs = std::mem::take(&mut self.subs);
         subs.clear();
