@@ -37,6 +37,7 @@ extern crate self as worldmesh_replica;
 mod codec;
 mod history;
 mod host;
+mod indexed;
 mod manager;
 mod message;
 mod naming;

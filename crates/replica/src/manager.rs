@@ -40,6 +40,7 @@ use std::time::Duration;
 use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time};
 
 use crate::history::History;
+use crate::indexed::IndexedMap;
 use crate::message::{ForwardedWrite, InterestItem, LogItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
 use crate::naming::{Binding, NameService, Resolution};
 use crate::store::{ObjectStore, Role};
@@ -500,7 +501,7 @@ pub struct ReplicaManager<O: GameObject> {
     frame: u64,
     /// The local primaries' replication state (a few dozen per node: a sorted vector).
     prim: VecMap<ObjectId, PrimaryMeta<O>>,
-    repl: BTreeMap<ObjectId, ReplicaMeta<O>>,
+    repl: IndexedMap<ObjectId, ReplicaMeta<O>>,
     /// Fetches in flight: when, and from which node (the only node, besides the name
     /// service's binding, whose state for an unheld object is accepted).
     fetching: BTreeMap<ObjectId, (Time, NodeId)>,
@@ -589,7 +590,7 @@ impl<O: GameObject> ReplicaManager<O> {
             next_seq: 0,
             frame: 0,
             prim: VecMap::new(),
-            repl: BTreeMap::new(),
+            repl: IndexedMap::new(),
             fetching: BTreeMap::new(),
             kept_orphans: BTreeSet::new(),
             pinned: BTreeSet::new(),
@@ -1735,7 +1736,7 @@ impl<O: GameObject> ReplicaManager<O> {
                     self.fetching.remove(&it.id);
                     self.peer(from).held += 1;
                 }
-                let m = self.repl.entry(it.id).or_insert_with(|| ReplicaMeta::new(now));
+                let m = self.repl.get_or_insert_with(it.id, || ReplicaMeta::new(now));
                 m.history.push(it.version, object, hist);
                 m.adopted = false;
             }

@@ -1,9 +1,9 @@
 //! The local object store: primaries and replicas.
 
-use std::collections::BTreeMap;
 use worldmesh_core::{NodeId, ObjectId, Time};
 
 use crate::GameObject;
+use crate::indexed::IndexedMap;
 
 /// Whether this node holds the primary copy of an object or a replica of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,14 +73,14 @@ pub enum StoreError {
 /// the same inputs visits objects in the same order (determinism).
 #[derive(Clone, Debug)]
 pub struct ObjectStore<O> {
-    entries: BTreeMap<ObjectId, Entry<O>>,
+    entries: IndexedMap<ObjectId, Entry<O>>,
     primaries: usize,
 }
 
 impl<O> Default for ObjectStore<O> {
     fn default() -> Self {
         Self {
-            entries: BTreeMap::new(),
+            entries: IndexedMap::new(),
             primaries: 0,
         }
     }
