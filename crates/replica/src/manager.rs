@@ -1286,9 +1286,8 @@ impl<O: GameObject> ReplicaManager<O> {
             let Some(meta) = self.prim.get_mut(&id) else {
                 continue;
             };
-            meta.receivers.retain(|n, _| targets.binary_search(n).is_ok());
-            for &t in &targets {
-                let st = meta.receivers.entry_or_default(t);
+            meta.receivers.set_keys(&targets);
+            for (&t, st) in targets.iter().zip(meta.receivers.values_mut()) {
                 if st.acked >= version {
                     continue;
                 }

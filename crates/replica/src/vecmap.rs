@@ -80,6 +80,32 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
         &mut self.vals[i]
     }
 
+    /// Makes `keys` (ascending, without duplicates) the map's keys: the entries of other
+    /// keys go, the values of kept keys stay, new keys get `V::default()`. The same map as
+    /// `retain` of the keys in `keys` followed by `entry_or_default` of each, in one merge
+    /// (nothing to do when the keys are already these).
+    pub(crate) fn set_keys(&mut self, keys: &[K])
+    where
+        V: Default,
+    {
+        debug_assert!(keys.windows(2).all(|w| w[0] < w[1]), "keys ascending, once each");
+        if self.keys == keys {
+            return;
+        }
+        let mut old = std::mem::take(&mut self.keys)
+            .into_iter()
+            .zip(std::mem::take(&mut self.vals))
+            .peekable();
+        self.keys.reserve(keys.len());
+        self.vals.reserve(keys.len());
+        for &k in keys {
+            while old.next_if(|(o, _)| *o < k).is_some() {}
+            let v = old.next_if(|(o, _)| *o == k).map_or_else(V::default, |(_, v)| v);
+            self.keys.push(k);
+            self.vals.push(v);
+        }
+    }
+
     /// Keeps the entries for which `f` is true, visiting them in ascending key order.
     pub(crate) fn retain(&mut self, mut f: impl FnMut(&K, &mut V) -> bool) {
         let mut kept = 0;
@@ -146,6 +172,7 @@ mod tests {
         Bump(u8),
         Retain(u16),
         GetMut(u8),
+        SetKeys(Vec<u8>),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -155,6 +182,8 @@ mod tests {
             any::<u8>().prop_map(|k| Op::Bump(k % 32)),
             any::<u16>().prop_map(Op::Retain),
             any::<u8>().prop_map(|k| Op::GetMut(k % 32)),
+            proptest::collection::btree_set(0u8..32, 0..12)
+                .prop_map(|s| Op::SetKeys(s.into_iter().collect())),
         ]
     }
 
@@ -187,6 +216,13 @@ mod tests {
                         if let Some(v) = r.get_mut(&k) { *v ^= 0x55; }
                         prop_assert_eq!(m.get(&k), r.get(&k));
                         prop_assert_eq!(m.contains_key(&k), r.contains_key(&k));
+                    }
+                    Op::SetKeys(keys) => {
+                        m.set_keys(&keys);
+                        r.retain(|k, _| keys.binary_search(k).is_ok());
+                        for k in &keys {
+                            r.entry(*k).or_default();
+                        }
                     }
                 }
                 prop_assert!(m.iter().map(|(k, v)| (*k, *v)).eq(r.iter().map(|(k, v)| (*k, *v))));
