@@ -696,8 +696,7 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
         let frozen = node.replicas().frozen();
         let objects = node
             .store()
-            .iter()
-            .filter(|(_, e)| e.role == worldmesh_replica::Role::Primary)
+            .primaries()
             .map(|(id, e)| {
                 let p = e.object.position();
                 ViewObject {

@@ -605,12 +605,7 @@ impl<O: GameObject> Node<O> {
         }
         if self.config.mode == Mode::Interest {
             self.locator_ops.clear();
-            for (id, e) in self
-                .replicas
-                .store()
-                .iter()
-                .filter(|(_, e)| e.role == Role::Primary)
-            {
+            for (id, e) in self.replicas.store().primaries() {
                 self.locator_ops.push(LocatorOp::Publish {
                     id,
                     pos: e.object.position(),
@@ -893,13 +888,7 @@ impl<O: GameObject> Node<O> {
                 p.member_up(w.node, w.generation, &mut self.replicas);
             }
         }
-        let ids: Vec<ObjectId> = self
-            .replicas
-            .store()
-            .iter()
-            .filter(|(_, e)| e.role == Role::Primary)
-            .map(|(id, _)| id)
-            .collect();
+        let ids: Vec<ObjectId> = self.replicas.store().primary_ids();
         for id in ids {
             self.push_event(Event::PrimaryCreated { id });
         }

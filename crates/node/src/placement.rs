@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use worldmesh_core::{NodeId, ObjectId, Time};
 use worldmesh_netcoord::core_select::{CoreError, CostTable, Objective, rank};
-use worldmesh_replica::{GameObject, ReplicaManager, Role};
+use worldmesh_replica::{GameObject, ReplicaManager};
 
 /// Where the players of a game connect from: what the placement loop needs of a game's
 /// objects (only where placement is used; a game without it need not implement this).
@@ -189,12 +189,7 @@ impl Placement {
         if !rm.frozen().is_empty() {
             return Ok(PlacementOutcome::Idle);
         }
-        let region: Vec<ObjectId> = rm
-            .store()
-            .iter()
-            .filter(|(_, e)| e.role == Role::Primary)
-            .map(|(id, _)| id)
-            .collect();
+        let region: Vec<ObjectId> = rm.store().primary_ids();
         let players: Vec<u32> = region
             .iter()
             .filter_map(|id| rm.store().object(*id).and_then(locate))

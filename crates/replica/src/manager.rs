@@ -1065,8 +1065,7 @@ impl<O: GameObject> ReplicaManager<O> {
         {
             let primaries: Vec<(&O, Option<Aabb>)> = self
                 .store
-                .iter()
-                .filter(|(_, e)| e.role == Role::Primary)
+                .primaries()
                 .map(|(id, e)| (&e.object, self.predicted_interest(id, world)))
                 .collect();
             let mut wanted_now = Vec::new();

@@ -74,14 +74,16 @@ pub enum StoreError {
 #[derive(Clone, Debug)]
 pub struct ObjectStore<O> {
     entries: IndexedMap<ObjectId, Entry<O>>,
-    primaries: usize,
+    /// The primaries' ids, ascending: frames, publications and the metrics walk the
+    /// primaries, a few among hundreds of replicas.
+    primaries: Vec<ObjectId>,
 }
 
 impl<O> Default for ObjectStore<O> {
     fn default() -> Self {
         Self {
             entries: IndexedMap::new(),
-            primaries: 0,
+            primaries: Vec::new(),
         }
     }
 }
@@ -104,12 +106,12 @@ impl<O: GameObject> ObjectStore<O> {
 
     /// Number of primaries.
     pub fn primary_count(&self) -> usize {
-        self.primaries
+        self.primaries.len()
     }
 
     /// Number of replicas.
     pub fn replica_count(&self) -> usize {
-        self.entries.len() - self.primaries
+        self.entries.len() - self.primaries.len()
     }
 
     /// The entry of `id`.
@@ -132,12 +134,29 @@ impl<O: GameObject> ObjectStore<O> {
         self.entries.iter().map(|(k, v)| (*k, v))
     }
 
+    /// The primaries, by id: [`ObjectStore::iter`]'s entries whose role is
+    /// [`Role::Primary`], without walking the replicas.
+    pub fn primaries(&self) -> impl Iterator<Item = (ObjectId, &Entry<O>)> {
+        self.primaries
+            .iter()
+            .filter_map(|id| self.entries.get(id).map(|e| (*id, e)))
+    }
+
     /// Ids of the primaries, by id.
     pub fn primary_ids(&self) -> Vec<ObjectId> {
-        self.iter()
-            .filter(|(_, e)| e.role == Role::Primary)
-            .map(|(id, _)| id)
-            .collect()
+        self.primaries.clone()
+    }
+
+    fn add_primary(&mut self, id: ObjectId) {
+        if let Err(i) = self.primaries.binary_search(&id) {
+            self.primaries.insert(i, id);
+        }
+    }
+
+    fn drop_primary(&mut self, id: ObjectId) {
+        if let Ok(i) = self.primaries.binary_search(&id) {
+            self.primaries.remove(i);
+        }
     }
 
     /// Inserts a new primary.
@@ -161,7 +180,7 @@ impl<O: GameObject> ObjectStore<O> {
                 updated_at: now,
             },
         );
-        self.primaries += 1;
+        self.add_primary(id);
         Ok(())
     }
 
@@ -170,20 +189,21 @@ impl<O: GameObject> ObjectStore<O> {
     pub fn take(&mut self, id: ObjectId) -> Option<Entry<O>> {
         let e = self.entries.remove(&id)?;
         if e.role == Role::Primary {
-            self.primaries -= 1;
+            self.drop_primary(id);
         }
         Some(e)
     }
 
     /// Puts back an entry taken with [`ObjectStore::take`].
     pub fn restore(&mut self, id: ObjectId, entry: Entry<O>) {
-        if entry.role == Role::Primary {
-            self.primaries += 1;
-        }
+        let primary = entry.role == Role::Primary;
         if let Some(old) = self.entries.insert(id, entry)
             && old.role == Role::Primary
         {
-            self.primaries -= 1;
+            self.drop_primary(id);
+        }
+        if primary {
+            self.add_primary(id);
         }
     }
 
@@ -262,7 +282,7 @@ impl<O: GameObject> ObjectStore<O> {
                 e.object = object;
                 e.version = version;
                 e.updated_at = now;
-                self.primaries += 1;
+                self.add_primary(id);
                 true
             }
             _ => false,
@@ -321,6 +341,63 @@ mod tests {
 
     fn id(n: u32, s: u32) -> ObjectId {
         ObjectId::new(NodeId(n), s)
+    }
+
+    /// Through every operation that makes, turns or drops a primary, in a random mix,
+    /// `primaries()` (and `primary_ids()`) is `iter()` filtered on the primary role, in
+    /// the same order, and the counts add up.
+    #[test]
+    fn the_primaries_list_is_the_walk_filtered_on_the_role() {
+        let mut rng = worldmesh_core::DetRng::new(3);
+        let mut s = ObjectStore::<Dot>::new();
+        let mut taken: Vec<(ObjectId, Entry<Dot>)> = Vec::new();
+        let t = Time::ZERO;
+        for step in 0..3_000u32 {
+            let k = id(rng.index(3) as u32, rng.index(20) as u32);
+            match rng.index(8) {
+                0 => {
+                    let _ = s.insert_primary(k, Dot(0.0), 0, t);
+                }
+                1 => {
+                    let _ = s.apply_replica_state(k.origin, k, Dot(1.0), u64::from(step), t, t);
+                }
+                2 => {
+                    let _ = s.promote(k, Dot(2.0), u64::from(step), t);
+                }
+                3 => {
+                    if let Some(e) = s.take(k) {
+                        taken.push((k, e));
+                    }
+                }
+                4 => {
+                    if let Some((k, e)) = taken.pop() {
+                        s.restore(k, e);
+                    }
+                }
+                5 => {
+                    // Restored over an entry made meanwhile (either role, both ways).
+                    if let Some((_, e)) = taken.pop() {
+                        s.restore(k, e);
+                    }
+                }
+                6 => {
+                    s.remove(k);
+                }
+                _ => {
+                    s.rebind_replica(k, NodeId(9));
+                }
+            }
+            let walked: Vec<ObjectId> = s
+                .iter()
+                .filter(|(_, e)| e.role == Role::Primary)
+                .map(|(id, _)| id)
+                .collect();
+            let listed: Vec<ObjectId> = s.primaries().map(|(id, _)| id).collect();
+            assert_eq!(listed, walked, "step {step}");
+            assert_eq!(s.primary_ids(), walked);
+            assert_eq!(s.primary_count() + s.replica_count(), s.len());
+            assert_eq!(s.primary_count(), walked.len());
+        }
     }
 
     #[test]

@@ -28,7 +28,7 @@ use worldmesh_core::hash::FastMap as HashMap;
 use serde::{Deserialize, Serialize};
 use worldmesh_core::{NodeId, ObjectId, Time};
 use worldmesh_node::Node;
-use worldmesh_replica::{GameObject, Role};
+use worldmesh_replica::GameObject;
 
 use crate::grid::CellGrid;
 
@@ -300,7 +300,7 @@ impl<O: GameObject> Collector<O> {
         // node's wins).
         let mut prim: Vec<Prim<'_, O>> = Vec::with_capacity(sc.primaries);
         for n in nodes {
-            for (id, e) in n.store().iter().filter(|(_, e)| e.role == Role::Primary) {
+            for (id, e) in n.store().primaries() {
                 prim.push(Prim {
                     id,
                     owner: n.id(),
