@@ -12,7 +12,7 @@ use worldmesh_core::Time;
 
 /// A scheduled event's place: when, its insertion number (unique) and its slot in the
 /// slab. Ordered by time, then insertion number.
-type Key = (Time, u64, u32);
+type Key = (Time, u64, usize);
 
 /// Children per heap node.
 const ARITY: usize = 4;
@@ -23,9 +23,8 @@ pub struct EventQueue<E> {
     /// The keys as a 4-ary min-heap on (time, insertion number): the children of `i` are
     /// `4i + 1 ..= 4i + 4`.
     heap: Vec<Key>,
-    /// The events, by slot; `None` for a free slot.
-    slots: Vec<Option<E>>,
-    free: Vec<u32>,
+    /// The events, by slot.
+    slots: slab::Slab<E>,
     seq: u64,
 }
 
@@ -33,8 +32,7 @@ impl<E> Default for EventQueue<E> {
     fn default() -> Self {
         Self {
             heap: Vec::new(),
-            slots: Vec::new(),
-            free: Vec::new(),
+            slots: slab::Slab::new(),
             seq: 0,
         }
     }
@@ -74,16 +72,7 @@ impl<E> EventQueue<E> {
     /// with [`EventQueue::pop_keyed`] and put back, or one [`EventQueue::reserve`]d).
     pub fn push_keyed(&mut self, at: Time, seq: u64, event: E) {
         debug_assert!(seq <= self.seq, "insertion numbers come from this queue");
-        let slot = match self.free.pop() {
-            Some(s) => {
-                self.slots[s as usize] = Some(event);
-                s
-            }
-            None => {
-                self.slots.push(Some(event));
-                (self.slots.len() - 1) as u32
-            }
-        };
+        let slot = self.slots.insert(event);
         self.sift_up((at, seq, slot));
     }
 
@@ -148,15 +137,14 @@ impl<E> EventQueue<E> {
     /// The next event with its time and insertion number.
     pub fn pop_keyed(&mut self) -> Option<(Time, u64, E)> {
         let (at, seq, slot) = self.pop_min()?;
-        let event = self.slots.get_mut(slot as usize)?.take()?;
-        self.free.push(slot);
+        let event = self.slots.try_remove(slot)?;
         Some((at, seq, event))
     }
 
     /// The next event and its time, left in the queue.
     pub fn peek(&self) -> Option<(Time, &E)> {
         let (at, _, slot) = *self.heap.first()?;
-        self.slots.get(slot as usize)?.as_ref().map(|e| (at, e))
+        self.slots.get(slot).map(|e| (at, e))
     }
 
     /// Events waiting.

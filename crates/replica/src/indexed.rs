@@ -4,8 +4,9 @@
 //! A `BTreeMap` gives what determinism needs — iteration in key order — but every lookup
 //! walks two or three nodes of keys, each cold by the time the next datagram for this node
 //! arrives (the simulator runs every node in one process; a server runs many objects).
-//! Here the values sit in a slab whose slots never move, a hash index finds a key's slot
-//! in one probe, and a sorted vector of (key, slot) gives the key order for walks.
+//! Here the values sit in a slab (the `slab` crate) whose slots never move, a hash index
+//! finds a key's slot in one probe, and a sorted vector of (key, slot) gives the key order
+//! for walks.
 //! Inserting or removing a key shifts the sorted vector (a `memmove` of 24-byte pairs,
 //! a few hundred per node), which is rarer than lookups by far.
 //!
@@ -22,21 +23,18 @@ use std::hash::Hash;
 /// results of a `BTreeMap` for every method it has.
 #[derive(Clone, Debug)]
 pub(crate) struct IndexedMap<K, V> {
-    /// Values, by slot; `None` for a free slot.
-    slots: Vec<Option<V>>,
-    /// Free slots, reused last-freed first.
-    free: Vec<u32>,
+    /// Values, by slot (free slots are reused).
+    slots: slab::Slab<V>,
     /// Each key's slot.
-    index: HashMap<K, u32, foldhash::fast::RandomState>,
+    index: HashMap<K, usize, foldhash::fast::RandomState>,
     /// Every key with its slot, by ascending key.
-    order: Vec<(K, u32)>,
+    order: Vec<(K, usize)>,
 }
 
 impl<K, V> Default for IndexedMap<K, V> {
     fn default() -> Self {
         Self {
-            slots: Vec::new(),
-            free: Vec::new(),
+            slots: slab::Slab::new(),
             index: HashMap::default(),
             order: Vec::new(),
         }
@@ -61,14 +59,12 @@ impl<K: Ord + Hash + Copy, V> IndexedMap<K, V> {
 
     /// The value of `k`.
     pub(crate) fn get(&self, k: &K) -> Option<&V> {
-        let s = *self.index.get(k)?;
-        self.slots[s as usize].as_ref()
+        self.slots.get(*self.index.get(k)?)
     }
 
     /// The value of `k`, mutably.
     pub(crate) fn get_mut(&mut self, k: &K) -> Option<&mut V> {
-        let s = *self.index.get(k)?;
-        self.slots[s as usize].as_mut()
+        self.slots.get_mut(*self.index.get(k)?)
     }
 
     /// True if `k` has a value.
@@ -79,7 +75,7 @@ impl<K: Ord + Hash + Copy, V> IndexedMap<K, V> {
     /// Sets `k` to `v`; returns the value it replaced.
     pub(crate) fn insert(&mut self, k: K, v: V) -> Option<V> {
         if let Some(&s) = self.index.get(&k) {
-            return self.slots[s as usize].replace(v);
+            return Some(std::mem::replace(&mut self.slots[s], v));
         }
         self.add(k, v);
         None
@@ -91,9 +87,7 @@ impl<K: Ord + Hash + Copy, V> IndexedMap<K, V> {
             Some(&s) => s,
             None => self.add(k, f()),
         };
-        self.slots[s as usize]
-            .as_mut()
-            .expect("an indexed slot holds a value")
+        &mut self.slots[s]
     }
 
     /// Removes `k`; returns its value.
@@ -102,29 +96,19 @@ impl<K: Ord + Hash + Copy, V> IndexedMap<K, V> {
         if let Ok(i) = self.order.binary_search_by(|(x, _)| x.cmp(k)) {
             self.order.remove(i);
         }
-        self.free.push(s);
-        self.slots[s as usize].take()
+        self.slots.try_remove(s)
     }
 
     /// The entries, by ascending key.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.order
             .iter()
-            .filter_map(|(k, s)| self.slots[*s as usize].as_ref().map(|v| (k, v)))
+            .filter_map(|(k, s)| self.slots.get(*s).map(|v| (k, v)))
     }
 
     /// Adds `k`, absent, with `v`; returns its slot.
-    fn add(&mut self, k: K, v: V) -> u32 {
-        let s = match self.free.pop() {
-            Some(s) => {
-                self.slots[s as usize] = Some(v);
-                s
-            }
-            None => {
-                self.slots.push(Some(v));
-                (self.slots.len() - 1) as u32
-            }
-        };
+    fn add(&mut self, k: K, v: V) -> usize {
+        let s = self.slots.insert(v);
         self.index.insert(k, s);
         let i = self.order.partition_point(|(x, _)| *x < k);
         self.order.insert(i, (k, s));
@@ -183,8 +167,8 @@ mod tests {
                     prop_assert_eq!(m.contains_key(&k), r.contains_key(&k));
                 }
             }
-            // Slots are reused: never more than the most entries held at once.
-            prop_assert!(m.slots.len() <= 48);
+            // Slots are reused: none beyond the most entries held at once.
+            prop_assert!(m.slots.iter().all(|(s, _)| s < 48));
         }
     }
 }
