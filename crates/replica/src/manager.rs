@@ -1342,14 +1342,10 @@ impl<O: GameObject> ReplicaManager<O> {
         {
             return false;
         }
-        // The local primaries are exactly the keys of `prim` (outside `frame`'s think loop).
-        let wanted = self.prim.keys().any(|pid| {
-            self.store.get(*pid).is_some_and(|e| {
-                e.role == Role::Primary
-                    && (self.predicted_interest(*pid, world))
-                        .or_else(|| e.object.interest(world))
-                        .is_some_and(|b| b.contains(pos))
-            })
+        let wanted = self.store.primaries().any(|(pid, e)| {
+            self.predicted_interest(pid, world)
+                .or_else(|| e.object.interest(world))
+                .is_some_and(|b| b.contains(pos))
         });
         if !wanted {
             return false;
