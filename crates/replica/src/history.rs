@@ -16,6 +16,10 @@ use std::collections::VecDeque;
 #[derive(Clone, Debug)]
 pub(crate) struct History<O> {
     entries: VecDeque<(u64, O)>,
+    /// The version of the newest (back) entry, 0 while empty: kept beside the deque's
+    /// header so a lookup does not read the newest state's line only to learn its version
+    /// (the first of two cache misses a lookup paid; `crates/sim/PERFORMANCE.md`).
+    newest: u64,
     /// The versions are strictly increasing (so each occurs once and binary search finds
     /// it). Cleared for good by an out-of-order or repeated version.
     increasing: bool,
@@ -25,6 +29,7 @@ impl<O> Default for History<O> {
     fn default() -> Self {
         Self {
             entries: VecDeque::new(),
+            newest: 0,
             increasing: true,
         }
     }
@@ -35,6 +40,7 @@ impl<O: Clone> History<O> {
     pub(crate) fn with(version: u64, state: O) -> Self {
         let mut h = Self::default();
         h.entries.push_back((version, state));
+        h.newest = version;
         h
     }
 
@@ -55,7 +61,10 @@ impl<O: Clone> History<O> {
         if self.increasing {
             // Versions usually go up by one: try where `version` would be if they did (a
             // match is the only one), then search.
-            let newest = self.entries.back()?.0;
+            if self.entries.is_empty() {
+                return None;
+            }
+            let newest = self.newest;
             let guess = newest
                 .checked_sub(version)
                 .and_then(|back| usize::try_from(back).ok())
@@ -105,6 +114,7 @@ impl<O: Clone> History<O> {
         self.make_room(cap);
         self.note_appended(version);
         self.entries.push_back((version, state));
+        self.newest = version;
     }
 
     /// Appends a copy of `state` as `version`, dropping the oldest entries beyond `cap`:
@@ -121,6 +131,7 @@ impl<O: Clone> History<O> {
             None => state.clone(),
         };
         self.entries.push_back((version, slot));
+        self.newest = version;
     }
 
     /// Inserts `state` as `version` before the first newer entry, then drops the oldest
@@ -136,6 +147,7 @@ impl<O: Clone> History<O> {
         }
         self.entries.insert(pos, (version, state));
         self.trim(cap);
+        self.newest = self.entries.back().map_or(0, |(v, _)| *v);
     }
 
     /// Drops the oldest entries until one more fits within `cap` (at least 1), returning
@@ -152,7 +164,7 @@ impl<O: Clone> History<O> {
 
     /// Keeps `increasing` true only if `version` is newer than the newest held.
     fn note_appended(&mut self, version: u64) {
-        if self.entries.back().is_some_and(|(b, _)| *b >= version) {
+        if !self.entries.is_empty() && self.newest >= version {
             self.increasing = false;
         }
     }
@@ -177,7 +189,7 @@ mod tests {
     }
 
     fn same(h: &History<String>, r: &VecDeque<(u64, String)>) -> bool {
-        h.entries.iter().eq(r.iter())
+        h.entries.iter().eq(r.iter()) && h.newest == r.back().map_or(0, |(v, _)| *v)
     }
 
     #[test]
