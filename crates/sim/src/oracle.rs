@@ -52,13 +52,20 @@ pub struct Discovery {
 /// 5.17 M against 0.94 M and 1.01 M).
 #[derive(Default)]
 pub struct Oracle {
-    /// Publications: owner, position, predicted position (if elsewhere), refreshed at.
-    pubs: HashMap<ObjectId, Published>,
+    /// Publications: owner, position, predicted position (if elsewhere), refreshed at,
+    /// and where each sits in `pub_grid`.
+    pubs: HashMap<ObjectId, Indexed>,
     pub_grid: CellGrid<(ObjectId, Published)>,
     sub_grid: CellGrid<Subscribed>,
     /// Each node's latest round (by node id: the simulator numbers nodes from 0).
     rounds: Vec<u32>,
+    /// When each (subscriber, object) match was last told. An entry older than
+    /// [`RETELL`] acts as no entry at all (`tell`), so dropping old entries only bounds the
+    /// table: a sweep every `RETELL` keeps each at most twice that old, where a sweep at
+    /// every tick read the whole table ten times as often.
     told: HashMap<(NodeId, ObjectId), Time>,
+    /// When `told` was last swept.
+    told_swept: Time,
     ttl: Duration,
     out: Vec<Discovery>,
     /// Reused buffers (no allocation per ingest): this ingest's subscriptions and
@@ -75,6 +82,18 @@ pub struct Oracle {
 /// replaces the node's subscriptions by starting a new round, instead of taking the old
 /// entries out of every cell they cover.
 type Subscribed = (NodeId, Aabb, u32);
+
+/// A stored publication and its places in the grid: `at[k]` is its index in the list of
+/// the `k`-th cell of [`Published::cells`]. Taking a publication out of a cell is then a
+/// `swap_remove` at a known index (and one update of the entry moved into it), where a
+/// scan of the cell read every entry before it: a cold line each, most of the oracle's
+/// cache misses (`crates/sim/PERFORMANCE.md`, sixth round). The lists end up exactly as
+/// the scan left them.
+#[derive(Clone, Copy)]
+struct Indexed {
+    p: Published,
+    at: [u32; 2],
+}
 
 /// A stored publication.
 #[derive(Clone, Copy)]
@@ -132,6 +151,35 @@ impl Oracle {
         }
     }
 
+    /// Takes publication `id`, stored as `s`, out of its grid cells: a `swap_remove` at
+    /// its index in each, the entry moved into that index told its new place.
+    fn unindex(&mut self, id: ObjectId, s: Indexed) {
+        for (k, c) in s.p.cells().enumerate() {
+            let Some(v) = self.pub_grid.get_mut(c) else {
+                continue;
+            };
+            let i = s.at[k] as usize;
+            // The index is kept by every change of the list; a scan stands in should it
+            // ever not be (same result, slower).
+            let i = if v.get(i).is_some_and(|x| x.0 == id) {
+                i
+            } else {
+                debug_assert!(false, "publication {id} not at its index {i} in cell {c:?}");
+                match v.iter().position(|x| x.0 == id) {
+                    Some(i) => i,
+                    None => continue,
+                }
+            };
+            v.swap_remove(i);
+            if let Some((moved, mp)) = v.get(i).copied()
+                && let Some(m) = self.pubs.get_mut(&moved)
+            {
+                let mk = usize::from(mp.cells().next() != Some(c));
+                m.at[mk] = u32::try_from(i).unwrap_or(u32::MAX);
+            }
+        }
+    }
+
     fn tell(&mut self, now: Time, d: Discovery) {
         match self.told.entry((d.subscriber, d.object)) {
             Entry::Occupied(e) if now - *e.get() < RETELL => return,
@@ -158,13 +206,7 @@ impl Oracle {
             match op {
                 LocatorOp::Publish { id, pos, ahead, .. } => {
                     if let Some(old) = self.pubs.get(&id).copied() {
-                        for c in old.cells() {
-                            if let Some(v) = self.pub_grid.get_mut(c)
-                                && let Some(i) = v.iter().position(|x| x.0 == id)
-                            {
-                                v.swap_remove(i);
-                            }
-                        }
+                        self.unindex(id, old);
                     }
                     let p = Published {
                         owner: node,
@@ -172,10 +214,13 @@ impl Oracle {
                         ahead: ahead.filter(|a| a.is_finite() && *a != pos),
                         at: now,
                     };
-                    self.pubs.insert(id, p);
-                    for c in p.cells() {
-                        self.pub_grid.entry(c).push((id, p));
+                    let mut at = [0; 2];
+                    for (k, c) in p.cells().enumerate() {
+                        let v = self.pub_grid.entry(c);
+                        at[k] = u32::try_from(v.len()).unwrap_or(u32::MAX);
+                        v.push((id, p));
                     }
+                    self.pubs.insert(id, Indexed { p, at });
                     published.push((id, p));
                 }
                 LocatorOp::Subscribe { region, .. } => subs.push(region),
@@ -256,23 +301,22 @@ impl Oracle {
     /// Expires soft state and returns the discoveries made since the last call.
     pub fn tick(&mut self, now: Time) -> Vec<Discovery> {
         let ttl = self.ttl;
-        let expired: Vec<(ObjectId, Published)> = self
+        let expired: Vec<ObjectId> = self
             .pubs
             .iter()
-            .filter(|(_, p)| now - p.at > ttl)
-            .map(|(id, p)| (*id, *p))
+            .filter(|(_, s)| now - s.p.at > ttl)
+            .map(|(id, _)| *id)
             .collect();
-        for (id, p) in expired {
-            self.pubs.remove(&id);
-            for c in p.cells() {
-                if let Some(v) = self.pub_grid.get_mut(c)
-                    && let Some(i) = v.iter().position(|x| x.0 == id)
-                {
-                    v.swap_remove(i);
-                }
+        for id in expired {
+            // Taken from the map only now: an earlier removal may have moved it.
+            if let Some(s) = self.pubs.remove(&id) {
+                self.unindex(id, s);
             }
         }
-        self.told.retain(|_, t| now - *t < RETELL);
+        if now - self.told_swept >= RETELL {
+            self.told.retain(|_, t| now - *t < RETELL);
+            self.told_swept = now;
+        }
         std::mem::take(&mut self.out)
     }
 
@@ -388,6 +432,82 @@ mod tests {
         );
         assert!(o.tick(Time::from_millis(2000)).is_empty());
         assert!(o.pub_grid.lists().all(Vec::is_empty));
+    }
+
+    /// Publications moving, gaining and losing a predicted point, and expiring, at
+    /// random: every cell's list is exactly what finding the entry by a scan and
+    /// `swap_remove`-ing it gives (the order matching reads them in), and every stored
+    /// index points at its publication.
+    #[test]
+    fn publication_lists_match_removal_by_scan_and_indices_stay_true() {
+        let mut o = Oracle::new(Duration::from_millis(300));
+        let mut reference: CellGrid<ObjectId> = CellGrid::default();
+        let mut held: std::collections::BTreeMap<ObjectId, (Published, Time)> = Default::default();
+        let mut rng = worldmesh_core::DetRng::new(5);
+        let take_out = |grid: &mut CellGrid<ObjectId>, id: ObjectId, p: &Published| {
+            for c in p.cells() {
+                if let Some(v) = grid.get_mut(c)
+                    && let Some(i) = v.iter().position(|x| *x == id)
+                {
+                    v.swap_remove(i);
+                }
+            }
+        };
+        let mut at_ms = 0u64;
+        for step in 0..3_000u32 {
+            at_ms += rng.below(20);
+            let now = Time::from_millis(at_ms);
+            if rng.below(10) == 0 {
+                // Expiry, in the oracle's own order (its map's); the reference follows it.
+                let expiring: Vec<ObjectId> = o
+                    .pubs
+                    .iter()
+                    .filter(|(_, s)| now - s.p.at > o.ttl)
+                    .map(|(id, _)| *id)
+                    .collect();
+                o.tick(now);
+                for id in expiring {
+                    let (p, _) = held.remove(&id).expect("held");
+                    take_out(&mut reference, id, &p);
+                }
+            } else {
+                let node = NodeId(rng.below(4) as u32);
+                let id = ObjectId::new(node, rng.below(40) as u32);
+                let pos = Point3::new(rng.range_f32(0.0, 2000.0), rng.range_f32(0.0, 2000.0), 0.0);
+                let ahead = (rng.below(3) == 0)
+                    .then(|| Point3::new(rng.range_f32(0.0, 2000.0), rng.range_f32(0.0, 2000.0), 0.0));
+                o.ingest(
+                    now,
+                    node,
+                    vec![LocatorOp::Publish {
+                        id,
+                        pos,
+                        kind: 0,
+                        ahead,
+                    }],
+                );
+                if let Some((old, _)) = held.remove(&id) {
+                    take_out(&mut reference, id, &old);
+                }
+                let p = o.pubs[&id].p;
+                for c in p.cells() {
+                    reference.entry(c).push(id);
+                }
+                held.insert(id, (p, now));
+            }
+            for x in -1..5 {
+                for y in -1..5 {
+                    let ids: Vec<ObjectId> = o.pub_grid.get((x, y)).iter().map(|e| e.0).collect();
+                    assert_eq!(ids, reference.get((x, y)), "step {step}, cell ({x}, {y})");
+                }
+            }
+            for (id, s) in &o.pubs {
+                for (k, c) in s.p.cells().enumerate() {
+                    assert_eq!(o.pub_grid.get(c)[s.at[k] as usize].0, *id, "step {step}");
+                }
+            }
+        }
+        assert!(held.len() > 10, "publications are held as the test runs");
     }
 
     /// Nodes replacing their subscriptions at random, many times over the same cells:
