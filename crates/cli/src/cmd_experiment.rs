@@ -35,6 +35,11 @@ pub struct ExperimentArgs {
     /// it. Default: the machine's cores.
     #[arg(long)]
     threads: Option<usize>,
+    /// Runs behind each wall-clock figure of the timing experiments (`sim-speed`): the
+    /// fastest counts (other load on the machine only slows a run down), and the runs'
+    /// reports must be identical.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=20))]
+    timing_runs: u16,
     /// Also write one report of the run: DIR/report.html (self-contained, figures inline)
     /// and DIR/report.md (figures linked as PNG).
     #[arg(long)]
@@ -94,6 +99,7 @@ pub fn run(args: ExperimentArgs) -> anyhow::Result<()> {
             progress: true,
             threads,
             headline_seeds: HEADLINE_SEEDS,
+            timing_runs: usize::from(args.timing_runs),
         };
         eprintln!("== {} ({})", e.name, e.reproduces);
         let started = Instant::now();

@@ -292,6 +292,18 @@ fn bad_inputs_fail_with_clear_errors() {
         );
     }
 
+    for runs in ["0", "21", "x"] {
+        let o = worldmesh()
+            .args(["experiment", "sim-speed", "--quick", "--timing-runs", runs])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains(&format!("invalid value '{runs}' for '--timing-runs")),
+            "--timing-runs {runs}: {err}"
+        );
+    }
+
     for cmd in ["cluster", "node"] {
         let o = worldmesh().args([cmd, "--locator", "chord"]).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);

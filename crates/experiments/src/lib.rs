@@ -77,6 +77,10 @@ pub struct Context {
     pub threads: usize,
     /// Seeds behind headline figures ([`HEADLINE_SEEDS`]; tests use fewer).
     pub headline_seeds: usize,
+    /// Runs behind each wall-clock figure of the timing experiments (`sim-speed`), at
+    /// least 1: the fastest counts, since other load on the machine only ever slows a run
+    /// down, and the runs' reports must be the same, byte for byte.
+    pub timing_runs: usize,
 }
 
 impl Context {
@@ -93,6 +97,7 @@ impl Context {
             progress: false,
             threads: 2,
             headline_seeds: 2,
+            timing_runs: 1,
         })
     }
 

@@ -15,6 +15,7 @@ fn ctx(name: &str) -> Context {
         progress: false,
         threads: 2,
         headline_seeds: 2,
+        timing_runs: 1,
     }
 }
 
