@@ -89,7 +89,18 @@ fn fastest(ctx: &Context, cfg: &SimConfig, threads: usize) -> Result<Timed, Expe
 
 /// [`fastest`] for `runs` runs (at least 1), with every run's wall seconds.
 fn fastest_of(runs: usize, cfg: &SimConfig, threads: usize) -> Result<(Timed, Vec<f64>), ExperimentError> {
-    let mut first = timed(cfg, threads)?;
+    let first = timed(cfg, threads)?;
+    more_runs(runs, cfg, threads, first)
+}
+
+/// Runs `cfg` until `runs` runs (at least 1) are done, `first` being the first: the first's
+/// report and counts with the least wall time, and every run's wall seconds.
+fn more_runs(
+    runs: usize,
+    cfg: &SimConfig,
+    threads: usize,
+    mut first: Timed,
+) -> Result<(Timed, Vec<f64>), ExperimentError> {
     let mut walls = vec![first.2];
     for run in 2..=runs.max(1) {
         let (_, _, wall, json) = timed(cfg, threads)?;
@@ -106,13 +117,15 @@ fn fastest_of(runs: usize, cfg: &SimConfig, threads: usize) -> Result<(Timed, Ve
 }
 
 /// Builds and runs one world of `nodes` × 8 players ([`Context::timing_runs`] times, the
-/// fastest counting), counting engine events, and reads the process's memory around it
-/// (its peak over the runs).
+/// fastest counting), counting engine events, and reads the process's memory around the
+/// first run (later runs start with what the allocator kept from the earlier ones, which
+/// would count into their peak).
 fn measure(ctx: &Context, nodes: usize, duration: f64) -> Result<Measured, ExperimentError> {
     let cfg = world(ctx, nodes, duration, if ctx.quick { 1.0 } else { 5.0 });
     process_memory::reset_peak();
-    let (report, stats, wall, _) = fastest(ctx, &cfg, 1)?;
+    let first = timed(&cfg, 1)?;
     let peak = process_memory::peak_bytes();
+    let ((report, stats, wall, _), _) = more_runs(ctx.timing_runs, &cfg, 1, first)?;
     Ok(Measured {
         nodes,
         sim_seconds: report.sim_seconds,
