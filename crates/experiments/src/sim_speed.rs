@@ -67,8 +67,15 @@ fn world(ctx: &Context, nodes: usize, duration: f64, warmup: f64) -> SimConfig {
     }
 }
 
-/// A timed run: its report, its counts, its wall seconds and its report as JSON.
-type Timed = (SimReport, RunStats, f64, String);
+/// A timed run.
+struct Timed {
+    report: SimReport,
+    stats: RunStats,
+    /// Wall-clock seconds.
+    wall: f64,
+    /// The report as JSON, to compare runs by.
+    json: String,
+}
 
 /// One timed run of `cfg` on `threads`.
 fn timed(cfg: &SimConfig, threads: usize) -> Result<Timed, ExperimentError> {
@@ -77,7 +84,12 @@ fn timed(cfg: &SimConfig, threads: usize) -> Result<Timed, ExperimentError> {
         scenario::run_counting(cfg, threads, &mut |_| {}).map_err(|e| ExperimentError::Run(e.to_string()))?;
     let wall = started.elapsed().as_secs_f64().max(1e-9);
     let json = serde_json::to_string(&report).map_err(|e| ExperimentError::Run(e.to_string()))?;
-    Ok((report, stats, wall, json))
+    Ok(Timed {
+        report,
+        stats,
+        wall,
+        json,
+    })
 }
 
 /// [`timed`] [`Context::timing_runs`] times: the first run's report and counts with the
@@ -97,10 +109,10 @@ fn more_runs(
     mut first: Timed,
 ) -> Result<Timed, ExperimentError> {
     let what = format!("{} nodes on {threads} thread(s)", cfg.nodes);
-    first.2 = least_wall(
+    first.wall = least_wall(
         runs,
-        (first.2, &first.3),
-        || timed(cfg, threads).map(|(_, _, wall, json)| (wall, json)),
+        (first.wall, &first.json),
+        || timed(cfg, threads).map(|t| (t.wall, t.json)),
         &what,
     )?;
     Ok(first)
@@ -138,7 +150,9 @@ fn measure(ctx: &Context, nodes: usize, duration: f64) -> Result<Measured, Exper
     process_memory::reset_peak();
     let first = timed(&cfg, 1)?;
     let peak = process_memory::peak_bytes();
-    let (report, stats, wall, _) = more_runs(ctx.timing_runs, &cfg, 1, first)?;
+    let Timed {
+        report, stats, wall, ..
+    } = more_runs(ctx.timing_runs, &cfg, 1, first)?;
     Ok(Measured {
         nodes,
         sim_seconds: report.sim_seconds,
@@ -386,8 +400,18 @@ fn parallel_sweep(ctx: &Context) -> Result<Parallel, ExperimentError> {
         if *kind == "oracle" {
             cfg.locator.delay_ms = ORACLE_DELAY_MS;
         }
-        let (report, _, wall1, json1) = fastest(ctx, &cfg, 1)?;
-        let (_, stats, wall_n, json_n) = fastest(ctx, &cfg, threads)?;
+        let Timed {
+            report,
+            wall: wall1,
+            json: json1,
+            ..
+        } = fastest(ctx, &cfg, 1)?;
+        let Timed {
+            stats,
+            wall: wall_n,
+            json: json_n,
+            ..
+        } = fastest(ctx, &cfg, threads)?;
         let same = json1 == json_n;
         all_same &= same;
         let sim = report.sim_seconds;
@@ -522,12 +546,12 @@ mod tests {
         let mut ctx = Context::quick_in_temp("sim-speed-fastest", 1).unwrap();
         ctx.timing_runs = 3;
         let cfg = world(&ctx, 4, 2.0, 0.5);
-        let (report, stats, _, json) = fastest(&ctx, &cfg, 1).unwrap();
-        let (once, once_stats, _, once_json) = timed(&cfg, 1).unwrap();
-        assert_eq!(json, once_json);
-        assert_eq!(stats.engine_events, once_stats.engine_events);
-        assert_eq!(report.network.sent, once.network.sent);
-        assert!(report.network.sent > 0);
+        let three = fastest(&ctx, &cfg, 1).unwrap();
+        let once = timed(&cfg, 1).unwrap();
+        assert_eq!(three.json, once.json);
+        assert_eq!(three.stats.engine_events, once.stats.engine_events);
+        assert_eq!(three.report.network.sent, once.report.network.sent);
+        assert!(three.report.network.sent > 0);
         std::fs::remove_dir_all(ctx.out.root()).unwrap();
     }
 }
