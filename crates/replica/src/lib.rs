@@ -41,6 +41,7 @@ mod indexed;
 mod manager;
 mod message;
 mod naming;
+mod nodemap;
 mod object;
 pub mod replicate;
 mod store;

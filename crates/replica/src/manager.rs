@@ -43,6 +43,7 @@ use crate::history::History;
 use crate::indexed::IndexedMap;
 use crate::message::{ForwardedWrite, InterestItem, LogItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
 use crate::naming::{Binding, NameService, Resolution};
+use crate::nodemap::NodeMap;
 use crate::store::{ObjectStore, Role};
 use crate::vecmap::VecMap;
 use crate::{GameObject, ThinkContext};
@@ -505,7 +506,7 @@ pub struct ReplicaManager<O: GameObject> {
     /// Fetches in flight: when, and from which node (the only node, besides the name
     /// service's binding, whose state for an unheld object is accepted).
     fetching: BTreeMap<ObjectId, (Time, NodeId)>,
-    net: VecMap<NodeId, PeerState>,
+    net: NodeMap<PeerState>,
     stats: ReplicaStats,
     /// Updates refused because this node holds the object as primary: (sender, object),
     /// at most one per pair until taken (a rival primary elsewhere, see
@@ -597,7 +598,7 @@ impl<O: GameObject> ReplicaManager<O> {
             write_trace: Vec::new(),
             refused_unheld: BTreeMap::new(),
             failed_bindings: BTreeMap::new(),
-            net: VecMap::new(),
+            net: NodeMap::default(),
             stats: ReplicaStats::default(),
             rivals: BTreeSet::new(),
             names: NameService::new(me, cfg_lease),
@@ -1551,7 +1552,11 @@ impl<O: GameObject> ReplicaManager<O> {
     fn on_ack_versions(&mut self, from: NodeId, seqs: &[u32]) {
         let p = self.net.entry_or_default(from);
         for s in seqs {
-            let pos = if p.sent_unsorted {
+            // Acknowledgements come oldest first, so the front entry is usually the one: the
+            // first entry with that seq, as the scan and the search would find.
+            let pos = if p.sent_log.front().is_some_and(|sp| sp.seq == *s) {
+                Some(0)
+            } else if p.sent_unsorted {
                 p.sent_log.iter().position(|sp| sp.seq == *s)
             } else {
                 // Increasing, so each seq occurs once: the same entry as the scan.

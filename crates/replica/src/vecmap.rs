@@ -128,6 +128,7 @@ impl<K: Ord + Copy, V> VecMap<K, V> {
     }
 
     /// The entries, by ascending key.
+    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.keys.iter().zip(self.vals.iter())
     }
