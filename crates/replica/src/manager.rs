@@ -1259,6 +1259,11 @@ impl<O: GameObject> ReplicaManager<O> {
         // Reused across objects: the nodes to update (sorted, deduplicated).
         let mut targets: Vec<NodeId> = Vec::new();
         let mut out: Vec<(NodeId, UpdateItem)> = Vec::new();
+        // Reused across objects: per version acknowledged by a receiver of the current
+        // object, the place in `out` of the update made for it. Receivers that acknowledged
+        // the same version get the same bytes: each distinct baseline is encoded once per
+        // object and frame (the others take a copy), not once per receiver.
+        let mut made: Vec<(u64, usize)> = Vec::new();
         for id in ids {
             let Some(entry) = self.store.get(id) else { continue };
             let version = entry.version;
@@ -1294,12 +1299,19 @@ impl<O: GameObject> ReplicaManager<O> {
                 if st.sent_version == version && now - st.sent_at < self.cfg.resend_after {
                     continue;
                 }
-                let mut item = make_update(id, version, st.acked, &meta.history);
+                let mut item = match made.iter().find(|(acked, _)| *acked == st.acked) {
+                    Some(&(_, at)) => out[at].1.clone(),
+                    None => {
+                        made.push((st.acked, out.len()));
+                        make_update(id, version, st.acked, &meta.history)
+                    }
+                };
                 st.sent_version = version;
                 st.sent_at = now;
                 item.logged = extra && meta.backups.contains(&t);
                 out.push((t, item));
             }
+            made.clear();
             for (t, item) in out.drain(..) {
                 self.count_update(&item);
                 if item.logged
