@@ -1,15 +1,17 @@
 //! An ordered map keyed by node id with a direct index: the replica manager's state per
 //! peer, looked up by every packet it receives and for every update it queues.
 //!
-//! Entries sit in two vectors sorted by node id (like [`crate::vecmap::VecMap`]: walks go
-//! by ascending id, as determinism needs), and a table indexed by the id's number gives
-//! each entry's place, so a lookup reads one table slot and the entry instead of a binary
+//! Values sit in a vector whose slots do not move when other entries come and go (a
+//! removed entry's slot takes the last value), a table indexed by the id's number gives
+//! each id's slot, and a sorted vector of (id, slot) gives the walks by ascending id that
+//! determinism needs. A lookup reads one table slot and the value instead of a binary
 //! search's six or seven probes over the keys (a node talks to most of the cluster: the
 //! search was 2 to 3 % of a simulated node's instructions, `crates/sim/PERFORMANCE.md`,
 //! seventh round). Cluster ids are small numbers; an id of [`DIRECT`] or more is found by
-//! the binary search, so the table never grows past that however large the ids a caller
-//! uses. Inserting or removing an entry renumbers the places after it, which is rare next
-//! to lookups (a peer's state lives as long as the peer).
+//! a binary search of the sorted vector, so the table never grows past that however large
+//! the ids a caller uses. Inserting or removing an entry shifts the sorted vector's pairs
+//! after it (8 bytes each), which is rare next to lookups: a peer's state lives as long
+//! as the peer.
 
 use worldmesh_core::NodeId;
 
@@ -23,59 +25,61 @@ const NONE: u32 = u32::MAX;
 /// it has.
 #[derive(Clone, Debug)]
 pub(crate) struct NodeMap<V> {
-    keys: Vec<NodeId>,
+    /// Every key with its value's slot, by ascending key.
+    order: Vec<(NodeId, u32)>,
+    /// The values, by slot.
     vals: Vec<V>,
-    /// `at[i]`: the place of node `i` in `keys`, or [`NONE`]; ids at or past its length
-    /// have no entry or are at least [`DIRECT`].
+    /// Each slot's key.
+    keys: Vec<NodeId>,
+    /// `at[i]`: the slot of node `i`'s value, or [`NONE`] (ids at or past its length have
+    /// no entry, or are at least [`DIRECT`]).
     at: Vec<u32>,
 }
 
 impl<V> Default for NodeMap<V> {
     fn default() -> Self {
         Self {
-            keys: Vec::new(),
+            order: Vec::new(),
             vals: Vec::new(),
+            keys: Vec::new(),
             at: Vec::new(),
         }
     }
 }
 
 impl<V> NodeMap<V> {
-    /// The place of `k` in `keys`, or where it would be inserted.
-    fn find(&self, k: NodeId) -> Result<usize, usize> {
+    /// The slot of `k`'s value.
+    fn slot(&self, k: NodeId) -> Option<usize> {
         let i = k.0 as usize;
         if i < DIRECT {
-            return match self.at.get(i) {
-                Some(&p) if p != NONE => Ok(p as usize),
-                // Absent: the place comes from the search (rare: a new peer).
-                _ => Err(self.keys.partition_point(|x| *x < k)),
-            };
+            return self.at.get(i).filter(|s| **s != NONE).map(|s| *s as usize);
         }
-        self.keys.binary_search(&k)
+        let p = self.order.binary_search_by_key(&k, |(x, _)| *x).ok()?;
+        Some(self.order[p].1 as usize)
     }
 
-    /// Points the table at the places of `keys[from..]` (after an insertion or removal
-    /// shifted them).
-    fn renumber(&mut self, from: usize) {
-        for (p, k) in self.keys.iter().enumerate().skip(from) {
-            let i = k.0 as usize;
-            if i < DIRECT {
-                if self.at.len() <= i {
-                    self.at.resize(i + 1, NONE);
-                }
-                self.at[i] = p as u32;
+    /// Records that `k`'s value is in `slot`: in the table, or (past it) in `order`.
+    fn point(&mut self, k: NodeId, slot: usize) {
+        let i = k.0 as usize;
+        if i < DIRECT {
+            if self.at.len() <= i {
+                self.at.resize(i + 1, NONE);
             }
+            self.at[i] = slot as u32;
+        }
+        if let Ok(p) = self.order.binary_search_by_key(&k, |(x, _)| *x) {
+            self.order[p].1 = slot as u32;
         }
     }
 
     /// The value of `k`.
     pub(crate) fn get(&self, k: &NodeId) -> Option<&V> {
-        self.find(*k).ok().map(|p| &self.vals[p])
+        self.slot(*k).map(|s| &self.vals[s])
     }
 
     /// The value of `k`, mutably.
     pub(crate) fn get_mut(&mut self, k: &NodeId) -> Option<&mut V> {
-        self.find(*k).ok().map(|p| &mut self.vals[p])
+        self.slot(*k).map(|s| &mut self.vals[s])
     }
 
     /// The value of `k`, inserted as `V::default()` if absent (`entry(k).or_default()`).
@@ -83,38 +87,48 @@ impl<V> NodeMap<V> {
     where
         V: Default,
     {
-        let p = match self.find(k) {
-            Ok(p) => p,
-            Err(p) => {
-                self.keys.insert(p, k);
-                self.vals.insert(p, V::default());
-                self.renumber(p);
-                p
+        let s = match self.slot(k) {
+            Some(s) => s,
+            None => {
+                let s = self.vals.len();
+                self.vals.push(V::default());
+                self.keys.push(k);
+                let p = self.order.partition_point(|(x, _)| *x < k);
+                self.order.insert(p, (k, s as u32));
+                self.point(k, s);
+                s
             }
         };
-        &mut self.vals[p]
+        &mut self.vals[s]
     }
 
     /// Removes `k`; returns its value.
     pub(crate) fn remove(&mut self, k: &NodeId) -> Option<V> {
-        let p = self.find(*k).ok()?;
-        self.keys.remove(p);
-        let v = self.vals.remove(p);
-        if let Some(slot) = self.at.get_mut(k.0 as usize) {
-            *slot = NONE;
+        let s = self.slot(*k)?;
+        let p = self.order.binary_search_by_key(k, |(x, _)| *x).ok()?;
+        self.order.remove(p);
+        if let Some(t) = self.at.get_mut(k.0 as usize) {
+            *t = NONE;
         }
-        self.renumber(p);
+        let v = self.vals.swap_remove(s);
+        self.keys.swap_remove(s);
+        // The last value moved into the freed slot.
+        if let Some(&moved) = self.keys.get(s) {
+            self.point(moved, s);
+        }
         Some(v)
     }
 
     /// The entries, by ascending key.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&NodeId, &V)> {
-        self.keys.iter().zip(self.vals.iter())
+        self.order.iter().map(|(k, s)| (k, &self.vals[*s as usize]))
     }
 
-    /// The entries, by ascending key, values mutably.
-    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&NodeId, &mut V)> {
-        self.keys.iter().zip(self.vals.iter_mut())
+    /// Calls `f` with every entry, by ascending key, values mutably.
+    pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(NodeId, &mut V)) {
+        for &(k, s) in &self.order {
+            f(k, &mut self.vals[s as usize]);
+        }
     }
 }
 
@@ -170,7 +184,7 @@ mod tests {
                 }
                 prop_assert!(m.iter().map(|(k, v)| (*k, *v)).eq(r.iter().map(|(k, v)| (*k, *v))));
             }
-            for (_, v) in m.iter_mut() { *v = v.wrapping_mul(3); }
+            m.for_each_mut(|_, v| *v = v.wrapping_mul(3));
             for v in r.values_mut() { *v = v.wrapping_mul(3); }
             prop_assert!(m.iter().map(|(k, v)| (*k, *v)).eq(r.iter().map(|(k, v)| (*k, *v))));
         }
@@ -184,5 +198,11 @@ mod tests {
         }
         assert_eq!(m.at.len(), 8, "only id 7 is in the table");
         assert_eq!(m.iter().count(), 4);
+        assert_eq!(m.remove(&NodeId(DIRECT as u32)), Some(1));
+        assert_eq!(
+            m.get(&NodeId(7)),
+            Some(&1),
+            "the value moved into the freed slot is found"
+        );
     }
 }

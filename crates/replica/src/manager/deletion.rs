@@ -105,10 +105,10 @@ impl<O: GameObject> ReplicaManager<O> {
         let Some(meta) = self.prim.remove(&id) else {
             return;
         };
-        for (_, p) in self.net.iter_mut() {
+        self.net.for_each_mut(|_, p| {
             p.updates.retain(|u| u.id != id);
             p.logs.retain(|l| l.id != id);
-        }
+        });
         let targets: BTreeSet<NodeId> = meta
             .subscribers
             .keys()
@@ -145,9 +145,9 @@ impl<O: GameObject> ReplicaManager<O> {
     /// `resend_after`; forgets those older than `write_timeout`.
     pub(super) fn resend_deletions(&mut self, now: Time) {
         let (resend, timeout) = (self.cfg.resend_after, self.cfg.write_timeout);
-        for (_, p) in self.net.iter_mut() {
+        self.net.for_each_mut(|_, p| {
             if p.unacked_deleted.is_empty() {
-                continue;
+                return;
             }
             p.unacked_deleted.retain(|_, (first, _)| now - *first <= timeout);
             for (id, (_, sent)) in &p.unacked_deleted {
@@ -155,7 +155,7 @@ impl<O: GameObject> ReplicaManager<O> {
                     p.deleted.push(*id);
                 }
             }
-        }
+        });
     }
 }
 
