@@ -1220,3 +1220,39 @@ fn each_receiver_gets_the_update_against_the_version_it_acknowledged() {
         assert_eq!(net.rm(n).store().get(id).map(|e| e.version), Some(v), "node {n}");
     }
 }
+
+/// A deletion notice sent again goes out even to a peer this node has nothing else for and
+/// hears nothing from: the resend alone makes the peer due at the next flush. (Guards any
+/// flush that visits only the peers with something queued: one that missed the resend's
+/// queue would never send it; `crates/sim/PERFORMANCE.md`, seventh round.)
+#[test]
+fn a_notice_is_sent_again_to_a_peer_with_nothing_else_queued() {
+    let mut net = Net::new(2, Mode::Broadcast, 9);
+    let mut p = Probe::at(0.0);
+    p.speed = 1.0;
+    p.delete_at_frame = 12;
+    let id = net.spawn(0, p);
+    for _ in 0..10 {
+        net.step();
+    }
+    assert!(net.rm(1).store().get(id).is_some());
+    // From now on node 0 hears nothing from node 1, and the first two notices are lost.
+    let sent = Rc::new(Cell::new(0u32));
+    let s = Rc::clone(&sent);
+    net.links().tap = Some(Box::new(move |from, _, p| {
+        if from == NodeId(1) {
+            return false;
+        }
+        if carries_deletion(p) {
+            s.set(s.get() + 1);
+            return s.get() > 2;
+        }
+        true
+    }));
+    // Deleted in frame 12; notices are resent every `resend_after` (6 frames).
+    for _ in 0..30 {
+        net.step();
+    }
+    assert!(sent.get() >= 3, "the notice went out {} times", sent.get());
+    assert!(net.rm(1).store().get(id).is_none(), "node 1 got the third notice");
+}
