@@ -582,7 +582,6 @@ impl<O: GameObject> ReplicaManager<O> {
     /// A manager for node `me` with the given members (`peers` excludes `me`).
     pub fn new(me: NodeId, mode: Mode, cfg: ReplicaConfig, peers: Vec<NodeId>) -> Self {
         let cfg_lease = cfg.name_lease;
-        let peer_count = peers.len();
         Self {
             me,
             mode,
@@ -599,7 +598,7 @@ impl<O: GameObject> ReplicaManager<O> {
             write_trace: Vec::new(),
             refused_unheld: BTreeMap::new(),
             failed_bindings: BTreeMap::new(),
-            net: NodeMap::with_capacity(peer_count),
+            net: NodeMap::default(),
             stats: ReplicaStats::default(),
             rivals: BTreeSet::new(),
             names: NameService::new(me, cfg_lease),

@@ -48,19 +48,6 @@ impl<V> Default for NodeMap<V> {
 }
 
 impl<V> NodeMap<V> {
-    /// An empty map with room for `n` entries: a node's peers, known when it starts, so
-    /// the values are not copied to a larger buffer again and again as peers are first
-    /// heard from (each copy touched every peer's state: the growth was 3.7 % of the
-    /// last-level write misses at 256 nodes, `crates/sim/PERFORMANCE.md`, seventh round).
-    pub(crate) fn with_capacity(n: usize) -> Self {
-        Self {
-            order: Vec::with_capacity(n),
-            vals: Vec::with_capacity(n),
-            keys: Vec::with_capacity(n),
-            at: Vec::new(),
-        }
-    }
-
     /// The slot of `k`'s value.
     fn slot(&self, k: NodeId) -> Option<usize> {
         let i = k.0 as usize;
@@ -179,8 +166,8 @@ mod tests {
         /// Every operation agrees with `BTreeMap`, and so do the walks, after any mix of
         /// insertions and removals of ids through the table and past it.
         #[test]
-        fn behaves_like_a_btreemap(ops in proptest::collection::vec(op(), 0..120), room in 0usize..64) {
-            let mut m: NodeMap<u16> = NodeMap::with_capacity(room);
+        fn behaves_like_a_btreemap(ops in proptest::collection::vec(op(), 0..120)) {
+            let mut m: NodeMap<u16> = NodeMap::default();
             let mut r: BTreeMap<NodeId, u16> = BTreeMap::new();
             for op in ops {
                 match op {
