@@ -29,8 +29,6 @@ pub(crate) struct NodeMap<V> {
     order: Vec<(NodeId, u32)>,
     /// The values, by slot.
     vals: Vec<V>,
-    /// Each slot's key.
-    keys: Vec<NodeId>,
     /// `at[i]`: the slot of node `i`'s value, or [`NONE`] (ids at or past its length have
     /// no entry, or are at least [`DIRECT`]).
     at: Vec<u32>,
@@ -41,7 +39,6 @@ impl<V> Default for NodeMap<V> {
         Self {
             order: Vec::new(),
             vals: Vec::new(),
-            keys: Vec::new(),
             at: Vec::new(),
         }
     }
@@ -58,17 +55,14 @@ impl<V> NodeMap<V> {
         Some(self.order[p].1 as usize)
     }
 
-    /// Records that `k`'s value is in `slot`: in the table, or (past it) in `order`.
-    fn point(&mut self, k: NodeId, slot: usize) {
+    /// Sets the table's entry for `k` (ids past [`DIRECT`] have none) to `slot`.
+    fn set_at(&mut self, k: NodeId, slot: u32) {
         let i = k.0 as usize;
         if i < DIRECT {
             if self.at.len() <= i {
                 self.at.resize(i + 1, NONE);
             }
-            self.at[i] = slot as u32;
-        }
-        if let Ok(p) = self.order.binary_search_by_key(&k, |(x, _)| *x) {
-            self.order[p].1 = slot as u32;
+            self.at[i] = slot;
         }
     }
 
@@ -92,10 +86,9 @@ impl<V> NodeMap<V> {
             None => {
                 let s = self.vals.len();
                 self.vals.push(V::default());
-                self.keys.push(k);
                 let p = self.order.partition_point(|(x, _)| *x < k);
                 self.order.insert(p, (k, s as u32));
-                self.point(k, s);
+                self.set_at(k, s as u32);
                 s
             }
         };
@@ -107,14 +100,14 @@ impl<V> NodeMap<V> {
         let s = self.slot(*k)?;
         let p = self.order.binary_search_by_key(k, |(x, _)| *x).ok()?;
         self.order.remove(p);
-        if let Some(t) = self.at.get_mut(k.0 as usize) {
-            *t = NONE;
-        }
+        self.set_at(*k, NONE);
         let v = self.vals.swap_remove(s);
-        self.keys.swap_remove(s);
-        // The last value moved into the freed slot.
-        if let Some(&moved) = self.keys.get(s) {
-            self.point(moved, s);
+        // The last value moved into the freed slot: found by a scan (removals are rare).
+        let last = self.vals.len() as u32;
+        if let Some(e) = self.order.iter_mut().find(|(_, slot)| *slot == last) {
+            e.1 = s as u32;
+            let moved = e.0;
+            self.set_at(moved, s as u32);
         }
         Some(v)
     }
