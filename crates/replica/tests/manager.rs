@@ -38,6 +38,14 @@ struct Probe {
 }
 
 impl Probe {
+    /// At 0, moving by 1 each frame (so every frame takes a new version).
+    fn mover() -> Self {
+        Probe {
+            speed: 1.0,
+            ..Probe::at(0.0)
+        }
+    }
+
     fn at(x: f32) -> Self {
         Probe {
             x,
@@ -853,9 +861,7 @@ fn an_adopter_without_a_log_takes_the_backups_logged_offer() {
 #[test]
 fn an_adopter_taking_an_offer_older_than_its_replica_starts_above_the_replica() {
     let mut net = Net::with_backups(3, 5);
-    let mut p = Probe::at(0.0);
-    p.speed = 1.0;
-    let target = net.spawn(0, p);
+    let target = net.spawn(0, Probe::mover());
     for _ in 0..5 {
         net.step();
     }
@@ -889,8 +895,7 @@ fn carries_deletion(p: &Packet) -> bool {
 #[test]
 fn a_lost_deletion_notice_is_sent_again_until_every_replica_is_gone() {
     let mut net = Net::new(3, Mode::Broadcast, 7);
-    let mut p = Probe::at(0.0);
-    p.speed = 1.0;
+    let mut p = Probe::mover();
     p.delete_at_frame = 12;
     let id = net.spawn(0, p.clone());
     // Node 0 keeps talking (a silent node's replicas are dropped anyway).
@@ -925,8 +930,7 @@ fn a_lost_deletion_notice_is_sent_again_until_every_replica_is_gone() {
 #[test]
 fn a_state_that_arrives_after_the_deletion_notice_does_not_bring_the_replica_back() {
     let mut net = Net::new(2, Mode::Broadcast, 8);
-    let mut p = Probe::at(0.0);
-    p.speed = 1.0;
+    let mut p = Probe::mover();
     p.delete_at_frame = 12;
     let id = net.spawn(0, p);
     // A copy of every full state of the object node 0 sends node 1 (duplicated, and
@@ -1125,9 +1129,7 @@ fn a_state_refused_from_a_primary_not_yet_known_here_is_sent_again() {
 #[test]
 fn a_stale_binding_to_a_member_without_the_object_gives_way_to_the_serving_primary() {
     let mut net = Net::new(3, Mode::Broadcast, 11);
-    let mut p = Probe::at(0.0);
-    p.speed = 1.0;
-    let id = net.spawn(0, p);
+    let id = net.spawn(0, Probe::mover());
     for _ in 0..5 {
         net.step();
     }
@@ -1166,9 +1168,7 @@ fn a_stale_binding_to_a_member_without_the_object_gives_way_to_the_serving_prima
 #[test]
 fn each_receiver_gets_the_update_against_the_version_it_acknowledged() {
     let mut net = Net::new(4, Mode::Broadcast, 7);
-    let mut mover = Probe::at(0.0);
-    mover.speed = 1.0;
-    let id = net.spawn(0, mover);
+    let id = net.spawn(0, Probe::mover());
     for _ in 0..5 {
         net.step();
     }
@@ -1228,8 +1228,7 @@ fn each_receiver_gets_the_update_against_the_version_it_acknowledged() {
 #[test]
 fn a_notice_is_sent_again_to_a_peer_with_nothing_else_queued() {
     let mut net = Net::new(2, Mode::Broadcast, 9);
-    let mut p = Probe::at(0.0);
-    p.speed = 1.0;
+    let mut p = Probe::mover();
     p.delete_at_frame = 12;
     let id = net.spawn(0, p);
     for _ in 0..10 {
