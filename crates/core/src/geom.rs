@@ -336,6 +336,20 @@ impl RangePredicate {
     }
 }
 
+/// `v.floor() as i32`, without a call: on the baseline x86-64 target `f32::floor` is a
+/// library function (no SSE4.1 `roundss`), and the grids of the simulator and of the model
+/// game compute a cell this way for every lookup (1.3 % of the default simulation's
+/// instructions went to `floorf`). Same result for every input, NaN and infinities
+/// included (`as` saturates; NaN gives 0).
+#[inline]
+pub fn floor_i32(v: f32) -> i32 {
+    let t = v as i32;
+    // `t` truncates toward zero: one below for a negative value with a fraction. Where the
+    // cast saturated (|v| ≥ 2³¹) `t as f32` is not above `v` unless `v` is −∞ or below
+    // `i32::MIN`, where `t` already is `i32::MIN`.
+    if (t as f32) > v { t.saturating_sub(1) } else { t }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -467,5 +481,47 @@ mod tests {
             }
             .is_valid()
         );
+    }
+
+    #[test]
+    fn floor_i32_is_floor_then_cast_at_the_edges() {
+        let edges = [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            -1.0,
+            -1.000_000_1,
+            8_388_607.5,
+            -8_388_607.5,
+            16_777_217.0,
+            2_147_483_520.0,
+            2_147_483_648.0,
+            -2_147_483_648.0,
+            -2_147_483_904.0,
+            3e9,
+            -3e9,
+            f32::MAX,
+            f32::MIN,
+            f32::MIN_POSITIVE,
+            -f32::MIN_POSITIVE,
+            -1e-45,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+        ];
+        for v in edges {
+            assert_eq!(floor_i32(v), v.floor() as i32, "{v}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn floor_i32_is_floor_then_cast(bits in proptest::prelude::any::<u32>(), q in -1e7f32..1e7) {
+            let v = f32::from_bits(bits);
+            proptest::prop_assert_eq!(floor_i32(v), v.floor() as i32, "{}", v);
+            proptest::prop_assert_eq!(floor_i32(q), q.floor() as i32, "{}", q);
+            proptest::prop_assert_eq!(floor_i32(q / 512.0), (q / 512.0).floor() as i32, "{}", q);
+        }
     }
 }

@@ -35,7 +35,7 @@ pub mod traffic;
 pub mod wire;
 
 pub use durability::Durability;
-pub use geom::{Aabb, Interval, Point3, RangePredicate};
+pub use geom::{Aabb, Interval, Point3, RangePredicate, floor_i32};
 pub use id::{ClientId, NodeId, ObjectId};
 pub use latency::{LatencyError, LatencyMatrix};
 pub use machine::{Machine, Transmit};

@@ -60,7 +60,7 @@ impl ObstacleGrid {
     }
 
     fn cell(v: f32, n: i32) -> i32 {
-        ((v / GRID_CELL).floor() as i32).clamp(0, n - 1)
+        worldmesh_core::floor_i32(v / GRID_CELL).clamp(0, n - 1)
     }
 
     fn range_x(&self, lo: f32, hi: f32) -> (i32, i32) {

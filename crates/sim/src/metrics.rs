@@ -238,7 +238,7 @@ pub struct Collector<O: GameObject> {
 }
 
 fn cell(v: f32) -> i32 {
-    (v / CELL).floor() as i32
+    worldmesh_core::floor_i32(v / CELL)
 }
 
 fn packets(payload: u64) -> u64 {

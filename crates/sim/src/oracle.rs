@@ -134,7 +134,7 @@ fn live(rounds: &[u32], node: NodeId, at: u32) -> bool {
 }
 
 fn cell(v: f32) -> i32 {
-    (v / CELL).floor() as i32
+    worldmesh_core::floor_i32(v / CELL)
 }
 
 fn cells(r: &Aabb) -> impl Iterator<Item = (i32, i32)> {
