@@ -1062,6 +1062,9 @@ impl<O: GameObject> Node<O> {
     /// Writes the replica manager passes on to migrated objects' new hosts, and `Moved`
     /// hints for interest registrations that reached a forwarding entry.
     fn send_migration_side_effects(&mut self, now: Time) {
+        if !self.replicas.has_forwarding_work() {
+            return;
+        }
         let mut out = Vec::new();
         let mut fwd: std::collections::BTreeMap<NodeId, Vec<_>> = std::collections::BTreeMap::new();
         for (dst, w) in self.replicas.take_outgoing() {

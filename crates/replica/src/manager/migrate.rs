@@ -519,6 +519,12 @@ impl<O: GameObject> ReplicaManager<O> {
         }
     }
 
+    /// Whether [`Self::take_outgoing`] or [`Self::take_redirects`] has anything to take:
+    /// checked after every datagram, where both are nearly always empty.
+    pub fn has_forwarding_work(&self) -> bool {
+        !(self.outgoing.is_empty() && self.redirects.is_empty())
+    }
+
     /// Writes to pass on to other nodes, drained (the node sends them as `Forward`).
     pub fn take_outgoing(&mut self) -> Vec<(NodeId, ForwardedWrite)> {
         std::mem::take(&mut self.outgoing)
