@@ -39,14 +39,14 @@ impl<T> Default for CellGrid<T> {
 
 impl<T> CellGrid<T> {
     /// Where cell `c` is in the dense region, if it is there.
+    #[inline]
     fn index(&self, (x, y): (i32, i32)) -> Option<usize> {
-        let dx = i64::from(x) - i64::from(self.x0);
-        let dy = i64::from(y) - i64::from(self.y0);
-        (0..i64::from(self.nx))
-            .contains(&dx)
-            .then_some(())
-            .filter(|()| (0..i64::from(self.ny)).contains(&dy))
-            .map(|()| (dx + dy * i64::from(self.nx)) as usize)
+        // A coordinate below the region's start wraps to above any extent (one comparison
+        // per axis): the differences fit in 33 bits, the extents are at most 2²² cells.
+        let dx = (i64::from(x) - i64::from(self.x0)) as u64;
+        let dy = (i64::from(y) - i64::from(self.y0)) as u64;
+        let (nx, ny) = (self.nx as u64, self.ny as u64);
+        (dx < nx && dy < ny).then(|| (dx + dy * nx) as usize)
     }
 
     /// The list of cell `c` (empty if nothing was ever put there).
@@ -67,10 +67,11 @@ impl<T> CellGrid<T> {
 
     /// The list of cell `c`, created empty if needed.
     pub(crate) fn entry(&mut self, c: (i32, i32)) -> &mut Vec<T> {
-        if self.index(c).is_none() {
+        let at = self.index(c).or_else(|| {
             self.grow_to(c);
-        }
-        match self.index(c) {
+            self.index(c)
+        });
+        match at {
             Some(i) => &mut self.dense[i],
             None => self.far.entry(c).or_default(),
         }
