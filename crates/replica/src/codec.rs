@@ -325,6 +325,13 @@ impl Reader<'_> {
     }
 
     fn varint(&mut self) -> Result<u64, PacketError> {
+        // One byte (counts, lengths, small versions) without the loop.
+        if let [x, rest @ ..] = self.b
+            && *x < 0x80
+        {
+            self.b = rest;
+            return Ok(u64::from(*x));
+        }
         let mut v: u64 = 0;
         for i in 0..10 {
             let x = self.byte()?;

@@ -296,6 +296,13 @@ impl<'a> Reader<'a> {
     /// A LEB128 varint of at most 10 bytes that fits in a `u64`.
     #[inline]
     pub fn varint(&mut self) -> Result<u64, StateError> {
+        // One byte (most lengths, counts and small values) without the loop.
+        if let [b, rest @ ..] = self.bytes
+            && *b < 0x80
+        {
+            self.bytes = rest;
+            return Ok(u64::from(*b));
+        }
         let mut value = 0u64;
         for i in 0..10 {
             let b = self.byte()?;
