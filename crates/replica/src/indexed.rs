@@ -21,14 +21,23 @@ use std::hash::Hash;
 
 /// An ordered map: lookups through a hash index, iteration by ascending key, and the
 /// results of a `BTreeMap` for every method it has.
+///
+/// A value can also be *lent* ([`IndexedMap::lend`]): taken out while its key keeps its
+/// slot and its place in the order, and every method answers as if the key had been
+/// removed, until [`IndexedMap::insert`] fills the slot again. The store lends each
+/// primary to its think function this way, where a removal and a re-insertion moved the
+/// sorted keys twice and rehashed the key (2.2 % of the default simulation's
+/// instructions, `crates/sim/PERFORMANCE.md`, eighth round).
 #[derive(Clone, Debug)]
 pub(crate) struct IndexedMap<K, V> {
-    /// Values, by slot (free slots are reused).
-    slots: slab::Slab<V>,
+    /// Values, by slot (free slots are reused); `None` in the slot of a lent key.
+    slots: slab::Slab<Option<V>>,
     /// Each key's slot.
     index: HashMap<K, usize, foldhash::fast::RandomState>,
     /// Every key with its slot, by ascending key.
     order: Vec<(K, usize)>,
+    /// How many keys are lent (their slots hold `None`).
+    lent: usize,
 }
 
 impl<K, V> Default for IndexedMap<K, V> {
@@ -37,6 +46,7 @@ impl<K, V> Default for IndexedMap<K, V> {
             slots: slab::Slab::new(),
             index: HashMap::default(),
             order: Vec::new(),
+            lent: 0,
         }
     }
 }
@@ -49,35 +59,39 @@ impl<K: Ord + Hash + Copy, V> IndexedMap<K, V> {
 
     /// Number of entries.
     pub(crate) fn len(&self) -> usize {
-        self.order.len()
+        self.order.len() - self.lent
     }
 
     /// True if the map has no entries.
     pub(crate) fn is_empty(&self) -> bool {
-        self.order.is_empty()
+        self.len() == 0
     }
 
     /// The value of `k`.
     pub(crate) fn get(&self, k: &K) -> Option<&V> {
-        self.slots.get(*self.index.get(k)?)
+        self.slots.get(*self.index.get(k)?)?.as_ref()
     }
 
     /// The value of `k`, mutably.
     pub(crate) fn get_mut(&mut self, k: &K) -> Option<&mut V> {
-        self.slots.get_mut(*self.index.get(k)?)
+        self.slots.get_mut(*self.index.get(k)?)?.as_mut()
     }
 
     /// True if `k` has a value.
     pub(crate) fn contains_key(&self, k: &K) -> bool {
-        self.index.contains_key(k)
+        self.get(k).is_some()
     }
 
     /// Sets `k` to `v`; returns the value it replaced.
     pub(crate) fn insert(&mut self, k: K, v: V) -> Option<V> {
         if let Some(&s) = self.index.get(&k) {
-            return Some(std::mem::replace(&mut self.slots[s], v));
+            let old = self.slots[s].replace(v);
+            if old.is_none() {
+                self.lent -= 1;
+            }
+            return old;
         }
-        self.add(k, v);
+        self.add(k, Some(v));
         None
     }
 
@@ -85,9 +99,17 @@ impl<K: Ord + Hash + Copy, V> IndexedMap<K, V> {
     pub(crate) fn get_or_insert_with(&mut self, k: K, f: impl FnOnce() -> V) -> &mut V {
         let s = match self.index.get(&k) {
             Some(&s) => s,
-            None => self.add(k, f()),
+            None => {
+                // Added empty, as if lent, and filled below.
+                self.lent += 1;
+                self.add(k, None)
+            }
         };
-        &mut self.slots[s]
+        let slot = &mut self.slots[s];
+        if slot.is_none() {
+            self.lent -= 1;
+        }
+        slot.get_or_insert_with(f)
     }
 
     /// Removes `k`; returns its value.
@@ -96,18 +118,39 @@ impl<K: Ord + Hash + Copy, V> IndexedMap<K, V> {
         if let Ok(i) = self.order.binary_search_by(|(x, _)| x.cmp(k)) {
             self.order.remove(i);
         }
-        self.slots.try_remove(s)
+        let v = self.slots.try_remove(s)?;
+        if v.is_none() {
+            self.lent -= 1;
+        }
+        v
+    }
+
+    /// True if `k` is lent ([`Self::lend`]).
+    pub(crate) fn is_lent(&self, k: &K) -> bool {
+        self.index
+            .get(k)
+            .and_then(|s| self.slots.get(*s))
+            .is_some_and(Option::is_none)
+    }
+
+    /// Takes `k`'s value out and leaves the key its slot and its place in the order: until
+    /// [`Self::insert`] (or [`Self::get_or_insert_with`]) fills the slot, or [`Self::remove`]
+    /// drops the key, every method answers as if `k` were absent.
+    pub(crate) fn lend(&mut self, k: &K) -> Option<V> {
+        let v = self.slots.get_mut(*self.index.get(k)?)?.take()?;
+        self.lent += 1;
+        Some(v)
     }
 
     /// The entries, by ascending key.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
         self.order
             .iter()
-            .filter_map(|(k, s)| self.slots.get(*s).map(|v| (k, v)))
+            .filter_map(|(k, s)| self.slots.get(*s)?.as_ref().map(|v| (k, v)))
     }
 
     /// Adds `k`, absent, with `v`; returns its slot.
-    fn add(&mut self, k: K, v: V) -> usize {
+    fn add(&mut self, k: K, v: Option<V>) -> usize {
         let s = self.slots.insert(v);
         self.index.insert(k, s);
         let i = self.order.partition_point(|(x, _)| *x < k);
@@ -128,6 +171,10 @@ mod tests {
         Remove(u16),
         Bump(u16),
         GetMut(u16),
+        /// Lend the key's value (the model removes it).
+        Lend(u16),
+        /// Put the most recently lent value back under its key (the model inserts it).
+        GiveBack,
     }
 
     fn op(keys: u16) -> impl Strategy<Value = Op> {
@@ -136,6 +183,8 @@ mod tests {
             any::<u16>().prop_map(move |k| Op::Remove(k % keys)),
             any::<u16>().prop_map(move |k| Op::Bump(k % keys)),
             any::<u16>().prop_map(move |k| Op::GetMut(k % keys)),
+            any::<u16>().prop_map(move |k| Op::Lend(k % keys)),
+            Just(Op::GiveBack),
         ]
     }
 
@@ -146,6 +195,7 @@ mod tests {
         fn behaves_like_a_btreemap(ops in proptest::collection::vec(op(48), 0..300)) {
             let mut m: IndexedMap<u16, u32> = IndexedMap::new();
             let mut r: BTreeMap<u16, u32> = BTreeMap::new();
+            let mut lent: Vec<(u16, u32)> = Vec::new();
             for op in ops {
                 match op {
                     Op::Insert(k, v) => prop_assert_eq!(m.insert(k, v), r.insert(k, v)),
@@ -157,6 +207,16 @@ mod tests {
                     Op::GetMut(k) => {
                         if let Some(v) = m.get_mut(&k) { *v ^= 0x55; }
                         if let Some(v) = r.get_mut(&k) { *v ^= 0x55; }
+                    }
+                    Op::Lend(k) => {
+                        let v = m.lend(&k);
+                        prop_assert_eq!(v, r.remove(&k));
+                        lent.extend(v.map(|v| (k, v)));
+                    }
+                    Op::GiveBack => {
+                        if let Some((k, v)) = lent.pop() {
+                            prop_assert_eq!(m.insert(k, v), r.insert(k, v));
+                        }
                     }
                 }
                 prop_assert_eq!(m.len(), r.len());

@@ -704,7 +704,7 @@ impl<O: GameObject> ReplicaManager<O> {
             if self.frozen.contains(&id) {
                 continue; // being migrated (paper `001` §3.2 step 1): no longer thought here
             }
-            let Some(mut entry) = self.store.take(id) else {
+            let Some(mut entry) = self.store.lend(id) else {
                 continue;
             };
             let mut ctx = ThinkContext::new(
@@ -720,10 +720,11 @@ impl<O: GameObject> ReplicaManager<O> {
             );
             entry.object.think(&mut ctx);
             if ctx.wants_delete() {
+                self.store.end_loan(id);
                 self.delete_primary(id);
                 report.deleted.push(id);
             } else {
-                self.store.restore(id, entry);
+                self.store.give_back(id, entry);
             }
         }
         for o in spawned {

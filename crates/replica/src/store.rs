@@ -75,8 +75,10 @@ pub enum StoreError {
 pub struct ObjectStore<O> {
     entries: IndexedMap<ObjectId, Entry<O>>,
     /// The primaries' ids, ascending: frames, publications and the metrics walk the
-    /// primaries, a few among hundreds of replicas.
+    /// primaries, a few among hundreds of replicas. A lent primary stays listed.
     primaries: Vec<ObjectId>,
+    /// How many primaries are lent to their think function ([`ObjectStore::lend`]).
+    lent: usize,
 }
 
 impl<O> Default for ObjectStore<O> {
@@ -84,6 +86,7 @@ impl<O> Default for ObjectStore<O> {
         Self {
             entries: IndexedMap::new(),
             primaries: Vec::new(),
+            lent: 0,
         }
     }
 }
@@ -106,12 +109,12 @@ impl<O: GameObject> ObjectStore<O> {
 
     /// Number of primaries.
     pub fn primary_count(&self) -> usize {
-        self.primaries.len()
+        self.primaries.len() - self.lent
     }
 
     /// Number of replicas.
     pub fn replica_count(&self) -> usize {
-        self.entries.len() - self.primaries.len()
+        self.entries.len() - self.primary_count()
     }
 
     /// The entry of `id`.
@@ -144,7 +147,14 @@ impl<O: GameObject> ObjectStore<O> {
 
     /// Ids of the primaries, by id.
     pub fn primary_ids(&self) -> Vec<ObjectId> {
-        self.primaries.clone()
+        if self.lent == 0 {
+            return self.primaries.clone();
+        }
+        self.primaries
+            .iter()
+            .copied()
+            .filter(|id| self.entries.contains_key(id))
+            .collect()
     }
 
     fn add_primary(&mut self, id: ObjectId) {
@@ -192,6 +202,42 @@ impl<O: GameObject> ObjectStore<O> {
             self.drop_primary(id);
         }
         Some(e)
+    }
+
+    /// Lends primary `id` to its think function: until [`ObjectStore::give_back`] (or
+    /// [`ObjectStore::end_loan`]) the store answers every query as if the primary had been
+    /// taken ([`ObjectStore::take`]), but nothing moves: taking and restoring a primary
+    /// removed its key from the sorted keys and the hash index and put it back, at every
+    /// frame. Nothing else may change the store during the loan (the think function sees
+    /// it read-only). `None` if `id` is not a primary here.
+    pub(crate) fn lend(&mut self, id: ObjectId) -> Option<Entry<O>> {
+        if self.entries.get(&id)?.role != Role::Primary {
+            return None;
+        }
+        let e = self.entries.lend(&id)?;
+        self.lent += 1;
+        Some(e)
+    }
+
+    /// Ends the loan of primary `id` ([`ObjectStore::lend`]) with `entry` back in place.
+    pub(crate) fn give_back(&mut self, id: ObjectId, entry: Entry<O>) {
+        debug_assert_eq!(entry.role, Role::Primary, "a lent primary comes back a primary");
+        if self.entries.is_lent(&id) {
+            self.lent -= 1;
+            self.entries.insert(id, entry);
+        } else {
+            self.restore(id, entry);
+        }
+    }
+
+    /// Ends the loan of primary `id` ([`ObjectStore::lend`]) without its entry: the
+    /// primary is gone, as after [`ObjectStore::take`].
+    pub(crate) fn end_loan(&mut self, id: ObjectId) {
+        if self.entries.is_lent(&id) {
+            self.lent -= 1;
+            self.entries.remove(&id);
+            self.drop_primary(id);
+        }
     }
 
     /// Puts back an entry taken with [`ObjectStore::take`].
@@ -397,6 +443,75 @@ mod tests {
             assert_eq!(s.primary_ids(), walked);
             assert_eq!(s.primary_count() + s.replica_count(), s.len());
             assert_eq!(s.primary_count(), walked.len());
+        }
+    }
+
+    /// Everything the store answers, in order.
+    fn view(s: &ObjectStore<Dot>, probe: &[ObjectId]) -> String {
+        let walk: Vec<(ObjectId, Dot, u64)> = s
+            .iter()
+            .map(|(id, e)| (id, e.object.clone(), e.version))
+            .collect();
+        let prim: Vec<ObjectId> = s.primaries().map(|(id, _)| id).collect();
+        let got: Vec<Option<Dot>> = probe.iter().map(|id| s.object(*id).cloned()).collect();
+        format!(
+            "len {} empty {} primaries {} replicas {} ids {:?} walk {walk:?} prim {prim:?} got {got:?}",
+            s.len(),
+            s.is_empty(),
+            s.primary_count(),
+            s.replica_count(),
+            s.primary_ids(),
+        )
+    }
+
+    /// A primary lent to its think function is, to every query, a primary taken out; given
+    /// back, it is a primary restored; a loan ended without it, a primary taken and
+    /// dropped. Checked on stores with and without replicas, the only object, and the
+    /// first, middle and last of several.
+    #[test]
+    fn a_lent_primary_looks_taken() {
+        let t = Time::ZERO;
+        let stores: Vec<(ObjectStore<Dot>, Vec<ObjectId>)> = {
+            let mut one = ObjectStore::new();
+            one.insert_primary(id(0, 1), Dot(1.0), 1, t).unwrap();
+            let mut mixed = ObjectStore::new();
+            for k in 1..6 {
+                mixed.insert_primary(id(0, k), Dot(k as f32), 1, t).unwrap();
+                mixed
+                    .apply_replica_state(NodeId(1), id(1, k), Dot(-(k as f32)), 2, t, t)
+                    .unwrap();
+            }
+            vec![
+                (one, vec![id(0, 1)]),
+                (mixed.clone(), vec![id(0, 1), id(0, 3), id(0, 5)]),
+            ]
+        };
+        for (base, lend) in stores {
+            let probe: Vec<ObjectId> = base.iter().map(|(id, _)| id).collect();
+            for &k in &lend {
+                let (mut taken, mut lent) = (base.clone(), base.clone());
+                let a = taken.take(k).unwrap();
+                let b = lent.lend(k).unwrap();
+                assert_eq!((a.object.clone(), a.version), (b.object.clone(), b.version));
+                assert_eq!(view(&lent, &probe), view(&taken, &probe), "lent {k}");
+                let (mut dropped, mut ended) = (taken.clone(), lent.clone());
+                taken.restore(k, a);
+                lent.give_back(k, b);
+                assert_eq!(view(&lent, &probe), view(&base, &probe), "given back {k}");
+                assert_eq!(view(&lent, &probe), view(&taken, &probe));
+                ended.end_loan(k);
+                assert_eq!(view(&ended, &probe), view(&dropped, &probe), "ended {k}");
+                // A new primary after the loan ended lands where a taken one's would.
+                ended.insert_primary(id(0, 99), Dot(9.0), 1, t).unwrap();
+                dropped.insert_primary(id(0, 99), Dot(9.0), 1, t).unwrap();
+                assert_eq!(view(&ended, &probe), view(&dropped, &probe));
+            }
+            // A replica is not lent.
+            let mut s = base.clone();
+            if let Some((r, _)) = base.iter().find(|(_, e)| e.role != Role::Primary) {
+                assert!(s.lend(r).is_none());
+                assert_eq!(view(&s, &probe), view(&base, &probe));
+            }
         }
     }
 
