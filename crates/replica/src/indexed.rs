@@ -79,7 +79,10 @@ impl<K: Ord + Hash + Copy, V> IndexedMap<K, V> {
 
     /// True if `k` has a value.
     pub(crate) fn contains_key(&self, k: &K) -> bool {
-        self.get(k).is_some()
+        // The value's slot is read only while some key is lent.
+        self.index
+            .get(k)
+            .is_some_and(|s| self.lent == 0 || self.slots.get(*s).is_some_and(Option::is_some))
     }
 
     /// Sets `k` to `v`; returns the value it replaced.
