@@ -127,10 +127,15 @@ impl Aabb {
 
     /// The box centred on `c` with half-extents `h`.
     pub fn around(c: Point3, h: Point3) -> Self {
-        Self::from_corners(
-            Point3::new(c.x - h.x, c.y - h.y, c.z - h.z),
-            Point3::new(c.x + h.x, c.y + h.y, c.z + h.z),
-        )
+        let lo = Point3::new(c.x - h.x, c.y - h.y, c.z - h.z);
+        let hi = Point3::new(c.x + h.x, c.y + h.y, c.z + h.z);
+        // Corners strictly in order (positive finite half-extents: every area of interest)
+        // are already the minimum and maximum, with no NaN or signed zero for `min`/`max`
+        // to settle: skip them (every interest check builds a box this way).
+        if lo.x < hi.x && lo.y < hi.y && lo.z < hi.z {
+            return Self { min: lo, max: hi };
+        }
+        Self::from_corners(lo, hi)
     }
 
     /// True if `p` lies inside (faces included). Inlined: interest checks call it in the
@@ -516,6 +521,31 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// `around` is `from_corners` of its two corners, bit for bit: NaNs, infinities,
+        /// signed zeros and negative half-extents included.
+        #[test]
+        fn around_is_from_corners(c in proptest::array::uniform3(proptest::prelude::any::<u32>()),
+                                  h in proptest::array::uniform3(proptest::prelude::any::<u32>()),
+                                  small in proptest::array::uniform6(-4i8..4)) {
+            let f = |b: u32| f32::from_bits(b);
+            let cases = [
+                (Point3::new(f(c[0]), f(c[1]), f(c[2])), Point3::new(f(h[0]), f(h[1]), f(h[2]))),
+                (
+                    Point3::new(f32::from(small[0]), f32::from(small[1]), f32::from(small[2]) * 0.0),
+                    Point3::new(f32::from(small[3]), f32::from(small[4]).abs(), f32::from(small[5]) * -0.0),
+                ),
+            ];
+            for (c, h) in cases {
+                let a = Aabb::around(c, h);
+                let b = Aabb::from_corners(
+                    Point3::new(c.x - h.x, c.y - h.y, c.z - h.z),
+                    Point3::new(c.x + h.x, c.y + h.y, c.z + h.z),
+                );
+                let bits = |b: &Aabb| [b.min.x, b.min.y, b.min.z, b.max.x, b.max.y, b.max.z].map(f32::to_bits);
+                proptest::prop_assert_eq!(bits(&a), bits(&b), "{:?} {:?}", c, h);
+            }
+        }
+
         #[test]
         fn floor_i32_is_floor_then_cast(bits in proptest::prelude::any::<u32>(), q in -1e7f32..1e7) {
             let v = f32::from_bits(bits);
