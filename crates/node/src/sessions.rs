@@ -907,7 +907,7 @@ const MAX_VIEW_CELLS: i64 = 4096;
 
 impl ViewGrid {
     fn key(&self, x: f32, y: f32) -> (i32, i32) {
-        let k = |v: f32| (v / self.cell).floor().clamp(i32::MIN as f32, i32::MAX as f32) as i32;
+        let k = |v: f32| worldmesh_core::floor_i32(v / self.cell);
         (k(x), k(y))
     }
 
