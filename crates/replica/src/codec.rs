@@ -23,6 +23,7 @@ use worldmesh_core::{NodeId, ObjectId, Time};
 
 use crate::manager::WriterLog;
 use crate::message::{InterestItem, LogItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
+use crate::replicate::{VarintError, read_varint};
 
 /// Why a packet did not decode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -325,26 +326,10 @@ impl Reader<'_> {
     }
 
     fn varint(&mut self) -> Result<u64, PacketError> {
-        // One byte (counts, lengths, small versions) without the loop.
-        if let [x, rest @ ..] = self.b
-            && *x < 0x80
-        {
-            self.b = rest;
-            return Ok(u64::from(*x));
-        }
-        let mut v: u64 = 0;
-        for i in 0..10 {
-            let x = self.byte()?;
-            let part = u64::from(x & 0x7f);
-            if i == 9 && part > 1 {
-                return Err(PacketError::BadVarint);
-            }
-            v |= part << (7 * i);
-            if x & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(PacketError::BadVarint)
+        read_varint(&mut self.b).map_err(|e| match e {
+            VarintError::Truncated => PacketError::Truncated,
+            VarintError::Overflow | VarintError::TooLong => PacketError::BadVarint,
+        })
     }
 
     fn u32(&mut self) -> Result<u32, PacketError> {

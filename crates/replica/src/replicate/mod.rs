@@ -296,26 +296,11 @@ impl<'a> Reader<'a> {
     /// A LEB128 varint of at most 10 bytes that fits in a `u64`.
     #[inline]
     pub fn varint(&mut self) -> Result<u64, StateError> {
-        // One byte (most lengths, counts and small values) without the loop.
-        if let [b, rest @ ..] = self.bytes
-            && *b < 0x80
-        {
-            self.bytes = rest;
-            return Ok(u64::from(*b));
-        }
-        let mut value = 0u64;
-        for i in 0..10 {
-            let b = self.byte()?;
-            let bits = u64::from(b & 0x7f);
-            if i == 9 && bits > 1 {
-                return Err(StateError::invalid("varint", "overflows 64 bits"));
-            }
-            value |= bits << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(StateError::invalid("varint", "longer than 10 bytes"))
+        read_varint(&mut self.bytes).map_err(|e| match e {
+            VarintError::Truncated => StateError::Truncated { needed: 1, left: 0 },
+            VarintError::Overflow => StateError::invalid("varint", "overflows 64 bits"),
+            VarintError::TooLong => StateError::invalid("varint", "longer than 10 bytes"),
+        })
     }
 
     /// A varint that must not exceed `max` (`what` names it in the error).
@@ -336,6 +321,53 @@ impl<'a> Reader<'a> {
             Err(StateError::TrailingBytes(self.bytes.len()))
         }
     }
+}
+
+/// Why [`read_varint`] could not read a varint.
+pub(crate) enum VarintError {
+    /// The input ended inside it.
+    Truncated,
+    /// Its tenth byte carries bits beyond 64.
+    Overflow,
+    /// It has more than 10 bytes.
+    TooLong,
+}
+
+/// Reads a LEB128 varint of at most 10 bytes that fits in a `u64` from the front of
+/// `bytes` and advances past what it read: the one decoder of the object states'
+/// [`Reader`] and of the replica packets' codec.
+///
+/// The one-byte case (most counts, lengths and small values) is inlined into every caller;
+/// longer varints go through the loop of [`read_long_varint`].
+#[inline(always)]
+pub(crate) fn read_varint(bytes: &mut &[u8]) -> Result<u64, VarintError> {
+    if let [b, rest @ ..] = *bytes
+        && *b < 0x80
+    {
+        *bytes = rest;
+        return Ok(u64::from(*b));
+    }
+    read_long_varint(bytes)
+}
+
+/// [`read_varint`] for any length, byte by byte.
+fn read_long_varint(bytes: &mut &[u8]) -> Result<u64, VarintError> {
+    let mut value = 0u64;
+    for i in 0..10 {
+        let [b, rest @ ..] = *bytes else {
+            return Err(VarintError::Truncated);
+        };
+        *bytes = rest;
+        let bits = u64::from(b & 0x7f);
+        if i == 9 && bits > 1 {
+            return Err(VarintError::Overflow);
+        }
+        value |= bits << (7 * i);
+        if b & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(VarintError::TooLong)
 }
 
 /// Appends `v` as a LEB128 varint (1 to 10 bytes).
@@ -429,5 +461,49 @@ pub fn write_nested_delta<T: Replicate>(value: &T, baseline: &T, out: &mut Vec<u
     put_varint(out, header);
     if header != 0 {
         value.write_delta_body(baseline, header, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every value round-trips, and each way a varint can be bad gives its own error, in
+    /// the object states' reader and in the packets' codec alike.
+    #[test]
+    fn varints_read_back_and_bad_ones_are_refused() {
+        for v in [0, 1, 0x7f, 0x80, 300, u64::from(u32::MAX), u64::MAX - 1, u64::MAX] {
+            let mut out = Vec::new();
+            put_varint(&mut out, v);
+            let mut r = Reader::new(&out);
+            assert_eq!(r.varint(), Ok(v));
+            assert_eq!(r.finish(), Ok(()));
+        }
+        // A non-minimal encoding of 0 is read as 0, as before.
+        assert_eq!(Reader::new(&[0x80, 0x00]).varint(), Ok(0));
+        // Ten bytes whose last fits in 64 bits but says more follow.
+        let mut too_long = [0xff; 11];
+        too_long[9] = 0x81;
+        let mut overflow = [0xff; 10];
+        overflow[9] = 0x02;
+        let mut fits = [0xff; 10];
+        fits[9] = 0x01;
+        assert_eq!(Reader::new(&fits).varint(), Ok(u64::MAX));
+        let cases: [(&[u8], StateError); 4] = [
+            (&[], StateError::Truncated { needed: 1, left: 0 }),
+            (&[0x80, 0x80], StateError::Truncated { needed: 1, left: 0 }),
+            (&overflow, StateError::invalid("varint", "overflows 64 bits")),
+            (&too_long, StateError::invalid("varint", "longer than 10 bytes")),
+        ];
+        for (bytes, err) in cases {
+            assert_eq!(Reader::new(bytes).varint(), Err(err), "{bytes:?}");
+        }
+        // The codec maps the same failures onto its own errors.
+        let mut b: &[u8] = &[0x80];
+        assert!(matches!(read_varint(&mut b), Err(VarintError::Truncated)));
+        let mut b: &[u8] = &overflow;
+        assert!(matches!(read_varint(&mut b), Err(VarintError::Overflow)));
+        let mut b: &[u8] = &too_long;
+        assert!(matches!(read_varint(&mut b), Err(VarintError::TooLong)));
     }
 }
