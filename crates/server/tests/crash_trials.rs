@@ -32,7 +32,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -404,10 +404,23 @@ struct Cluster {
     finals: Vec<Final>,
 }
 
+/// Ports this process has handed out. Both clusters pick theirs at the same time (cluster
+/// `a` on a thread of its own), and a port released after a bind to port 0 can be handed to
+/// the next caller: a port given to both clusters made one node fail to bind and another
+/// join the other cluster (a CA it does not trust).
+static TAKEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// A free UDP address on loopback that no other node of this process was given.
 fn free_addr() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .expect("a free port")
+    let mut taken = TAKEN.lock().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        let a = UdpSocket::bind("127.0.0.1:0")
+            .and_then(|s| s.local_addr())
+            .expect("a free port");
+        if taken.insert(a.port()) {
+            return a;
+        }
+    }
 }
 
 impl Cluster {
