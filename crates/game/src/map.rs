@@ -95,6 +95,76 @@ impl ObstacleGrid {
     }
 }
 
+/// Side of a [`NavGrid`] cell, units: longer than [`MAX_EDGE`] with room to spare, so
+/// every point within an edge's length of another lies in the other's cell or one of the
+/// eight around it, whatever the rounding of the division.
+const NAV_CELL: f32 = 1024.0;
+
+/// The navigation nodes by grid cell, so the nodes in an edge's reach of a point are
+/// found among the nine cells around it instead of by a scan of every node. A scan made
+/// building the graph quadratic in the map's size (1.13 G instructions at 4,096 players,
+/// `crates/sim/PERFORMANCE.md`, ninth round) and every path search linear in it. The
+/// candidates come out in index order, so the graph and the searches are exactly those
+/// of the scan.
+#[derive(Clone, Debug, Default)]
+struct NavGrid {
+    nx: i64,
+    ny: i64,
+    /// Node indices, cell `x + y * nx`, ascending.
+    cells: Vec<Vec<u32>>,
+    /// Every node lies inside the grid. If one did not (no generated map has such a
+    /// node: nodes are free points, inside the map), queries scan every node instead.
+    complete: bool,
+    /// The number of nodes (what a scan walks).
+    nodes: usize,
+}
+
+impl NavGrid {
+    fn new(width: f32, height: f32, nav: &[Point3]) -> Self {
+        let span = |v: f32| ((v / NAV_CELL).floor() as i64 + 1).clamp(1, 1 << 16);
+        let (nx, ny) = (span(width), span(height));
+        let mut grid = Self {
+            nx,
+            ny,
+            cells: vec![Vec::new(); (nx * ny) as usize],
+            complete: true,
+            nodes: nav.len(),
+        };
+        for (k, p) in nav.iter().enumerate() {
+            match grid.cell(*p) {
+                Some((x, y)) if (0..nx).contains(&x) && (0..ny).contains(&y) => {
+                    grid.cells[(x + y * nx) as usize].push(k as u32);
+                }
+                _ => grid.complete = false,
+            }
+        }
+        grid
+    }
+
+    /// The cell of a finite point (possibly outside the grid).
+    fn cell(&self, p: Point3) -> Option<(i64, i64)> {
+        (p.x.is_finite() && p.y.is_finite())
+            .then(|| ((p.x / NAV_CELL).floor() as i64, (p.y / NAV_CELL).floor() as i64))
+    }
+
+    /// Replaces `out` with the indices, ascending, of every node that may lie within
+    /// [`MAX_EDGE`] of `p`: those of the nine cells around `p`'s, or every node when the
+    /// grid cannot tell (a point that is not finite, an incomplete grid).
+    fn near(&self, p: Point3, out: &mut Vec<u32>) {
+        out.clear();
+        let Some((cx, cy)) = self.cell(p).filter(|_| self.complete) else {
+            out.extend(0..self.nodes as u32);
+            return;
+        };
+        for y in (cy.saturating_sub(1)..=cy.saturating_add(1)).filter(|y| (0..self.ny).contains(y)) {
+            for x in (cx.saturating_sub(1)..=cx.saturating_add(1)).filter(|x| (0..self.nx).contains(x)) {
+                out.extend_from_slice(&self.cells[(x + y * self.nx) as usize]);
+            }
+        }
+        out.sort_unstable();
+    }
+}
+
 /// A generated map.
 #[derive(Clone, Debug)]
 pub struct GameMap {
@@ -118,6 +188,8 @@ pub struct GameMap {
     component: Vec<u32>,
     /// `obstacles` by grid cell, for [`GameMap::is_free`] and [`GameMap::clear`].
     grid: ObstacleGrid,
+    /// `nav` by grid cell, for building the graph and entering it in a search.
+    nav_grid: NavGrid,
 }
 
 /// Does the segment a→b cross box `o` (in x/y)? Slab method.
@@ -220,6 +292,7 @@ impl GameMap {
             nav: Vec::new(),
             adj: Vec::new(),
             component: Vec::new(),
+            nav_grid: NavGrid::default(),
         };
         let n_wp = count(config.waypoints_per_16).max(2);
         for _ in 0..n_wp {
@@ -316,9 +389,14 @@ impl GameMap {
                 }
             }
         }
+        let grid = NavGrid::new(self.width, self.height, &nav);
         let mut adj = vec![Vec::new(); nav.len()];
+        let mut near = Vec::new();
         for i in 0..nav.len() {
-            for j in i + 1..nav.len() {
+            // The pairs (i, j > i) in index order, as a scan of every pair takes them:
+            // each node's edges end up sorted by the other end either way.
+            grid.near(nav[i], &mut near);
+            for j in near.iter().map(|j| *j as usize).filter(|j| *j > i) {
                 let d = nav[i].distance(nav[j]);
                 if d <= MAX_EDGE && self.clear(nav[i], nav[j]) {
                     adj[i].push((j as u32, d));
@@ -329,6 +407,7 @@ impl GameMap {
         self.component = components(&adj);
         self.nav = nav;
         self.adj = adj;
+        self.nav_grid = grid;
     }
 
     /// A walkable path from `from` to waypoint `wp` (the waypoint last), or `None` if
@@ -356,10 +435,13 @@ impl GameMap {
         let mut dist = Vec::new();
         let mut prev = Vec::new();
         let mut heap = BinaryHeap::new();
-        for (i, p) in self.nav.iter().enumerate() {
+        let mut near = Vec::new();
+        self.nav_grid.near(from, &mut near);
+        for i in near.into_iter().map(|i| i as usize) {
             if !entry(i) {
                 continue;
             }
+            let p = &self.nav[i];
             let d = from.distance(*p);
             if d <= MAX_EDGE && self.clear(from, *p) {
                 if dist.is_empty() {
@@ -490,6 +572,61 @@ mod tests {
             assert_eq!(
                 m.clear(Point3::new(f32::NAN, 0.0, 0.0), points[0]),
                 scan_clear(Point3::new(f32::NAN, 0.0, 0.0), points[0])
+            );
+        }
+    }
+
+    /// The navigation grid changes nothing: the graph is the one a scan of every pair of
+    /// nodes builds, edge for edge and in the same order, and every search (from points
+    /// inside and outside the map, on cell boundaries, at an edge's length from nodes,
+    /// and not finite) answers as the search that scans every node to enter the graph.
+    #[test]
+    fn the_navigation_grid_gives_the_graph_and_paths_of_a_scan() {
+        for (players, seed) in [(16, 2), (200, 4), (512, 7)] {
+            let m = GameMap::generate(&ModelConfig::default(), players, seed);
+            assert!(m.nav_grid.complete);
+            let mut adj = vec![Vec::new(); m.nav.len()];
+            for i in 0..m.nav.len() {
+                for j in i + 1..m.nav.len() {
+                    let d = m.nav[i].distance(m.nav[j]);
+                    if d <= MAX_EDGE && m.clear(m.nav[i], m.nav[j]) {
+                        adj[i].push((j as u32, d));
+                        adj[j].push((i as u32, d));
+                    }
+                }
+            }
+            assert_eq!(m.adj, adj, "{players} players");
+            let mut scan = m.clone();
+            scan.nav_grid.complete = false;
+            let mut rng = DetRng::new(seed);
+            let mut froms: Vec<Point3> = (0..150)
+                .map(|_| {
+                    Point3::new(
+                        rng.range_f32(-1200.0, m.width + 1200.0),
+                        rng.range_f32(-1200.0, m.height + 1200.0),
+                        0.0,
+                    )
+                })
+                .collect();
+            for k in 0..30 {
+                // At an edge's length (and just under it) from a node, across cells.
+                let n = m.nav[(k * 37) % m.nav.len()];
+                froms.push(Point3::new(n.x + MAX_EDGE, n.y, 0.0));
+                froms.push(Point3::new(n.x, n.y - MAX_EDGE * 0.999, 0.0));
+                froms.push(Point3::new(NAV_CELL * (k % 4) as f32, n.y, 0.0));
+            }
+            froms.push(Point3::new(f32::NAN, 10.0, 0.0));
+            froms.push(Point3::new(f32::INFINITY, 10.0, 0.0));
+            let mut found = 0;
+            for (i, from) in froms.iter().enumerate() {
+                let wp = (i * 13) % m.waypoints.len();
+                let p = m.path(*from, wp);
+                assert_eq!(p, scan.path(*from, wp), "{players} players: from {from} to {wp}");
+                found += usize::from(p.is_some_and(|p| p.len() > 1));
+            }
+            assert!(
+                found > 5,
+                "{players} players: searches that found a path: {found}"
             );
         }
     }
