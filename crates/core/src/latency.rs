@@ -141,7 +141,7 @@ pub fn load_spec(spec: &str) -> Result<LatencyMatrix, LatencyError> {
         return Ok(m.scaled(target / current));
     }
     if spec == "planetlab" {
-        return LatencyMatrix::parse(PLANETLAB_490, MatrixFormat::Whitespace, "planetlab-490.txt");
+        return planetlab();
     }
     if let Some(rtt) = spec.strip_prefix("uniform:") {
         let v: f32 = rtt
@@ -152,6 +152,22 @@ pub fn load_spec(spec: &str) -> Result<LatencyMatrix, LatencyError> {
         return Ok(LatencyMatrix::uniform(MAX_UNIFORM_HOSTS, v));
     }
     LatencyMatrix::load(spec)
+}
+
+/// The shipped PlanetLab matrix, parsed once per process and copied at every call:
+/// parsing its 240,100 values takes about 97 M instructions (some 30 ms, a twentieth of a
+/// 16-node simulation's wall time; `crates/sim/PERFORMANCE.md`, ninth round), copying
+/// them under a millisecond, and an experiment builds dozens of worlds.
+fn planetlab() -> Result<LatencyMatrix, LatencyError> {
+    static PARSED: std::sync::OnceLock<Result<LatencyMatrix, LatencyError>> = std::sync::OnceLock::new();
+    PARSED
+        .get_or_init(|| LatencyMatrix::parse(PLANETLAB_490, MatrixFormat::Whitespace, "planetlab-490.txt"))
+        .as_ref()
+        .map(LatencyMatrix::clone)
+        .map_err(|e| LatencyError::Spec {
+            spec: "planetlab".into(),
+            reason: e.to_string(),
+        })
 }
 
 /// Text format of a matrix file.
@@ -439,6 +455,18 @@ mod tests {
         );
         let e = load_spec("/no/matrix.txt").unwrap_err().to_string();
         assert!(e.starts_with("/no/matrix.txt: cannot read"), "{e}");
+    }
+
+    /// The shipped matrix is parsed once and copied: every call gives what parsing the
+    /// text gives, also after `@median=` rescaled a copy.
+    #[test]
+    fn the_shipped_matrix_is_the_parsed_text_at_every_call() {
+        let parsed = LatencyMatrix::parse(PLANETLAB_490, MatrixFormat::Whitespace, "p").unwrap();
+        assert_eq!(parsed.len(), 490);
+        assert_eq!(load_spec("planetlab").unwrap(), parsed);
+        let scaled = load_spec("planetlab@median=85").unwrap();
+        assert_ne!(scaled, parsed);
+        assert_eq!(load_spec("planetlab").unwrap(), parsed);
     }
 
     #[test]
