@@ -35,6 +35,8 @@ struct Probe {
     /// Away from the node that created it, the object does nothing: it neither changes
     /// nor deletes itself (a copy adopted elsewhere that no longer changes).
     still_elsewhere: bool,
+    /// The object does nothing anywhere: it keeps its first version.
+    still: bool,
 }
 
 impl Probe {
@@ -60,6 +62,7 @@ impl Probe {
             write_until: 0,
             delete_at_frame: 0,
             still_elsewhere: false,
+            still: false,
         }
     }
 }
@@ -69,7 +72,7 @@ impl GameObject for Probe {
     type Write = u32;
 
     fn think(&mut self, ctx: &mut ThinkContext<'_, Self>) {
-        if self.still_elsewhere && ctx.node != ctx.id.origin {
+        if self.still || (self.still_elsewhere && ctx.node != ctx.id.origin) {
             return;
         }
         self.frame += 1;
@@ -1254,4 +1257,66 @@ fn a_notice_is_sent_again_to_a_peer_with_nothing_else_queued() {
     }
     assert!(sent.get() >= 3, "the notice went out {} times", sent.get());
     assert!(net.rm(1).store().get(id).is_none(), "node 1 got the third notice");
+}
+
+/// A receiver that has nothing to receive (the object does not change) still hears from
+/// the primary's node: a packet with no message once `keepalive` (500 ms) has passed since
+/// the last packet to it, and not sooner; the keepalives are counted.
+#[test]
+fn a_receiver_with_nothing_to_receive_gets_a_keepalive_each_period() {
+    let mut net = Net::new(3, Mode::Broadcast, 5);
+    let id = net.spawn(
+        0,
+        Probe {
+            still: true,
+            ..Probe::at(3.0)
+        },
+    );
+    // (time, messages) of every packet node 0 sends node 2.
+    let sent: Rc<RefCell<Vec<(Time, usize)>>> = Rc::default();
+    let log = sent.clone();
+    net.links().tap = Some(Box::new(move |from, to, p| {
+        if from == NodeId(0) && to == NodeId(2) {
+            log.borrow_mut().push((p.sent_at, p.msgs.len()));
+        }
+        true
+    }));
+    for _ in 0..40 {
+        net.step();
+    }
+    assert!(net.rm(2).store().get(id).is_some(), "node 2 holds the replica");
+    let sent = sent.borrow().clone();
+    let keepalives: Vec<Time> = sent.iter().filter(|(_, n)| *n == 0).map(|(t, _)| *t).collect();
+    assert!(keepalives.len() >= 6, "a keepalive each period of 4 s: {sent:?}");
+    let ka = Duration::from_millis(500);
+    for w in sent.windows(2) {
+        let (before, (at, msgs)) = (w[0].0, w[1]);
+        if msgs == 0 {
+            assert!(
+                at - before >= ka,
+                "a keepalive {:?} after the last packet: {sent:?}",
+                at - before
+            );
+            assert!(at - before < ka + FRAME, "a keepalive is not late: {sent:?}");
+        }
+    }
+    assert_eq!(
+        net.rm(0).stats().keepalive_packets as usize,
+        2 * keepalives.len(),
+        "to nodes 1 and 2"
+    );
+}
+
+/// A node serving peers it holds no state for yet (a broadcast primary's subscribers, just
+/// spawned, before any frame) creates their states and sends each a keepalive at the
+/// first flush.
+#[test]
+fn served_peers_without_a_state_get_one_and_a_keepalive() {
+    let peers = vec![NodeId(2), NodeId(1)];
+    let mut rm = ReplicaManager::new(NodeId(0), Mode::Broadcast, ReplicaConfig::default(), peers);
+    rm.spawn(Time::ZERO, Probe::at(1.0));
+    let sent = rm.flush(Time::ZERO);
+    let to: Vec<(NodeId, usize)> = sent.iter().map(|(n, p)| (*n, p.msgs.len())).collect();
+    assert_eq!(to, vec![(NodeId(1), 0), (NodeId(2), 0)]);
+    assert_eq!(rm.stats().keepalive_packets, 2);
 }
