@@ -159,15 +159,18 @@ pub fn load_spec(spec: &str) -> Result<LatencyMatrix, LatencyError> {
 /// 16-node simulation's wall time; `crates/sim/PERFORMANCE.md`, ninth round), copying
 /// them under a millisecond, and an experiment builds dozens of worlds.
 fn planetlab() -> Result<LatencyMatrix, LatencyError> {
-    static PARSED: std::sync::OnceLock<Result<LatencyMatrix, LatencyError>> = std::sync::OnceLock::new();
-    PARSED
-        .get_or_init(|| LatencyMatrix::parse(PLANETLAB_490, MatrixFormat::Whitespace, "planetlab-490.txt"))
-        .as_ref()
-        .map(LatencyMatrix::clone)
-        .map_err(|e| LatencyError::Spec {
+    static PARSED: std::sync::OnceLock<Result<LatencyMatrix, String>> = std::sync::OnceLock::new();
+    let parsed = PARSED.get_or_init(|| {
+        LatencyMatrix::parse(PLANETLAB_490, MatrixFormat::Whitespace, "planetlab-490.txt")
+            .map_err(|e| e.to_string())
+    });
+    match parsed {
+        Ok(m) => Ok(m.clone()),
+        Err(reason) => Err(LatencyError::Spec {
             spec: "planetlab".into(),
-            reason: e.to_string(),
-        })
+            reason: reason.clone(),
+        }),
+    }
 }
 
 /// Text format of a matrix file.
