@@ -59,6 +59,9 @@ pub struct Oracle {
     sub_grid: CellGrid<Subscribed>,
     /// Each node's latest round (by node id: the simulator numbers nodes from 0).
     rounds: Vec<u32>,
+    /// Each node's regions of its latest round (by node id), which the live entries of
+    /// `sub_grid` point into.
+    regions: Vec<Vec<Aabb>>,
     /// When each (subscriber, object) match was last told. An entry older than
     /// [`RETELL`] acts as no entry at all (`tell`), so dropping old entries only bounds the
     /// table: a sweep every `RETELL` keeps each at most twice that old, where a sweep at
@@ -77,11 +80,15 @@ pub struct Oracle {
     found: Vec<Discovery>,
 }
 
-/// A subscription indexed in a grid cell: the node, the region, and the node's ingest it
-/// came with (its round). Only entries of a node's latest round are live: an ingest
-/// replaces the node's subscriptions by starting a new round, instead of taking the old
-/// entries out of every cell they cover.
-type Subscribed = (NodeId, Aabb, u32);
+/// A subscription indexed in a grid cell: the node, the node's ingest it came with (its
+/// round), and the region's index among that round's regions (`Oracle::regions`). Only
+/// entries of a node's latest round are live: an ingest replaces the node's subscriptions
+/// by starting a new round, instead of taking the old entries out of every cell they
+/// cover. A stale entry is never read beyond its round, so its region need not be kept;
+/// the entries are 12 bytes where a copy of the region made them 32, and matching skips
+/// the stale ones (up to half of a cell) reading a third of the memory
+/// (`crates/sim/PERFORMANCE.md`, ninth round).
+type Subscribed = (NodeId, u32, u32);
 
 /// A stored publication and its places in the grid: `at[k]` is its index in the list of
 /// the `k`-th cell of [`Published::cells`]. Taking a publication out of a cell is then a
@@ -233,14 +240,21 @@ impl Oracle {
         }
         self.rounds[k] = self.rounds[k].wrapping_add(1);
         let round = self.rounds[k];
-        for r in &subs {
+        if self.regions.len() <= k {
+            self.regions.resize_with(k + 1, Vec::new);
+        }
+        // This round's regions become the node's; `subs` keeps the old buffer for reuse.
+        std::mem::swap(&mut self.regions[k], &mut subs);
+        let mine = &self.regions[k];
+        for (i, r) in mine.iter().enumerate() {
+            let i = u32::try_from(i).unwrap_or(u32::MAX);
             for c in cells(r) {
                 let v = self.sub_grid.entry(c);
                 if v.len() == v.capacity() && v.len() >= MIN_COMPACT {
                     let rounds = &self.rounds;
-                    v.retain(|(n, _, at)| live(rounds, *n, *at));
+                    v.retain(|(n, at, _)| live(rounds, *n, *at));
                 }
-                v.push((node, *r, round));
+                v.push((node, round, i));
             }
         }
         // New publications against stored subscriptions of other nodes.
@@ -248,9 +262,10 @@ impl Oracle {
         for (id, p) in published.drain(..) {
             hits.clear();
             for c in p.cells() {
-                for (n, r, at_round) in self.sub_grid.get(c) {
+                for (n, at_round, i) in self.sub_grid.get(c) {
                     if *n != node
                         && live(&self.rounds, *n, *at_round)
+                        && let Some(r) = self.regions.get(n.0 as usize).and_then(|v| v.get(*i as usize))
                         && let Some(at) = p.inside(r)
                     {
                         hits.push((*n, at));
@@ -274,7 +289,7 @@ impl Oracle {
         // New subscriptions against stored publications of other nodes.
         let mut found = std::mem::take(&mut self.found);
         found.clear();
-        for r in &subs {
+        for r in &self.regions[k] {
             for c in cells(r) {
                 for (id, p) in self.pub_grid.get(c) {
                     if p.owner != node
@@ -563,8 +578,8 @@ mod tests {
                         .sub_grid
                         .get((x, y))
                         .iter()
-                        .filter(|(n, _, at)| live(&o.rounds, *n, *at))
-                        .map(|(n, r, _)| (*n, *r))
+                        .filter(|(n, at, _)| live(&o.rounds, *n, *at))
+                        .map(|(n, _, i)| (*n, o.regions[n.0 as usize][*i as usize]))
                         .collect();
                     assert_eq!(cell, reference.get((x, y)), "step {step}, cell ({x}, {y})");
                     let most = peak.entry((x, y)).or_default();
