@@ -442,6 +442,19 @@ mod tests {
             assert!(row[col("rounds")].parse::<u64>().unwrap() > 0, "{row:?}");
         }
         assert!(par.rows.iter().any(|r| r[0].starts_with("oracle")));
+        // The 400-player worlds (scaled down): p2p-rect with 1 player per node, fed-rect
+        // with 8, each running and exchanging datagrams.
+        let players = &out.tables[2];
+        let shape: Vec<(&str, &str)> = players
+            .rows
+            .iter()
+            .map(|r| (r[0].as_str(), r[2].as_str()))
+            .collect();
+        assert_eq!(shape, [("p2p-rect", "1"), ("fed-rect", "8")]);
+        for row in &players.rows {
+            assert!(row[6].parse::<f64>().unwrap() > 0.0, "{row:?}");
+        }
+        assert!(ctx.out.path("sim_speed_400.csv").exists());
         std::fs::remove_dir_all(ctx.out.root()).unwrap();
     }
 

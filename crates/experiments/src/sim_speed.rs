@@ -19,6 +19,11 @@
 //! one, its discoveries no longer reach a node at once and it runs in rounds), on one
 //! thread and on the experiment's worker threads (at least two), in the engine's parallel
 //! rounds (`worldmesh_engine::parallel`), and compares each pair of reports byte for byte.
+//!
+//! A third table runs issue 18's 400-player worlds on one thread: 400 nodes × 1 player
+//! (the paper's p2p-rect scenario) and 50 nodes × 8 players (fed-rect), 60 s of game time
+//! each, against the issue's 50× target.
+//!
 //! Wall time is measured here, in an experiment, never asserted in a test.
 
 use std::time::Instant;
@@ -38,8 +43,17 @@ const SPEED: Claim = Claim {
     unit: "ratio",
     expect: Expect::Above(20.0),
 };
+const PLAYERS_400: Claim = Claim {
+    id: "issue18-400-players-50x",
+    paper: "issue 18",
+    location: "acceptance (performance target; no paper figure)",
+    quote: "400 players (p2p-rect and 50-fed-rect) ≥ 50× real time",
+    metric: "simulated seconds ÷ wall-clock seconds of 400 players (400 nodes × 1 player, and 50 nodes × 8 players; 60 s, PlanetLab, one thread); wall time depends on the machine's other load",
+    unit: "ratio",
+    expect: Expect::Above(50.0),
+};
 /// Claims of `sim-speed`.
-pub const CLAIMS: &[Claim] = &[SPEED];
+pub const CLAIMS: &[Claim] = &[SPEED, PLAYERS_400];
 
 /// One size of the sweep, measured.
 struct Measured {
@@ -57,9 +71,16 @@ struct Measured {
 /// The swept world: `nodes` × 8 players of the model workload, the default scenario's
 /// settings otherwise.
 fn world(ctx: &Context, nodes: usize, duration: f64, warmup: f64) -> SimConfig {
+    world_of(ctx, nodes, 8, duration, warmup)
+}
+
+/// `nodes` × `players` players of the model workload on the default (rect) map, the
+/// default scenario's settings otherwise: 1 player per node is the paper's p2p-rect
+/// scenario, 8 fed-rect.
+fn world_of(ctx: &Context, nodes: usize, players: usize, duration: f64, warmup: f64) -> SimConfig {
     SimConfig {
         nodes,
-        players_per_node: 8,
+        players_per_node: players,
         duration_s: duration,
         warmup_s: warmup,
         seed: ctx.seed,
@@ -314,6 +335,8 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         "sim_speed.json",
         &serde_json::json!({ "timing_runs": ctx.timing_runs.max(1), "runs": rows }),
     )?);
+    let players = players_400(ctx, &mut checks)?;
+    files.extend(players.files);
     let parallel = parallel_sweep(ctx)?;
     files.extend(parallel.files);
     let notes = ratio_points
@@ -326,13 +349,89 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
         })
         .unwrap_or_default();
     let mut notes = notes;
+    notes.extend(players.notes);
     notes.extend(parallel.notes);
     Ok(Outcome {
-        tables: vec![table, parallel.table],
+        tables: vec![table, parallel.table, players.table],
         files,
         notes,
         checks,
     })
+}
+
+/// Issue 18's 400-player worlds, one thread (the default oracle has no lookahead): 400
+/// nodes × 1 player (p2p-rect) and 50 nodes × 8 (fed-rect), 60 s of game time (`--quick`:
+/// 40 × 1 and 5 × 8 for 5 s), each checked against the 50× target.
+fn players_400(ctx: &Context, checks: &mut Vec<Check>) -> Result<Part, ExperimentError> {
+    let (worlds, duration, warmup): (&[(&str, usize, usize)], f64, f64) = if ctx.quick {
+        (&[("p2p-rect", 40, 1), ("fed-rect", 5, 8)], 5.0, 1.0)
+    } else {
+        (&[("p2p-rect", 400, 1), ("fed-rect", 50, 8)], 60.0, 5.0)
+    };
+    let mut table = Table::new(
+        format!(
+            "400 players (issue 18: >= 50x real time), PlanetLab delays, one thread; wall time: {}",
+            timing_note(ctx)
+        ),
+        &[
+            "scenario",
+            "nodes",
+            "players per node",
+            "simulated s",
+            "wall s",
+            "simulated s per wall s",
+            "datagrams/wall s",
+            "events/wall s",
+        ],
+    );
+    let (mut rows, mut notes) = (Vec::new(), Vec::new());
+    for &(name, nodes, players) in worlds {
+        let cfg = world_of(ctx, nodes, players, duration, warmup);
+        let Timed {
+            report, stats, wall, ..
+        } = fastest(ctx, &cfg, 1)?;
+        let ratio = report.sim_seconds / wall;
+        table.push([
+            name.to_string(),
+            nodes.to_string(),
+            players.to_string(),
+            format!("{:.0}", report.sim_seconds),
+            format!("{wall:.2}"),
+            format!("{ratio:.2}"),
+            format!("{:.0}", report.network.sent as f64 / wall),
+            format!("{:.0}", stats.engine_events as f64 / wall),
+        ]);
+        if !ctx.quick {
+            checks.push(Check::new(
+                PLAYERS_400,
+                Estimate::exact(ratio),
+                format!(
+                    "{name}: {nodes} nodes x {players} players, 60 s of game time, PlanetLab, seed {}, {}; the machine's other load included",
+                    ctx.seed,
+                    timing_note(ctx)
+                ),
+            ));
+        }
+        notes.push(format!(
+            "400 players, {name} ({nodes} x {players}): {ratio:.1}x faster than real time (issue 18 target: >= 50x)"
+        ));
+        rows.push(serde_json::json!({
+            "scenario": name, "nodes": nodes, "players_per_node": players,
+            "sim_seconds": report.sim_seconds, "wall_seconds": wall, "ratio": ratio,
+            "datagrams": report.network.sent, "events": stats.engine_events,
+        }));
+        if ctx.progress {
+            eprintln!("  400 players, {name}: {ratio:.1}x real time");
+        }
+    }
+    let files = vec![
+        ctx.out.write_csv("sim_speed_400.csv", &table)?,
+        ctx.out.write_json(
+            "sim_speed_400.json",
+            &serde_json::json!({ "timing_runs": ctx.timing_runs.max(1), "runs": rows }),
+        )?,
+    ];
+    Ok(Part { table, files, notes })
 }
 
 /// The oracle locator's delivery delay in the parallel sweep, ms: below a typical one-way
@@ -341,8 +440,9 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
 /// alike. The default scenario's oracle has none (`locator.delay_ms = 0`).
 pub const ORACLE_DELAY_MS: f64 = 30.0;
 
-/// The parallel engine's sweep: its table, files and notes.
-struct Parallel {
+/// A part of the experiment besides the main sweep (the 400-player worlds, the parallel
+/// engine's sweep): its table, files and notes.
+struct Part {
     table: Table,
     files: Vec<std::path::PathBuf>,
     notes: Vec<String>,
@@ -353,7 +453,7 @@ struct Parallel {
 /// scenario's oracle, without a delay, leaves no lookahead between nodes (its discoveries
 /// reach any node at once), so it runs on one thread whatever is asked —, and checks that
 /// each pair of reports is the same, byte for byte.
-fn parallel_sweep(ctx: &Context) -> Result<Parallel, ExperimentError> {
+fn parallel_sweep(ctx: &Context) -> Result<Part, ExperimentError> {
     let threads = ctx.threads.max(2);
     let (sizes, duration): (&[usize], f64) = if ctx.quick {
         (&[8, 16], 5.0)
@@ -493,7 +593,7 @@ fn parallel_sweep(ctx: &Context) -> Result<Parallel, ExperimentError> {
             "parallel rounds: the reports on 1 and {threads} threads DIFFER (a bug: see sim_parallel.csv)"
         )
     }];
-    Ok(Parallel { table, files, notes })
+    Ok(Part { table, files, notes })
 }
 
 #[cfg(test)]
