@@ -558,6 +558,9 @@ pub struct ReplicaManager<O: GameObject> {
     /// Primaries recovered from this node's store and still held: one that loses to an
     /// adoption made while this node was down is fetched back as a replica at once.
     recovered: BTreeSet<ObjectId>,
+    /// The peers with deletion notices not yet acknowledged (`PeerState::unacked_deleted`
+    /// not empty), which `resend_deletions` visits.
+    deleting: BTreeSet<NodeId>,
 }
 
 /// A write of this node awaiting its primary's acknowledgement.
@@ -615,6 +618,7 @@ impl<O: GameObject> ReplicaManager<O> {
             durable_new: Vec::new(),
             durable_held: BTreeSet::new(),
             recovered: BTreeSet::new(),
+            deleting: BTreeSet::new(),
         }
     }
 
@@ -1800,8 +1804,16 @@ impl<O: GameObject> ReplicaManager<O> {
             .values()
             .flat_map(|m| m.receivers.keys().chain(m.subscribers.keys()))
         {
-            match self.net.get_mut(s) {
-                Some(p) => p.keepalive |= due(p),
+            match self.net.get(s) {
+                // Read, and written (which marks it) only when it changes.
+                Some(p) => {
+                    if !p.keepalive
+                        && due(p)
+                        && let Some(p) = self.net.get_mut(s)
+                    {
+                        p.keepalive = true;
+                    }
+                }
                 None => unknown.push(*s),
             }
         }
@@ -1811,15 +1823,27 @@ impl<O: GameObject> ReplicaManager<O> {
             let p = self.peer(s);
             p.keepalive |= due(p);
         }
+        // The peers with something to send, by ascending id. Only a peer handed out
+        // mutably since the last flush can have gained something (`NodeMap::take_marked`),
+        // and one left with something unsent is marked again below: the peers a node
+        // once heard from and no longer hears are not walked at every frame (that walk
+        // grew with the game's duration: `crates/sim/PERFORMANCE.md`, ninth round).
         let ack_every = self.cfg.ack_interval;
-        let dsts: Vec<NodeId> = self
-            .net
-            .iter()
-            .filter(|(_, p)| {
-                p.has_payload() || (!p.to_ack.is_empty() && p.last_ack.is_none_or(|t| now - t >= ack_every))
-            })
-            .map(|(d, _)| *d)
-            .collect();
+        let mut candidates = Vec::new();
+        self.net.take_marked(&mut candidates);
+        let mut dsts: Vec<NodeId> = Vec::with_capacity(candidates.len());
+        let mut waiting: Vec<NodeId> = Vec::new();
+        for d in candidates {
+            let Some(p) = self.net.get(&d) else { continue };
+            if p.has_payload() || (!p.to_ack.is_empty() && p.last_ack.is_none_or(|t| now - t >= ack_every)) {
+                dsts.push(d);
+            } else if p.has_content() {
+                waiting.push(d);
+            }
+        }
+        for d in waiting {
+            let _ = self.net.get_mut(&d);
+        }
         let mut out = Vec::new();
         for d in dsts {
             self.packets_for(now, d, |p| out.push((d, p)));
@@ -1861,6 +1885,9 @@ impl<O: GameObject> ReplicaManager<O> {
             head.push(ReplicaMsg::Write(std::mem::take(&mut p.writes)));
         }
         let deleted = p.take_deletions(now);
+        if !p.unacked_deleted.is_empty() {
+            self.deleting.insert(dst);
+        }
         if !deleted.is_empty() {
             head.push(ReplicaMsg::Deleted(deleted.clone()));
         }

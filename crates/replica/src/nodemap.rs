@@ -32,6 +32,10 @@ pub(crate) struct NodeMap<V> {
     /// `at[i]`: the slot of node `i`'s value, or [`NONE`] (ids at or past its length have
     /// no entry, or are at least [`DIRECT`]).
     at: Vec<u32>,
+    /// By slot: the value was handed out mutably since its mark was last taken.
+    marked: Vec<bool>,
+    /// The keys marked, each once, in the order they were.
+    touched: Vec<NodeId>,
 }
 
 impl<V> Default for NodeMap<V> {
@@ -40,6 +44,8 @@ impl<V> Default for NodeMap<V> {
             order: Vec::new(),
             vals: Vec::new(),
             at: Vec::new(),
+            marked: Vec::new(),
+            touched: Vec::new(),
         }
     }
 }
@@ -71,9 +77,45 @@ impl<V> NodeMap<V> {
         self.slot(*k).map(|s| &self.vals[s])
     }
 
-    /// The value of `k`, mutably.
+    /// Marks the value in slot `s`, of key `k` (see [`NodeMap::take_marked`]).
+    fn mark(&mut self, s: usize, k: NodeId) {
+        if !self.marked[s] {
+            self.marked[s] = true;
+            self.touched.push(k);
+        }
+    }
+
+    /// The value of `k`, mutably; marks it.
     pub(crate) fn get_mut(&mut self, k: &NodeId) -> Option<&mut V> {
-        self.slot(*k).map(|s| &mut self.vals[s])
+        let s = self.slot(*k)?;
+        self.mark(s, *k);
+        Some(&mut self.vals[s])
+    }
+
+    /// Replaces `out` with the keys of every value handed out mutably (by `get_mut`,
+    /// `entry_or_default` or `for_each_mut`) since the marks were last taken, by ascending
+    /// key, and clears their marks. A value that was not handed out mutably is as the last
+    /// taking left it: what the caller learned of it then still holds.
+    pub(crate) fn take_marked(&mut self, out: &mut Vec<NodeId>) {
+        out.clear();
+        for k in self.touched.drain(..) {
+            let i = k.0 as usize;
+            let s = if i < DIRECT {
+                self.at.get(i).filter(|s| **s != NONE).map(|s| *s as usize)
+            } else {
+                self.order
+                    .binary_search_by_key(&k, |(x, _)| *x)
+                    .ok()
+                    .map(|p| self.order[p].1 as usize)
+            };
+            if let Some(s) = s
+                && self.marked[s]
+            {
+                self.marked[s] = false;
+                out.push(k);
+            }
+        }
+        out.sort_unstable();
     }
 
     /// The value of `k`, inserted as `V::default()` if absent (`entry(k).or_default()`).
@@ -86,12 +128,14 @@ impl<V> NodeMap<V> {
             None => {
                 let s = self.vals.len();
                 self.vals.push(V::default());
+                self.marked.push(false);
                 let p = self.order.partition_point(|(x, _)| *x < k);
                 self.order.insert(p, (k, s as u32));
                 self.set_at(k, s as u32);
                 s
             }
         };
+        self.mark(s, k);
         &mut self.vals[s]
     }
 
@@ -102,6 +146,9 @@ impl<V> NodeMap<V> {
         self.order.remove(p);
         self.set_at(*k, NONE);
         let v = self.vals.swap_remove(s);
+        if self.marked.swap_remove(s) {
+            self.touched.retain(|x| x != k);
+        }
         // The last value moved into the freed slot: found by a scan (removals are rare).
         let last = self.vals.len() as u32;
         if let Some(e) = self.order.iter_mut().find(|(_, slot)| *slot == last) {
@@ -117,10 +164,37 @@ impl<V> NodeMap<V> {
         self.order.iter().map(|(k, s)| (k, &self.vals[*s as usize]))
     }
 
-    /// Calls `f` with every entry, by ascending key, values mutably.
+    /// Calls `f` with every entry, by ascending key, values mutably; marks them all.
+    #[cfg(test)]
     pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(NodeId, &mut V)) {
         for &(k, s) in &self.order {
-            f(k, &mut self.vals[s as usize]);
+            let s = s as usize;
+            if !self.marked[s] {
+                self.marked[s] = true;
+                self.touched.push(k);
+            }
+            f(k, &mut self.vals[s]);
+        }
+    }
+
+    /// Calls `f` with every marked entry (see [`NodeMap::take_marked`]), values mutably,
+    /// in no particular order.
+    pub(crate) fn for_each_marked_mut(&mut self, mut f: impl FnMut(NodeId, &mut V)) {
+        for &k in &self.touched {
+            let i = k.0 as usize;
+            let s = if i < DIRECT {
+                self.at.get(i).filter(|s| **s != NONE).map(|s| *s as usize)
+            } else {
+                self.order
+                    .binary_search_by_key(&k, |(x, _)| *x)
+                    .ok()
+                    .map(|p| self.order[p].1 as usize)
+            };
+            if let Some(s) = s
+                && self.marked[s]
+            {
+                f(k, &mut self.vals[s]);
+            }
         }
     }
 }
@@ -136,6 +210,8 @@ mod tests {
         Bump(u32),
         Remove(u32),
         GetMut(u32),
+        Take,
+        Marked,
     }
 
     /// Ids mostly small (through the table), some at and past [`DIRECT`] (searched).
@@ -152,27 +228,59 @@ mod tests {
             3 => id().prop_map(Op::Bump),
             1 => id().prop_map(Op::Remove),
             2 => id().prop_map(Op::GetMut),
+            1 => Just(Op::Take),
+            1 => Just(Op::Marked),
         ]
     }
 
     proptest! {
         /// Every operation agrees with `BTreeMap`, and so do the walks, after any mix of
-        /// insertions and removals of ids through the table and past it.
+        /// insertions and removals of ids through the table and past it. The marks are
+        /// exactly the keys handed out mutably since the last taking and still present:
+        /// `take_marked` gives them by ascending key and `for_each_marked_mut` visits them
+        /// once each.
         #[test]
         fn behaves_like_a_btreemap(ops in proptest::collection::vec(op(), 0..120)) {
             let mut m: NodeMap<u16> = NodeMap::default();
             let mut r: BTreeMap<NodeId, u16> = BTreeMap::new();
+            let mut marks: std::collections::BTreeSet<NodeId> = Default::default();
+            let mut taken = Vec::new();
             for op in ops {
                 match op {
                     Op::Bump(k) => {
                         *m.entry_or_default(NodeId(k)) += 1;
                         *r.entry(NodeId(k)).or_default() += 1;
+                        marks.insert(NodeId(k));
                     }
-                    Op::Remove(k) => prop_assert_eq!(m.remove(&NodeId(k)), r.remove(&NodeId(k))),
+                    Op::Remove(k) => {
+                        prop_assert_eq!(m.remove(&NodeId(k)), r.remove(&NodeId(k)));
+                        marks.remove(&NodeId(k));
+                    }
                     Op::GetMut(k) => {
                         if let Some(v) = m.get_mut(&NodeId(k)) { *v ^= 0x55; }
-                        if let Some(v) = r.get_mut(&NodeId(k)) { *v ^= 0x55; }
+                        if let Some(v) = r.get_mut(&NodeId(k)) {
+                            *v ^= 0x55;
+                            marks.insert(NodeId(k));
+                        }
                         prop_assert_eq!(m.get(&NodeId(k)), r.get(&NodeId(k)));
+                    }
+                    Op::Take => {
+                        m.take_marked(&mut taken);
+                        prop_assert!(taken.iter().eq(marks.iter()));
+                        marks.clear();
+                    }
+                    Op::Marked => {
+                        let mut seen = Vec::new();
+                        m.for_each_marked_mut(|k, v| {
+                            *v = v.wrapping_add(1);
+                            seen.push(k);
+                        });
+                        for k in &marks {
+                            let v = r.get_mut(k).expect("present");
+                            *v = v.wrapping_add(1);
+                        }
+                        seen.sort_unstable();
+                        prop_assert!(seen.iter().eq(marks.iter()));
                     }
                 }
                 prop_assert!(m.iter().map(|(k, v)| (*k, *v)).eq(r.iter().map(|(k, v)| (*k, *v))));
@@ -180,6 +288,8 @@ mod tests {
             m.for_each_mut(|_, v| *v = v.wrapping_mul(3));
             for v in r.values_mut() { *v = v.wrapping_mul(3); }
             prop_assert!(m.iter().map(|(k, v)| (*k, *v)).eq(r.iter().map(|(k, v)| (*k, *v))));
+            m.take_marked(&mut taken);
+            prop_assert!(taken.iter().eq(r.keys()), "a walk marks every entry");
         }
     }
 

@@ -105,7 +105,8 @@ impl<O: GameObject> ReplicaManager<O> {
         let Some(meta) = self.prim.remove(&id) else {
             return;
         };
-        self.net.for_each_mut(|_, p| {
+        // Only a marked peer can hold queued updates or logs: a flush takes them all.
+        self.net.for_each_marked_mut(|_, p| {
             p.updates.retain(|u| u.id != id);
             p.logs.retain(|l| l.id != id);
         });
@@ -145,17 +146,23 @@ impl<O: GameObject> ReplicaManager<O> {
     /// `resend_after`; forgets those older than `write_timeout`.
     pub(super) fn resend_deletions(&mut self, now: Time) {
         let (resend, timeout) = (self.cfg.resend_after, self.cfg.write_timeout);
-        self.net.for_each_mut(|_, p| {
-            if p.unacked_deleted.is_empty() {
-                return;
-            }
+        // The peers with notices outstanding, by ascending id (all the others have none).
+        let peers: Vec<NodeId> = self.deleting.iter().copied().collect();
+        for n in peers {
+            let Some(p) = self.net.get_mut(&n) else {
+                self.deleting.remove(&n);
+                continue;
+            };
             p.unacked_deleted.retain(|_, (first, _)| now - *first <= timeout);
             for (id, (_, sent)) in &p.unacked_deleted {
                 if now - *sent >= resend && !p.deleted.contains(id) {
                     p.deleted.push(*id);
                 }
             }
-        });
+            if p.unacked_deleted.is_empty() {
+                self.deleting.remove(&n);
+            }
+        }
     }
 }
 
