@@ -98,23 +98,15 @@ impl<V> NodeMap<V> {
     /// taking left it: what the caller learned of it then still holds.
     pub(crate) fn take_marked(&mut self, out: &mut Vec<NodeId>) {
         out.clear();
-        for k in self.touched.drain(..) {
-            let i = k.0 as usize;
-            let s = if i < DIRECT {
-                self.at.get(i).filter(|s| **s != NONE).map(|s| *s as usize)
-            } else {
-                self.order
-                    .binary_search_by_key(&k, |(x, _)| *x)
-                    .ok()
-                    .map(|p| self.order[p].1 as usize)
-            };
-            if let Some(s) = s
-                && self.marked[s]
-            {
+        let mut touched = std::mem::take(&mut self.touched);
+        for k in touched.drain(..) {
+            if let Some(s) = self.slot(k) {
                 self.marked[s] = false;
                 out.push(k);
             }
         }
+        // Keeps the (now empty) buffer for the next marks.
+        self.touched = touched;
         out.sort_unstable();
     }
 
@@ -180,22 +172,13 @@ impl<V> NodeMap<V> {
     /// Calls `f` with every marked entry (see [`NodeMap::take_marked`]), values mutably,
     /// in no particular order.
     pub(crate) fn for_each_marked_mut(&mut self, mut f: impl FnMut(NodeId, &mut V)) {
-        for &k in &self.touched {
-            let i = k.0 as usize;
-            let s = if i < DIRECT {
-                self.at.get(i).filter(|s| **s != NONE).map(|s| *s as usize)
-            } else {
-                self.order
-                    .binary_search_by_key(&k, |(x, _)| *x)
-                    .ok()
-                    .map(|p| self.order[p].1 as usize)
-            };
-            if let Some(s) = s
-                && self.marked[s]
-            {
+        let touched = std::mem::take(&mut self.touched);
+        for &k in &touched {
+            if let Some(s) = self.slot(k) {
                 f(k, &mut self.vals[s]);
             }
         }
+        self.touched = touched;
     }
 }
 
