@@ -1820,8 +1820,8 @@ impl<O: GameObject> ReplicaManager<O> {
         unknown.sort_unstable();
         unknown.dedup();
         for s in unknown {
-            let p = self.peer(s);
-            p.keepalive |= due(p);
+            // A new state has sent nothing yet: it is due.
+            self.peer(s).keepalive = true;
         }
         // The peers with something to send, by ascending id. Only a peer handed out
         // mutably since the last flush can have gained something (`NodeMap::take_marked`),
@@ -1842,7 +1842,7 @@ impl<O: GameObject> ReplicaManager<O> {
             }
         }
         for d in waiting {
-            let _ = self.net.get_mut(&d);
+            self.net.mark_again(d);
         }
         let mut out = Vec::new();
         for d in dsts {

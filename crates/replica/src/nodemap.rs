@@ -92,8 +92,17 @@ impl<V> NodeMap<V> {
         Some(&mut self.vals[s])
     }
 
+    /// Marks `k`'s value as if it had been handed out mutably (it is taken again by the
+    /// next [`NodeMap::take_marked`]); nothing for an absent key.
+    pub(crate) fn mark_again(&mut self, k: NodeId) {
+        if let Some(s) = self.slot(k) {
+            self.mark(s, k);
+        }
+    }
+
     /// Replaces `out` with the keys of every value handed out mutably (by `get_mut`,
-    /// `entry_or_default` or `for_each_mut`) since the marks were last taken, by ascending
+    /// `entry_or_default`, or the tests' `for_each_mut`) or marked again since the marks
+    /// were last taken, by ascending
     /// key, and clears their marks. A value that was not handed out mutably is as the last
     /// taking left it: what the caller learned of it then still holds.
     pub(crate) fn take_marked(&mut self, out: &mut Vec<NodeId>) {
@@ -159,13 +168,10 @@ impl<V> NodeMap<V> {
     /// Calls `f` with every entry, by ascending key, values mutably; marks them all.
     #[cfg(test)]
     pub(crate) fn for_each_mut(&mut self, mut f: impl FnMut(NodeId, &mut V)) {
-        for &(k, s) in &self.order {
-            let s = s as usize;
-            if !self.marked[s] {
-                self.marked[s] = true;
-                self.touched.push(k);
-            }
-            f(k, &mut self.vals[s]);
+        for i in 0..self.order.len() {
+            let (k, s) = self.order[i];
+            self.mark(s as usize, k);
+            f(k, &mut self.vals[s as usize]);
         }
     }
 
@@ -195,6 +201,7 @@ mod tests {
         GetMut(u32),
         Take,
         Marked,
+        MarkAgain(u32),
     }
 
     /// Ids mostly small (through the table), some at and past [`DIRECT`] (searched).
@@ -213,6 +220,7 @@ mod tests {
             2 => id().prop_map(Op::GetMut),
             1 => Just(Op::Take),
             1 => Just(Op::Marked),
+            1 => id().prop_map(Op::MarkAgain),
         ]
     }
 
@@ -246,6 +254,12 @@ mod tests {
                             marks.insert(NodeId(k));
                         }
                         prop_assert_eq!(m.get(&NodeId(k)), r.get(&NodeId(k)));
+                    }
+                    Op::MarkAgain(k) => {
+                        m.mark_again(NodeId(k));
+                        if r.contains_key(&NodeId(k)) {
+                            marks.insert(NodeId(k));
+                        }
                     }
                     Op::Take => {
                         m.take_marked(&mut taken);

@@ -146,21 +146,18 @@ impl<O: GameObject> ReplicaManager<O> {
     /// `resend_after`; forgets those older than `write_timeout`.
     pub(super) fn resend_deletions(&mut self, now: Time) {
         let (resend, timeout) = (self.cfg.resend_after, self.cfg.write_timeout);
-        // The peers with notices outstanding, by ascending id (all the others have none).
-        let peers: Vec<NodeId> = self.deleting.iter().copied().collect();
-        for n in peers {
-            let Some(p) = self.net.get_mut(&n) else {
-                self.deleting.remove(&n);
-                continue;
-            };
+        // The peers with notices outstanding, by ascending id (all the others have none);
+        // those left with some stay in the set.
+        for n in std::mem::take(&mut self.deleting) {
+            let Some(p) = self.net.get_mut(&n) else { continue };
             p.unacked_deleted.retain(|_, (first, _)| now - *first <= timeout);
             for (id, (_, sent)) in &p.unacked_deleted {
                 if now - *sent >= resend && !p.deleted.contains(id) {
                     p.deleted.push(*id);
                 }
             }
-            if p.unacked_deleted.is_empty() {
-                self.deleting.remove(&n);
+            if !p.unacked_deleted.is_empty() {
+                self.deleting.insert(n);
             }
         }
     }
