@@ -54,6 +54,7 @@ mod deletion;
 mod durable;
 mod guard;
 mod migrate;
+mod silence;
 pub use adopt::{AdoptError, OrphanOffer};
 pub use durable::DurableWrite;
 pub use migrate::{MigrateError, MigratedObject, MovedOutcome, WriterLog};
@@ -507,6 +508,8 @@ pub struct ReplicaManager<O: GameObject> {
     /// service's binding, whose state for an unheld object is accepted).
     fetching: BTreeMap<ObjectId, (Time, NodeId)>,
     net: NodeMap<PeerState>,
+    /// The peers silent for `peer_timeout` (with `drop_silent_peers`).
+    silence: silence::Silence,
     stats: ReplicaStats,
     /// Updates refused because this node holds the object as primary: (sender, object),
     /// at most one per pair until taken (a rival primary elsewhere, see
@@ -602,6 +605,7 @@ impl<O: GameObject> ReplicaManager<O> {
             refused_unheld: BTreeMap::new(),
             failed_bindings: BTreeMap::new(),
             net: NodeMap::default(),
+            silence: silence::Silence::default(),
             stats: ReplicaStats::default(),
             rivals: BTreeSet::new(),
             names: NameService::new(me, cfg_lease),
@@ -1221,6 +1225,7 @@ impl<O: GameObject> ReplicaManager<O> {
             p.held = p.held.saturating_sub(1);
         }
         self.peer(to).held += 1;
+        self.silence.bound(to);
         // Logs of the previous primary's versions say nothing of the new one's.
         if let Some(m) = self.repl.get_mut(&id) {
             m.logs.clear();
@@ -1229,12 +1234,11 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     fn drop_silent_peers(&mut self, now: Time) -> Vec<ObjectId> {
-        let silent: BTreeSet<NodeId> = self
-            .net
-            .iter()
-            .filter(|(_, p)| p.last_heard.is_some_and(|t| now - t > self.cfg.peer_timeout))
-            .map(|(id, _)| *id)
-            .collect();
+        let net = &self.net;
+        self.silence.update(now, self.cfg.peer_timeout, |p| {
+            net.get(&p).and_then(|s| s.last_heard)
+        });
+        let silent = self.silence.silent();
         if silent.is_empty() {
             return Vec::new();
         }
@@ -1247,6 +1251,12 @@ impl<O: GameObject> ReplicaManager<O> {
                 }
             }
         }
+        // Their replicas go; when no peer fell silent and no replica was bound to a silent
+        // peer since the last search, that search dropped them all.
+        if !self.silence.take_changed() {
+            return Vec::new();
+        }
+        let silent = self.silence.silent();
         let dead: Vec<ObjectId> = self
             .store
             .iter()
@@ -1416,7 +1426,10 @@ impl<O: GameObject> ReplicaManager<O> {
             .msgs
             .iter()
             .any(|m| matches!(m, ReplicaMsg::Update(_) | ReplicaMsg::Deleted(_)));
-        self.peer(from).last_heard = Some(now);
+        let before = self.peer(from).last_heard.replace(now);
+        if self.cfg.drop_silent_peers {
+            self.silence.heard(from, before, now, self.cfg.peer_timeout);
+        }
         // Updates sent to this node as a backup: each state must end up with its log.
         let mut logged: Vec<(ObjectId, u64)> = Vec::new();
         for msg in packet.msgs {

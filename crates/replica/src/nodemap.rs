@@ -160,7 +160,8 @@ impl<V> NodeMap<V> {
         Some(v)
     }
 
-    /// The entries, by ascending key.
+    /// The entries, by ascending key (the tests' view; the manager never walks every peer).
+    #[cfg(test)]
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&NodeId, &V)> {
         self.order.iter().map(|(k, s)| (k, &self.vals[*s as usize]))
     }

@@ -1320,3 +1320,55 @@ fn served_peers_without_a_state_get_one_and_a_keepalive() {
     assert_eq!(to, vec![(NodeId(1), 0), (NodeId(2), 0)]);
     assert_eq!(rm.stats().keepalive_packets, 2);
 }
+
+/// A node's replicas of a peer's objects go once the peer has been silent for
+/// `peer_timeout` (2 s), and only then; heard again, the peer's objects come back, and a
+/// second silence drops them again (the peer is watched again after its first silence).
+#[test]
+fn a_silent_peers_replicas_go_and_come_back_each_time() {
+    let mut net = Net::new(3, Mode::Broadcast, 11);
+    let id = net.spawn(0, Probe::mover());
+    // Cuts nodes 0 and 1 apart (both ways) while set.
+    let cut = Rc::new(Cell::new(false));
+    let c = Rc::clone(&cut);
+    net.links().tap = Some(Box::new(move |from, to, _| {
+        let pair = (from.0.min(to.0), from.0.max(to.0));
+        !(c.get() && pair == (0, 1))
+    }));
+    for _ in 0..10 {
+        net.step();
+    }
+    assert!(net.rm(1).store().get(id).is_some());
+    for round in 0..2 {
+        cut.set(true);
+        // 19 frames (1.9 s) after the cut, node 0 has been silent for less than the
+        // timeout: the replica is still held; 5 frames later it has gone.
+        for _ in 0..19 {
+            net.step();
+        }
+        assert!(
+            net.rm(1).store().get(id).is_some(),
+            "round {round}: dropped too soon"
+        );
+        for _ in 0..5 {
+            net.step();
+        }
+        assert!(
+            net.rm(1).store().get(id).is_none(),
+            "round {round}: node 1 still holds {id}"
+        );
+        assert!(
+            net.rm(2).store().get(id).is_some(),
+            "round {round}: node 2 heard node 0"
+        );
+        assert_eq!(net.rm(1).stats().replicas_dropped, round + 1);
+        cut.set(false);
+        for _ in 0..10 {
+            net.step();
+        }
+        assert!(
+            net.rm(1).store().get(id).is_some(),
+            "round {round}: {id} did not come back"
+        );
+    }
+}

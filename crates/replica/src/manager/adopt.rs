@@ -119,6 +119,7 @@ impl<O: GameObject> ReplicaManager<O> {
             self.peers.remove(at);
         }
         self.net.remove(&id);
+        self.silence.forget(id);
         for m in self.prim.values_mut() {
             m.subscribers.remove(&id);
             m.receivers.remove(&id);

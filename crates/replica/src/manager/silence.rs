@@ -1,0 +1,194 @@
+//! Which peers have fallen silent, kept up to date without visiting every peer each frame.
+//!
+//! Without a membership protocol, a node drops the replicas whose primary's node has sent
+//! nothing for `peer_timeout` (paper `000` §5: replica management "deletes replicas that
+//! are no longer needed"; a replica its primary no longer refreshes is one). A node keeps a state for every peer it
+//! ever exchanged packets with, and over a long game most of them fall silent and stay so:
+//! finding the silent ones by testing every known peer each frame cost time that grew
+//! with the game's duration (PERFORMANCE.md, ninth and tenth rounds).
+//!
+//! [`Silence`] keeps the set instead. Each watched peer has a deadline in a queue: the
+//! time at which it would be silent if not heard again. A frame takes the deadlines that
+//! have passed and tests only those peers, with the same predicate as a full test of
+//! every peer (`now - last_heard > timeout`); a peer heard since gets its new deadline. A
+//! peer leaves the set when it is heard or forgotten. The set is therefore, at every
+//! frame, exactly the peers a test of every peer would find.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap};
+use std::time::Duration;
+
+use worldmesh_core::{NodeId, Time};
+
+/// The peers silent for longer than the timeout, and the deadlines of the others.
+#[derive(Default)]
+pub(super) struct Silence {
+    /// (deadline, peer): the peer is tested once a frame's time passes its deadline. A
+    /// peer heard and not silent has an entry no later than its last hearing plus the
+    /// timeout; a peer may have more than one (after being forgotten and heard again),
+    /// which costs a test, never a wrong answer.
+    due: BinaryHeap<Reverse<(Time, NodeId)>>,
+    /// Peers silent for longer than the timeout at the last [`Silence::update`].
+    silent: BTreeSet<NodeId>,
+    /// A peer fell silent, or a replica was pointed at a silent peer, since the last
+    /// [`Silence::take_changed`]: silent peers' replicas may be held.
+    changed: bool,
+}
+
+impl Silence {
+    /// `peer` was heard at `now`; `before` is when it was heard last (`None`: never, or not
+    /// since it was forgotten).
+    pub(super) fn heard(&mut self, peer: NodeId, before: Option<Time>, now: Time, timeout: Duration) {
+        // A peer heard before and not silent already has an entry no later than its new
+        // deadline: tested then, it gets the later one.
+        if before.is_none() || self.silent.remove(&peer) {
+            self.due.push(Reverse((now + timeout, peer)));
+        }
+    }
+
+    /// Brings the set up to `now`: every peer whose last hearing (`last_heard`: `None` for
+    /// a peer not known or never heard) is more than `timeout` ago is in it.
+    pub(super) fn update(
+        &mut self,
+        now: Time,
+        timeout: Duration,
+        last_heard: impl Fn(NodeId) -> Option<Time>,
+    ) {
+        let mut later = Vec::new();
+        while let Some(&Reverse((deadline, peer))) = self.due.peek() {
+            // `now - t > timeout` implies `now > t + timeout`, the deadline (both in whole
+            // microseconds, the timeout truncated): a peer not yet due cannot be silent.
+            if deadline >= now {
+                break;
+            }
+            self.due.pop();
+            match last_heard(peer) {
+                None => {} // forgotten: watched again when next heard
+                Some(t) if now - t > timeout => self.changed |= self.silent.insert(peer),
+                Some(t) => later.push(Reverse((t + timeout, peer))),
+            }
+        }
+        self.due.extend(later);
+    }
+
+    /// The peers silent at the last [`Silence::update`], by id.
+    pub(super) fn silent(&self) -> &BTreeSet<NodeId> {
+        &self.silent
+    }
+
+    /// `peer` is no longer a member: it leaves the set (its state is gone).
+    pub(super) fn forget(&mut self, peer: NodeId) {
+        self.silent.remove(&peer);
+    }
+
+    /// A replica now names `peer` as its primary's node.
+    pub(super) fn bound(&mut self, peer: NodeId) {
+        if self.silent.contains(&peer) {
+            self.changed = true;
+        }
+    }
+
+    /// True if silent peers' replicas may be held: a peer fell silent, or a replica was
+    /// bound to a silent peer, since the last call. A replica is created only from its
+    /// primary's node's packet (which takes that node out of the set) or bound through
+    /// [`Silence::bound`], so when this is false, the replicas of every silent peer were
+    /// dropped at the last call that returned true.
+    pub(super) fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        /// A packet from this peer.
+        Heard(u8),
+        /// The peer is declared down and its state forgotten.
+        Forget(u8),
+        /// A frame: the set is brought up to date.
+        Frame,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0u8..12).prop_map(Op::Heard),
+            1 => (0u8..12).prop_map(Op::Forget),
+            4 => Just(Op::Frame),
+        ]
+    }
+
+    proptest! {
+        /// After any mix of hearings, forgettings and frames, at irregular times (steps
+        /// around the timeout, exact ties included), the set is exactly the peers a test of
+        /// every known peer finds silent.
+        #[test]
+        fn the_set_is_what_a_test_of_every_peer_finds(
+            ops in proptest::collection::vec((op(), 0u64..1_500), 1..300),
+            timeout_us in 1u64..2_000,
+        ) {
+            let timeout = Duration::from_micros(timeout_us);
+            let mut s = Silence::default();
+            // The model: each known peer's last hearing (None: known, never heard).
+            let mut heard: BTreeMap<NodeId, Option<Time>> = BTreeMap::new();
+            let mut now = Time::ZERO;
+            for (op, step) in ops {
+                now += Duration::from_micros(step);
+                match op {
+                    Op::Heard(p) => {
+                        let p = NodeId(u32::from(p));
+                        let before = heard.insert(p, Some(now)).flatten();
+                        s.heard(p, before, now, timeout);
+                    }
+                    Op::Forget(p) => {
+                        let p = NodeId(u32::from(p));
+                        heard.remove(&p);
+                        s.forget(p);
+                    }
+                    Op::Frame => {
+                        s.update(now, timeout, |p| heard.get(&p).copied().flatten());
+                        let every: BTreeSet<NodeId> = heard
+                            .iter()
+                            .filter(|(_, t)| t.is_some_and(|t| now - t > timeout))
+                            .map(|(p, _)| *p)
+                            .collect();
+                        prop_assert_eq!(s.silent(), &every);
+                    }
+                }
+            }
+        }
+
+        /// `take_changed` is true after every frame at which a peer fell silent, and after a
+        /// replica was bound to a silent peer.
+        #[test]
+        fn a_peer_falling_silent_or_a_binding_to_one_is_a_change(
+            steps in proptest::collection::vec(0u64..3_000, 1..50),
+        ) {
+            let timeout = Duration::from_micros(1_000);
+            let mut s = Silence::default();
+            let p = NodeId(3);
+            let mut now = Time::ZERO;
+            s.heard(p, None, now, timeout);
+            let mut last = Some(now);
+            for step in steps {
+                now += Duration::from_micros(step);
+                let was = s.silent().contains(&p);
+                s.update(now, timeout, |_| last);
+                let is = s.silent().contains(&p);
+                prop_assert_eq!(s.take_changed(), is && !was);
+                s.bound(p);
+                prop_assert_eq!(s.take_changed(), is);
+                if step % 2 == 0 {
+                    s.heard(p, last, now, timeout);
+                    last = Some(now);
+                }
+            }
+        }
+    }
+}
