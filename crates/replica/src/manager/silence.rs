@@ -40,8 +40,14 @@ impl Silence {
     /// since it was forgotten).
     pub(super) fn heard(&mut self, peer: NodeId, before: Option<Time>, now: Time, timeout: Duration) {
         // A peer heard before and not silent already has an entry no later than its new
-        // deadline: tested then, it gets the later one.
-        if before.is_none() || self.silent.remove(&peer) {
+        // deadline: tested then, it gets the later one. A peer in the set was silent at a
+        // frame no later than `now`, so more than `timeout` before `now` (the common case,
+        // a peer heard lately, costs no lookup in the set).
+        let watched = match before {
+            None => false,
+            Some(t) => now - t <= timeout || !self.silent.remove(&peer),
+        };
+        if !watched {
             self.due.push(Reverse((now + timeout, peer)));
         }
     }
