@@ -76,6 +76,8 @@ pub struct NetworkModel {
     matrix: LatencyMatrix,
     row: Vec<usize>,
     access: Vec<Duration>,
+    /// Every pair's base delay in nanoseconds, `a * nodes + b` (see [`BaseDelays`]).
+    base: BaseDelays,
     jitter: Duration,
     loss: f64,
     duplicate: f64,
@@ -125,10 +127,12 @@ impl NetworkModel {
                 )
             })
             .collect();
+        let base = BaseDelays::new(nodes, |a, b| base_delay(&matrix, &row, &access, a, b));
         Self {
             matrix,
             row,
             access,
+            base,
             jitter: Duration::from_secs_f64(cfg.jitter_ms.max(0.0) / 1000.0),
             loss: cfg.loss,
             duplicate: cfg.duplicate,
@@ -158,10 +162,10 @@ impl NetworkModel {
     /// The base one-way delay from `a` to `b` (no jitter).
     pub fn base_delay(&self, a: NodeId, b: NodeId) -> Duration {
         let (a, b) = (a.0 as usize, b.0 as usize);
-        if self.matrix.is_empty() {
-            return self.access[a] + self.access[b];
+        match self.base.get(a, b) {
+            Some(d) => d,
+            None => base_delay(&self.matrix, &self.row, &self.access, a, b),
         }
-        self.matrix.one_way(self.row[a], self.row[b]) + self.access[a] + self.access[b]
     }
 
     /// The largest one-way delay from `a` to `b` including jitter.
@@ -260,6 +264,59 @@ impl NetworkModel {
     }
 }
 
+/// The base one-way delay from node `a` to node `b`: half the round-trip time of their
+/// rows, plus their access delays.
+fn base_delay(matrix: &LatencyMatrix, row: &[usize], access: &[Duration], a: usize, b: usize) -> Duration {
+    if matrix.is_empty() {
+        return access[a] + access[b];
+    }
+    matrix.one_way(row[a], row[b]) + access[a] + access[b]
+}
+
+/// Every pair's base delay, computed once: a datagram's delay is then one read of a
+/// table of the simulated nodes (16 KiB at 64 nodes), instead of a read of the latency
+/// matrix's row for the pair (a cache line per pair, out of 960 KB for the shipped
+/// PlanetLab matrix) and a conversion from floating-point milliseconds. Held in whole
+/// nanoseconds, which is what a [`Duration`] holds, so the delays are exactly the
+/// computed ones; a pair whose delay does not fit in 32 bits (4.29 s), or a world too large
+/// for the table, leaves it empty and every delay is computed.
+#[derive(Clone, Debug, Default)]
+struct BaseDelays {
+    nodes: usize,
+    nanos: Vec<u32>,
+}
+
+impl BaseDelays {
+    /// The largest world tabulated: 2,048 nodes (16 MiB).
+    const MAX_NODES: usize = 2048;
+
+    fn new(nodes: usize, delay: impl Fn(usize, usize) -> Duration) -> Self {
+        if nodes > Self::MAX_NODES {
+            return Self::default();
+        }
+        let mut nanos = Vec::with_capacity(nodes * nodes);
+        for a in 0..nodes {
+            for b in 0..nodes {
+                match u32::try_from(delay(a, b).as_nanos()) {
+                    Ok(ns) => nanos.push(ns),
+                    Err(_) => return Self::default(),
+                }
+            }
+        }
+        Self { nodes, nanos }
+    }
+
+    /// The delay from `a` to `b`, if tabulated.
+    fn get(&self, a: usize, b: usize) -> Option<Duration> {
+        if a >= self.nodes || b >= self.nodes {
+            return None;
+        }
+        self.nanos
+            .get(a * self.nodes + b)
+            .map(|ns| Duration::from_nanos(u64::from(*ns)))
+    }
+}
+
 /// The model as the engine's links: [`NetworkModel::route`] decides every datagram.
 impl<D> worldmesh_engine::Links<D> for NetworkModel {
     fn route(&mut self, now: Time, src: NodeId, t: &worldmesh_core::Transmit<D>) -> Fate {
@@ -337,6 +394,53 @@ mod tests {
             let d = net.base_delay(NodeId(a), NodeId((a + 1) % 50));
             assert!(d <= Duration::from_millis(18) && d >= Duration::ZERO);
         }
+    }
+
+    /// The model's delay for every ordered pair: half the pair's round-trip time plus both
+    /// access delays, computed here from the matrix.
+    fn assert_every_pair_is_the_matrix_delay(net: &NetworkModel, m: &LatencyMatrix) {
+        let n = net.nodes();
+        for a in 0..n {
+            for b in 0..n {
+                let want = m.one_way(net.row[a], net.row[b]) + net.access[a] + net.access[b];
+                let got = net.base_delay(NodeId(a as u32), NodeId(b as u32));
+                assert_eq!(got, want, "{a} -> {b}");
+            }
+        }
+    }
+
+    /// The table of base delays gives exactly the matrix's delays (to the nanosecond:
+    /// the shipped matrix's half round-trip times have fractions of a microsecond), with
+    /// and without access delays, and a matrix whose delays do not fit it leaves it empty
+    /// and gives the same delays as computed.
+    #[test]
+    fn the_table_of_base_delays_is_the_matrix_to_the_nanosecond() {
+        let planetlab = worldmesh_core::latency::load_spec("planetlab").unwrap();
+        let net = NetworkModel::new(planetlab.clone(), 64, &cfg(), &DetRng::new(3));
+        assert_eq!(net.base.nanos.len(), 64 * 64, "tabulated");
+        assert!(
+            (0..64).any(|a| !net
+                .base_delay(NodeId(a), NodeId(63 - a))
+                .subsec_nanos()
+                .is_multiple_of(1000)),
+            "some delay has a fraction of a microsecond"
+        );
+        assert_every_pair_is_the_matrix_delay(&net, &planetlab);
+        // More nodes than rows: rows shared, access delays added.
+        let small = planetlab.select(&[0, 1, 2, 3, 4, 5, 6, 7]);
+        let net = NetworkModel::new(small.clone(), 40, &cfg(), &DetRng::new(4));
+        assert_eq!(net.base.nanos.len(), 40 * 40);
+        assert_every_pair_is_the_matrix_delay(&net, &small);
+        // A 9-s round trip (4.5 s one way) does not fit in 32 bits of nanoseconds.
+        let far = LatencyMatrix::from_fn(5, |i, j| if i + j == 3 { 9_000.0 } else { 80.0 });
+        let net = NetworkModel::new(far.clone(), 5, &cfg(), &DetRng::new(5));
+        assert!(net.base.nanos.is_empty(), "not tabulated");
+        assert_every_pair_is_the_matrix_delay(&net, &far);
+        let longest = (0..5)
+            .flat_map(|a| (0..5).map(move |b| (a, b)))
+            .map(|(a, b)| net.base_delay(NodeId(a), NodeId(b)))
+            .max();
+        assert_eq!(longest, Some(Duration::from_millis(4_500)));
     }
 
     #[test]
