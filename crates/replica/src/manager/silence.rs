@@ -12,10 +12,12 @@
 //! have passed and tests only those peers, with the same predicate as a full test of
 //! every peer (`now - last_heard > timeout`); a peer heard since gets its new deadline. A
 //! peer leaves the set when it is heard or forgotten. The set is therefore, at every
-//! frame, exactly the peers a test of every peer would find.
+//! frame, exactly the peers a test of every peer would find. Each watched peer has one
+//! live deadline (a peer forgotten and heard again leaves a stale entry, dropped when it
+//! comes up), so the queue stays as small as the set of peers.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::time::Duration;
 
 use worldmesh_core::{NodeId, Time};
@@ -25,9 +27,13 @@ use worldmesh_core::{NodeId, Time};
 pub(super) struct Silence {
     /// (deadline, peer): the peer is tested once a frame's time passes its deadline. A
     /// peer heard and not silent has an entry no later than its last hearing plus the
-    /// timeout; a peer may have more than one (after being forgotten and heard again),
-    /// which costs a test, never a wrong answer.
+    /// timeout. An entry whose deadline is not the peer's in `live` is stale (the peer
+    /// was forgotten since) and is dropped when it comes up.
     due: BinaryHeap<Reverse<(Time, NodeId)>>,
+    /// Each watched peer's deadline: its one live entry in `due`. A peer forgotten and
+    /// heard again, however often, thus has one entry tested and re-queued, and the
+    /// queue holds at most one per watched peer plus the stale ones of the last timeout.
+    live: BTreeMap<NodeId, Time>,
     /// Peers silent for longer than the timeout at the last [`Silence::update`].
     silent: BTreeSet<NodeId>,
     /// A peer fell silent, or a replica was pointed at a silent peer, since the last
@@ -48,8 +54,14 @@ impl Silence {
             Some(t) => now - t <= timeout || !self.silent.remove(&peer),
         };
         if !watched {
-            self.due.push(Reverse((now + timeout, peer)));
+            self.watch(peer, now + timeout);
         }
+    }
+
+    /// Queues `peer`'s test at `deadline`, replacing any entry it had.
+    fn watch(&mut self, peer: NodeId, deadline: Time) {
+        self.live.insert(peer, deadline);
+        self.due.push(Reverse((deadline, peer)));
     }
 
     /// Brings the set up to `now`: every peer whose last hearing (`last_heard`: `None` for
@@ -68,13 +80,19 @@ impl Silence {
                 break;
             }
             self.due.pop();
+            if self.live.get(&peer) != Some(&deadline) {
+                continue; // stale: the peer was forgotten and, maybe, watched again
+            }
+            self.live.remove(&peer);
             match last_heard(peer) {
                 None => {} // forgotten: watched again when next heard
                 Some(t) if now - t > timeout => self.changed |= self.silent.insert(peer),
-                Some(t) => later.push(Reverse((t + timeout, peer))),
+                Some(t) => later.push((peer, t + timeout)),
             }
         }
-        self.due.extend(later);
+        for (peer, deadline) in later {
+            self.watch(peer, deadline);
+        }
     }
 
     /// The peers silent at the last [`Silence::update`], by id.
@@ -85,6 +103,7 @@ impl Silence {
     /// `peer` is no longer a member: it leaves the set (its state is gone).
     pub(super) fn forget(&mut self, peer: NodeId) {
         self.silent.remove(&peer);
+        self.live.remove(&peer);
     }
 
     /// A replica now names `peer` as its primary's node.
@@ -130,6 +149,34 @@ mod tests {
         ]
     }
 
+    /// A peer forgotten and heard again many times between two frames leaves one entry
+    /// in the queue once the stale ones have come up.
+    #[test]
+    fn a_peer_forgotten_and_heard_again_keeps_one_entry() {
+        let timeout = Duration::from_micros(1_000);
+        let mut s = Silence::default();
+        let p = NodeId(7);
+        let mut now = Time::ZERO;
+        for _ in 0..100 {
+            now += Duration::from_micros(5);
+            s.heard(p, None, now, timeout);
+            s.forget(p);
+        }
+        s.heard(p, None, now, timeout);
+        // Heard every 500 µs from then on (within the timeout: `heard` queues nothing), so
+        // never silent; every deadline comes up in turn.
+        let mut heard_at = now;
+        for _ in 0..10 {
+            now += Duration::from_micros(500);
+            s.update(now, timeout, |_| Some(heard_at));
+            s.heard(p, Some(heard_at), now, timeout);
+            heard_at = now;
+        }
+        assert!(s.silent().is_empty());
+        assert_eq!(s.due.len(), 1, "one entry left");
+        assert_eq!(s.live.len(), 1);
+    }
+
     proptest! {
         /// After any mix of hearings, forgettings and frames, at irregular times (steps
         /// around the timeout, exact ties included), the set is exactly the peers a test of
@@ -165,6 +212,11 @@ mod tests {
                             .map(|(p, _)| *p)
                             .collect();
                         prop_assert_eq!(s.silent(), &every);
+                        // Nothing overdue is left, and at most one live entry per peer
+                        // heard and not silent.
+                        prop_assert!(s.due.peek().is_none_or(|Reverse((d, _))| *d >= now));
+                        let watched = heard.values().filter(|t| t.is_some()).count() - every.len();
+                        prop_assert!(s.live.len() <= watched);
                     }
                 }
             }
