@@ -102,9 +102,9 @@ impl<V> NodeMap<V> {
 
     /// Replaces `out` with the keys of every value handed out mutably (by `get_mut`,
     /// `entry_or_default`, or the tests' `for_each_mut`) or marked again since the marks
-    /// were last taken, by ascending
-    /// key, and clears their marks. A value that was not handed out mutably is as the last
-    /// taking left it: what the caller learned of it then still holds.
+    /// were last taken, by ascending key, and clears their marks. A value that was not
+    /// handed out mutably is as the last taking left it: what the caller learned of it
+    /// then still holds.
     pub(crate) fn take_marked(&mut self, out: &mut Vec<NodeId>) {
         out.clear();
         let mut touched = std::mem::take(&mut self.touched);

@@ -2,10 +2,11 @@
 //!
 //! Without a membership protocol, a node drops the replicas whose primary's node has sent
 //! nothing for `peer_timeout` (paper `000` §5: replica management "deletes replicas that
-//! are no longer needed"; a replica its primary no longer refreshes is one). A node keeps a state for every peer it
-//! ever exchanged packets with, and over a long game most of them fall silent and stay so:
-//! finding the silent ones by testing every known peer each frame cost time that grew
-//! with the game's duration (PERFORMANCE.md, ninth and tenth rounds).
+//! are no longer needed"; a replica its primary no longer refreshes is one). A node keeps
+//! a state for every peer it ever exchanged packets with, and over a long game most of
+//! them fall silent and stay so: finding the silent ones by testing every known peer each
+//! frame cost time that grew with the game's duration (PERFORMANCE.md, ninth and tenth
+//! rounds).
 //!
 //! [`Silence`] keeps the set instead. Each watched peer has a deadline in a queue: the
 //! time at which it would be silent if not heard again. A frame takes the deadlines that
