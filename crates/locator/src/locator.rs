@@ -264,6 +264,11 @@ pub struct Locator {
     /// Jumps announced ahead of time (see [`Op::Publish`]), per object: the point.
     announced: BTreeMap<ObjectId, Point3>,
     // Outputs.
+    /// Encodes and decodes the locator's messages, keeping bitcode's buffers between
+    /// them. A fresh encoder and decoder per message (`wire::encode`, `Frame::decode`)
+    /// built and freed the buffers of every variant of [`LocatorMsg`] each time
+    /// (`crates/sim/PERFORMANCE.md`, eleventh round). Same bytes either way.
+    codec: wire::Codec,
     transmits: VecDeque<Transmit>,
     discoveries: VecDeque<Discovery>,
     pending: BTreeMap<NodeId, Vec<MatchItem>>,
@@ -398,6 +403,7 @@ impl Locator {
             told: BTreeMap::new(),
             published: BTreeMap::new(),
             announced: BTreeMap::new(),
+            codec: wire::Codec::new(),
             transmits: VecDeque::new(),
             discoveries: VecDeque::new(),
             pending: BTreeMap::new(),
@@ -642,7 +648,7 @@ impl Locator {
 
     fn send(&mut self, dst: NodeId, msg: &LocatorMsg) {
         let class = msg.class();
-        match wire::encode(class, msg) {
+        match self.codec.encode(class, msg) {
             Ok(datagram) => {
                 self.stats.traffic.on_send(class, datagram.len());
                 self.transmits.push_back(Transmit { dst, class, datagram });

@@ -23,7 +23,7 @@ impl Locator {
             }
         };
         self.stats.traffic.on_receive(frame.class, datagram.len());
-        let msg: LocatorMsg = match frame.decode() {
+        let msg: LocatorMsg = match self.codec.decode(&frame) {
             Ok(m) => m,
             Err(_) => {
                 self.stats.rejected.malformed += 1;
