@@ -18,8 +18,11 @@ use crate::keyspace::{Key, Keyer, cw, in_arc};
 use crate::msg::{LocatorMsg, MatchItem, PathOffset, Payload, Peer, PubItem, PushItem, Routed, SubItem};
 use crate::prediction::{SubscriptionCache, VelocityEstimate, aggregate, box_contains, enlarge};
 
+mod deadlines;
 mod inbound;
 mod ring;
+
+use deadlines::{Deadlines, retold_at};
 
 /// Most matches or handed-off items per datagram.
 const BATCH: usize = 256;
@@ -258,7 +261,11 @@ pub struct Locator {
     sub_cache: SubscriptionCache,
     interest: Vec<Aabb>,
     prefetch: BTreeMap<ObjectId, Prefetched>,
+    /// When each entry of `prefetch` lapses (its `until`).
+    prefetch_due: Deadlines<ObjectId>,
     told: BTreeMap<ObjectId, Time>,
+    /// When each entry of `told` leaves the retell period ([`retold_at`]).
+    told_due: Deadlines<ObjectId>,
     // Publisher side.
     published: BTreeMap<ObjectId, (Point3, Time)>,
     /// Jumps announced ahead of time (see [`Op::Publish`]), per object: the point.
@@ -275,6 +282,8 @@ pub struct Locator {
     push_pending: BTreeMap<NodeId, BTreeSet<(ObjectId, NodeId)>>,
     pushes: VecDeque<PushRequest>,
     pushed: BTreeMap<(ObjectId, NodeId), Time>,
+    /// When each entry of `pushed` leaves the retell period ([`retold_at`]).
+    pushed_due: Deadlines<(ObjectId, NodeId)>,
     push_asked: BTreeMap<(ObjectId, NodeId), Time>,
     // Timers.
     next_ping: Time,
@@ -400,7 +409,9 @@ impl Locator {
             sub_cache: SubscriptionCache::default(),
             interest: Vec::new(),
             prefetch: BTreeMap::new(),
+            prefetch_due: Deadlines::default(),
             told: BTreeMap::new(),
+            told_due: Deadlines::default(),
             published: BTreeMap::new(),
             announced: BTreeMap::new(),
             codec: wire::Codec::new(),
@@ -410,6 +421,7 @@ impl Locator {
             push_pending: BTreeMap::new(),
             pushes: VecDeque::new(),
             pushed: BTreeMap::new(),
+            pushed_due: Deadlines::default(),
             push_asked: BTreeMap::new(),
             next_ping,
             next_link,
@@ -638,7 +650,17 @@ impl Locator {
         if from == self.me || lo == hi || self.cfg.route_cache == 0 {
             return;
         }
-        self.cache.retain(|(_, _, p, _)| p.id != from);
+        // The cache holds at most one route per peer (every insertion is this one), so
+        // taking out `from`'s is what `retain(|r| r.peer != from)` does, without moving
+        // every entry (2 % of a `dht` run's instructions: `crates/sim/PERFORMANCE.md`,
+        // eleventh round).
+        if let Some(i) = self.cache.iter().position(|(_, _, p, _)| p.id == from) {
+            self.cache.remove(i);
+        }
+        debug_assert!(
+            self.cache.iter().all(|(_, _, p, _)| p.id != from),
+            "two routes to {from}"
+        );
         self.cache
             .push_front((lo, hi, Peer { id: from, pos: hi }, self.now));
         self.cache.truncate(self.cfg.route_cache);
@@ -1155,6 +1177,7 @@ impl Locator {
                 continue;
             }
             let until = now + Duration::from_millis(u64::from(m.ttl_ms));
+            self.prefetch_due.push(until, m.object);
             self.prefetch.insert(
                 m.object,
                 Prefetched {
@@ -1203,6 +1226,7 @@ impl Locator {
                 continue;
             }
             self.pushed.insert(key, now);
+            self.pushed_due.push(retold_at(now, retell), key);
             self.stats.pushes_served += 1;
             self.pushes.push_back(PushRequest {
                 object: it.object,
@@ -1213,15 +1237,20 @@ impl Locator {
 
     fn tell(&mut self, now: Time, object: ObjectId, primary: NodeId, pos: Point3) {
         self.told.insert(object, now);
+        self.told_due.push(retold_at(now, self.cfg.retell), object);
         self.stats.discoveries += 1;
         self.discoveries.push_back(Discovery { object, primary, pos });
     }
 
     fn check_interest(&mut self, now: Time) {
         let retell = self.cfg.retell;
-        self.prefetch.retain(|_, p| p.until > now);
-        self.told.retain(|_, t| now.saturating_since(*t) < retell);
-        self.pushed.retain(|_, t| now.saturating_since(*t) < retell);
+        // As `retain(|_, t| now.saturating_since(*t) < retell)` and `retain(|_, p| p.until
+        // > now)` would, visiting only the entries due.
+        self.prefetch_due.expire(now, &mut self.prefetch, |p| p.until);
+        self.told_due
+            .expire(now, &mut self.told, |t| retold_at(*t, retell));
+        self.pushed_due
+            .expire(now, &mut self.pushed, |t| retold_at(*t, retell));
         let due: Vec<(ObjectId, NodeId, Point3)> = self
             .prefetch
             .iter()

@@ -1,0 +1,132 @@
+//! Deadlines of a map's entries, earliest first, so that forgetting the expired entries
+//! visits those alone.
+//!
+//! The subscriber's cached matches, the matches told and the pushes asked for were each
+//! swept with `BTreeMap::retain` at every check of the interest (twice per 100 ms), which
+//! walked every entry to drop the few that had expired: 4 % of a 64-node run with the
+//! `dht` locator (`crates/sim/PERFORMANCE.md`, eleventh round). Here each insertion queues
+//! its entry's deadline, and a sweep pops the deadlines that passed and drops an entry
+//! only if its current deadline passed too (a refreshed entry keeps its later one). The
+//! map ends up exactly as the `retain` left it.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::time::Duration;
+
+use worldmesh_core::Time;
+
+/// Queued deadlines of a map's entries (see the module documentation).
+#[derive(Debug)]
+pub(super) struct Deadlines<K> {
+    heap: BinaryHeap<Reverse<(Time, K)>>,
+}
+
+impl<K> Default for Deadlines<K> {
+    fn default() -> Self {
+        Self {
+            heap: BinaryHeap::new(),
+        }
+    }
+}
+
+impl<K: Ord + Copy> Deadlines<K> {
+    /// Queues `key`'s deadline `at`: call it whenever the entry is inserted or changed.
+    pub(super) fn push(&mut self, at: Time, key: K) {
+        self.heap.push(Reverse((at, key)));
+    }
+
+    /// Removes from `map` every entry whose deadline (`deadline` of its value) is at or
+    /// before `now`, as `map.retain(|_, v| deadline(v) > now)` does, provided every
+    /// insertion and change of an entry was [`Deadlines::push`]ed with its deadline.
+    pub(super) fn expire<V>(&mut self, now: Time, map: &mut BTreeMap<K, V>, deadline: impl Fn(&V) -> Time) {
+        while let Some(&Reverse((at, key))) = self.heap.peek() {
+            if at > now {
+                break;
+            }
+            self.heap.pop();
+            if map.get(&key).is_some_and(|v| deadline(v) <= now) {
+                map.remove(&key);
+            }
+        }
+        // Refreshed entries leave their earlier deadlines queued: rebuild the queue from
+        // the map when those dominate it.
+        if self.heap.len() > 4 * map.len() + 64 {
+            self.heap = map.iter().map(|(k, v)| Reverse((deadline(v), *k))).collect();
+        }
+    }
+}
+
+/// The first time at which something done at `t` is no longer within the retell period:
+/// `now.saturating_since(t) < retell` exactly while `now` is before it (bar a `t` within
+/// `retell` of `Time::MAX`, where it saturates).
+pub(super) fn retold_at(t: Time, retell: Duration) -> Time {
+    if retell.is_zero() {
+        Time::ZERO
+    } else {
+        t.saturating_add(retell)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Random insertions, refreshes (later and earlier deadlines) and sweeps at times
+        /// that do not always go forward: after every sweep the map is what `retain` leaves.
+        #[test]
+        fn the_map_is_what_retain_leaves(
+            steps in proptest::collection::vec((0u8..4, 0u32..12, 0u64..2_000, 0u64..3_000), 1..300)
+        ) {
+            let mut map: BTreeMap<u32, Time> = BTreeMap::new();
+            let mut reference = map.clone();
+            let mut deadlines = Deadlines::default();
+            for (op, key, at, now) in steps {
+                let (at, now) = (Time::from_millis(at), Time::from_millis(now));
+                if op == 0 {
+                    deadlines.expire(now, &mut map, |v| *v);
+                    reference.retain(|_, v| *v > now);
+                    prop_assert_eq!(&map, &reference);
+                } else {
+                    map.insert(key, at);
+                    reference.insert(key, at);
+                    deadlines.push(at, key);
+                }
+            }
+            prop_assert!(deadlines.heap.len() <= 4 * map.len() + 64 + 300);
+        }
+    }
+
+    proptest! {
+        /// `retold_at` is where `now.saturating_since(t) < retell` turns false, also for
+        /// a `now` before `t` and a zero period.
+        #[test]
+        fn retold_at_is_where_the_retell_period_ends(
+            t in 0u64..10_000, now in 0u64..10_000, retell in prop_oneof![Just(0u64), 1u64..3_000]
+        ) {
+            let (t, now, retell) = (Time::from_millis(t), Time::from_millis(now), Duration::from_millis(retell));
+            prop_assert_eq!(now >= retold_at(t, retell), now.saturating_since(t) >= retell);
+        }
+    }
+
+    /// A key refreshed many times leaves one deadline per refresh until the rebuild, which
+    /// keeps the queue within a bound of the map's size.
+    #[test]
+    fn refreshes_do_not_pile_up() {
+        let mut map: BTreeMap<u32, Time> = BTreeMap::new();
+        let mut deadlines = Deadlines::default();
+        for i in 0..10_000u64 {
+            let at = Time::from_millis(1_000_000 + i);
+            map.insert(7, at);
+            deadlines.push(at, 7);
+            deadlines.expire(Time::from_millis(i), &mut map, |v| *v);
+        }
+        assert_eq!(map.len(), 1);
+        assert!(
+            deadlines.heap.len() <= 4 + 64 + 1,
+            "{} queued",
+            deadlines.heap.len()
+        );
+    }
+}
