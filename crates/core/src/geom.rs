@@ -217,7 +217,9 @@ impl Aabb {
     /// cannot bridge ([`Aabb::beside`]), is answered without the slab test, with the
     /// same answer: a subscriber tests every cached publication against every box of its
     /// interest, most of them far apart, and the slab test was 7 % of the instructions of
-    /// a run with the `dht` locator (`crates/sim/PERFORMANCE.md`, eleventh round).
+    /// a run with the `dht` locator (`crates/sim/PERFORMANCE.md`, eleventh round). Inlined
+    /// (it is called from other crates), so that the skip costs no call.
+    #[inline]
     pub fn segment_entry(&self, a: Point3, b: Point3) -> Option<Point3> {
         if self.beside(a, b) {
             return None;
@@ -238,6 +240,7 @@ impl Aabb {
     /// the margin only where `|lo|` is above 2¹² times `|p| + |q|`, and then the gap is
     /// nearly `|lo|` itself.) Non-finite or NaN coordinates make every comparison false
     /// (or the margin infinite), and the slab test decides.
+    #[inline]
     fn beside(&self, a: Point3, b: Point3) -> bool {
         let apart = |lo: f32, hi: f32, p: f32, q: f32| {
             let m = (p.abs() + q.abs()) * SLAB_MARGIN + f32::MIN_POSITIVE;
