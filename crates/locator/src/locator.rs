@@ -1251,10 +1251,16 @@ impl Locator {
             .expire(now, &mut self.told, |t| retold_at(*t, retell));
         self.pushed_due
             .expire(now, &mut self.pushed, |t| retold_at(*t, retell));
+        // The cached matches not told lately: both maps walked side by side in id order
+        // (a lookup in `told` per cached match was most of this walk's instructions).
+        let mut told = self.told.keys().peekable();
         let due: Vec<(ObjectId, NodeId, Point3)> = self
             .prefetch
             .iter()
-            .filter(|(id, p)| p.primary != self.me && !self.told.contains_key(id))
+            .filter(|(id, p)| {
+                while told.next_if(|t| *t < *id).is_some() {}
+                p.primary != self.me && told.peek() != Some(id)
+            })
             .filter_map(|(id, p)| Some((*id, p.primary, self.entry_point(p.pos, p.path)?)))
             .collect();
         for (id, primary, pos) in due {

@@ -825,6 +825,84 @@ fn range_publication_is_told_where_its_path_enters_dht() {
     range_publication_is_told_where_its_path_enters(Keying::Dht);
 }
 
+/// An object that stays in a subscriber's interest is told again once per retell period,
+/// never more often: the subscriber checks its cached matches at every frame and every
+/// sweep, and skips those it was told about within the period.
+fn an_object_in_view_is_retold_once_per_retell_period(keying: Keying) {
+    let world = Aabb::from_corners(
+        Point3::new(0.0, 0.0, -1000.0),
+        Point3::new(4800.0, 4800.0, 1000.0),
+    );
+    let mut cfg = LocatorConfig::new(keying, world);
+    cfg.dht_regions = 64;
+    let mut h =
+        Harness::new(16, 16, &cfg, Delay::Uniform(Duration::from_millis(20)), 0.0, 9).expect("valid setup");
+    // Two objects in view (the subscriber's checks walk its cached matches and the
+    // matches told in id order), and the subscriber's own.
+    let objects = [
+        (ObjectId::new(NodeId(0), 1), Point3::new(2000.0, 2000.0, 0.0)),
+        (ObjectId::new(NodeId(0), 2), Point3::new(2100.0, 1900.0, 0.0)),
+    ];
+    let watcher = ObjectId::new(NodeId(1), 1);
+    let aoi = Aabb::from_corners(
+        Point3::new(1800.0, 1800.0, -1000.0),
+        Point3::new(2600.0, 2200.0, 1000.0),
+    );
+    for _ in 0..45 {
+        let publish = objects
+            .iter()
+            .map(|&(id, pos)| Op::Publish {
+                id,
+                pos,
+                kind: 0,
+                ahead: None,
+            })
+            .collect();
+        h.apply_ops(0, publish);
+        let watch = vec![
+            Op::Publish {
+                id: watcher,
+                pos: Point3::new(2400.0, 2000.0, 0.0),
+                kind: 0,
+                ahead: None,
+            },
+            Op::Subscribe {
+                owner: watcher,
+                region: aoi,
+            },
+        ];
+        h.apply_ops(1, watch);
+        let t = h.now() + FRAME;
+        h.run_until(t);
+    }
+    for (x, _) in objects {
+        let told: Vec<Time> = h.nodes()[1]
+            .discoveries
+            .iter()
+            .filter(|(_, d)| d.object == x)
+            .map(|(t, _)| *t)
+            .collect();
+        assert!(told.len() >= 3, "{keying:?}: {x} told at {told:?}");
+        for w in told.windows(2) {
+            let gap = w[1] - w[0];
+            assert!(
+                gap >= cfg.retell && gap <= cfg.retell + 2 * FRAME,
+                "{keying:?}: {x} told at {told:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_object_in_view_is_retold_once_per_retell_period_rangedht() {
+    an_object_in_view_is_retold_once_per_retell_period(Keying::RangeDht);
+}
+
+#[test]
+fn an_object_in_view_is_retold_once_per_retell_period_dht() {
+    an_object_in_view_is_retold_once_per_retell_period(Keying::Dht);
+}
+
 /// Load balancing's leave-rejoin move (paper `000` §6.3): a node leaves its range and
 /// re-joins inside another node's range. Successor lists further back still skip the
 /// re-joined node until stabilisation reaches them, yet a subscription spreading over the
