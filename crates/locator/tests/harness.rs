@@ -692,15 +692,27 @@ fn publish_and_watch(
     aoi: Aabb,
     frames: usize,
 ) -> Vec<Point3> {
+    let publish = [Op::Publish {
+        id: x,
+        pos,
+        kind: 0,
+        ahead,
+    }];
+    run_frames(h, &publish, watched, aoi, frames);
+    h.nodes()[1]
+        .discoveries
+        .iter()
+        .filter(|(_, d)| d.object == x)
+        .map(|(_, d)| d.pos)
+        .collect()
+}
+
+/// `frames` frames of node 0 publishing `publish` and node 1 publishing its watcher at
+/// `watched` and subscribing to `aoi`.
+fn run_frames(h: &mut Harness, publish: &[Op], watched: Point3, aoi: Aabb, frames: usize) {
     let watcher = ObjectId::new(NodeId(1), 1);
     for _ in 0..frames {
-        let publish = Op::Publish {
-            id: x,
-            pos,
-            kind: 0,
-            ahead,
-        };
-        h.apply_ops(0, vec![publish]);
+        h.apply_ops(0, publish.to_vec());
         let watch = vec![
             Op::Publish {
                 id: watcher,
@@ -717,12 +729,6 @@ fn publish_and_watch(
         let t = h.now() + FRAME;
         h.run_until(t);
     }
-    h.nodes()[1]
-        .discoveries
-        .iter()
-        .filter(|(_, d)| d.object == x)
-        .map(|(_, d)| d.pos)
-        .collect()
 }
 
 /// A jump announced ahead of time (a respawn point, paper `000` §6.2 predictive
@@ -838,43 +844,25 @@ fn an_object_in_view_is_retold_once_per_retell_period(keying: Keying) {
     let mut h =
         Harness::new(16, 16, &cfg, Delay::Uniform(Duration::from_millis(20)), 0.0, 9).expect("valid setup");
     // Two objects in view (the subscriber's checks walk its cached matches and the
-    // matches told in id order), and the subscriber's own.
+    // matches told in id order).
     let objects = [
         (ObjectId::new(NodeId(0), 1), Point3::new(2000.0, 2000.0, 0.0)),
         (ObjectId::new(NodeId(0), 2), Point3::new(2100.0, 1900.0, 0.0)),
     ];
-    let watcher = ObjectId::new(NodeId(1), 1);
     let aoi = Aabb::from_corners(
         Point3::new(1800.0, 1800.0, -1000.0),
         Point3::new(2600.0, 2200.0, 1000.0),
     );
-    for _ in 0..45 {
-        let publish = objects
-            .iter()
-            .map(|&(id, pos)| Op::Publish {
-                id,
-                pos,
-                kind: 0,
-                ahead: None,
-            })
-            .collect();
-        h.apply_ops(0, publish);
-        let watch = vec![
-            Op::Publish {
-                id: watcher,
-                pos: Point3::new(2400.0, 2000.0, 0.0),
-                kind: 0,
-                ahead: None,
-            },
-            Op::Subscribe {
-                owner: watcher,
-                region: aoi,
-            },
-        ];
-        h.apply_ops(1, watch);
-        let t = h.now() + FRAME;
-        h.run_until(t);
-    }
+    let publish: Vec<Op> = objects
+        .iter()
+        .map(|&(id, pos)| Op::Publish {
+            id,
+            pos,
+            kind: 0,
+            ahead: None,
+        })
+        .collect();
+    run_frames(&mut h, &publish, Point3::new(2400.0, 2000.0, 0.0), aoi, 45);
     for (x, _) in objects {
         let told: Vec<Time> = h.nodes()[1]
             .discoveries
