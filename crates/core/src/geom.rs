@@ -474,7 +474,7 @@ mod tests {
             let (x0, x1) = (v(-scale, scale), v(-scale, scale));
             let (y0, y1) = (v(-scale, scale), v(-scale, scale));
             let b = Aabb::from_corners(Point3::new(x0, y0, -1.0), Point3::new(x1, y1, 1.0));
-            let mut end = |rng: &mut crate::DetRng| {
+            let end = |rng: &mut crate::DetRng| {
                 let x = near(rng, scale, b.min.x, b.max.x);
                 Point3::new(x, near(rng, scale, b.min.y, b.max.y), 0.0)
             };
