@@ -238,8 +238,9 @@ impl Aabb {
     /// each, far less than `SLAB_MARGIN`, so the segment's interval in that slab stays
     /// empty. (Computing `lo − m` may round up by a relative 2⁻²⁴ of `lo`: that can eat
     /// the margin only where `|lo|` is above 2¹² times `|p| + |q|`, and then the gap is
-    /// nearly `|lo|` itself.) Non-finite or NaN coordinates make every comparison false
-    /// (or the margin infinite), and the slab test decides.
+    /// nearly `|lo|` itself.) Where a coordinate is not finite or the box is invalid the
+    /// slab test answers `None` whatever this says; a NaN or infinite end makes this
+    /// false (a false comparison, or an infinite margin).
     #[inline]
     fn beside(&self, a: Point3, b: Point3) -> bool {
         let apart = |lo: f32, hi: f32, p: f32, q: f32| {

@@ -651,7 +651,7 @@ impl Locator {
             return;
         }
         // The cache holds at most one route per peer (every insertion is this one), so
-        // taking out `from`'s is what `retain(|r| r.peer != from)` does, without moving
+        // taking out `from`'s is what `retain(|(_, _, p, _)| p.id != from)` does, without moving
         // every entry (2 % of a `dht` run's instructions: `crates/sim/PERFORMANCE.md`,
         // eleventh round).
         if let Some(i) = self.cache.iter().position(|(_, _, p, _)| p.id == from) {

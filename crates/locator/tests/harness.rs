@@ -832,8 +832,9 @@ fn range_publication_is_told_where_its_path_enters_dht() {
 }
 
 /// An object that stays in a subscriber's interest is told again once per retell period,
-/// never more often: the subscriber checks its cached matches at every frame and every
-/// sweep, and skips those it was told about within the period.
+/// never more often, whichever path tells it: a match arriving, or the subscriber's check
+/// of its cached matches at every frame and every sweep, which skips those it was told
+/// about within the period.
 fn an_object_in_view_is_retold_once_per_retell_period(keying: Keying) {
     let world = Aabb::from_corners(
         Point3::new(0.0, 0.0, -1000.0),

