@@ -19,6 +19,7 @@ use worldmesh_core::wire::MAX_PAYLOAD;
 use worldmesh_core::{Aabb, Frame, LatencyMatrix, MessageClass, NodeId, ObjectId, Point3, Time};
 use worldmesh_game::model::Player;
 use worldmesh_game::{GameMap, ModelConfig, ModelObject};
+use worldmesh_locator::msg::LocatorCodec;
 use worldmesh_locator::{Keying, Locator, LocatorConfig, LocatorMsg};
 use worldmesh_node::assignment::{AssignMsg, AssignmentAgent, AssignmentConfig};
 use worldmesh_node::instance_wire::ControlEnvelope;
@@ -67,7 +68,8 @@ pub fn put_chunk(out: &mut Vec<u8>, bytes: &[u8]) {
 
 /// **wire_frame**: every stateless datagram decoder. The input is one datagram: the node
 /// frame header ([`Frame::parse`]); when it parses, the payload is decoded as what its
-/// class carries (replica [`Packet`], [`MigrationMsg`], [`LocatorMsg`], and for Control the
+/// class carries (replica [`Packet`], [`MigrationMsg`], [`LocatorMsg`] — by the locator's
+/// [`LocatorCodec`] and by the derived decoder, which must agree —, and for Control the
 /// channel byte's payload as an instance [`ControlEnvelope`] and an [`AssignMsg`]). The
 /// same bytes also go to the QUIC stream greeting ([`worldmesh_net::hello::Hello::decode`]).
 pub fn wire_frame(data: &[u8]) {
@@ -92,7 +94,15 @@ pub fn wire_frame(data: &[u8]) {
             }
         }
         _ => {
-            let _ = frame.decode::<LocatorMsg>();
+            // The locator's own codec must read exactly what the derived decoder reads
+            // (compared by their derived encodings, so NaN fields compare equal).
+            let derived = frame.decode::<LocatorMsg>().ok();
+            let ours = LocatorCodec::new().decode(&frame).ok();
+            assert_eq!(
+                derived.as_ref().map(bitcode::encode),
+                ours.as_ref().map(bitcode::encode),
+                "LocatorCodec and the derived decoder disagree: {derived:?} / {ours:?}"
+            );
         }
     }
 }

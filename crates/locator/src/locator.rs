@@ -9,13 +9,14 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-use worldmesh_core::wire;
 use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time, TrafficCounters};
 
 use crate::config::LocatorConfig;
 use crate::index::{DetMap, IndexError, MatchIndex, StoredPub, StoredSub, SubKey};
 use crate::keyspace::{Key, Keyer, cw, in_arc};
-use crate::msg::{LocatorMsg, MatchItem, PathOffset, Payload, Peer, PubItem, PushItem, Routed, SubItem};
+use crate::msg::{
+    LocatorCodec, LocatorMsg, MatchItem, PathOffset, Payload, Peer, PubItem, PushItem, Routed, SubItem,
+};
 use crate::prediction::{SubscriptionCache, VelocityEstimate, aggregate, box_contains, enlarge};
 
 mod deadlines;
@@ -271,11 +272,10 @@ pub struct Locator {
     /// Jumps announced ahead of time (see [`Op::Publish`]), per object: the point.
     announced: BTreeMap<ObjectId, Point3>,
     // Outputs.
-    /// Encodes and decodes the locator's messages, keeping bitcode's buffers between
-    /// them. A fresh encoder and decoder per message (`wire::encode`, `Frame::decode`)
-    /// built and freed the buffers of every variant of [`LocatorMsg`] each time
-    /// (`crates/sim/PERFORMANCE.md`, eleventh round). Same bytes either way.
-    codec: wire::Codec,
+    /// Encodes and decodes the locator's messages one variant at a time, keeping
+    /// bitcode's buffers between them (`crates/sim/PERFORMANCE.md`, eleventh and twelfth
+    /// rounds). The bytes of the derived bitcode encoding.
+    codec: LocatorCodec,
     transmits: VecDeque<Transmit>,
     discoveries: VecDeque<Discovery>,
     pending: BTreeMap<NodeId, Vec<MatchItem>>,
@@ -414,7 +414,7 @@ impl Locator {
             told_due: Deadlines::default(),
             published: BTreeMap::new(),
             announced: BTreeMap::new(),
-            codec: wire::Codec::new(),
+            codec: LocatorCodec::new(),
             transmits: VecDeque::new(),
             discoveries: VecDeque::new(),
             pending: BTreeMap::new(),
@@ -670,7 +670,7 @@ impl Locator {
 
     fn send(&mut self, dst: NodeId, msg: &LocatorMsg) {
         let class = msg.class();
-        match self.codec.encode(class, msg) {
+        match self.codec.encode(msg) {
             Ok(datagram) => {
                 self.stats.traffic.on_send(class, datagram.len());
                 self.transmits.push_back(Transmit { dst, class, datagram });

@@ -1,4 +1,5 @@
-//! Locator wire messages (bitcode, inside `worldmesh_core::wire` frames).
+//! Locator wire messages (bitcode, inside `worldmesh_core::wire` frames), encoded and
+//! decoded by [`LocatorCodec`].
 //!
 //! Decoding is bounded twice: the frame header caps the payload length before bitcode
 //! sees it, and bitcode never allocates beyond the bytes it has. After decoding, every
@@ -9,6 +10,10 @@ use worldmesh_core::{Aabb, MessageClass, NodeId, ObjectId, Point3, Time};
 
 use crate::index::SubKey;
 use crate::keyspace::Key;
+
+mod codec;
+
+pub use codec::LocatorCodec;
 
 /// A ring member as others see it: its id and its position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, bitcode::Encode, bitcode::Decode)]
