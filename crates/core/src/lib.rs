@@ -22,6 +22,7 @@
 //! - [`wire`]: datagram framing with an explicit protocol version and a bounded codec.
 #![forbid(unsafe_code)]
 
+pub mod deadline;
 pub mod durability;
 pub mod geom;
 pub mod hash;
@@ -34,6 +35,7 @@ pub mod time;
 pub mod traffic;
 pub mod wire;
 
+pub use deadline::DeadlineQueue;
 pub use durability::Durability;
 pub use geom::{Aabb, Interval, Point3, RangePredicate, floor_i32};
 pub use id::{ClientId, NodeId, ObjectId};

@@ -8,12 +8,11 @@
 //! scan of the store. [`LinearStore`] is the scan, kept as the reference for tests and the
 //! benchmark (`benches/matching.rs`).
 
-use std::cmp::Reverse;
+use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BinaryHeap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
-use worldmesh_core::{Aabb, NodeId, ObjectId, Point3, Time};
+use worldmesh_core::{Aabb, DeadlineQueue, NodeId, ObjectId, Point3, Time};
 
 /// A hash map with a fixed hasher, so iteration order is the same on every run.
 pub(crate) type DetMap<K, V> = HashMap<K, V, BuildHasherDefault<DefaultHasher>>;
@@ -141,7 +140,7 @@ pub struct MatchIndex {
     sub_slots: HashMap<SubKey, Vec<u32>, BuildHasherDefault<CellHasher>>,
     // Where each publication sits in its cell.
     pub_slots: HashMap<ObjectId, u32, BuildHasherDefault<CellHasher>>,
-    expiry: BinaryHeap<Reverse<(Time, Item)>>,
+    expiry: DeadlineQueue<Item>,
     // Cell entries of expired subscriptions not yet taken out of `sub_cells` (see
     // [`MatchIndex::expire`]), and the entries of the stored ones.
     dead_sub_entries: usize,
@@ -168,7 +167,7 @@ impl MatchIndex {
             pub_cells: CellMap::default(),
             sub_slots: HashMap::default(),
             pub_slots: HashMap::default(),
-            expiry: BinaryHeap::new(),
+            expiry: DeadlineQueue::default(),
             dead_sub_entries: 0,
             live_sub_entries: 0,
             expired_at: Time::ZERO,
@@ -227,7 +226,7 @@ impl MatchIndex {
         self.live_sub_entries += slots.len();
         self.sub_slots.insert(k, slots);
         self.subs.insert(k, s);
-        self.expiry.push(Reverse((s.expires, Item::Sub(k))));
+        self.expiry.push(s.expires, Item::Sub(k));
         Ok(())
     }
 
@@ -242,7 +241,7 @@ impl MatchIndex {
         self.pub_slots.insert(id, v.len() as u32);
         v.push((id, p));
         self.pubs.insert(id, p);
-        self.expiry.push(Reverse((p.expires, Item::Pub(id))));
+        self.expiry.push(p.expires, Item::Pub(id));
         Ok(())
     }
 
@@ -349,11 +348,7 @@ impl MatchIndex {
     pub fn expire(&mut self, now: Time) -> usize {
         let mut n = 0;
         self.expired_at = self.expired_at.max(now);
-        while let Some(Reverse((t, item))) = self.expiry.peek().copied() {
-            if t > now {
-                break;
-            }
-            self.expiry.pop();
+        while let Some((t, item)) = self.expiry.pop_due(now) {
             match item {
                 Item::Sub(k) => {
                     if self.subs.get(&k).is_some_and(|s| s.expires == t) {
@@ -372,19 +367,13 @@ impl MatchIndex {
         if self.dead_sub_entries > self.live_sub_entries + SWEEP_SLACK {
             self.sweep_subs();
         }
-        // Refreshes leave stale heap entries; rebuild when they dominate.
-        if self.expiry.len() > 4 * (self.subs.len() + self.pubs.len()) + 64 {
-            self.expiry = self
-                .subs
-                .iter()
-                .map(|(k, s)| Reverse((s.expires, Item::Sub(*k))))
-                .chain(
-                    self.pubs
-                        .iter()
-                        .map(|(id, p)| Reverse((p.expires, Item::Pub(*id)))),
-                )
-                .collect();
-        }
+        // Refreshes leave stale pairs queued.
+        let (subs, pubs) = (&self.subs, &self.pubs);
+        self.expiry.compact(subs.len() + pubs.len(), || {
+            subs.iter()
+                .map(|(k, s)| (s.expires, Item::Sub(*k)))
+                .chain(pubs.iter().map(|(id, p)| (p.expires, Item::Pub(*id))))
+        });
         n
     }
 

@@ -9,22 +9,21 @@
 //! only if its current deadline passed too (a refreshed entry keeps its later one). The
 //! map ends up exactly as the `retain` left it.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use worldmesh_core::Time;
+use worldmesh_core::{DeadlineQueue, Time};
 
 /// Queued deadlines of a map's entries (see the module documentation).
 #[derive(Debug)]
 pub(super) struct Deadlines<K> {
-    heap: BinaryHeap<Reverse<(Time, K)>>,
+    queue: DeadlineQueue<K>,
 }
 
 impl<K> Default for Deadlines<K> {
     fn default() -> Self {
         Self {
-            heap: BinaryHeap::new(),
+            queue: DeadlineQueue::default(),
         }
     }
 }
@@ -32,27 +31,21 @@ impl<K> Default for Deadlines<K> {
 impl<K: Ord + Copy> Deadlines<K> {
     /// Queues `key`'s deadline `at`: call it whenever the entry is inserted or changed.
     pub(super) fn push(&mut self, at: Time, key: K) {
-        self.heap.push(Reverse((at, key)));
+        self.queue.push(at, key);
     }
 
     /// Removes from `map` every entry whose deadline (`deadline` of its value) is at or
     /// before `now`, as `map.retain(|_, v| deadline(v) > now)` does, provided every
     /// insertion and change of an entry was [`Deadlines::push`]ed with its deadline.
     pub(super) fn expire<V>(&mut self, now: Time, map: &mut BTreeMap<K, V>, deadline: impl Fn(&V) -> Time) {
-        while let Some(&Reverse((at, key))) = self.heap.peek() {
-            if at > now {
-                break;
-            }
-            self.heap.pop();
+        while let Some((_, key)) = self.queue.pop_due(now) {
             if map.get(&key).is_some_and(|v| deadline(v) <= now) {
                 map.remove(&key);
             }
         }
-        // Refreshed entries leave their earlier deadlines queued: rebuild the queue from
-        // the map when those dominate it.
-        if self.heap.len() > 4 * map.len() + 64 {
-            self.heap = map.iter().map(|(k, v)| Reverse((deadline(v), *k))).collect();
-        }
+        // Refreshed entries leave their earlier deadlines queued.
+        self.queue
+            .compact(map.len(), || map.iter().map(|(k, v)| (deadline(v), *k)));
     }
 }
 
@@ -136,9 +129,9 @@ mod tests {
         }
         assert_eq!(map.len(), 1);
         assert!(
-            deadlines.heap.len() <= 4 + 64 + 1,
+            deadlines.queue.len() <= 4 + 64 + 1,
             "{} queued",
-            deadlines.heap.len()
+            deadlines.queue.len()
         );
     }
 }

@@ -17,11 +17,10 @@
 //! live deadline (a peer forgotten and heard again leaves a stale entry, dropped when it
 //! comes up), so the queue stays as small as the set of peers.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use worldmesh_core::{NodeId, Time};
+use worldmesh_core::{DeadlineQueue, NodeId, Time};
 
 /// The peers silent for longer than the timeout, and the deadlines of the others.
 #[derive(Default)]
@@ -30,7 +29,7 @@ pub(super) struct Silence {
     /// peer heard and not silent has an entry no later than its last hearing plus the
     /// timeout. An entry whose deadline is not the peer's in `live` is stale (the peer
     /// was forgotten since) and is dropped when it comes up.
-    due: BinaryHeap<Reverse<(Time, NodeId)>>,
+    due: DeadlineQueue<NodeId>,
     /// Each watched peer's deadline: its one live entry in `due`. A peer forgotten and
     /// heard again, however often, thus has one entry tested and re-queued, and the
     /// queue holds at most one per watched peer plus the stale ones of the last timeout.
@@ -62,7 +61,7 @@ impl Silence {
     /// Queues `peer`'s test at `deadline`, replacing any entry it had.
     fn watch(&mut self, peer: NodeId, deadline: Time) {
         self.live.insert(peer, deadline);
-        self.due.push(Reverse((deadline, peer)));
+        self.due.push(deadline, peer);
     }
 
     /// Brings the set up to `now`: every peer whose last hearing (`last_heard`: `None` for
@@ -74,13 +73,9 @@ impl Silence {
         last_heard: impl Fn(NodeId) -> Option<Time>,
     ) {
         let mut later = Vec::new();
-        while let Some(&Reverse((deadline, peer))) = self.due.peek() {
-            // `now - t > timeout` implies `now > t + timeout`, the deadline (both in whole
-            // microseconds, the timeout truncated): a peer not yet due cannot be silent.
-            if deadline >= now {
-                break;
-            }
-            self.due.pop();
+        // `now - t > timeout` implies `now > t + timeout`, the deadline (both in whole
+        // microseconds, the timeout truncated): a peer not yet due cannot be silent.
+        while let Some((deadline, peer)) = self.due.pop_before(now) {
             if self.live.get(&peer) != Some(&deadline) {
                 continue; // stale: the peer was forgotten and, maybe, watched again
             }
@@ -215,7 +210,7 @@ mod tests {
                         prop_assert_eq!(s.silent(), &every);
                         // Nothing overdue is left, and at most one live entry per peer
                         // heard and not silent.
-                        prop_assert!(s.due.peek().is_none_or(|Reverse((d, _))| *d >= now));
+                        prop_assert!(s.due.clone().pop_before(now).is_none());
                         let watched = heard.values().filter(|t| t.is_some()).count() - every.len();
                         prop_assert!(s.live.len() <= watched);
                     }
