@@ -102,8 +102,9 @@ impl LocatorCodec {
     }
 
     /// Decodes a frame's payload as a [`LocatorMsg`]; accepts exactly what
-    /// `frame.decode::<LocatorMsg>()` accepts, with the same result. The frame's class is
-    /// not checked against the message's (the caller does that).
+    /// `frame.decode::<LocatorMsg>()` accepts, as the same message (the reasons of the
+    /// errors may be worded differently). The frame's class is not checked against the
+    /// message's (the caller does that).
     ///
     /// # Errors
     /// [`WireError::Malformed`] for an empty payload, an unknown variant, or fields that
