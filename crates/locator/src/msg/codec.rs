@@ -356,6 +356,44 @@ mod tests {
         ]
     }
 
+    /// The variants that carry lists, with lists around 255 items, where a list's length
+    /// no longer fits the byte it takes below.
+    fn long_lists() -> impl Strategy<Value = LocatorMsg> {
+        let n = || 250usize..262;
+        prop_oneof![
+            (
+                any::<u64>(),
+                any::<u64>(),
+                proptest::collection::vec(match_item(), n())
+            )
+                .prop_map(|(lo, hi, items)| LocatorMsg::Matches { lo, hi, items }),
+            proptest::collection::vec(
+                ((any::<u32>(), any::<u64>()), any::<u32>()).prop_map(|(o, s)| PushItem {
+                    object: oid(o),
+                    subscriber: NodeId(s)
+                }),
+                n()
+            )
+            .prop_map(|items| LocatorMsg::Push { items }),
+            (
+                any::<u64>(),
+                proptest::option::of(peer()),
+                proptest::collection::vec(peer(), n())
+            )
+                .prop_map(|(pos, pred, succs)| LocatorMsg::JoinAck { pos, pred, succs }),
+            (
+                proptest::option::of(peer()),
+                proptest::collection::vec(peer(), n())
+            )
+                .prop_map(|(pred, succs)| LocatorMsg::Leave { pred, succs }),
+            (
+                proptest::collection::vec(sub(), n()),
+                proptest::collection::vec(publication(), n())
+            )
+                .prop_map(|(subs, pubs)| LocatorMsg::Handoff(Handoff { subs, pubs })),
+        ]
+    }
+
     /// Compares two messages bit for bit (floats by their bits, so NaNs compare).
     fn same(a: &LocatorMsg, b: &LocatorMsg) -> bool {
         bitcode::encode(a) == bitcode::encode(b) && std::mem::discriminant(a) == std::mem::discriminant(b)
@@ -409,7 +447,7 @@ mod tests {
         /// by our decoder exactly when the derived decoder accepts it, as the same message.
         #[test]
         fn damaged_payloads_decode_as_the_derived_decoder_does(
-            msg in message(),
+            msg in prop_oneof![9 => message(), 1 => long_lists()],
             at in any::<prop::sample::Index>(),
             byte in any::<u8>(),
             cut in 0usize..4,
@@ -433,6 +471,25 @@ mod tests {
             payload in proptest::collection::vec(any::<u8>(), 0..40),
         ) {
             agree(&mut LocatorCodec::new(), &payload)?;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Lists longer than a length byte holds, short ones between them, through one
+        /// codec: the derived encoding's bytes, and back.
+        #[test]
+        fn long_lists_keep_the_derived_bytes(
+            msgs in proptest::collection::vec(prop_oneof![long_lists(), message()], 1..4),
+        ) {
+            let mut codec = LocatorCodec::new();
+            for msg in &msgs {
+                let ours = codec.encode(msg).unwrap();
+                prop_assert_eq!(&ours, &wire::encode(msg.class(), msg).unwrap(), "{:?}", msg);
+                let back = codec.decode(&Frame::parse(&ours, MAX_PAYLOAD).unwrap()).unwrap();
+                prop_assert!(same(&back, msg), "{:?} came back as {:?}", msg, back);
+            }
         }
     }
 
