@@ -66,10 +66,17 @@ pub fn put_chunk(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(bytes);
 }
 
+thread_local! {
+    /// The locator codec [`wire_frame`] reuses across inputs.
+    static LOCATOR_CODEC: std::cell::RefCell<LocatorCodec> = std::cell::RefCell::new(LocatorCodec::new());
+}
+
 /// **wire_frame**: every stateless datagram decoder. The input is one datagram: the node
 /// frame header ([`Frame::parse`]); when it parses, the payload is decoded as what its
 /// class carries (replica [`Packet`], [`MigrationMsg`], [`LocatorMsg`] — by the locator's
-/// [`LocatorCodec`] and by the derived decoder, which must agree —, and for Control the
+/// [`LocatorCodec`] and by the derived decoder, which must agree, and what the codec
+/// decoded encoded back by it and by the derived encoder, which must agree too; one codec
+/// serves every input, as in a locator —, and for Control the
 /// channel byte's payload as an instance [`ControlEnvelope`] and an [`AssignMsg`]). The
 /// same bytes also go to the QUIC stream greeting ([`worldmesh_net::hello::Hello::decode`]).
 pub fn wire_frame(data: &[u8]) {
@@ -96,13 +103,24 @@ pub fn wire_frame(data: &[u8]) {
         _ => {
             // The locator's own codec must read exactly what the derived decoder reads
             // (compared by their derived encodings, so NaN fields compare equal).
+            // One codec for every input, as a locator keeps one: its buffers carry what
+            // earlier inputs left in them.
             let derived = frame.decode::<LocatorMsg>().ok();
-            let ours = LocatorCodec::new().decode(&frame).ok();
+            let ours = LOCATOR_CODEC.with_borrow_mut(|c| c.decode(&frame).ok());
             assert_eq!(
                 derived.as_ref().map(bitcode::encode),
                 ours.as_ref().map(bitcode::encode),
                 "LocatorCodec and the derived decoder disagree: {derived:?} / {ours:?}"
             );
+            // What it decoded it encodes as the derived encoder does.
+            if let Some(msg) = ours {
+                let again = LOCATOR_CODEC.with_borrow_mut(|c| c.encode(&msg));
+                assert_eq!(
+                    again.ok(),
+                    worldmesh_core::wire::encode(msg.class(), &msg).ok(),
+                    "LocatorCodec encodes {msg:?} unlike the derived encoder"
+                );
+            }
         }
     }
 }
