@@ -106,3 +106,38 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Store(args) => cmd_store::run(args),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `scripts/pgo-build.sh` trains the profile-guided build by running this binary; a
+    /// flag renamed or a value dropped here would break its training only when someone
+    /// next runs it (twelve minutes in). Every `train` line must parse as the CLI's own
+    /// command line, with the script's shared arguments filled in.
+    #[test]
+    fn pgo_training_commands_parse() {
+        let script = include_str!("../../../scripts/pgo-build.sh");
+        let shared = script
+            .lines()
+            .find_map(|l| l.strip_prefix("S=("))
+            .and_then(|l| l.strip_suffix(')'))
+            .expect("the script sets its shared arguments S=(...)");
+        let mut commands = 0;
+        for line in script.lines() {
+            let Some(args) = line.strip_prefix("train ") else {
+                continue;
+            };
+            let args = args.replace("\"${S[@]}\"", shared);
+            let argv = std::iter::once("worldmesh").chain(args.split_whitespace());
+            if let Err(e) = Cli::try_parse_from(argv) {
+                panic!("scripts/pgo-build.sh trains with `worldmesh {args}`, which does not parse:\n{e}");
+            }
+            commands += 1;
+        }
+        assert!(
+            commands >= 8,
+            "found {commands} training commands in scripts/pgo-build.sh"
+        );
+    }
+}
