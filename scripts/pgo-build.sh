@@ -2,11 +2,11 @@
 # A profile-guided, whole-program-optimised build of the `worldmesh` binary, for long
 # simulations and experiment sweeps (crates/sim/PERFORMANCE.md, "A profile-guided build").
 #
-#   scripts/pgo-build.sh        build it (about 13 minutes on 2 cores); prints its path
+#   scripts/pgo-build.sh        build it (about 12 minutes on 2 cores); prints its path
 #
 # 1. Builds the binary instrumented (`-Cprofile-generate`, cargo profile `pgo`: fat LTO,
 #    one codegen unit) under target/pgo-instrumented.
-# 2. Runs it on a training set: simulations of both world shapes, every locator and a lossy
+# 2. Runs it on a training set: simulations of fed and p2p worlds, every locator and a lossy
 #    network, on seed 7 (the experiments and the README's figures use seed 1, so the
 #    measurements are not the training runs), and a three-node cluster over QUIC on
 #    loopback for the server's own path.
