@@ -140,4 +140,39 @@ mod tests {
             "found {commands} training commands in scripts/pgo-build.sh"
         );
     }
+
+    /// `scripts/speed-vs-baseline.sh` runs this binary's `simulate` with each `measure`
+    /// line's arguments, `--quiet` and `--threads`, after a baseline build of several
+    /// minutes: each must parse, with the node count filled in.
+    #[test]
+    fn speed_comparison_commands_parse() {
+        let script = include_str!("../../../scripts/speed-vs-baseline.sh");
+        let mut worlds = 0;
+        for line in script.lines() {
+            let Some(rest) = line.trim_start().strip_prefix("measure ") else {
+                continue;
+            };
+            // measure NAME THREADS ARGS...
+            let args: Vec<String> = rest
+                .split_whitespace()
+                .skip(2)
+                .map(|a| a.replace("\"$n\"", "16"))
+                .collect();
+            let argv = ["worldmesh", "simulate"]
+                .into_iter()
+                .chain(args.iter().map(String::as_str))
+                .chain(["--quiet", "--threads", "2"]);
+            if let Err(e) = Cli::try_parse_from(argv) {
+                panic!(
+                    "scripts/speed-vs-baseline.sh runs `worldmesh simulate {}`, which does not parse:\n{e}",
+                    args.join(" ")
+                );
+            }
+            worlds += 1;
+        }
+        assert!(
+            worlds >= 2,
+            "found {worlds} measured worlds in scripts/speed-vs-baseline.sh"
+        );
+    }
 }
