@@ -68,7 +68,7 @@ fi
 # The binary measured, copied aside.
 CAND_BIN="$OUT/worldmesh-candidate"
 if [[ -n "$BINARY" ]]; then
-    cp "$BINARY" "$CAND_BIN"
+    [[ "$BINARY" -ef "$CAND_BIN" ]] || cp "$BINARY" "$CAND_BIN"
 else
     echo "speed-vs-baseline.sh: building this tree's release binary" >&2
     (cd "$ROOT" && cargo build --release -p worldmesh-cli --target-dir "$TARGET_DIR")
