@@ -31,7 +31,8 @@ BINARY=""
 PAIRS=2
 QUICK=0
 
-usage() { sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+# The header above, without its comment marks.
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 fail() {
     echo "speed-vs-baseline.sh: $*" >&2
     exit 2

@@ -175,4 +175,36 @@ mod tests {
             "found {worlds} measured worlds in scripts/speed-vs-baseline.sh"
         );
     }
+
+    /// The script's flags are checked before it builds anything: a bad one exits 2 with
+    /// what was wrong, and `--help` prints the header and nothing of the code after it.
+    #[test]
+    fn speed_comparison_script_refuses_bad_flags() {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/speed-vs-baseline.sh");
+        let run = |args: &[&str]| {
+            let out = std::process::Command::new("bash")
+                .arg(script)
+                .args(args)
+                .output()
+                .expect("bash runs");
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            )
+        };
+        for (args, says) in [
+            (&["--bogus"][..], "unknown argument '--bogus'"),
+            (&["--pairs", "0"][..], "--pairs takes 1 to 99, not '0'"),
+            (&["--pairs", "2x"][..], "--pairs takes 1 to 99, not '2x'"),
+        ] {
+            let (code, _, err) = run(args);
+            assert_eq!(code, Some(2), "{args:?}: {err}");
+            assert!(err.contains(says), "{args:?} said: {err}");
+        }
+        let (code, help, _) = run(&["--help"]);
+        assert_eq!(code, Some(0));
+        assert!(help.contains("--pairs K"), "{help}");
+        assert!(!help.contains("set -euo"), "--help printed code: {help}");
+    }
 }
