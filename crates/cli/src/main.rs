@@ -176,35 +176,82 @@ mod tests {
         );
     }
 
-    /// The script's flags are checked before it builds anything: a bad one exits 2 with
-    /// what was wrong, and `--help` prints the header and nothing of the code after it.
+    /// Runs `scripts/NAME` with `args` under bash: (exit code, stdout, stderr).
+    fn run_script(name: &str, args: &[&str]) -> (Option<i32>, String, String) {
+        let script = format!("{}/../../scripts/{name}", env!("CARGO_MANIFEST_DIR"));
+        let out = std::process::Command::new("bash")
+            .arg(script)
+            .args(args)
+            .output()
+            .expect("bash runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// A script's bad flags each exit 2 with what was wrong, before anything is built or
+    /// run, and `--help` prints the header (naming `usage_says`) and none of the code.
+    fn assert_script_checks_flags(name: &str, bad: &[(&[&str], &str)], usage_says: &str) {
+        for (args, says) in bad {
+            let (code, _, err) = run_script(name, args);
+            assert_eq!(code, Some(2), "{name} {args:?}: {err}");
+            assert!(err.contains(says), "{name} {args:?} said: {err}");
+        }
+        let (code, help, _) = run_script(name, &["--help"]);
+        assert_eq!(code, Some(0));
+        assert!(help.contains(usage_says), "{help}");
+        assert!(!help.contains("set -euo"), "--help printed code: {help}");
+    }
+
     #[test]
     fn speed_comparison_script_refuses_bad_flags() {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/speed-vs-baseline.sh");
-        let run = |args: &[&str]| {
-            let out = std::process::Command::new("bash")
-                .arg(script)
-                .args(args)
-                .output()
-                .expect("bash runs");
-            (
-                out.status.code(),
-                String::from_utf8_lossy(&out.stdout).into_owned(),
-                String::from_utf8_lossy(&out.stderr).into_owned(),
-            )
-        };
-        for (args, says) in [
-            (&["--bogus"][..], "unknown argument '--bogus'"),
-            (&["--pairs", "0"][..], "--pairs takes 1 to 99, not '0'"),
-            (&["--pairs", "2x"][..], "--pairs takes 1 to 99, not '2x'"),
-        ] {
-            let (code, _, err) = run(args);
-            assert_eq!(code, Some(2), "{args:?}: {err}");
-            assert!(err.contains(says), "{args:?} said: {err}");
+        assert_script_checks_flags(
+            "speed-vs-baseline.sh",
+            &[
+                (&["--bogus"], "unknown argument '--bogus'"),
+                (&["--pairs", "0"], "--pairs takes 1 to 99, not '0'"),
+                (&["--pairs", "2x"], "--pairs takes 1 to 99, not '2x'"),
+            ],
+            "--pairs K",
+        );
+    }
+
+    #[test]
+    fn sim_costs_script_refuses_bad_flags() {
+        assert_script_checks_flags(
+            "sim-costs.sh",
+            &[
+                (&["--bogus"], "unknown argument '--bogus'"),
+                (&["--last-level", "1M"], "--last-level takes BYTES,WAYS"),
+                (&["--last-level", "1048576"], "--last-level takes BYTES,WAYS"),
+                (
+                    &["--binary", "/nonexistent/worldmesh"],
+                    "is not an executable file",
+                ),
+            ],
+            "--last-level BYTES,WAYS",
+        );
+    }
+
+    /// `scripts/sim-costs.sh` runs this binary's `simulate` with its default arguments and
+    /// `--quiet` under valgrind, a minute or more: they must parse.
+    #[test]
+    fn sim_costs_defaults_parse() {
+        let script = include_str!("../../../scripts/sim-costs.sh");
+        let defaults = script
+            .lines()
+            .find_map(|l| l.strip_prefix("DEFAULT_ARGS=(")?.strip_suffix(')'))
+            .expect("the script sets DEFAULT_ARGS=(...)");
+        let argv = ["worldmesh", "simulate"]
+            .into_iter()
+            .chain(defaults.split_whitespace())
+            .chain(["--quiet"]);
+        if let Err(e) = Cli::try_parse_from(argv) {
+            panic!(
+                "scripts/sim-costs.sh runs `worldmesh simulate {defaults} --quiet`, which does not parse:\n{e}"
+            );
         }
-        let (code, help, _) = run(&["--help"]);
-        assert_eq!(code, Some(0));
-        assert!(help.contains("--pairs K"), "{help}");
-        assert!(!help.contains("set -euo"), "--help printed code: {help}");
     }
 }
