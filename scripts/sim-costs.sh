@@ -72,7 +72,7 @@ read -r datagrams bytes < <(awk '
     table && /^-+$/ { next }
     table && NF == 0 { table = 0 }
     table && NF >= 4 { b += $3 }
-    END { print d, b }' "$work/report.txt")
+    END { printf "%s %.0f\n", d, b }' "$work/report.txt")
 [[ "$datagrams" =~ ^[1-9][0-9]*$ ]] || fail "no datagram count in the report (was the run empty?)"
 
 # valgrind's summary lines ("==PID== I   refs:      8,919,334,620"): the first number.
@@ -85,8 +85,8 @@ d1="$(count 'D1  misses:')"
 ll="$(count 'LL misses:')"
 
 awk -v d="$datagrams" -v b="$bytes" -v ir="$instr" -v i1="$i1" -v d1="$d1" -v ll="$ll" -v lvl="$LAST_LEVEL" 'BEGIN {
-    printf "datagrams sent             %d\n", d
-    printf "bytes sent                 %d (%.1f per datagram)\n", b, b / d
+    printf "datagrams sent             %.0f\n", d
+    printf "bytes sent                 %.0f (%.1f per datagram)\n", b, b / d
     printf "per datagram:\n"
     printf "  instructions             %.0f\n", ir / d
     printf "  L1 instruction misses    %.1f\n", i1 / d
