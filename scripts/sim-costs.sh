@@ -14,7 +14,9 @@
 #   --last-level BYTES,WAYS    the modelled last-level cache (default 1048576,8: one core's
 #                              L2 on PERFORMANCE.md's machine; 33554432,16 models its L3)
 #   SIMULATE ARGS              for `worldmesh simulate` (default: --threads 1 --duration
-#                              20s, the default 64-node world); --quiet is always added
+#                              20s, the default 64-node world); --quiet is always added.
+#                              Give --threads 1 with your own: valgrind runs threads one
+#                              at a time, and a parallel run counts its rounds' work too
 #
 # Prints the datagrams and bytes sent, and per datagram: instructions, L1 instruction and
 # data misses, last-level misses; and instructions per byte. The counts include building
