@@ -113,8 +113,9 @@ impl Default for Plan {
 /// What a player without a plan reads (see [`PlanSlot::get`]).
 static NO_PLAN: Plan = Plan::NONE;
 
-// By hand for `clone_from`: the primary's version history copies it each frame, and
-// reusing the old copy's path buffer saves an allocation per moving player per frame.
+// By hand for `clone_from`: the simulator's metrics sample copies every primary into its
+// previous sample's copies, and reusing their path buffers saves an allocation per
+// moving player per sample.
 impl Clone for Plan {
     fn clone(&self) -> Self {
         Plan {
@@ -282,9 +283,7 @@ pub enum GameWrite {
     Leave,
 }
 
-// Clone by hand for `clone_from`: the replica manager copies every changed primary into
-// its version history each frame, and reusing the old copy's path buffer saves an
-// allocation per moving player per frame.
+// Clone by hand for `clone_from` (see `Plan`'s).
 impl Clone for Player {
     fn clone(&self) -> Self {
         Player {
@@ -340,6 +339,55 @@ impl Clone for ModelObject {
 }
 
 impl Player {
+    /// A copy without the plan, which only the primary's think reads and the codec skips:
+    /// what the version history keeps ([`GameObject::history_copy`]).
+    fn replicated_copy(&self) -> Player {
+        // Destructured so that a new field cannot be forgotten here.
+        let Player {
+            pos,
+            vel,
+            health,
+            activity,
+            aoi,
+            plan: _,
+            control,
+            home,
+        } = self;
+        Player {
+            pos: *pos,
+            vel: *vel,
+            health: *health,
+            activity: *activity,
+            aoi: *aoi,
+            plan: PlanSlot::default(),
+            control: control.clone(),
+            home: *home,
+        }
+    }
+
+    /// Overwrites `self` with [`Player::replicated_copy`] of `source`, keeping `self`'s
+    /// control allocation where both have one.
+    fn copy_replicated_from(&mut self, source: &Player) {
+        let Player {
+            pos,
+            vel,
+            health,
+            activity,
+            aoi,
+            plan: _,
+            control,
+            home,
+        } = source;
+        self.pos = *pos;
+        self.vel = *vel;
+        self.health = *health;
+        self.activity = *activity;
+        self.aoi = *aoi;
+        self.plan = PlanSlot::default();
+        self.control.clone_from(control);
+        self.home = *home;
+    }
+
     /// A player standing at `pos` with full health and an AoI box of half-extent `aoi`.
     pub fn new(pos: Point3, aoi: f32) -> Self {
         Player {
@@ -678,6 +726,23 @@ impl GameObject for ModelObject {
     }
 
     worldmesh_replica::replicate_codec!();
+
+    /// A player's copy leaves its plan out: the codec skips it, and the 32 versions of
+    /// every primary would otherwise each hold one (5.8 MB of the 64-node default world's
+    /// 36.8 MB peak heap; `crates/sim/PERFORMANCE.md`, nineteenth round).
+    fn history_copy(&self) -> Self {
+        match self {
+            ModelObject::Player(p) => ModelObject::Player(p.replicated_copy()),
+            other => other.clone(),
+        }
+    }
+
+    fn history_copy_into(&self, slot: &mut Self) {
+        match (slot, self) {
+            (ModelObject::Player(a), ModelObject::Player(b)) => a.copy_replicated_from(b),
+            (slot, source) => *slot = source.history_copy(),
+        }
+    }
 }
 
 impl Playable for ModelObject {
@@ -787,6 +852,70 @@ mod tests {
                 assert_eq!(&t, target);
                 t.clone_from(source);
                 assert_eq!(&t, source);
+            }
+        }
+    }
+
+    /// A history copy encodes exactly as the object does, in full and in deltas from and
+    /// to any other copy (the contract of `GameObject::history_copy`), holds no plan, and
+    /// copying into any old slot gives the same copy.
+    #[test]
+    fn history_copies_encode_like_the_objects_and_hold_no_plan() {
+        let mut driven = walking(30.0, 3);
+        driven.control = Some(Box::new(Control {
+            intent: (0.6, -0.8),
+            aim: Some((1.0, 0.0)),
+            player: 7,
+            last_input: 3,
+            applied: 3,
+            left: false,
+        }));
+        let objects = [
+            ModelObject::Player(walking(10.0, 5)),
+            ModelObject::Player(walking(20.0, 0)),
+            ModelObject::Player(driven),
+            ModelObject::Player(Player::new(Point3::new(3.0, 4.0, 0.0), 300.0)),
+            ModelObject::Missile(Missile {
+                pos: Point3::new(1.0, 2.0, 3.0),
+                vel: (4.0, 5.0),
+                shooter: ObjectId::new(NodeId(1), 2),
+                attached: true,
+                age: 0.3,
+            }),
+            ModelObject::Item(Item {
+                pos: Point3::new(7.0, 8.0, 0.0),
+                item: 2,
+            }),
+        ];
+        let bytes = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut v = Vec::new();
+            f(&mut v);
+            v
+        };
+        assert!(
+            objects
+                .iter()
+                .any(|o| matches!(o, ModelObject::Player(p) if p.plan.0.is_some())),
+            "some objects have a plan to leave out"
+        );
+        for a in &objects {
+            let copy = a.history_copy();
+            if let ModelObject::Player(p) = &copy {
+                assert!(p.plan.0.is_none(), "{a:?}: the copy holds a plan");
+            }
+            assert_eq!(bytes(&|v| copy.encode_state(v)), bytes(&|v| a.encode_state(v)));
+            for b in &objects {
+                assert_eq!(
+                    bytes(&|v| GameObject::encode_delta(&copy, &b.history_copy(), v)),
+                    bytes(&|v| GameObject::encode_delta(a, b, v)),
+                    "delta from {b:?} to {a:?}"
+                );
+                let mut slot = b.clone();
+                a.history_copy_into(&mut slot);
+                assert_eq!(bytes(&|v| slot.encode_state(v)), bytes(&|v| a.encode_state(v)));
+                if let ModelObject::Player(p) = &slot {
+                    assert!(p.plan.0.is_none(), "{b:?} overwritten by {a:?} holds a plan");
+                }
             }
         }
     }

@@ -7,8 +7,10 @@
 //! if they did (one entry: the version check and the state share cache lines); while the
 //! versions are strictly increasing (always, as the replica manager uses them) a miss
 //! falls back to a binary search, otherwise to the linear scan, all with the same answer
-//! as the linear scan. The oldest slot's allocation is reused when a full history takes
-//! a new state ([`Clone::clone_from`]).
+//! as the linear scan. A primary's history keeps the game's history copies of its
+//! versions (`GameObject::history_copy`: what encoding reads, without what only its think
+//! uses), and the oldest slot's allocations are reused when a full history takes a new
+//! copy (`GameObject::history_copy_into`).
 
 use std::collections::VecDeque;
 
@@ -118,17 +120,24 @@ impl<O: Clone> History<O> {
     }
 
     /// Appends a copy of `state` as `version`, dropping the oldest entries beyond `cap`:
-    /// the same result as `push(version, state.clone(), cap)`, but a full history copies
-    /// into the slot it drops (reusing its allocations).
-    pub(crate) fn push_clone(&mut self, version: u64, state: &O, cap: usize) {
+    /// the same result as `push(version, copy(state), cap)`, but a full history copies
+    /// into the slot it drops with `copy_into` (reusing its allocations).
+    pub(crate) fn push_copy(
+        &mut self,
+        version: u64,
+        state: &O,
+        cap: usize,
+        copy: impl FnOnce(&O) -> O,
+        copy_into: impl FnOnce(&O, &mut O),
+    ) {
         let spare = self.make_room(cap);
         self.note_appended(version);
         let slot = match spare {
             Some(mut s) => {
-                s.clone_from(state);
+                copy_into(state, &mut s);
                 s
             }
-            None => state.clone(),
+            None => copy(state),
         };
         self.entries.push_back((version, slot));
         self.newest = version;
@@ -193,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn push_and_push_clone_keep_the_newest_entries_like_a_bounded_deque() {
+    fn push_and_push_copy_keep_the_newest_entries_like_a_bounded_deque() {
         for cap in 1..5 {
             let mut a = History::default();
             let mut b = History::default();
@@ -201,10 +210,10 @@ mod tests {
             for v in 1..12u64 {
                 let s = format!("state {v}");
                 a.push(v, s.clone(), cap);
-                b.push_clone(v, &s, cap);
+                b.push_copy(v, &s, cap, Clone::clone, |s, slot| slot.clone_from(s));
                 reference_push(&mut r, v, &s, cap);
                 assert!(same(&a, &r), "push, cap {cap}, v {v}");
-                assert!(same(&b, &r), "push_clone, cap {cap}, v {v}");
+                assert!(same(&b, &r), "push_copy, cap {cap}, v {v}");
             }
             assert_eq!(a.len(), cap);
             assert_eq!(b.back(), Some((11, &"state 11".to_string())));
@@ -219,7 +228,7 @@ mod tests {
         let versions = [2u64, 3, 5, 8, 9, 11, 12, 4, 13, 4, 20];
         for (k, v) in versions.iter().enumerate() {
             let s = format!("#{k}");
-            h.push_clone(*v, &s, 6);
+            h.push_copy(*v, &s, 6, Clone::clone, |s, slot| slot.clone_from(s));
             reference_push(&mut r, *v, &s, 6);
             assert_eq!(h.increasing, k < 7, "after {k} pushes");
             for q in 0..22u64 {

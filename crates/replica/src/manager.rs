@@ -310,11 +310,12 @@ struct PrimaryMeta<O> {
     logs: Option<(u64, Vec<(NodeId, WriterLog)>)>,
 }
 
-impl<O: Clone> PrimaryMeta<O> {
-    /// The replication state of a primary at `version` with no receivers yet.
-    fn new(version: u64, object: O, encoding: Vec<u8>, subscribers: VecMap<NodeId, Time>) -> Self {
+impl<O: GameObject> PrimaryMeta<O> {
+    /// The replication state of a primary at `version` with no receivers yet; its history
+    /// holds [`GameObject::history_copy`] of `object`.
+    fn new(version: u64, object: &O, encoding: Vec<u8>, subscribers: VecMap<NodeId, Time>) -> Self {
         Self {
-            history: History::with(version, object),
+            history: History::with(version, object.history_copy()),
             last_encoding: encoding,
             subscribers,
             receivers: VecMap::new(),
@@ -693,7 +694,7 @@ impl<O: GameObject> ReplicaManager<O> {
         let mut enc = Vec::new();
         object.encode_state(&mut enc);
         let subscribers = self.initial_subscribers();
-        let mut meta = PrimaryMeta::new(1, object.clone(), enc, subscribers);
+        let mut meta = PrimaryMeta::new(1, &object, enc, subscribers);
         meta.backups = self.backups_for(id);
         self.prim.insert(id, meta);
         // Ids are fresh by construction, so this cannot collide.
@@ -981,7 +982,13 @@ impl<O: GameObject> ReplicaManager<O> {
                 entry.version += 1;
                 entry.state_time = now;
                 entry.updated_at = now;
-                meta.history.push_clone(entry.version, &entry.object, hist);
+                meta.history.push_copy(
+                    entry.version,
+                    &entry.object,
+                    hist,
+                    O::history_copy,
+                    O::history_copy_into,
+                );
                 if wrote {
                     logged.push((*id, entry.version));
                 }

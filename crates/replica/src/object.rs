@@ -245,6 +245,28 @@ pub trait GameObject: Clone + Debug + Send + 'static {
         let _ = baseline;
         Self::decode_state(delta)
     }
+
+    /// A copy of this primary for its version history: the states its deltas are encoded
+    /// from and against (paper `000` §5), one per version for the last
+    /// [`crate::ReplicaConfig::history`] versions. Only what
+    /// [`GameObject::encode_state`] and [`GameObject::encode_delta`] read need be kept, so
+    /// a game whose primaries carry state only their think uses (an AI's plan, a path)
+    /// can leave it out, and the history then holds that many fewer copies of it. The
+    /// replica manager reads a history copy only through those two methods.
+    ///
+    /// Contract: for any `a` and `b`, `a.history_copy()` encodes to the same bytes as `a`,
+    /// and `a.history_copy().encode_delta(&b.history_copy(), ..)` writes what
+    /// `a.encode_delta(&b, ..)` writes. The default is a clone.
+    fn history_copy(&self) -> Self {
+        self.clone()
+    }
+
+    /// Overwrites `slot`, an old history entry being reused, with
+    /// [`GameObject::history_copy`] of `self`, keeping what it can of `slot`'s
+    /// allocations. The default is [`Clone::clone_from`].
+    fn history_copy_into(&self, slot: &mut Self) {
+        slot.clone_from(self);
+    }
 }
 
 /// What a think function sees and may do.

@@ -37,6 +37,12 @@ struct Probe {
     still_elsewhere: bool,
     /// The object does nothing anywhere: it keeps its first version.
     still: bool,
+    /// Its history copies set `copied`: a witness of which copy updates are encoded from.
+    /// It breaks `GameObject::history_copy`'s contract (a copy encodes differently) on
+    /// purpose, and only for the objects a test marks.
+    mark_copies: bool,
+    /// Set in a marked object's history copies.
+    copied: bool,
 }
 
 impl Probe {
@@ -63,6 +69,8 @@ impl Probe {
             delete_at_frame: 0,
             still_elsewhere: false,
             still: false,
+            mark_copies: false,
+            copied: false,
         }
     }
 }
@@ -113,6 +121,15 @@ impl GameObject for Probe {
     }
     fn decode_state(b: &[u8]) -> Result<Self, StateError> {
         bitcode::decode(b).map_err(StateError::from)
+    }
+    fn history_copy(&self) -> Self {
+        Probe {
+            copied: self.mark_copies,
+            ..self.clone()
+        }
+    }
+    fn history_copy_into(&self, slot: &mut Self) {
+        *slot = self.history_copy();
     }
     // Field-wise delta: a mask byte, then x (bit 0), then the whole rest (bit 1).
     fn encode_delta(&self, base: &Self, out: &mut Vec<u8>) {
@@ -191,7 +208,8 @@ impl Links<Packet> for Lossy {
 struct Net {
     engine: Engine<ReplicaHost<Probe>, Lossy>,
     step: u64,
-    /// Every (object, version) → state a primary ever had.
+    /// Every (object, version) → state a primary ever had (its history copy, which is
+    /// what updates are encoded from).
     versions: BTreeMap<(ObjectId, u64), Probe>,
 }
 
@@ -299,7 +317,7 @@ impl Net {
                 Step::Timeout(id) => {
                     let rm = &self.engine.machines()[id.0 as usize].rm;
                     for (oid, e) in rm.store().iter().filter(|(_, e)| e.role == Role::Primary) {
-                        self.versions.insert((oid, e.version), e.object.clone());
+                        self.versions.insert((oid, e.version), e.object.history_copy());
                     }
                     self.engine.pump(id, |_, _, _, _| {});
                 }
@@ -411,6 +429,35 @@ fn updates_reach_interested_nodes_and_stop_when_interest_ends() {
         net.rm(0).stats().updates_sent > net.rm(0).stats().full_states_sent,
         "deltas were used"
     );
+}
+
+/// A primary's updates, full states and deltas, are encoded from the copies its version
+/// history keeps (`GameObject::history_copy`), never from clones of the live object, also
+/// once the history is full and copies go into reused slots (`history_copy_into`).
+#[test]
+fn updates_are_encoded_from_the_history_copies() {
+    let mut net = Net::new(2, Mode::Interest, 3);
+    let mut mover = Probe::mover();
+    mover.aoi = 0.0;
+    mover.mark_copies = true;
+    let m = net.spawn(0, mover);
+    net.spawn(1, Probe::at(20.0)); // sees x in [-30, 70]
+    net.discover_all();
+    let history = ReplicaConfig::default().history as u64;
+    for _ in 0..history + 10 {
+        net.step();
+    }
+    let prim = net.rm(0).store().get(m).expect("the primary");
+    assert!(prim.version > history, "the history is full and reuses its slots");
+    assert!(!prim.object.copied, "the live primary is not a copy");
+    let seen = net.rm(1).store().get(m).expect("node 1 replicates the mover");
+    assert!(prim.version - seen.version <= 2, "replica at most a frame behind");
+    assert!(
+        seen.object.copied,
+        "the replica's state was encoded from a history copy"
+    );
+    let stats = net.rm(0).stats();
+    assert!(stats.updates_sent > stats.full_states_sent, "deltas were used");
 }
 
 #[test]

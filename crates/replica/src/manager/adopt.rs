@@ -364,7 +364,7 @@ impl<O: GameObject> ReplicaManager<O> {
         self.repl.remove(&id);
         self.fetching.remove(&id);
         let subscribers = self.initial_subscribers();
-        let mut meta = PrimaryMeta::new(version, object, encoding, subscribers);
+        let mut meta = PrimaryMeta::new(version, &object, encoding, subscribers);
         meta.backups = self.backups_for(id);
         // The adopted state contains exactly these writes: its backups get them with it.
         meta.logs = Some((version, logs.clone()));

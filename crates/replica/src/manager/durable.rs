@@ -120,7 +120,7 @@ impl<O: GameObject> ReplicaManager<O> {
             return false;
         }
         let subscribers = self.initial_subscribers();
-        let mut meta = PrimaryMeta::new(version, object, encoding, subscribers);
+        let mut meta = PrimaryMeta::new(version, &object, encoding, subscribers);
         meta.backups = self.backups_for(id);
         self.prim.insert(id, meta);
         self.names.bind_local(id, epoch);

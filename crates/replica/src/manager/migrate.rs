@@ -402,7 +402,7 @@ impl<O: GameObject> ReplicaManager<O> {
                     .map(|n| (*n, now + self.cfg.interest_ttl))
                     .collect(),
             };
-            let mut meta = PrimaryMeta::new(version, object.clone(), m.state.clone(), subscribers);
+            let mut meta = PrimaryMeta::new(version, &object, m.state.clone(), subscribers);
             meta.backups = self.backups_for(m.id);
             self.prim.insert(m.id, meta);
             let _ = self.store.insert_primary(m.id, object, version, now);
@@ -441,7 +441,13 @@ impl<O: GameObject> ReplicaManager<O> {
                 entry.state_time = now;
                 entry.updated_at = now;
                 meta.last_encoding = state;
-                meta.history.push_clone(entry.version, &entry.object, hist);
+                meta.history.push_copy(
+                    entry.version,
+                    &entry.object,
+                    hist,
+                    O::history_copy,
+                    O::history_copy_into,
+                );
                 if wrote {
                     logged.push((*id, entry.version));
                 }
