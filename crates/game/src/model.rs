@@ -905,11 +905,15 @@ mod tests {
             }
             assert_eq!(bytes(&|v| copy.encode_state(v)), bytes(&|v| a.encode_state(v)));
             for b in &objects {
-                assert_eq!(
-                    bytes(&|v| GameObject::encode_delta(&copy, &b.history_copy(), v)),
-                    bytes(&|v| GameObject::encode_delta(a, b, v)),
-                    "delta from {b:?} to {a:?}"
-                );
+                let delta = bytes(&|v| GameObject::encode_delta(a, b, v));
+                let base = b.history_copy();
+                for (x, y) in [(&copy, &base), (&copy, b), (a, &base)] {
+                    assert_eq!(
+                        bytes(&|v| GameObject::encode_delta(x, y, v)),
+                        delta,
+                        "delta from {b:?} to {a:?}"
+                    );
+                }
                 let mut slot = b.clone();
                 a.history_copy_into(&mut slot);
                 assert_eq!(bytes(&|v| slot.encode_state(v)), bytes(&|v| a.encode_state(v)));

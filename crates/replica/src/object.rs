@@ -254,9 +254,10 @@ pub trait GameObject: Clone + Debug + Send + 'static {
     /// can leave it out, and the history then holds that many fewer copies of it. The
     /// replica manager reads a history copy only through those two methods.
     ///
-    /// Contract: for any `a` and `b`, `a.history_copy()` encodes to the same bytes as `a`,
-    /// and `a.history_copy().encode_delta(&b.history_copy(), ..)` writes what
-    /// `a.encode_delta(&b, ..)` writes. The default is a clone.
+    /// Contract: a history copy encodes exactly like its original. For any `a` and `b`,
+    /// `a.history_copy()` encodes to the same bytes as `a`, and `encode_delta` between `a`
+    /// and `b` writes the same bytes whichever of the two is replaced by its history copy.
+    /// The default is a clone.
     fn history_copy(&self) -> Self {
         self.clone()
     }
