@@ -340,52 +340,15 @@ impl Clone for ModelObject {
 
 impl Player {
     /// A copy without the plan, which only the primary's think reads and the codec skips:
-    /// what the version history keeps ([`GameObject::history_copy`]).
+    /// what the version history keeps ([`GameObject::history_copy`]). Every other field
+    /// but `control` is `Copy`, so a new field is either copied here or refused by the
+    /// compiler.
     fn replicated_copy(&self) -> Player {
-        // Destructured so that a new field cannot be forgotten here.
-        let Player {
-            pos,
-            vel,
-            health,
-            activity,
-            aoi,
-            plan: _,
-            control,
-            home,
-        } = self;
         Player {
-            pos: *pos,
-            vel: *vel,
-            health: *health,
-            activity: *activity,
-            aoi: *aoi,
             plan: PlanSlot::default(),
-            control: control.clone(),
-            home: *home,
+            control: self.control.clone(),
+            ..*self
         }
-    }
-
-    /// Overwrites `self` with [`Player::replicated_copy`] of `source`, keeping `self`'s
-    /// control allocation where both have one.
-    fn copy_replicated_from(&mut self, source: &Player) {
-        let Player {
-            pos,
-            vel,
-            health,
-            activity,
-            aoi,
-            plan: _,
-            control,
-            home,
-        } = source;
-        self.pos = *pos;
-        self.vel = *vel;
-        self.health = *health;
-        self.activity = *activity;
-        self.aoi = *aoi;
-        self.plan = PlanSlot::default();
-        self.control.clone_from(control);
-        self.home = *home;
     }
 
     /// A player standing at `pos` with full health and an AoI box of half-extent `aoi`.
@@ -737,11 +700,9 @@ impl GameObject for ModelObject {
         }
     }
 
+    /// A copy has no plan to reuse, so an old slot is simply replaced.
     fn history_copy_into(&self, slot: &mut Self) {
-        match (slot, self) {
-            (ModelObject::Player(a), ModelObject::Player(b)) => a.copy_replicated_from(b),
-            (slot, source) => *slot = source.history_copy(),
-        }
+        *slot = self.history_copy();
     }
 }
 
@@ -828,39 +789,8 @@ mod tests {
         p
     }
 
-    #[test]
-    fn clone_from_equals_clone_for_every_pair_of_kinds() {
-        let objects = [
-            ModelObject::Player(walking(10.0, 5)),
-            ModelObject::Player(walking(20.0, 0)),
-            ModelObject::Player(Player::new(Point3::new(3.0, 4.0, 0.0), 300.0)),
-            ModelObject::Missile(Missile {
-                pos: Point3::new(1.0, 2.0, 3.0),
-                vel: (4.0, 5.0),
-                shooter: ObjectId::new(NodeId(1), 2),
-                attached: true,
-                age: 0.3,
-            }),
-            ModelObject::Item(Item {
-                pos: Point3::new(7.0, 8.0, 0.0),
-                item: 2,
-            }),
-        ];
-        for target in &objects {
-            for source in &objects {
-                let mut t = target.clone();
-                assert_eq!(&t, target);
-                t.clone_from(source);
-                assert_eq!(&t, source);
-            }
-        }
-    }
-
-    /// A history copy encodes exactly as the object does, in full and in deltas from and
-    /// to any other copy (the contract of `GameObject::history_copy`), holds no plan, and
-    /// copying into any old slot gives the same copy.
-    #[test]
-    fn history_copies_encode_like_the_objects_and_hold_no_plan() {
+    /// Players with and without a plan (one driven by a person), a missile and an item.
+    fn every_kind() -> Vec<ModelObject> {
         let mut driven = walking(30.0, 3);
         driven.control = Some(Box::new(Control {
             intent: (0.6, -0.8),
@@ -870,7 +800,7 @@ mod tests {
             applied: 3,
             left: false,
         }));
-        let objects = [
+        vec![
             ModelObject::Player(walking(10.0, 5)),
             ModelObject::Player(walking(20.0, 0)),
             ModelObject::Player(driven),
@@ -886,7 +816,28 @@ mod tests {
                 pos: Point3::new(7.0, 8.0, 0.0),
                 item: 2,
             }),
-        ];
+        ]
+    }
+
+    #[test]
+    fn clone_from_equals_clone_for_every_pair_of_kinds() {
+        let objects = every_kind();
+        for target in &objects {
+            for source in &objects {
+                let mut t = target.clone();
+                assert_eq!(&t, target);
+                t.clone_from(source);
+                assert_eq!(&t, source);
+            }
+        }
+    }
+
+    /// A history copy encodes exactly as the object does, in full and in deltas from and
+    /// to any other copy (the contract of `GameObject::history_copy`), holds no plan, and
+    /// copying into any old slot gives the same copy.
+    #[test]
+    fn history_copies_encode_like_the_objects_and_hold_no_plan() {
+        let objects = every_kind();
         let bytes = |f: &dyn Fn(&mut Vec<u8>)| {
             let mut v = Vec::new();
             f(&mut v);

@@ -325,6 +325,13 @@ impl<O: GameObject> PrimaryMeta<O> {
             logs: None,
         }
     }
+
+    /// Keeps `object`'s [`GameObject::history_copy`] as `version` in the history, which
+    /// holds the newest `cap` versions.
+    fn keep_version(&mut self, version: u64, object: &O, cap: usize) {
+        self.history
+            .push_copy(version, object, cap, O::history_copy, O::history_copy_into);
+    }
 }
 
 /// A primary's velocity estimated from its positions at successive frames: the default of
@@ -982,13 +989,7 @@ impl<O: GameObject> ReplicaManager<O> {
                 entry.version += 1;
                 entry.state_time = now;
                 entry.updated_at = now;
-                meta.history.push_copy(
-                    entry.version,
-                    &entry.object,
-                    hist,
-                    O::history_copy,
-                    O::history_copy_into,
-                );
+                meta.keep_version(entry.version, &entry.object, hist);
                 if wrote {
                     logged.push((*id, entry.version));
                 }

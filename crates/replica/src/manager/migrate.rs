@@ -441,13 +441,7 @@ impl<O: GameObject> ReplicaManager<O> {
                 entry.state_time = now;
                 entry.updated_at = now;
                 meta.last_encoding = state;
-                meta.history.push_copy(
-                    entry.version,
-                    &entry.object,
-                    hist,
-                    O::history_copy,
-                    O::history_copy_into,
-                );
+                meta.keep_version(entry.version, &entry.object, hist);
                 if wrote {
                     logged.push((*id, entry.version));
                 }
