@@ -832,9 +832,9 @@ mod tests {
         }
     }
 
-    /// A history copy encodes exactly as the object does, in full and in deltas from and
-    /// to any other copy (the contract of `GameObject::history_copy`), holds no plan, and
-    /// copying into any old slot gives the same copy.
+    /// A history copy encodes exactly as the object does, in full and on either side of a
+    /// delta with any other object or copy (the contract of `GameObject::history_copy`),
+    /// holds no plan, and copying into any old slot gives the same copy.
     #[test]
     fn history_copies_encode_like_the_objects_and_hold_no_plan() {
         let objects = every_kind();

@@ -9,8 +9,8 @@
 //! falls back to a binary search, otherwise to the linear scan, all with the same answer
 //! as the linear scan. A primary's history keeps the game's history copies of its
 //! versions (`GameObject::history_copy`: what encoding reads, without what only its think
-//! uses), and the oldest slot's allocations are reused when a full history takes a new
-//! copy (`GameObject::history_copy_into`).
+//! uses); a full history hands its oldest slot to `GameObject::history_copy_into`, which
+//! may reuse the slot's allocations for the new copy.
 
 use std::collections::VecDeque;
 
