@@ -1783,7 +1783,7 @@ impl<O: GameObject> ReplicaManager<O> {
     }
 
     /// Asks the node this node binds the unheld `id` to about it ([`ReplicaMsg::Probe`],
-    /// at most once per [`FETCH_BACKOFF`]; not if held here), e.g. when another node serves
+    /// at most once per fetch back-off, 500 ms; not if held here), e.g. when another node serves
     /// `id` and its states are refused here. If the bound node holds it, its state comes
     /// back and this node follows it; if not, it says so ([`ReplicaMsg::NotPrimary`]) and
     /// this node follows the serving node instead.
