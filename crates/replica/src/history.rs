@@ -9,8 +9,7 @@
 //! falls back to a binary search, otherwise to the linear scan, all with the same answer
 //! as the linear scan. A primary's history keeps the game's history copies of its
 //! versions (`GameObject::history_copy`: what encoding reads, without what only its think
-//! uses); a full history hands its oldest slot to `GameObject::history_copy_into`, which
-//! may reuse the slot's allocations for the new copy.
+//! uses).
 
 use std::collections::VecDeque;
 
@@ -119,30 +118,6 @@ impl<O: Clone> History<O> {
         self.newest = version;
     }
 
-    /// Appends a copy of `state` as `version`, dropping the oldest entries beyond `cap`:
-    /// the same result as `push(version, copy(state), cap)`, but a full history copies
-    /// into the slot it drops with `copy_into` (reusing its allocations).
-    pub(crate) fn push_copy(
-        &mut self,
-        version: u64,
-        state: &O,
-        cap: usize,
-        copy: impl FnOnce(&O) -> O,
-        copy_into: impl FnOnce(&O, &mut O),
-    ) {
-        let spare = self.make_room(cap);
-        self.note_appended(version);
-        let slot = match spare {
-            Some(mut s) => {
-                copy_into(state, &mut s);
-                s
-            }
-            None => copy(state),
-        };
-        self.entries.push_back((version, slot));
-        self.newest = version;
-    }
-
     /// Inserts `state` as `version` before the first newer entry, then drops the oldest
     /// entries beyond `cap`.
     pub(crate) fn insert_sorted(&mut self, version: u64, state: O, cap: usize) {
@@ -159,16 +134,14 @@ impl<O: Clone> History<O> {
         self.newest = self.entries.back().map_or(0, |(v, _)| *v);
     }
 
-    /// Drops the oldest entries until one more fits within `cap` (at least 1), returning
-    /// the last state dropped. (Dropping before appending keeps a full history's buffer at
-    /// `cap` entries: appending first would grow it past `cap` once.)
-    fn make_room(&mut self, cap: usize) -> Option<O> {
+    /// Drops the oldest entries until one more fits within `cap` (at least 1). (Dropping
+    /// before appending keeps a full history's buffer at `cap` entries: appending first
+    /// would grow it past `cap` once.)
+    fn make_room(&mut self, cap: usize) {
         let cap = cap.max(1);
-        let mut spare = None;
         while self.entries.len() >= cap {
-            spare = self.entries.pop_front().map(|(_, o)| o);
+            self.entries.pop_front();
         }
-        spare
     }
 
     /// Keeps `increasing` true only if `version` is newer than the newest held.
@@ -202,21 +175,18 @@ mod tests {
     }
 
     #[test]
-    fn push_and_push_copy_keep_the_newest_entries_like_a_bounded_deque() {
+    fn push_keeps_the_newest_entries_like_a_bounded_deque() {
         for cap in 1..5 {
             let mut a = History::default();
-            let mut b = History::default();
             let mut r = VecDeque::new();
             for v in 1..12u64 {
                 let s = format!("state {v}");
                 a.push(v, s.clone(), cap);
-                b.push_copy(v, &s, cap, Clone::clone, |s, slot| slot.clone_from(s));
                 reference_push(&mut r, v, &s, cap);
                 assert!(same(&a, &r), "push, cap {cap}, v {v}");
-                assert!(same(&b, &r), "push_copy, cap {cap}, v {v}");
             }
             assert_eq!(a.len(), cap);
-            assert_eq!(b.back(), Some((11, &"state 11".to_string())));
+            assert_eq!(a.back(), Some((11, &"state 11".to_string())));
         }
     }
 
@@ -228,7 +198,7 @@ mod tests {
         let versions = [2u64, 3, 5, 8, 9, 11, 12, 4, 13, 4, 20];
         for (k, v) in versions.iter().enumerate() {
             let s = format!("#{k}");
-            h.push_copy(*v, &s, 6, Clone::clone, |s, slot| slot.clone_from(s));
+            h.push(*v, s.clone(), 6);
             reference_push(&mut r, *v, &s, 6);
             assert_eq!(h.increasing, k < 7, "after {k} pushes");
             for q in 0..22u64 {

@@ -329,8 +329,7 @@ impl<O: GameObject> PrimaryMeta<O> {
     /// Keeps `object`'s [`GameObject::history_copy`] as `version` in the history, which
     /// holds the newest `cap` versions.
     fn keep_version(&mut self, version: u64, object: &O, cap: usize) {
-        self.history
-            .push_copy(version, object, cap, O::history_copy, O::history_copy_into);
+        self.history.push(version, object.history_copy(), cap);
     }
 }
 

@@ -261,13 +261,6 @@ pub trait GameObject: Clone + Debug + Send + 'static {
     fn history_copy(&self) -> Self {
         self.clone()
     }
-
-    /// Overwrites `slot`, an old history entry being reused, with
-    /// [`GameObject::history_copy`] of `self`, keeping what it can of `slot`'s
-    /// allocations. The default is [`Clone::clone_from`].
-    fn history_copy_into(&self, slot: &mut Self) {
-        slot.clone_from(self);
-    }
 }
 
 /// What a think function sees and may do.

@@ -128,9 +128,6 @@ impl GameObject for Probe {
             ..self.clone()
         }
     }
-    fn history_copy_into(&self, slot: &mut Self) {
-        *slot = self.history_copy();
-    }
     // Field-wise delta: a mask byte, then x (bit 0), then the whole rest (bit 1).
     fn encode_delta(&self, base: &Self, out: &mut Vec<u8>) {
         let rest_same = Probe {
@@ -433,7 +430,7 @@ fn updates_reach_interested_nodes_and_stop_when_interest_ends() {
 
 /// A primary's updates, full states and deltas, are encoded from the copies its version
 /// history keeps (`GameObject::history_copy`), never from clones of the live object, also
-/// once the history is full and copies go into reused slots (`history_copy_into`).
+/// once the history is full and drops its oldest versions.
 #[test]
 fn updates_are_encoded_from_the_history_copies() {
     let mut net = Net::new(2, Mode::Interest, 3);
@@ -448,7 +445,7 @@ fn updates_are_encoded_from_the_history_copies() {
         net.step();
     }
     let prim = net.rm(0).store().get(m).expect("the primary");
-    assert!(prim.version > history, "the history is full and reuses its slots");
+    assert!(prim.version > history, "the history is full and drops its oldest");
     assert!(!prim.object.copied, "the live primary is not a copy");
     let seen = net.rm(1).store().get(m).expect("node 1 replicates the mover");
     assert!(prim.version - seen.version <= 2, "replica at most a frame behind");
