@@ -9,9 +9,8 @@
 //! every event in flight sifted through all its levels (`crates/sim/PERFORMANCE.md`,
 //! twentieth round).
 //!
-//! The calendar only takes keys due within its window, from the front bucket for
-//! [`BUCKETS`] buckets on; the queue keeps the others in its heap and compares the two
-//! fronts.
+//! The calendar only takes keys its window of [`BUCKETS`] buckets can hold: the queue
+//! keeps the others (due further ahead) in its heap and compares the two fronts.
 
 use super::{Key, before, order};
 
@@ -20,17 +19,24 @@ pub(super) const WIDTH_US: u64 = 1 << 10;
 /// Buckets in the ring: a window of about half a second.
 pub(super) const BUCKETS: usize = 512;
 
-/// Keys due within [`BUCKETS`] buckets of the front.
+/// Keys due within a window of [`BUCKETS`] buckets.
 ///
-/// Invariants: every key's bucket number (its time divided by [`WIDTH_US`]) lies in
-/// `front .. front + BUCKETS`, so each ring slot holds the keys of one bucket number; when
-/// the calendar is not empty, the front's slot is not empty and is sorted latest first.
+/// Invariants, when the calendar is not empty: every key's bucket number (its time divided
+/// by [`WIDTH_US`]) lies in `front ..= last`, and `last - front < BUCKETS`, so each ring
+/// slot holds the keys of one bucket number; the front's slot is not empty and is sorted
+/// latest first; `last` is the latest key's bucket number.
 #[derive(Debug)]
 pub(super) struct Calendar {
     /// The buckets, by bucket number modulo [`BUCKETS`].
     ring: Vec<Vec<Key>>,
-    /// The front's bucket number.
+    /// The earliest key's bucket number.
     front: u64,
+    /// The latest key's bucket number.
+    last: u64,
+    /// The bucket number of the key the queue gave out last: an empty calendar takes keys
+    /// up to [`BUCKETS`] buckets after it, so that one key far ahead, pushed when nothing
+    /// else waits, does not send the whole near future to the heap.
+    present: u64,
     /// Keys held.
     len: usize,
 }
@@ -40,6 +46,8 @@ impl Default for Calendar {
         Self {
             ring: std::iter::repeat_with(Vec::new).take(BUCKETS).collect(),
             front: 0,
+            last: 0,
+            present: 0,
             len: 0,
         }
     }
@@ -70,14 +78,24 @@ impl Calendar {
         self.ring[slot(self.front)].last()
     }
 
-    /// Takes `key` if it is due within the window, else hands it back. An empty calendar
-    /// takes any key: its front moves to the key's bucket.
+    /// Takes `key` if the window can hold it, else hands it back. The window stretches
+    /// either way while it spans fewer than [`BUCKETS`] buckets (a key put back before the
+    /// front moves the front back); an empty calendar takes a key due less than
+    /// [`BUCKETS`] buckets after the present (see [`Calendar::passed`]).
     pub(super) fn push(&mut self, key: Key) -> Result<(), Key> {
         let b = bucket(&key);
+        let window = BUCKETS as u64;
         if self.len == 0 {
-            self.front = b;
-        } else if b < self.front || b - self.front >= BUCKETS as u64 {
+            if b >= self.present.saturating_add(window) {
+                return Err(key);
+            }
+            (self.front, self.last) = (b, b);
+        } else if self.last.max(b) - self.front.min(b) >= window {
             return Err(key);
+        } else {
+            // A new front's slot is empty: every key lies within the window after it.
+            self.front = self.front.min(b);
+            self.last = self.last.max(b);
         }
         let list = &mut self.ring[slot(b)];
         if b == self.front {
@@ -91,6 +109,12 @@ impl Calendar {
         Ok(())
     }
 
+    /// The queue gave out `key` (from the calendar or the heap): the present for an empty
+    /// calendar's window.
+    pub(super) fn passed(&mut self, key: &Key) {
+        self.present = bucket(key);
+    }
+
     /// Removes the earliest key; the front moves on to the next non-empty bucket, which is
     /// sorted then.
     pub(super) fn pop(&mut self) -> Option<Key> {
@@ -100,7 +124,7 @@ impl Calendar {
         let key = self.ring[slot(self.front)].pop()?;
         self.len -= 1;
         if self.len > 0 && self.ring[slot(self.front)].is_empty() {
-            // Every key lies within `BUCKETS` buckets of the front: the walk ends there.
+            // Every key lies within the window after the front: the walk ends there.
             loop {
                 self.front += 1;
                 if !self.ring[slot(self.front)].is_empty() {

@@ -1,5 +1,5 @@
-//! A 4-ary min-heap of keys: the queue's place for the keys its calendar does not take
-//! (due too far ahead, or before the calendar's front).
+//! A 4-ary min-heap of keys: the queue's place for the keys its calendar cannot hold
+//! (due too far from the calendar's other keys).
 //!
 //! Four wide, it is half as deep as a binary heap, and it sifts 24-byte keys, never events.
 

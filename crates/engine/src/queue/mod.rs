@@ -6,10 +6,9 @@
 //! are unique, so the order events come out in is the order of their (time, insertion
 //! number) whatever structure holds them.
 //!
-//! The keys live in two places: a [`calendar`] of buckets about a millisecond wide for the
-//! next half second, where nearly every event lands, and a 4-ary [`heap`] for the rest
-//! (events due further ahead, and events put back before the calendar's front). Taking the
-//! next event compares the two fronts.
+//! The keys live in two places: a [`calendar`] of buckets about a millisecond wide spanning
+//! about half a second, where nearly every event lands, and a 4-ary [`heap`] for the rest
+//! (events due further ahead). Taking the next event compares the two fronts.
 
 mod calendar;
 mod heap;
@@ -105,11 +104,13 @@ impl<E> EventQueue<E> {
     /// Removes the earliest key.
     fn pop_min(&mut self) -> Option<Key> {
         let (_, from_heap) = self.first()?;
-        if from_heap {
+        let key = if from_heap {
             self.heap.pop()
         } else {
             self.calendar.pop()
-        }
+        }?;
+        self.calendar.passed(&key);
+        Some(key)
     }
 
     /// When the next event is due, if any.
@@ -305,5 +306,37 @@ mod tests {
             }
             assert!(q.is_empty());
         }
+    }
+
+    /// Where keys go. One key far ahead, pushed when nothing waits, goes to the heap, so
+    /// the near future after it still lands in the calendar; a key put back before the
+    /// calendar's front moves the front back; a key a whole window after the calendar's
+    /// earliest goes to the heap, one bucket less does not.
+    #[test]
+    fn the_calendar_takes_the_near_future_whatever_came_first() {
+        let window = calendar::WIDTH_US * calendar::BUCKETS as u64;
+        let mut q = EventQueue::new();
+        q.push(Time(30_000_000), 'f');
+        assert_eq!((q.calendar.len(), q.heap.len()), (0, 1));
+        q.push(Time(5_000), 'a');
+        q.push(Time(200_000), 'b');
+        assert_eq!((q.calendar.len(), q.heap.len()), (2, 1));
+        let (at, seq, a) = q.pop_keyed().expect("three wait");
+        assert_eq!((at, a), (Time(5_000), 'a'));
+        q.push_keyed(at, seq, a);
+        assert_eq!(
+            (q.calendar.len(), q.heap.len()),
+            (2, 1),
+            "put back into the calendar"
+        );
+        q.push(Time(5_000 + window), 'c');
+        assert_eq!((q.calendar.len(), q.heap.len()), (2, 2), "a window after 'a'");
+        q.push(Time(5_000 + window - calendar::WIDTH_US), 'd');
+        assert_eq!((q.calendar.len(), q.heap.len()), (3, 2), "a bucket less");
+        let order: Vec<char> = std::iter::from_fn(|| q.pop_keyed().map(|(.., e)| e)).collect();
+        assert_eq!(order, ['a', 'b', 'd', 'c', 'f']);
+        // The present is now 30 s: an empty calendar takes the half second after it.
+        q.push(Time(30_400_000), 'g');
+        assert_eq!((q.calendar.len(), q.heap.len()), (1, 0));
     }
 }
