@@ -4,10 +4,11 @@
 //! deliveries, machine wake-ups), so a ring of [`BUCKETS`] buckets, each [`WIDTH_US`] wide,
 //! holds nearly all of them. A key goes into its bucket unsorted, in constant time; the
 //! front bucket (the earliest non-empty one) is kept sorted, latest first, so the earliest
-//! key is its last. A bucket is sorted once, when the front reaches it, and holds a few
-//! dozen to a few hundred keys, so taking a key costs a few comparisons where a heap of
-//! every event in flight sifted through all its levels (`crates/sim/PERFORMANCE.md`,
-//! twentieth round).
+//! key is its last. A bucket is sorted once, when the front reaches it, and a millisecond
+//! of a simulated world holds few events next to all those in flight (a few dozen datagram
+//! deliveries at 64 nodes, a few hundred at 512), so taking a key costs a few comparisons
+//! where a heap of every event in flight sifted through all its levels
+//! (`crates/sim/PERFORMANCE.md`, twentieth round).
 //!
 //! The calendar only takes keys its window of [`BUCKETS`] buckets can hold: the queue
 //! keeps the others (due further ahead) in its heap and compares the two fronts.
