@@ -101,9 +101,9 @@ impl<E> EventQueue<E> {
         }
     }
 
-    /// Removes the earliest key.
-    fn pop_min(&mut self) -> Option<Key> {
-        let (_, from_heap) = self.first()?;
+    /// Removes the earliest key, from the heap if `from_heap` (as [`EventQueue::first`]
+    /// said).
+    fn take(&mut self, from_heap: bool) -> Option<Key> {
         let key = if from_heap {
             self.heap.pop()
         } else {
@@ -120,15 +120,24 @@ impl<E> EventQueue<E> {
 
     /// The next event if it is due at or before `until`, with its time.
     pub fn pop_due(&mut self, until: Time) -> Option<(Time, E)> {
-        if self.next_at()? > until {
+        // One comparison of the two fronts serves the check and the taking.
+        let (&(at, ..), from_heap) = self.first()?;
+        if at > until {
             return None;
         }
-        self.pop_keyed().map(|(at, _, event)| (at, event))
+        let key = self.take(from_heap)?;
+        self.event_of(key).map(|(at, _, event)| (at, event))
     }
 
     /// The next event with its time and insertion number.
     pub fn pop_keyed(&mut self) -> Option<(Time, u64, E)> {
-        let (at, seq, slot) = self.pop_min()?;
+        let (_, from_heap) = self.first()?;
+        let key = self.take(from_heap)?;
+        self.event_of(key)
+    }
+
+    /// The event of a key just taken out, with the key's time and insertion number.
+    fn event_of(&mut self, (at, seq, slot): Key) -> Option<(Time, u64, E)> {
         let event = self.slots.try_remove(slot)?;
         Some((at, seq, event))
     }
