@@ -51,7 +51,7 @@ pub use codec::PacketError;
 pub use host::ReplicaHost;
 pub use manager::{
     AdoptError, AppliedWrite, DurableWrite, FrameReport, MAX_TRACED_WRITES, MigrateError, MigratedObject,
-    Mode, MovedOutcome, OrphanOffer, ReplicaConfig, ReplicaManager, ReplicaStats, WriterLog,
+    Mode, MovedOutcome, OrphanOffer, ReplicaConfig, ReplicaManager, ReplicaStats, VOID_LIFETIMES, WriterLog,
 };
 pub use message::{ForwardedWrite, InterestItem, LogItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
 pub use naming::{Binding, NameService, Resolution, follow_chain};

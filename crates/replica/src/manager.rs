@@ -104,7 +104,11 @@ pub struct ReplicaConfig {
     /// (the margin alone).
     pub interest_lead: Duration,
     /// A tentative write not acknowledged by its primary within this time is given up
-    /// (counted in `writes_expired`): its target was deleted or is unreachable.
+    /// (counted in `writes_expired`): its target was deleted or is unreachable. A write
+    /// given up to a target not known to be deleted leaves a **void** in its place (see
+    /// [`WriteItem::data`]), sent like a write for up to [`VOID_LIFETIMES`] more timeouts,
+    /// so the primary's log of this writer is not left with a hole: a log holds a bounded
+    /// number of writes above its first gap and refuses the writer's writes beyond them.
     pub write_timeout: Duration,
     /// How long a forwarding entry outlives the acknowledgement of its last `Moved` notice
     /// (paper `001` §7.1 leases; learned bindings are kept, see [`crate::NameService`]).
@@ -241,7 +245,8 @@ pub struct ReplicaStats {
     pub writes_duplicate: u64,
     /// Writes for migrated objects passed on to their new node (paper `001` §3.2).
     pub writes_rerouted: u64,
-    /// Writes given up after `write_timeout` without an acknowledgement.
+    /// Writes given up after `write_timeout` without an acknowledgement (each leaves a
+    /// void in its place unless its target is known deleted).
     pub writes_expired: u64,
     /// Primaries handed to another node by migration.
     pub migrated_out: u64,
@@ -289,6 +294,14 @@ pub struct ReplicaStats {
     /// Primaries brought back from this node's store after a restart.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub recovered: u64,
+    /// Voids (writes their writers gave up) taken by a local primary: numbers recorded as
+    /// done in its log of the writer, nothing applied.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub voids_recorded: u64,
+    /// Voids of this node dropped unacknowledged after [`VOID_LIFETIMES`] timeouts: their
+    /// targets may keep a hole in their logs of this node's writes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub voids_expired: u64,
 }
 
 fn is_zero(x: &u64) -> bool {
@@ -575,10 +588,17 @@ pub struct ReplicaManager<O: GameObject> {
 
 /// A write of this node awaiting its primary's acknowledgement.
 struct PendingWrite {
+    /// The encoded write; empty once it is a void (given up).
     data: Vec<u8>,
     created: Time,
     sent_at: Option<Time>,
+    /// Given up: a void sent in the write's place since `created`.
+    void: bool,
 }
+
+/// How many `write_timeout`s a void (a write given up) is sent for before it is dropped
+/// too: a target unreachable that long may keep a hole in its log of this writer.
+pub const VOID_LIFETIMES: u32 = 6;
 
 /// What a frame did, for the node's events.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -821,6 +841,7 @@ impl<O: GameObject> ReplicaManager<O> {
                 data,
                 created: now,
                 sent_at: None,
+                void: false,
             },
         );
         self.stats.writes_forwarded += 1;
@@ -868,20 +889,43 @@ impl<O: GameObject> ReplicaManager<O> {
         self.peer(dst).writes.push(item);
     }
 
-    /// Resends writes not acknowledged within `resend_after`; gives up after `write_timeout`.
+    /// Resends writes not acknowledged within `resend_after`; gives a write up after
+    /// `write_timeout`, sending a void in its place (unless its target is known deleted)
+    /// for [`VOID_LIFETIMES`] timeouts more.
     fn resend_writes(&mut self, now: Time) {
         let mut due = Vec::new();
         let mut expired = Vec::new();
-        for ((id, seq), p) in &self.pending {
-            if now - p.created > self.cfg.write_timeout {
+        let void_timeout = self.cfg.write_timeout * VOID_LIFETIMES;
+        for ((id, seq), p) in &mut self.pending {
+            let limit = if p.void {
+                void_timeout
+            } else {
+                self.cfg.write_timeout
+            };
+            if now - p.created > limit {
                 expired.push((*id, *seq));
             } else if p.sent_at.is_none_or(|t| now - t >= self.cfg.resend_after) {
                 due.push((*id, *seq));
             }
         }
         for k in expired {
-            self.pending.remove(&k);
+            let Some(p) = self.pending.get_mut(&k) else {
+                continue;
+            };
+            if p.void {
+                self.pending.remove(&k);
+                self.stats.voids_expired += 1;
+                continue;
+            }
             self.stats.writes_expired += 1;
+            if self.tombstones.contains(now, k.0) {
+                self.pending.remove(&k);
+                continue;
+            }
+            p.void = true;
+            p.data = Vec::new();
+            p.created = now;
+            due.push(k);
         }
         for (id, seq) in due {
             self.stats.writes_resent += 1;
@@ -893,8 +937,10 @@ impl<O: GameObject> ReplicaManager<O> {
     /// live local primary and acknowledged to the writer; held if the primary is being
     /// migrated; passed on if the object migrated away; else dropped (the writer retries).
     fn receive_write(&mut self, writer: NodeId, item: WriteItem) {
-        let w: O::Write = match bitcode::decode(&item.data) {
-            Ok(w) => w,
+        // `None`: a void (the writer gave the write up), recorded but not applied.
+        let w: Option<O::Write> = match bitcode::decode(&item.data) {
+            Ok(w) => Some(w),
+            Err(_) if item.data.is_empty() => None,
             Err(_) => {
                 self.stats.undecodable += 1;
                 return;
@@ -918,8 +964,28 @@ impl<O: GameObject> ReplicaManager<O> {
                 .or_default();
             match log.record(item.seq) {
                 Some(true) => {
-                    if let Some(e) = self.store.get_mut(item.id) {
-                        e.object.apply_write(&w);
+                    match &w {
+                        Some(w) => {
+                            if let Some(e) = self.store.get_mut(item.id) {
+                                e.object.apply_write(w);
+                            }
+                        }
+                        None => {
+                            // Nothing to apply; its number is done, and the log that says
+                            // so reaches the backups (and the disk) before the writer
+                            // hears, as a write's would.
+                            self.stats.voids_recorded += 1;
+                            if writer == self.me {
+                                if let Some(m) = self.prim.get_mut(&item.id) {
+                                    m.wrote = true;
+                                }
+                            } else if self.holds_durable(item.id) {
+                                self.hold_durable(writer, item.id, item.seq, item.data);
+                            } else {
+                                self.acknowledge_write(writer, item.id, item.seq);
+                            }
+                            return;
+                        }
                     }
                     if self.cfg.trace_writes && self.write_trace.len() < MAX_TRACED_WRITES {
                         self.write_trace.push(AppliedWrite {

@@ -52,7 +52,11 @@ pub struct WriteItem {
     pub id: ObjectId,
     /// The writer's sequence number for writes to `id` (from 1).
     pub seq: u64,
-    /// The game's `Write`, bitcode-encoded.
+    /// The game's `Write`, bitcode-encoded; empty for a **void**: a write its writer gave
+    /// up (no acknowledgement within `write_timeout`), sent in its place so the primary
+    /// counts its number as done without applying anything. (A game whose `Write` encodes
+    /// to no bytes at all cannot tell a void from the write: for it a void is the write,
+    /// applied at most once like any resend.)
     pub data: Vec<u8>,
 }
 

@@ -319,6 +319,9 @@ impl<'a, O: GameObject> ThinkContext<'a, O> {
 
     /// Writes to another object: applied at the end of the frame, tentatively if it is a
     /// replica (and forwarded to its primary), authoritatively if it is a local primary.
+    /// A forwarded write is applied by the primary exactly once, or — if no primary
+    /// acknowledged it within `ReplicaConfig::write_timeout` — given up: applied once or
+    /// not at all.
     pub fn write(&mut self, target: ObjectId, write: O::Write) {
         self.writes.push((target, write));
     }

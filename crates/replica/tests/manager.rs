@@ -1416,3 +1416,65 @@ fn a_silent_peers_replicas_go_and_come_back_each_time() {
         );
     }
 }
+
+/// A writer whose writes to an object cannot reach its primary for longer than
+/// `write_timeout` gives them up, and they are never applied: the primary's log of that
+/// writer is left with a hole below every later write. The writer's later writes must go
+/// on being applied however many follow. (The log holds at most 4,096 writes above a hole;
+/// it refused every write beyond that, so one stretch of unreachability stopped a writer
+/// from ever writing to that object again.)
+#[test]
+fn writes_given_up_do_not_stop_later_writes_to_the_same_object() {
+    let cfg = ReplicaConfig {
+        write_timeout: Duration::from_secs(1),
+        ..ReplicaConfig::default()
+    };
+    let mut net = Net::with_config(2, Mode::Broadcast, 11, cfg);
+    let target = net.spawn(0, Probe::at(0.0));
+    net.step();
+    net.step();
+    // Sixteen writes a frame, for 300 frames.
+    let mut writer = Probe::at(5.0);
+    writer.writes = vec![(target, 1); 16];
+    writer.write_until = 300;
+    net.spawn(1, writer);
+    for _ in 0..5 {
+        net.step();
+    }
+    // For two seconds every packet carrying writes is lost: those writes are given up.
+    let cut = Rc::new(Cell::new(true));
+    let c = Rc::clone(&cut);
+    net.links().tap = Some(Box::new(move |_, _, p: &Packet| {
+        !(c.get() && p.msgs.iter().any(|m| matches!(m, ReplicaMsg::Write(_))))
+    }));
+    for _ in 0..20 {
+        net.step();
+    }
+    cut.set(false);
+    for _ in 0..15 {
+        net.step();
+    }
+    let given_up = net.rm(1).stats().writes_expired;
+    assert!(given_up >= 16 * 10, "the cut made writes expire ({given_up})");
+    let applied_before = net.rm(0).store().object(target).unwrap().log.len();
+    // The writer goes on for the rest of its 300 frames (more than 4,096 writes), and
+    // everything settles.
+    for _ in 0..320 {
+        net.step();
+    }
+    let w = net.rm(1);
+    assert_eq!(
+        w.stats().writes_expired,
+        given_up,
+        "no write given up after the cut"
+    );
+    assert_eq!(w.pending_writes(), 0, "every later write acknowledged");
+    let made = w.stats().writes_forwarded;
+    let applied = net.rm(0).store().object(target).unwrap().log.len() as u64;
+    assert_eq!(
+        applied,
+        made - given_up,
+        "every write not given up is applied, once"
+    );
+    assert!(applied as usize > applied_before + 4096);
+}
