@@ -13,12 +13,13 @@
 //! Checked, per cluster:
 //! - the ledger has exactly one primary among the live nodes, and no object has two;
 //! - no write was applied to the ledger twice (every write is identified by its writer,
-//!   the process that issued it and its sequence number in that process);
+//!   the process that issued it, the writer's run in that process and its sequence number
+//!   in the run: a writer that leaves a process and comes back starts a new run);
 //! - every write issued by every writer live at the end (restarted nodes included) is in
 //!   the ledger exactly once, none pending and none given up (a write is acknowledged
 //!   only once it is on disk at the ledger's primary and held, with the log saying it
 //!   was applied, by the ledger's backup, so it survives every single kill; a writer
-//!   numbers its writes afresh in every process that runs it);
+//!   numbers its writes afresh in every run);
 //! - the store a killed process leaves holds every `Checkpointed` writer it ran at most two
 //!   checkpoint intervals older than the kill (the newest checkpoint may still be in
 //!   flight when the process dies, so the one before it is the last certainly on disk),
@@ -31,7 +32,7 @@ use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -50,8 +51,12 @@ const ENV_NODE: &str = "WORLDMESH_LEDGER_NODE";
 
 // ---- the game ---------------------------------------------------------------------------
 
-/// Who issued a write: the writer, and the process (node, incarnation) that ran it.
-type Stream = (u32, u32, u32, u64);
+/// Who issued a write: the writer, the process (node, incarnation) that ran it, and the
+/// run: a number the process gives the writer each time it starts running there. A writer
+/// can run twice in one process — it leaves (another node adopts it, or this node is
+/// declared failed and drops it) and comes back — and numbers its writes afresh each time,
+/// so (writer, process) alone would name two runs' writes alike.
+type Stream = (u32, u32, u32, u64, u32);
 
 /// A ledger's contents: applied sequence numbers per stream, and writes applied twice.
 type Applied = (Vec<(Stream, Vec<(u32, u32)>)>, Vec<(Stream, u32, u32, u64)>);
@@ -65,6 +70,10 @@ struct World {
     quiet: AtomicBool,
     /// UNIX ms of the ledger's last think here (0: never).
     ledger_seen: AtomicU64,
+    /// Runs of writers started in this process (the next run's number).
+    runs: AtomicU32,
+    /// The writers (creator, slot) that have run in this process.
+    ran: Mutex<BTreeSet<(u32, u32)>>,
 }
 
 #[derive(Clone, Debug, PartialEq, bitcode::Encode, bitcode::Decode)]
@@ -82,6 +91,8 @@ enum Obj {
         me: u32,
         slot: u32,
         host: (u32, u64),
+        /// The run, numbered by the process in `host`.
+        run: u32,
         issued: u32,
         /// When it last thought (UNIX ms).
         seen: u64,
@@ -91,7 +102,9 @@ enum Obj {
 impl Obj {
     fn stream(&self) -> Option<Stream> {
         match self {
-            Obj::Writer { me, slot, host, .. } => Some((*me, *slot, host.0, host.1)),
+            Obj::Writer {
+                me, slot, host, run, ..
+            } => Some((*me, *slot, host.0, host.1, *run)),
             Obj::Ledger { .. } => None,
         }
     }
@@ -128,13 +141,23 @@ impl GameObject for Obj {
                 ctx.world.ledger_seen.store(host.1, Ordering::Relaxed);
             }
             Obj::Writer {
-                host, issued, seen, ..
+                me,
+                slot,
+                host,
+                run,
+                issued,
+                seen,
             } => {
                 *seen = unix_ms();
                 let here = (ctx.node.0, ctx.world.incarnation);
                 if *host != here {
                     *host = here;
+                    *run = ctx.world.runs.fetch_add(1, Ordering::Relaxed);
                     *issued = 0;
+                    let mut ran = ctx.world.ran.lock().unwrap_or_else(PoisonError::into_inner);
+                    if !ran.insert((*me, *slot)) {
+                        say(&format!("RETURN writer {me}.{slot} run {run}"));
+                    }
                 }
                 if ctx.world.quiet.load(Ordering::Relaxed) {
                     return;
@@ -220,6 +243,58 @@ struct Final {
     writers: Vec<(Stream, u32, usize)>,
     expired: u64,
     rejoined: bool,
+    /// What the node knows of the ledger and its writes, printed when a check fails: the
+    /// ledger's binding here, the writes still pending, counters of the write path, and
+    /// (at the ledger's holder) every writer's log.
+    diag: String,
+}
+
+/// A sequence number as (writer generation, number in it).
+fn seq_parts(seq: u64) -> (u64, u64) {
+    (seq >> 32, seq & 0xffff_ffff)
+}
+
+/// [`Final::diag`] of a node at the end.
+fn diagnose(node: &worldmesh_node::Node<Obj>) -> String {
+    let r = node.replicas();
+    let ledger = node
+        .store()
+        .iter()
+        .find(|(_, e)| matches!(e.object, Obj::Ledger { .. }))
+        .map(|(id, e)| (id, e.role));
+    let mut d = String::new();
+    if let Some((id, role)) = ledger {
+        let b = r.binding_of(id);
+        d += &format!("ledger {role:?}, bound to {:?} epoch {}; ", b.node, b.epoch);
+        for w in 0..NODES {
+            if let Some(l) = r.writer_log(id, NodeId(w)) {
+                d += &format!(
+                    "log of {w}: floor {:?}, {} above (first {:?}); ",
+                    seq_parts(l.floor),
+                    l.above.len(),
+                    l.above.first().map(|s| seq_parts(*s))
+                );
+            }
+        }
+    }
+    let pending: Vec<(u64, u64)> = r.pending_write_ids().map(|(_, s)| seq_parts(s)).collect();
+    let st = r.stats();
+    d += &format!(
+        "pending {} (first {:?}, last {:?}); forwarded {}, resent {}, duplicates {}, dropped {}, \
+         expired {}, refused updates {}, acks deferred {}, durable acks dropped {}",
+        pending.len(),
+        pending.first(),
+        pending.last(),
+        st.writes_forwarded,
+        st.writes_resent,
+        st.writes_duplicate,
+        st.writes_dropped,
+        st.writes_expired,
+        st.refused_updates,
+        st.acks_deferred,
+        st.durable_ack_dropped
+    );
+    d
 }
 
 fn node_main(spec: &str) {
@@ -247,6 +322,8 @@ fn node_main(spec: &str) {
             .map_or(0, |d| d.as_micros() as u64),
         quiet: AtomicBool::new(false),
         ledger_seen: AtomicU64::new(0),
+        runs: AtomicU32::new(0),
+        ran: Mutex::new(BTreeSet::new()),
     });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -262,6 +339,7 @@ fn node_main(spec: &str) {
                         me: me.0,
                         slot,
                         host: (u32::MAX, 0),
+                        run: 0,
                         issued: 0,
                         seen: 0,
                     })
@@ -353,6 +431,7 @@ fn node_main(spec: &str) {
             writers: Vec::new(),
             expired: node.replicas().stats().writes_expired,
             rejoined,
+            diag: diagnose(node),
         };
         for (_, e) in node.store().iter() {
             if e.role != worldmesh_replica::Role::Primary {
@@ -402,6 +481,8 @@ struct Cluster {
     /// Each process's world incarnation, by (node, incarnation number).
     worlds: BTreeMap<(u32, u32), u64>,
     finals: Vec<Final>,
+    /// Runs of a writer in a process it had run in before (`RETURN` lines).
+    returns: usize,
 }
 
 /// Ports this process has handed out. Both clusters pick theirs at the same time (cluster
@@ -443,6 +524,7 @@ impl Cluster {
             ready: BTreeSet::new(),
             worlds: BTreeMap::new(),
             finals: Vec::new(),
+            returns: 0,
         }
     }
 
@@ -516,6 +598,8 @@ impl Cluster {
                 self.holders.remove(&id);
             } else if let Some(c) = l.strip_prefix("INCARNATION ") {
                 self.worlds.insert((id, inc), c.parse().expect("incarnation"));
+            } else if l.starts_with("RETURN ") {
+                self.returns += 1;
             } else if let Some(f) = l.strip_prefix("FINAL ") {
                 self.finals.push(serde_json::from_str(f).expect("final line"));
             }
@@ -572,6 +656,8 @@ struct Outcome {
     holder_kills: usize,
     ledger_writes: u64,
     streams_checked: usize,
+    /// Runs of a writer in a process it had run in before.
+    returns: usize,
     checkpoint_ages_ms: Vec<u64>,
 }
 
@@ -655,30 +741,36 @@ fn run_cluster(name: &str, seed: u64, trials: usize) -> Outcome {
         ledgers.len()
     );
     let (streams, twice) = ledgers[0];
-    assert!(twice.is_empty(), "{name}: writes applied twice: {twice:?}");
+    // What every node knew at the end, for the messages of the checks below.
+    let diag: String = c
+        .finals
+        .iter()
+        .map(|f| format!("\n  node {}: {}", f.node, f.diag))
+        .collect();
+    assert!(twice.is_empty(), "{name}: writes applied twice: {twice:?}{diag}");
     let ledger_writes: u64 = streams
         .iter()
         .flat_map(|(_, r)| r.iter().map(|(a, b)| u64::from(b - a)))
         .sum();
     // Every write issued by a writer live at the end is there, once, none pending and none
     // given up: its stream began in the process running it now (the writer restarts its
-    // numbering on every host), so all of the stream's writes were made by a live process
+    // numbering on every run), so all of the stream's writes were made by a live process
     // that kept them until acknowledged — whichever nodes were killed meanwhile. A node
     // the others declared failed while it was alive (it dropped everything) is skipped.
     let mut checked = 0;
     for f in &c.finals {
-        assert_eq!(f.expired, 0, "{name}: node {} gave writes up", f.node);
+        assert_eq!(f.expired, 0, "{name}: node {} gave writes up{diag}", f.node);
         if f.rejoined {
             continue;
         }
         for (stream, issued, pending) in &f.writers {
-            assert_eq!(*pending, 0, "{name}: node {}: writes still pending", f.node);
+            assert_eq!(*pending, 0, "{name}: node {}: writes still pending{diag}", f.node);
             let got = streams.iter().find(|(s, _)| s == stream).map(|(_, r)| r.clone());
             let want = if *issued == 0 { vec![] } else { vec![(0, *issued)] };
             assert_eq!(
                 got.unwrap_or_default(),
                 want,
-                "{name}: writer {stream:?} issued {issued} writes; the ledger holds other ranges"
+                "{name}: writer {stream:?} issued {issued} writes; the ledger holds other ranges{diag}"
             );
             checked += 1;
         }
@@ -697,6 +789,7 @@ fn run_cluster(name: &str, seed: u64, trials: usize) -> Outcome {
         holder_kills,
         ledger_writes,
         streams_checked: checked,
+        returns: c.returns,
         checkpoint_ages_ms: ages,
     }
 }
@@ -727,11 +820,12 @@ fn main() {
     ages.sort_unstable();
     println!(
         "crash trials: {} kill -9 ({} of the ledger's holder), {} ledger writes, {} writer streams checked \
-         exactly once; age of checkpointed writers on disk at the kill: max {} ms over {}; {:.0} s",
+         exactly once, {} writer runs in a process the writer had run in before; age of checkpointed writers on disk at the kill: max {} ms over {}; {:.0} s",
         a.trials + b.trials,
         a.holder_kills + b.holder_kills,
         a.ledger_writes + b.ledger_writes,
         a.streams_checked + b.streams_checked,
+        a.returns + b.returns,
         ages.last().copied().unwrap_or(0),
         ages.len(),
         t0.elapsed().as_secs_f64()
