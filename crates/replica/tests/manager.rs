@@ -1478,3 +1478,100 @@ fn writes_given_up_do_not_stop_later_writes_to_the_same_object() {
     );
     assert!(applied as usize > applied_before + 4096);
 }
+
+/// The voids of writes given up reach the primary's backup before their writer hears they
+/// were taken, as writes do. Here the backup hears nothing from the primary while the voids
+/// arrive, and the primary then fails: the writer, never told, sends the voids to the
+/// backup that adopts, so its log of the writer has no gap either, and the writer's later
+/// writes — more than a log holds above a gap — are applied there. (Acknowledging a void
+/// at once left the adopter with the gap: 3,456 more writes given up after the failure.)
+#[test]
+fn the_voids_of_writes_given_up_survive_the_primary_failing() {
+    let cfg = ReplicaConfig {
+        backups: 1,
+        drop_silent_peers: false,
+        write_timeout: Duration::from_secs(1),
+        ..ReplicaConfig::default()
+    };
+    let mut net = Net::with_config(3, Mode::Broadcast, 12, cfg);
+    let target = net.spawn(0, Probe::at(0.0));
+    net.step();
+    net.step();
+    let mut writer = Probe::at(5.0);
+    writer.writes = vec![(target, 1); 32];
+    writer.write_until = 250;
+    net.spawn(2, writer);
+    for _ in 0..5 {
+        net.step();
+    }
+    // The backup, and the adopter when the primary fails: the top-ranked survivor.
+    let survivors = [NodeId(1), NodeId(2)];
+    let adopter = worldmesh_core::rendezvous::top(target, survivors, Some(NodeId(0))).unwrap();
+    let cut = Rc::new(Cell::new(true));
+    let behind = Rc::new(Cell::new(false));
+    let (c, b) = (Rc::clone(&cut), Rc::clone(&behind));
+    net.links().tap = Some(Box::new(move |from, to, p: &Packet| {
+        let write = p.msgs.iter().any(|m| matches!(m, ReplicaMsg::Write(_)));
+        let lost = (c.get() && write) || (b.get() && from == NodeId(0) && to == adopter);
+        !lost
+    }));
+    for _ in 0..20 {
+        net.step();
+    }
+    // The writes flow again, voids first; the backup hears nothing more from the primary,
+    // so nothing written after the cut may be acknowledged.
+    cut.set(false);
+    behind.set(true);
+    for _ in 0..5 {
+        net.step();
+    }
+    behind.set(false);
+    // The primary's node fails; the backup adopts its copy, older than the voids.
+    net.stop(0);
+    let now = net.now();
+    for n in survivors {
+        net.node(n.0 as usize).member_down(NodeId(0));
+    }
+    let binding = net
+        .node(adopter.0 as usize)
+        .adopt(now, target, NodeId(0))
+        .unwrap();
+    for n in survivors.into_iter().filter(|n| *n != adopter) {
+        net.node(n.0 as usize)
+            .learn_adoption(now, adopter, target, binding);
+    }
+    // Writes older than the timeout at the failure may still be given up in the next
+    // frames; none after that.
+    for _ in 0..12 {
+        net.step();
+    }
+    let given_up = net.rm(2).stats().writes_expired;
+    assert!(given_up >= 32 * 10, "the cut made writes expire ({given_up})");
+    for _ in 0..250 {
+        net.step();
+    }
+    let w = net.rm(2);
+    assert_eq!(
+        w.stats().writes_expired,
+        given_up,
+        "no write given up after the cut"
+    );
+    assert_eq!(w.pending_writes(), 0, "every later write acknowledged");
+    let made = w.stats().writes_forwarded;
+    assert!(
+        made - given_up > 4096 + 32 * 15,
+        "enough writes after the cut ({made})"
+    );
+    // The adopter's log of the writer has no gap: every number up to the last is done
+    // (applied, or recorded as a void). (A write given up may still have been applied:
+    // one sent just before its timeout and acknowledged just after.)
+    let holder = net.rm(adopter.0 as usize);
+    let log = holder.writer_log(target, NodeId(2)).expect("a log of the writer");
+    assert!(log.above.is_empty(), "{} numbers above a gap", log.above.len());
+    assert_eq!(log.floor, made, "every number done");
+    let applied = holder.store().object(target).unwrap().log.len() as u64;
+    assert!(
+        (made - given_up..=made).contains(&applied),
+        "{applied} applied of {made} made, {given_up} given up"
+    );
+}
