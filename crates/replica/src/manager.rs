@@ -895,7 +895,7 @@ impl<O: GameObject> ReplicaManager<O> {
     fn resend_writes(&mut self, now: Time) {
         let mut due = Vec::new();
         let mut expired = Vec::new();
-        let void_timeout = self.cfg.write_timeout * VOID_LIFETIMES;
+        let void_timeout = self.cfg.write_timeout.saturating_mul(VOID_LIFETIMES);
         for ((id, seq), p) in &mut self.pending {
             let limit = if p.void {
                 void_timeout
