@@ -707,6 +707,22 @@ impl Net {
         Net::with_config(n, Mode::Broadcast, seed, cfg)
     }
 
+    /// A target on node 0, and on node `writer` an object writing to it `per_frame` times
+    /// a frame for `frames` frames; five frames run after it starts.
+    fn writing_to_a_target(&mut self, writer: usize, per_frame: usize, frames: u32) -> ObjectId {
+        let target = self.spawn(0, Probe::at(0.0));
+        self.step();
+        self.step();
+        let mut w = Probe::at(5.0);
+        w.writes = vec![(target, 1); per_frame];
+        w.write_until = frames;
+        self.spawn(writer, w);
+        for _ in 0..5 {
+            self.step();
+        }
+        target
+    }
+
     /// After the world settled: node `writer` has every write acknowledged, none given up,
     /// and `target`'s primary on `holder` applied each of the `made` writes exactly once.
     fn assert_applied_once(&self, seed: u64, writer: usize, holder: usize, target: ObjectId, made: u64) {
@@ -1422,7 +1438,7 @@ fn a_silent_peers_replicas_go_and_come_back_each_time() {
 /// writer is left with a hole below every later write. The writer's later writes must go
 /// on being applied however many follow. (The log holds at most 4,096 writes above a hole;
 /// it refused every write beyond that, so one stretch of unreachability stopped a writer
-/// from ever writing to that object again.)
+/// from writing to that object again until its process restarted.)
 #[test]
 fn writes_given_up_do_not_stop_later_writes_to_the_same_object() {
     let cfg = ReplicaConfig {
@@ -1430,17 +1446,8 @@ fn writes_given_up_do_not_stop_later_writes_to_the_same_object() {
         ..ReplicaConfig::default()
     };
     let mut net = Net::with_config(2, Mode::Broadcast, 11, cfg);
-    let target = net.spawn(0, Probe::at(0.0));
-    net.step();
-    net.step();
     // Sixteen writes a frame, for 300 frames.
-    let mut writer = Probe::at(5.0);
-    writer.writes = vec![(target, 1); 16];
-    writer.write_until = 300;
-    net.spawn(1, writer);
-    for _ in 0..5 {
-        net.step();
-    }
+    let target = net.writing_to_a_target(1, 16, 300);
     // For two seconds every packet carrying writes is lost: those writes are given up.
     let cut = Rc::new(Cell::new(true));
     let c = Rc::clone(&cut);
@@ -1494,16 +1501,7 @@ fn the_voids_of_writes_given_up_survive_the_primary_failing() {
         ..ReplicaConfig::default()
     };
     let mut net = Net::with_config(3, Mode::Broadcast, 12, cfg);
-    let target = net.spawn(0, Probe::at(0.0));
-    net.step();
-    net.step();
-    let mut writer = Probe::at(5.0);
-    writer.writes = vec![(target, 1); 32];
-    writer.write_until = 250;
-    net.spawn(2, writer);
-    for _ in 0..5 {
-        net.step();
-    }
+    let target = net.writing_to_a_target(2, 32, 250);
     // The backup, and the adopter when the primary fails: the top-ranked survivor.
     let survivors = [NodeId(1), NodeId(2)];
     let adopter = worldmesh_core::rendezvous::top(target, survivors, Some(NodeId(0))).unwrap();
