@@ -213,8 +213,8 @@ pub struct ReplicaStats {
     pub refused_updates: u64,
     /// Updates older than the replica (reordered or duplicated datagrams).
     pub stale_updates: u64,
-    /// Bindings found stale: the node they name answered a fetch with
-    /// [`ReplicaMsg::NotPrimary`](crate::ReplicaMsg::NotPrimary).
+    /// Bindings found stale: the node they name, or the node a replica held here follows,
+    /// answered a fetch with [`ReplicaMsg::NotPrimary`](crate::ReplicaMsg::NotPrimary).
     pub stale_bindings: u64,
     /// Deltas whose baseline this node no longer had (a full state was requested).
     pub missing_baseline: u64,
@@ -569,6 +569,11 @@ pub struct ReplicaManager<O: GameObject> {
     /// object is not bound to here (bounded): if that node's adoption is learned later,
     /// its state is fetched (`learn_adoption`).
     refused_unheld: BTreeMap<ObjectId, NodeId>,
+    /// Replicas held here whose states were refused because they came from another node
+    /// than the one the replica follows (bounded): the node that sent them. The followed
+    /// node is asked whether it holds the object ([`ReplicaMsg::Probe`]); if it answers
+    /// that it does not, the replica follows the sender instead (`on_not_primary`).
+    refused_followed: BTreeMap<ObjectId, NodeId>,
     /// Objects not held here whose learned binding named a member that failed after this
     /// node learned it (bounded): the binding each had then. While it is still the binding
     /// known here, it is dead — that node's primaries went with it — and any live
@@ -630,6 +635,7 @@ impl<O: GameObject> ReplicaManager<O> {
             pinned: BTreeSet::new(),
             write_trace: Vec::new(),
             refused_unheld: BTreeMap::new(),
+            refused_followed: BTreeMap::new(),
             failed_bindings: BTreeMap::new(),
             net: NodeMap::default(),
             silence: silence::Silence::default(),
@@ -1625,10 +1631,20 @@ impl<O: GameObject> ReplicaManager<O> {
     /// states for good whenever that primary's binding did not outrank the stale one
     /// (fault swarm, `--faults all` seeds 609, 844, 1036, 1106). The binding counts as
     /// failed ([`Self::binding_failed`]), and the last primary whose state was refused here
-    /// is asked for it. Returns true if a fetch is queued (send it at once).
+    /// is asked for it. If this node holds a replica that follows `from`, the replica
+    /// follows the node whose states it refused instead (`follow_serving`). Returns true
+    /// if a fetch is queued (send it at once).
     fn on_not_primary(&mut self, now: Time, from: NodeId, id: ObjectId) -> bool {
+        if from == self.me {
+            return false;
+        }
+        match self.store.get(id).map(|e| e.role) {
+            None => {}
+            Some(Role::Replica { primary }) if primary == from => return self.follow_serving(now, from, id),
+            Some(_) => return false,
+        }
         let named = self.names.resolve(id).binding(self.me);
-        if self.store.get(id).is_some() || named.node != from || from == self.me {
+        if named.node != from {
             return false;
         }
         if self.failed_bindings.len() >= MAX_REFUSED_UNHELD {
@@ -1724,6 +1740,7 @@ impl<O: GameObject> ReplicaManager<O> {
             }
             Some((Role::Replica { primary }, ..)) if primary != from => {
                 self.stats.refused_updates += 1;
+                self.probe_followed(now, it.id, primary, from);
                 return true;
             }
             Some((Role::Replica { .. }, v, at)) => (Some(v), at),
@@ -1870,6 +1887,67 @@ impl<O: GameObject> ReplicaManager<O> {
         if p.probes.len() < MAX_NOT_PRIMARY {
             p.probes.push(id);
         }
+    }
+
+    /// The replica `id` follows `followed`, a live member, and refused a state of it from
+    /// `serving`: asks `followed` whether it holds the object (at most once per fetch
+    /// back-off). If it does, its state comes back and nothing changes; if it does not, it
+    /// answers [`ReplicaMsg::NotPrimary`] and the replica follows `serving`
+    /// (`follow_serving`).
+    ///
+    /// A replica can follow a member without the object when the binding it fell back on
+    /// is stale: the real-process crash trials (`crates/server/tests/crash_trials.rs`) had
+    /// a restarted node fetch the ledger from its primary without learning the primary's
+    /// binding, rebind the replica to the object's origin when that primary failed
+    /// (`member_down`), and then refuse every state of the ledger's next primary — the
+    /// primary's own restarted process, which recovered it from its store under the same
+    /// binding and so sent no notice. Chosen as that primary's backup, it never
+    /// acknowledged, and no write was acknowledged for 28 s.
+    fn probe_followed(&mut self, now: Time, id: ObjectId, followed: NodeId, serving: NodeId) {
+        if self.peers.binary_search(&followed).is_err()
+            || self
+                .fetching
+                .get(&id)
+                .is_some_and(|(t, _)| now - *t < FETCH_BACKOFF)
+        {
+            return;
+        }
+        if self.refused_followed.len() >= MAX_REFUSED_UNHELD {
+            self.refused_followed.clear();
+        }
+        self.refused_followed.insert(id, serving);
+        self.fetching.insert(id, (now, followed));
+        self.stats.fetches_sent += 1;
+        let p = self.peer(followed);
+        if p.probes.len() < MAX_NOT_PRIMARY {
+            p.probes.push(id);
+        }
+    }
+
+    /// `followed`, the node the replica `id` follows, does not hold the object: the
+    /// replica follows the node whose state it refused last, if that is a live member,
+    /// starting from a full state; this node's pending writes to `id` go there. Returns
+    /// true if a fetch should go out at once.
+    fn follow_serving(&mut self, now: Time, followed: NodeId, id: ObjectId) -> bool {
+        let Some(serving) = self.refused_followed.remove(&id) else {
+            return false;
+        };
+        if serving == followed || serving == self.me || self.peers.binary_search(&serving).is_err() {
+            return false;
+        }
+        self.stats.stale_bindings += 1;
+        if !self.rebind_replica(id, serving) {
+            return false;
+        }
+        // The serving node's versions need not continue the ones held here.
+        if let Some(m) = self.repl.get_mut(&id) {
+            m.adopted = true;
+        }
+        self.fetching.insert(id, (now, serving));
+        self.stats.fetches_sent += 1;
+        self.peer(serving).interest.push(InterestItem { id, have: 0 });
+        self.send_pending_to(now, id);
+        true
     }
 
     /// Packets to send at the end of a frame: everything queued for every peer, plus a

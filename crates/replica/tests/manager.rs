@@ -1225,6 +1225,62 @@ fn a_stale_binding_to_a_member_without_the_object_gives_way_to_the_serving_prima
     );
 }
 
+/// A node whose replica follows a live member that does not hold the object (it fell
+/// back on a stale binding) refused the real primary's states for good, and sent its
+/// writes to the wrong node. Now it asks the member it follows, learns from its
+/// `NotPrimary` answer that it does not hold the object, and follows the primary whose
+/// states it refused (the real-process crash trials: a backup that refused its primary's
+/// states held every write acknowledgement back for 28 s).
+#[test]
+fn a_replica_following_a_member_without_the_object_gives_way_to_the_serving_primary() {
+    let mut net = Net::new(3, Mode::Broadcast, 11);
+    let id = net.spawn(0, Probe::mover());
+    for _ in 0..5 {
+        net.step();
+    }
+    // Node 2 keeps its replica but takes a notice that node 1 adopted the object under
+    // epoch 1: its replica follows node 1, which holds no primary of it, while node 0
+    // goes on serving it.
+    let now = net.now();
+    let binding = Binding {
+        node: NodeId(1),
+        epoch: 1,
+    };
+    assert_eq!(
+        net.node(2).learn_adoption(now, NodeId(1), id, binding),
+        MovedOutcome::Accepted
+    );
+    assert_eq!(
+        net.rm(2).store().get(id).map(|e| e.role),
+        Some(Role::Replica { primary: NodeId(1) })
+    );
+    let refused = net.rm(2).stats().refused_updates;
+    net.node(2).write(now, id, &7);
+    for _ in 0..10 {
+        net.step();
+    }
+    assert!(
+        net.rm(2).stats().refused_updates > refused,
+        "node 0's states were refused at first"
+    );
+    assert_eq!(net.rm(2).stats().stale_bindings, 1);
+    assert_eq!(
+        net.rm(2).store().get(id).map(|e| e.role),
+        Some(Role::Replica { primary: NodeId(0) }),
+        "node 2 follows the primary that serves the object"
+    );
+    assert_eq!(
+        net.rm(2).store().get(id).map(|e| e.version),
+        net.rm(0).store().get(id).map(|e| e.version),
+        "and is up to date"
+    );
+    assert_eq!(
+        net.rm(2).pending_writes(),
+        0,
+        "its write reached the primary and was acknowledged"
+    );
+}
+
 /// Receivers that acknowledged different versions get updates against their own
 /// baselines, and receivers that acknowledged the same version get the same bytes (the
 /// primary encodes each distinct baseline once per frame and copies it to the others).
