@@ -1738,9 +1738,13 @@ impl<O: GameObject> ReplicaManager<O> {
                 }
                 return true;
             }
-            Some((Role::Replica { primary }, ..)) if primary != from => {
+            Some((Role::Replica { primary }, _, at)) if primary != from => {
                 self.stats.refused_updates += 1;
-                self.probe_followed(now, it.id, primary, from);
+                // Not while the followed node's own states keep coming (a move or a rival
+                // adoption being settled): only a replica it left without news asks.
+                if now - at >= FETCH_BACKOFF {
+                    self.probe_followed(now, it.id, primary, from);
+                }
                 return true;
             }
             Some((Role::Replica { .. }, v, at)) => (Some(v), at),
