@@ -1184,23 +1184,20 @@ fn a_state_refused_from_a_primary_not_yet_known_here_is_sent_again() {
     );
 }
 
-/// A node that holds no replica and binds the object to a live member that does not hold
-/// it (the notice that set the binding arrived after that member gave the object up)
-/// refused the real primary's states for good. Now it asks the member it binds the object
-/// to, learns from its `NotPrimary` answer that the binding is stale, and follows the
-/// primary whose states it refused (fault swarm, `--faults all` seeds 609, 844, 1106).
-#[test]
-fn a_stale_binding_to_a_member_without_the_object_gives_way_to_the_serving_primary() {
+/// Three nodes, an object served by node 0, and node 2 told that node 1 adopted it under
+/// epoch 1 — node 1 holds no primary of it, node 0 goes on serving it. Node 2 first drops
+/// its replica unless `keep_replica`.
+fn told_node_1_adopted_what_node_0_serves(keep_replica: bool) -> (Net, ObjectId) {
     let mut net = Net::new(3, Mode::Broadcast, 11);
     let id = net.spawn(0, Probe::mover());
     for _ in 0..5 {
         net.step();
     }
     assert!(net.rm(2).store().get(id).is_some());
-    // Node 2 drops its replica and takes a notice that node 1 adopted the object under
-    // epoch 1; node 1 holds no primary of it, node 0 goes on serving it.
     let now = net.now();
-    assert!(net.node(2).drop_orphan(id));
+    if !keep_replica {
+        assert!(net.node(2).drop_orphan(id));
+    }
     let binding = Binding {
         node: NodeId(1),
         epoch: 1,
@@ -1210,15 +1207,31 @@ fn a_stale_binding_to_a_member_without_the_object_gives_way_to_the_serving_prima
         MovedOutcome::Accepted
     );
     assert_eq!(net.rm(2).binding_of(id), binding);
+    (net, id)
+}
+
+/// Node `n` found the binding or the replica stale once, and follows node 0.
+fn follows_node_0_after_one_stale_binding(net: &Net, n: usize, id: ObjectId) {
+    assert_eq!(net.rm(n).stats().stale_bindings, 1);
+    assert_eq!(
+        net.rm(n).store().get(id).map(|e| e.role),
+        Some(Role::Replica { primary: NodeId(0) }),
+        "node {n} follows the primary that serves the object"
+    );
+}
+
+/// A node that holds no replica and binds the object to a live member that does not hold
+/// it (the notice that set the binding arrived after that member gave the object up)
+/// refused the real primary's states for good. Now it asks the member it binds the object
+/// to, learns from its `NotPrimary` answer that the binding is stale, and follows the
+/// primary whose states it refused (fault swarm, `--faults all` seeds 609, 844, 1106).
+#[test]
+fn a_stale_binding_to_a_member_without_the_object_gives_way_to_the_serving_primary() {
+    let (mut net, id) = told_node_1_adopted_what_node_0_serves(false);
     for _ in 0..10 {
         net.step();
     }
-    assert_eq!(net.rm(2).stats().stale_bindings, 1);
-    assert_eq!(
-        net.rm(2).store().get(id).map(|e| e.role),
-        Some(Role::Replica { primary: NodeId(0) }),
-        "node 2 follows the primary that serves the object"
-    );
+    follows_node_0_after_one_stale_binding(&net, 2, id);
     assert_eq!(
         net.rm(1).store().get(id).map(|e| e.role),
         Some(Role::Replica { primary: NodeId(0) })
@@ -1233,28 +1246,13 @@ fn a_stale_binding_to_a_member_without_the_object_gives_way_to_the_serving_prima
 /// states held every write acknowledgement back for 28 s).
 #[test]
 fn a_replica_following_a_member_without_the_object_gives_way_to_the_serving_primary() {
-    let mut net = Net::new(3, Mode::Broadcast, 11);
-    let id = net.spawn(0, Probe::mover());
-    for _ in 0..5 {
-        net.step();
-    }
-    // Node 2 keeps its replica but takes a notice that node 1 adopted the object under
-    // epoch 1: its replica follows node 1, which holds no primary of it, while node 0
-    // goes on serving it.
-    let now = net.now();
-    let binding = Binding {
-        node: NodeId(1),
-        epoch: 1,
-    };
-    assert_eq!(
-        net.node(2).learn_adoption(now, NodeId(1), id, binding),
-        MovedOutcome::Accepted
-    );
+    let (mut net, id) = told_node_1_adopted_what_node_0_serves(true);
     assert_eq!(
         net.rm(2).store().get(id).map(|e| e.role),
         Some(Role::Replica { primary: NodeId(1) })
     );
     let refused = net.rm(2).stats().refused_updates;
+    let now = net.now();
     net.node(2).write(now, id, &7);
     for _ in 0..10 {
         net.step();
@@ -1263,12 +1261,7 @@ fn a_replica_following_a_member_without_the_object_gives_way_to_the_serving_prim
         net.rm(2).stats().refused_updates > refused,
         "node 0's states were refused at first"
     );
-    assert_eq!(net.rm(2).stats().stale_bindings, 1);
-    assert_eq!(
-        net.rm(2).store().get(id).map(|e| e.role),
-        Some(Role::Replica { primary: NodeId(0) }),
-        "node 2 follows the primary that serves the object"
-    );
+    follows_node_0_after_one_stale_binding(&net, 2, id);
     assert_eq!(
         net.rm(2).store().get(id).map(|e| e.version),
         net.rm(0).store().get(id).map(|e| e.version),
