@@ -1654,9 +1654,7 @@ impl<O: GameObject> ReplicaManager<O> {
         self.stats.stale_bindings += 1;
         match self.refused_unheld.remove(&id) {
             Some(serving) if serving != from && self.peers.binary_search(&serving).is_ok() => {
-                self.fetching.insert(id, (now, serving));
-                self.stats.fetches_sent += 1;
-                self.peer(serving).interest.push(InterestItem { id, have: 0 });
+                self.fetch_full_state(now, id, serving);
                 true
             }
             _ => false,
@@ -1885,12 +1883,7 @@ impl<O: GameObject> ReplicaManager<O> {
         {
             return;
         }
-        self.fetching.insert(id, (now, named.node));
-        self.stats.fetches_sent += 1;
-        let p = self.peer(named.node);
-        if p.probes.len() < MAX_NOT_PRIMARY {
-            p.probes.push(id);
-        }
+        self.send_probe(now, id, named.node);
     }
 
     /// The replica `id` follows `followed`, a live member, and refused a state of it from
@@ -1920,12 +1913,7 @@ impl<O: GameObject> ReplicaManager<O> {
             self.refused_followed.clear();
         }
         self.refused_followed.insert(id, serving);
-        self.fetching.insert(id, (now, followed));
-        self.stats.fetches_sent += 1;
-        let p = self.peer(followed);
-        if p.probes.len() < MAX_NOT_PRIMARY {
-            p.probes.push(id);
-        }
+        self.send_probe(now, id, followed);
     }
 
     /// `followed`, the node the replica `id` follows, does not hold the object: the
@@ -1947,11 +1935,27 @@ impl<O: GameObject> ReplicaManager<O> {
         if let Some(m) = self.repl.get_mut(&id) {
             m.adopted = true;
         }
-        self.fetching.insert(id, (now, serving));
-        self.stats.fetches_sent += 1;
-        self.peer(serving).interest.push(InterestItem { id, have: 0 });
+        self.fetch_full_state(now, id, serving);
         self.send_pending_to(now, id);
         true
+    }
+
+    /// Asks `from` for a full state of `id` (a counted fetch, remembered for the back-off).
+    fn fetch_full_state(&mut self, now: Time, id: ObjectId, from: NodeId) {
+        self.fetching.insert(id, (now, from));
+        self.stats.fetches_sent += 1;
+        self.peer(from).interest.push(InterestItem { id, have: 0 });
+    }
+
+    /// Asks `to` whether it holds `id` ([`ReplicaMsg::Probe`]; a counted fetch, remembered
+    /// for the back-off).
+    fn send_probe(&mut self, now: Time, id: ObjectId, to: NodeId) {
+        self.fetching.insert(id, (now, to));
+        self.stats.fetches_sent += 1;
+        let p = self.peer(to);
+        if p.probes.len() < MAX_NOT_PRIMARY {
+            p.probes.push(id);
+        }
     }
 
     /// Packets to send at the end of a frame: everything queued for every peer, plus a
