@@ -4,9 +4,9 @@
 //! each with an expiry time. A new subscription is matched against the stored
 //! publications, and a new publication against the stored subscriptions. [`MatchIndex`]
 //! does both through a uniform grid over `x`–`y` (boxes are registered in every cell they
-//! overlap, eight cells to a map entry for the boxes ([`grid`]), points in their cell), so
-//! a match costs the items of a few cells rather than a scan of the store. [`LinearStore`] is the scan, kept as the reference for tests and the
-//! benchmark (`benches/matching.rs`).
+//! overlap, eight cells to a map entry for the boxes (module `grid`), points in their cell), so
+//! a match costs the items of a few cells rather than a scan of the store. [`LinearStore`]
+//! is the scan, kept as the reference for tests and the benchmark (`benches/matching.rs`).
 
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
@@ -14,11 +14,11 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use worldmesh_core::{Aabb, DeadlineQueue, NodeId, ObjectId, Point3, Time};
 
-/// A hash map with a fixed hasher, so iteration order is the same on every run.
 mod grid;
 
 use grid::CellColumns;
 
+/// A hash map with a fixed hasher, so iteration order is the same on every run.
 pub(crate) type DetMap<K, V> = HashMap<K, V, BuildHasherDefault<DefaultHasher>>;
 
 /// A multiply-rotate hasher (the FxHash recipe) for maps that are only looked up, never
