@@ -220,12 +220,7 @@ impl MatchIndex {
         }
         self.remove_sub(k);
         let mut slots = Vec::with_capacity(n as usize);
-        self.sub_cells.visit(lo, hi, true, |_, _, v| {
-            if let Some(v) = v {
-                slots.push(v.len() as u32);
-                v.push((k, s));
-            }
-        });
+        self.sub_cells.push_all(lo, hi, (k, s), &mut slots);
         self.live_sub_entries += slots.len();
         self.sub_slots.insert(k, slots);
         self.subs.insert(k, s);
@@ -257,7 +252,7 @@ impl MatchIndex {
         let mut j = 0;
         let cell = self.cell;
         let (subs, sub_slots) = (&self.subs, &mut self.sub_slots);
-        self.sub_cells.visit(lo, hi, false, |x, y, v| {
+        self.sub_cells.visit_existing(lo, hi, |x, y, v| {
             let at = slots.get(j).map_or(usize::MAX, |i| *i as usize);
             j += 1;
             let Some(v) = v else { return };
@@ -303,12 +298,7 @@ impl MatchIndex {
             let slots = self.sub_slots.entry(*k).or_default();
             slots.clear();
             slots.reserve(n as usize);
-            self.sub_cells.visit(lo, hi, true, |_, _, v| {
-                if let Some(v) = v {
-                    slots.push(v.len() as u32);
-                    v.push((*k, *s));
-                }
-            });
+            self.sub_cells.push_all(lo, hi, (*k, *s), slots);
         }
         self.sub_cells.drop_empty();
         self.dead_sub_entries = 0;

@@ -9,6 +9,7 @@
 //! entry per cell: the lists, and so every query's answers and their order, are the same.
 
 use std::hash::BuildHasherDefault;
+use std::ops::RangeInclusive;
 
 use super::{Cell, CellHasher, HashMap};
 
@@ -18,6 +19,24 @@ const COLUMN: i32 = 8;
 /// The entry holding cell `(x, y)`, and the cell's place in it.
 fn column_of((x, y): Cell) -> (Cell, usize) {
     ((x, y.div_euclid(COLUMN)), y.rem_euclid(COLUMN) as usize)
+}
+
+/// The cells from `lo` to `hi` (both included), `x` outer and `y` inner, as runs of rows
+/// within one column: the column's key, the first row's place in it, and the rows.
+fn runs(lo: Cell, hi: Cell) -> impl Iterator<Item = (Cell, usize, RangeInclusive<i32>)> {
+    (lo.0..=hi.0).flat_map(move |x| {
+        let first = (lo.1 <= hi.1).then_some(lo.1);
+        std::iter::successors(first.map(|y| run_from(x, y, hi.1)), move |(_, _, rows)| {
+            (*rows.end() < hi.1).then(|| run_from(x, rows.end() + 1, hi.1))
+        })
+    })
+}
+
+/// The run of rows from `y` to the end of its column or to `last`, whichever comes first.
+fn run_from(x: i32, y: i32, last: i32) -> (Cell, usize, RangeInclusive<i32>) {
+    let ((_, cy), first) = column_of((x, y));
+    let end = last.min(cy.saturating_mul(COLUMN).saturating_add(COLUMN - 1));
+    ((x, cy), first, y..=end)
 }
 
 /// Grid cells, each a list of `T`, stored a column of eight to a map entry.
@@ -41,44 +60,43 @@ impl<T> CellColumns<T> {
         self.columns.get(&key).map(|column| &column[i])
     }
 
-    /// Visits the cells from `lo` to `hi` (both included), `x` outer and `y` inner, with
-    /// one map lookup per column run. With `create`, every cell is visited, its column made
-    /// if needed; without, the cells of absent columns are passed as `None`, and a column
-    /// left with no entries is dropped after its run.
-    pub(super) fn visit(
+    /// Appends `item` to every cell from `lo` to `hi` (both included), `x` outer and `y`
+    /// inner, making columns as needed, and records in `slots` where it went in each cell,
+    /// in that order.
+    pub(super) fn push_all(&mut self, lo: Cell, hi: Cell, item: T, slots: &mut Vec<u32>)
+    where
+        T: Copy,
+    {
+        for (key, first, rows) in runs(lo, hi) {
+            let column = self.columns.entry(key).or_default();
+            for cell in &mut column[first..first + rows.count()] {
+                slots.push(cell.len() as u32);
+                cell.push(item);
+            }
+        }
+    }
+
+    /// Visits the cells from `lo` to `hi` in the order of [`CellColumns::push_all`], the
+    /// cells of absent columns as `None`; a column left with no entries is dropped after
+    /// its run.
+    pub(super) fn visit_existing(
         &mut self,
         lo: Cell,
         hi: Cell,
-        create: bool,
         mut f: impl FnMut(i32, i32, Option<&mut Vec<T>>),
     ) {
-        for x in lo.0..=hi.0 {
-            let mut y = lo.1;
-            loop {
-                let ((_, cy), first) = column_of((x, y));
-                // The last row of this run: the column's last, or the box's.
-                let last = hi.1.min(cy.saturating_mul(COLUMN).saturating_add(COLUMN - 1));
-                let key = (x, cy);
-                let column = if create {
-                    Some(self.columns.entry(key).or_default())
-                } else {
-                    self.columns.get_mut(&key)
-                };
-                match column {
-                    Some(column) => {
-                        for (k, row) in (y..=last).enumerate() {
-                            f(x, row, Some(&mut column[first + k]));
-                        }
-                        if !create && column.iter().all(Vec::is_empty) {
-                            self.columns.remove(&key);
-                        }
+        for (key, first, rows) in runs(lo, hi) {
+            let x = key.0;
+            match self.columns.get_mut(&key) {
+                Some(column) => {
+                    for (k, row) in rows.enumerate() {
+                        f(x, row, Some(&mut column[first + k]));
                     }
-                    None => (y..=last).for_each(|row| f(x, row, None)),
+                    if column.iter().all(Vec::is_empty) {
+                        self.columns.remove(&key);
+                    }
                 }
-                if last >= hi.1 {
-                    break;
-                }
-                y = last + 1;
+                None => rows.for_each(|row| f(x, row, None)),
             }
         }
     }
@@ -108,64 +126,57 @@ mod tests {
     use super::*;
 
     /// Every cell of a box is visited once, in `x`-then-`y` order, across column edges and
-    /// negative coordinates, and each cell keeps its own list.
+    /// negative coordinates, by both walks, and the slots `push_all` records are where each
+    /// cell holds the item.
     #[test]
-    fn visits_every_cell_of_a_box_once_in_order() {
-        let mut grid = CellColumns::<(i32, i32)>::default();
-        for (lo, hi) in [
+    fn both_walks_visit_every_cell_of_a_box_once_in_order() {
+        let mut grid = CellColumns::<usize>::default();
+        let boxes = [
             ((-3, -17), (2, 9)),
             ((0, 7), (0, 8)),
             ((5, 0), (5, 0)),
             ((-1, -8), (1, -1)),
-        ] {
-            let mut seen = Vec::new();
-            grid.visit(lo, hi, true, |x, y, cell| {
-                seen.push((x, y));
-                cell.expect("created").push((x, y));
-            });
+        ];
+        for (i, &(lo, hi)) in boxes.iter().enumerate() {
+            let mut slots = Vec::new();
+            grid.push_all(lo, hi, i, &mut slots);
             let expected: Vec<_> = (lo.0..=hi.0)
                 .flat_map(|x| (lo.1..=hi.1).map(move |y| (x, y)))
                 .collect();
+            assert_eq!(slots.len(), expected.len());
+            let mut seen = Vec::new();
+            grid.visit_existing(lo, hi, |x, y, cell| {
+                let cell = cell.expect("made by push_all");
+                assert_eq!(cell[slots[seen.len()] as usize], i, "{x},{y}");
+                seen.push((x, y));
+            });
             assert_eq!(seen, expected);
         }
-        for x in -3..=5 {
-            for y in -17..=9 {
-                if let Some(v) = grid.get((x, y)) {
-                    assert!(v.iter().all(|&c| c == (x, y)), "{x},{y}: {v:?}");
-                }
-            }
-        }
-        assert_eq!(grid.get((0, 8)).map(Vec::len), Some(2));
+        assert_eq!(grid.get((0, 8)), Some(&vec![0, 1]));
         assert_eq!(grid.get((40, 40)), None);
     }
 
     /// A box at the edge of `i32` ends without overflowing.
     #[test]
-    fn the_last_rows_of_i32_end_the_visit() {
+    fn the_last_rows_of_i32_end_the_walk() {
         let mut grid = CellColumns::<u8>::default();
-        let mut n = 0;
-        grid.visit((i32::MAX, i32::MAX - 9), (i32::MAX, i32::MAX), true, |_, _, _| {
-            n += 1
-        });
-        assert_eq!(n, 10);
-        let mut n = 0;
-        grid.visit((i32::MIN, i32::MIN), (i32::MIN, i32::MIN + 9), true, |_, _, _| {
-            n += 1
-        });
-        assert_eq!(n, 10);
+        let mut slots = Vec::new();
+        grid.push_all((i32::MAX, i32::MAX - 9), (i32::MAX, i32::MAX), 1, &mut slots);
+        assert_eq!(slots.len(), 10);
+        slots.clear();
+        grid.push_all((i32::MIN, i32::MIN), (i32::MIN, i32::MIN + 9), 1, &mut slots);
+        assert_eq!(slots.len(), 10);
     }
 
-    /// Without `create`, absent columns pass `None` and emptied columns are dropped.
+    /// Absent columns pass `None`, and emptied columns are dropped.
     #[test]
     fn emptied_columns_are_dropped() {
         let mut grid = CellColumns::<u8>::default();
-        grid.visit((0, 0), (0, 3), true, |_, _, cell| cell.expect("created").push(1));
+        grid.push_all((0, 0), (0, 3), 1, &mut Vec::new());
         assert_eq!(grid.entries(), 4);
         let mut absent = 0;
-        grid.visit((0, 0), (0, 9), false, |_, _, cell| match cell {
-            Some(v) => {
-                v.clear();
-            }
+        grid.visit_existing((0, 0), (0, 9), |_, _, cell| match cell {
+            Some(v) => v.clear(),
             None => absent += 1,
         });
         assert_eq!(absent, 2, "rows 8 and 9 are in a column never made");
