@@ -119,9 +119,12 @@ const SUB_CELL_SCALE: f32 = 4.0;
 /// the cells are rebuilt (small under test, so the property tests sweep often).
 const SWEEP_SLACK: usize = if cfg!(test) { 8 } else { 4096 };
 
+/// A stored item by its key, as [`MatchIndex::expire_each`] names the ones it drops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Item {
+pub enum Item {
+    /// A subscription.
     Sub(SubKey),
+    /// A publication.
     Pub(ObjectId),
 }
 
@@ -346,19 +349,26 @@ impl MatchIndex {
     /// Drops every item whose expiry is at or before `now`; returns how many.
     pub fn expire(&mut self, now: Time) -> usize {
         let mut n = 0;
+        self.expire_each(now, |_| n += 1);
+        n
+    }
+
+    /// Drops every item whose expiry is at or before `now`, calling `dropped` with each,
+    /// so that state kept beside the index can follow it without a walk of its own.
+    pub fn expire_each(&mut self, now: Time, mut dropped: impl FnMut(Item)) {
         self.expired_at = self.expired_at.max(now);
         while let Some((t, item)) = self.expiry.pop_due(now) {
             match item {
                 Item::Sub(k) => {
                     if self.subs.get(&k).is_some_and(|s| s.expires == t) {
                         self.expire_sub(k);
-                        n += 1;
+                        dropped(item);
                     }
                 }
                 Item::Pub(id) => {
                     if self.pubs.get(&id).is_some_and(|p| p.expires == t) {
                         self.remove_pub(id);
-                        n += 1;
+                        dropped(item);
                     }
                 }
             }
@@ -373,7 +383,6 @@ impl MatchIndex {
                 .map(|(k, s)| (s.expires, Item::Sub(*k)))
                 .chain(pubs.iter().map(|(id, p)| (p.expires, Item::Pub(*id))))
         });
-        n
     }
 
     /// Calls `f` for every unexpired stored subscription containing `p` (unexpired at `now`

@@ -8,6 +8,7 @@ use std::time::Duration;
 use worldmesh_core::{NodeId, Time};
 
 use super::{BATCH, Locator, MAX_REGIONS, RingState, ms};
+use crate::index::Item;
 use crate::keyspace::{Key, Keying, cw, in_arc, split_ranges};
 use crate::msg::{Handoff, Hello, LocatorMsg, Payload, Peer, PubItem, Routed, SubItem};
 
@@ -52,12 +53,30 @@ impl Locator {
         self.now = self.now.max(now);
         if now >= self.next_sweep {
             self.next_sweep = now + Duration::from_millis(100);
-            self.index.expire(now);
+            // What the index drops, its side tables drop too (every other removal from
+            // the index removes from them as well).
+            let (sub_info, pub_kind) = (&mut self.sub_info, &mut self.pub_kind);
+            self.index.expire_each(now, |item| match item {
+                Item::Sub(k) => {
+                    sub_info.remove(&k);
+                }
+                Item::Pub(id) => {
+                    pub_kind.remove(&id);
+                }
+            });
+            // Inserted only beside a stored item, so equal counts mean equal key sets.
+            debug_assert_eq!(
+                self.sub_info.len(),
+                self.index.sub_count(),
+                "sub_info follows the index"
+            );
+            debug_assert_eq!(
+                self.pub_kind.len(),
+                self.index.pub_count(),
+                "pub_kind follows the index"
+            );
             let quiet = self.cfg.push_quiet;
             self.push_asked.retain(|_, t| now.saturating_since(*t) < quiet);
-            let index = &self.index;
-            self.sub_info.retain(|k, _| index.sub(*k).is_some());
-            self.pub_kind.retain(|k, _| index.publication(*k).is_some());
             self.dead.retain(|_, t| *t > now);
             self.check_interest(now);
         }
