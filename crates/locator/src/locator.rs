@@ -285,6 +285,9 @@ pub struct Locator {
     /// When each entry of `pushed` leaves the retell period ([`retold_at`]).
     pushed_due: Deadlines<(ObjectId, NodeId)>,
     push_asked: BTreeMap<(ObjectId, NodeId), Time>,
+    /// When each entry of `push_asked` leaves the quiet period ([`retold_at`] of
+    /// `push_quiet`).
+    push_asked_due: Deadlines<(ObjectId, NodeId)>,
     // Timers.
     next_ping: Time,
     next_link: Time,
@@ -423,6 +426,7 @@ impl Locator {
             pushed: BTreeMap::new(),
             pushed_due: Deadlines::default(),
             push_asked: BTreeMap::new(),
+            push_asked_due: Deadlines::default(),
             next_ping,
             next_link,
             next_lb,
@@ -935,6 +939,7 @@ impl Locator {
             return;
         }
         self.push_asked.insert(key, now);
+        self.push_asked_due.push(retold_at(now, quiet), key);
         self.push_pending.entry(primary).or_default().insert(key);
     }
 
@@ -1242,30 +1247,69 @@ impl Locator {
         self.discoveries.push_back(Discovery { object, primary, pos });
     }
 
+    /// Forgets the cached matches, matches told and pushes served that expired, and tells
+    /// the node about every cached match in its interest it was not told about lately:
+    /// after this, no cached match left untold meets the interest (the invariant
+    /// [`Locator::check_retold`] relies on). Runs where the interest changes.
     fn check_interest(&mut self, now: Time) {
+        self.expire_subscriber_side(now, |_| {});
+        let due = self.untold_in_interest();
+        for (id, primary, pos) in due {
+            self.tell(now, id, primary, pos);
+        }
+    }
+
+    /// [`Locator::check_interest`] for the periodic sweep, when the interest is the one the
+    /// last check saw. Then a cached match left untold met the interest at that check or at
+    /// its arrival (`on_matches` tests every match not told lately), and missed it, or it
+    /// was told since; so the only ones that can meet it now are those whose retell period
+    /// ended in this sweep, and only they are tested, in the same id order. Before, every
+    /// sweep (ten per simulated second, beside the check at every frame) tested every
+    /// untold cached match against every box of the interest (`crates/sim/PERFORMANCE.md`,
+    /// twenty-third round).
+    fn check_retold(&mut self, now: Time) {
+        let mut retold = Vec::new();
+        self.expire_subscriber_side(now, |id| retold.push(id));
+        retold.sort_unstable();
+        let due: Vec<(ObjectId, NodeId, Point3)> = retold
+            .into_iter()
+            .filter_map(|id| {
+                let p = self.prefetch.get(&id).filter(|p| p.primary != self.me)?;
+                Some((id, p.primary, self.entry_point(p.pos, p.path)?))
+            })
+            .collect();
+        debug_assert_eq!(due, self.untold_in_interest(), "only retold matches can be due");
+        for (id, primary, pos) in due {
+            self.tell(now, id, primary, pos);
+        }
+    }
+
+    /// Drops the expired entries of the subscriber's maps, calling `retold` with every
+    /// match whose retell period ended. As `retain(|_, t| now.saturating_since(*t) <
+    /// retell)` and `retain(|_, p| p.until > now)` would, visiting only the entries due.
+    fn expire_subscriber_side(&mut self, now: Time, retold: impl FnMut(ObjectId)) {
         let retell = self.cfg.retell;
-        // As `retain(|_, t| now.saturating_since(*t) < retell)` and `retain(|_, p| p.until
-        // > now)` would, visiting only the entries due.
         self.prefetch_due.expire(now, &mut self.prefetch, |p| p.until);
         self.told_due
-            .expire(now, &mut self.told, |t| retold_at(*t, retell));
+            .expire_each(now, &mut self.told, |t| retold_at(*t, retell), retold);
         self.pushed_due
             .expire(now, &mut self.pushed, |t| retold_at(*t, retell));
-        // The cached matches not told lately: both maps walked side by side in id order
-        // (a lookup in `told` per cached match was most of this walk's instructions).
+    }
+
+    /// The cached matches not told lately that meet the interest, in id order, with the
+    /// point where each enters it.
+    fn untold_in_interest(&self) -> Vec<(ObjectId, NodeId, Point3)> {
+        // Both maps walked side by side in id order (a lookup in `told` per cached match
+        // was most of this walk's instructions).
         let mut told = self.told.keys().peekable();
-        let due: Vec<(ObjectId, NodeId, Point3)> = self
-            .prefetch
+        self.prefetch
             .iter()
             .filter(|(id, p)| {
                 while told.next_if(|t| *t < *id).is_some() {}
                 p.primary != self.me && told.peek() != Some(id)
             })
             .filter_map(|(id, p)| Some((*id, p.primary, self.entry_point(p.pos, p.path)?)))
-            .collect();
-        for (id, primary, pos) in due {
-            self.tell(now, id, primary, pos);
-        }
+            .collect()
     }
 }
 

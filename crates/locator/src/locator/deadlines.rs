@@ -38,9 +38,21 @@ impl<K: Ord + Copy> Deadlines<K> {
     /// before `now`, as `map.retain(|_, v| deadline(v) > now)` does, provided every
     /// insertion and change of an entry was [`Deadlines::push`]ed with its deadline.
     pub(super) fn expire<V>(&mut self, now: Time, map: &mut BTreeMap<K, V>, deadline: impl Fn(&V) -> Time) {
+        self.expire_each(now, map, deadline, |_| {});
+    }
+
+    /// [`Deadlines::expire`], calling `removed` with the key of every entry it removes.
+    pub(super) fn expire_each<V>(
+        &mut self,
+        now: Time,
+        map: &mut BTreeMap<K, V>,
+        deadline: impl Fn(&V) -> Time,
+        mut removed: impl FnMut(K),
+    ) {
         while let Some((_, key)) = self.queue.pop_due(now) {
             if map.get(&key).is_some_and(|v| deadline(v) <= now) {
                 map.remove(&key);
+                removed(key);
             }
         }
         // Refreshed entries leave their earlier deadlines queued.
@@ -69,7 +81,8 @@ mod tests {
 
     proptest! {
         /// Random insertions, refreshes (later and earlier deadlines) and sweeps at times
-        /// that do not always go forward: after every sweep the map is what `retain` leaves.
+        /// that do not always go forward: after every sweep the map is what `retain` leaves,
+        /// and the keys reported removed are the ones `retain` drops, each once.
         #[test]
         fn the_map_is_what_retain_leaves(
             steps in proptest::collection::vec((0u8..4, 0u32..12, 0u64..2_000, 0u64..3_000), 1..300)
@@ -80,9 +93,12 @@ mod tests {
             for (op, key, at, now) in steps {
                 let (at, now) = (Time::from_millis(at), Time::from_millis(now));
                 if op == 0 {
-                    deadlines.expire(now, &mut map, |v| *v);
-                    reference.retain(|_, v| *v > now);
+                    let mut removed = Vec::new();
+                    deadlines.expire_each(now, &mut map, |v| *v, |k| removed.push(k));
+                    let dropped: Vec<u32> = reference.extract_if(.., |_, v| *v <= now).map(|(k, _)| k).collect();
+                    removed.sort_unstable();
                     prop_assert_eq!(&map, &reference);
+                    prop_assert_eq!(removed, dropped);
                 } else {
                     map.insert(key, at);
                     reference.insert(key, at);

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use worldmesh_core::{NodeId, Time};
 
+use super::deadlines::retold_at;
 use super::{BATCH, Locator, MAX_REGIONS, RingState, ms};
 use crate::index::Item;
 use crate::keyspace::{Key, Keying, cw, in_arc, split_ranges};
@@ -76,9 +77,11 @@ impl Locator {
                 "pub_kind follows the index"
             );
             let quiet = self.cfg.push_quiet;
-            self.push_asked.retain(|_, t| now.saturating_since(*t) < quiet);
+            // As `retain(|_, t| now.saturating_since(*t) < quiet)`, visiting the entries due.
+            self.push_asked_due
+                .expire(now, &mut self.push_asked, |t| retold_at(*t, quiet));
             self.dead.retain(|_, t| *t > now);
-            self.check_interest(now);
+            self.check_retold(now);
         }
         if now >= self.next_ping {
             self.next_ping = now + self.cfg.ping_interval;
