@@ -108,8 +108,8 @@ type Cell = (i32, i32);
 /// The side of a subscription cell, in publication cells. A subscription is copied into
 /// every subscription cell its box covers, and a new publication reads the one cell under
 /// it. With the publications' cells (256 units by default) a box of the model game's
-/// interest covered 54 cells on average (64-node `dht` simulation), and the copies were the
-/// largest single cost of a `dht` run; four times wider cells cover about 8, while a
+/// interest covered 53.5 cells on average (64-node `dht` simulation), and the copies were
+/// the largest single cost of a `dht` run; four times wider cells cover 6.5, while a
 /// publication's query reads the entries of more subscriptions that miss it. The answers
 /// are the same on any scale (every candidate's box is tested). Measured in
 /// `crates/sim/PERFORMANCE.md`, twenty-third round.
@@ -171,8 +171,9 @@ pub struct MatchIndex {
 }
 
 impl MatchIndex {
-    /// An empty index with grid cells of side `cell` units, accepting subscriptions that
-    /// cover at most `max_cells` cells.
+    /// An empty index with publication cells of side `cell` units (subscriptions are kept
+    /// in cells four times wider), accepting subscriptions that cover at most `max_cells`
+    /// cells of side `cell`.
     pub fn new(cell: f32, max_cells: u64) -> Self {
         let cell = if cell.is_finite() && cell > 0.0 {
             cell

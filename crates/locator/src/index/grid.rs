@@ -2,7 +2,7 @@
 //!
 //! A subscription is copied into every grid cell its box covers (54 cells on average in a
 //! 64-node `dht` simulation on the publications' grid, `crates/sim/PERFORMANCE.md`,
-//! twenty-second round; about 8 on the coarser grid the subscriptions now have), and with
+//! twenty-second round; 6.5 on the coarser grid the subscriptions now have), and with
 //! one map entry per cell every one of them cost a hash probe, most of them a cache miss,
 //! on the way in and again on the way out. Here an entry holds a column of eight cells
 //! (the same `x`, eight consecutive `y`), so a box visits one entry per column it crosses
