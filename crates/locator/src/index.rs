@@ -4,8 +4,8 @@
 //! each with an expiry time. A new subscription is matched against the stored
 //! publications, and a new publication against the stored subscriptions. [`MatchIndex`]
 //! does both through two uniform grids over `x`–`y`: points in their cell, and boxes in
-//! every cell they overlap of a grid four times coarser (eight cells to a map entry, module
-//! `grid`), so a match costs the items of a few cells rather than a scan of the store. [`LinearStore`]
+//! every cell they overlap of a grid four times coarser, so a match costs the items of a
+//! few cells rather than a scan of the store. [`LinearStore`]
 //! is the scan, kept as the reference for tests and the benchmark (`benches/matching.rs`).
 
 use std::collections::HashMap;
@@ -13,10 +13,6 @@ use std::collections::hash_map::DefaultHasher;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use worldmesh_core::{Aabb, DeadlineQueue, NodeId, ObjectId, Point3, Time};
-
-mod grid;
-
-use grid::CellColumns;
 
 /// A hash map with a fixed hasher, so iteration order is the same on every run.
 pub(crate) type DetMap<K, V> = HashMap<K, V, BuildHasherDefault<DefaultHasher>>;
@@ -142,6 +138,18 @@ fn cells_under(cell: f32, b: &Aabb) -> (Cell, Cell, u64) {
     (lo, hi, n)
 }
 
+/// Appends `item` to every cell from `lo` to `hi` (both included), `x` outer and `y` inner,
+/// and records in `slots` where it went in each cell, in that order.
+fn push_copies<T: Copy>(cells: &mut CellMap<Vec<T>>, lo: Cell, hi: Cell, item: T, slots: &mut Vec<u32>) {
+    for x in lo.0..=hi.0 {
+        for y in lo.1..=hi.1 {
+            let v = cells.entry((x, y)).or_default();
+            slots.push(v.len() as u32);
+            v.push(item);
+        }
+    }
+}
+
 /// Grid-indexed soft-state store of subscriptions and publications.
 #[derive(Clone, Debug)]
 pub struct MatchIndex {
@@ -153,7 +161,7 @@ pub struct MatchIndex {
     subs: DetMap<SubKey, StoredSub>,
     pubs: DetMap<ObjectId, StoredPub>,
     // Cells hold copies of the items so a query scans contiguous memory.
-    sub_cells: CellColumns<(SubKey, StoredSub)>,
+    sub_cells: CellMap<Vec<(SubKey, StoredSub)>>,
     pub_cells: CellMap<Vec<(ObjectId, StoredPub)>>,
     // Where each subscription sits in each cell it covers (cells in `for x { for y }`
     // order), so removing one does not scan the cells' lists.
@@ -186,7 +194,7 @@ impl MatchIndex {
             max_cells: max_cells.max(1),
             subs: DetMap::default(),
             pubs: DetMap::default(),
-            sub_cells: CellColumns::default(),
+            sub_cells: CellMap::default(),
             pub_cells: CellMap::default(),
             sub_slots: HashMap::default(),
             pub_slots: HashMap::default(),
@@ -244,7 +252,7 @@ impl MatchIndex {
         self.remove_sub(k);
         let (lo, hi, n) = self.sub_cells_of(&s.bbox);
         let mut slots = Vec::with_capacity(n as usize);
-        self.sub_cells.push_all(lo, hi, (k, s), &mut slots);
+        push_copies(&mut self.sub_cells, lo, hi, (k, s), &mut slots);
         self.live_sub_entries += slots.len();
         self.sub_slots.insert(k, slots);
         self.subs.insert(k, s);
@@ -275,27 +283,38 @@ impl MatchIndex {
         let (lo, hi, _) = self.sub_cells_of(&s.bbox);
         let mut j = 0;
         let cell = self.sub_cell;
-        let (subs, sub_slots) = (&self.subs, &mut self.sub_slots);
-        self.sub_cells.visit_existing(lo, hi, |x, y, v| {
-            let at = slots.get(j).map_or(usize::MAX, |i| *i as usize);
-            j += 1;
-            let Some(v) = v else { return };
-            if v.get(at).is_some_and(|e| e.0 == k && e.1 == s) {
-                v.swap_remove(at);
-                // The last entry moved into `at`: record its new slot in this cell, if it is
-                // a stored subscription (not the leftover of an expired one).
-                if let Some((moved, ms)) = v.get(at).copied()
-                    && subs.get(&moved) == Some(&ms)
-                {
-                    let (mlo, mhi, _) = cells_under(cell, &ms.bbox);
-                    let mj = (i64::from(x) - i64::from(mlo.0)) * (i64::from(mhi.1) - i64::from(mlo.1) + 1)
-                        + (i64::from(y) - i64::from(mlo.1));
-                    if let Some(slot) = sub_slots.get_mut(&moved).and_then(|m| m.get_mut(mj as usize)) {
-                        *slot = at as u32;
+        for x in lo.0..=hi.0 {
+            for y in lo.1..=hi.1 {
+                let at = slots.get(j).map_or(usize::MAX, |i| *i as usize);
+                j += 1;
+                let Some(v) = self.sub_cells.get_mut(&(x, y)) else {
+                    continue;
+                };
+                if v.get(at).is_some_and(|e| e.0 == k && e.1 == s) {
+                    v.swap_remove(at);
+                    // The last entry moved into `at`: record its new slot in this cell, if
+                    // it is a stored subscription (not the leftover of an expired one).
+                    if let Some((moved, ms)) = v.get(at).copied()
+                        && self.subs.get(&moved) == Some(&ms)
+                    {
+                        let (mlo, mhi, _) = cells_under(cell, &ms.bbox);
+                        let mj = (i64::from(x) - i64::from(mlo.0))
+                            * (i64::from(mhi.1) - i64::from(mlo.1) + 1)
+                            + (i64::from(y) - i64::from(mlo.1));
+                        if let Some(slot) = self
+                            .sub_slots
+                            .get_mut(&moved)
+                            .and_then(|m| m.get_mut(mj as usize))
+                        {
+                            *slot = at as u32;
+                        }
                     }
                 }
+                if v.is_empty() {
+                    self.sub_cells.remove(&(x, y));
+                }
             }
-        });
+        }
         Some(s)
     }
 
@@ -315,16 +334,16 @@ impl MatchIndex {
     /// Rebuilds the subscription cells from the stored subscriptions, dropping the copies
     /// of expired ones and the cells left empty.
     fn sweep_subs(&mut self) {
-        self.sub_cells.clear_cells();
+        self.sub_cells.values_mut().for_each(Vec::clear);
         let cell = self.sub_cell;
         for (k, s) in &self.subs {
             let (lo, hi, n) = cells_under(cell, &s.bbox);
             let slots = self.sub_slots.entry(*k).or_default();
             slots.clear();
             slots.reserve(n as usize);
-            self.sub_cells.push_all(lo, hi, (*k, *s), slots);
+            push_copies(&mut self.sub_cells, lo, hi, (*k, *s), slots);
         }
-        self.sub_cells.drop_empty();
+        self.sub_cells.retain(|_, v| !v.is_empty());
         self.dead_sub_entries = 0;
     }
 
@@ -391,7 +410,7 @@ impl MatchIndex {
     pub fn subs_containing(&self, p: Point3, now: Time, mut f: impl FnMut(SubKey, &StoredSub)) {
         let c = cell_at(self.sub_cell, p.x, p.y);
         let now = now.max(self.expired_at);
-        if let Some(v) = self.sub_cells.get(c) {
+        if let Some(v) = self.sub_cells.get(&c) {
             for (k, s) in v {
                 if s.expires > now && s.bbox.contains(p) {
                     f(*k, s);
@@ -442,7 +461,7 @@ impl MatchIndex {
             for x in lo.0..=hi.0 {
                 for y in lo.1..=hi.1 {
                     ok &=
-                        self.sub_cells.get((x, y)).and_then(|v| v.get(slots[j] as usize)) == Some(&(*k, *s));
+                        self.sub_cells.get(&(x, y)).and_then(|v| v.get(slots[j] as usize)) == Some(&(*k, *s));
                     j += 1;
                 }
             }
@@ -452,7 +471,7 @@ impl MatchIndex {
             self.pub_cells[&self.cell_of(p.pos.x, p.pos.y)][self.pub_slots[id] as usize].0 == *id
         });
         let live = self.sub_slots.values().map(Vec::len).sum::<usize>();
-        let cells = self.sub_cells.entries() == live + self.dead_sub_entries
+        let cells = self.sub_cells.values().map(Vec::len).sum::<usize>() == live + self.dead_sub_entries
             && live == self.live_sub_entries
             && self.pub_cells.values().map(Vec::len).sum::<usize>() == self.pub_slots.len();
         subs_ok && pubs_ok && cells && self.sub_slots.len() == self.subs.len()
@@ -614,8 +633,8 @@ mod tests {
         Advance(u64),
     }
 
-    /// A box a few cells wide, across `y` = 0: an edge between two map entries of
-    /// subscription cells (eight cells to an entry, `grid`) whatever the cells' side.
+    /// A box a few cells wide, across `y` = 0: a cell edge of both grids whatever their
+    /// sides, near negative coordinates.
     fn small_box() -> impl Strategy<Value = Aabb> {
         (0.0f32..300.0, -150.0f32..150.0, 0.0f32..300.0, 0.0f32..300.0).prop_map(|(x, y, w, h)| {
             Aabb::from_corners(Point3::new(x, y, -10.0), Point3::new(x + w, y + h, 10.0))
