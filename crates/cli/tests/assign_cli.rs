@@ -3,10 +3,19 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn write(name: &str, text: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("worldmesh-assign-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let p = dir.join(name);
+use tempfile::TempDir;
+
+/// A fresh folder `worldmesh-assign-cli-…` for one test's input files, removed when the
+/// returned guard is dropped: hold it for the whole test (it goes also on a panic).
+fn tmp() -> TempDir {
+    tempfile::Builder::new()
+        .prefix("worldmesh-assign-cli-")
+        .tempdir()
+        .expect("temp dir")
+}
+
+fn write(dir: &TempDir, name: &str, text: &str) -> PathBuf {
+    let p = dir.path().join(name);
     std::fs::write(&p, text).expect("write");
     p
 }
@@ -44,7 +53,8 @@ const FIG1: &str = r#"# paper 002 Fig. 1 (mirrors G, H, I)
 
 #[test]
 fn good_run_reports_moves_and_totals() {
-    let ev = write("fig1.jsonl", FIG1);
+    let dir = tmp();
+    let ev = write(&dir, "fig1.jsonl", FIG1);
     let o = assign(&["--capacities", "2,2,2", "--events", ev.to_str().expect("utf8")]);
     assert!(o.status.success(), "{}", stderr(&o));
     let l = lines(&o);
@@ -123,8 +133,10 @@ fn stdin_and_resource_model_capacities() {
 
 #[test]
 fn node_joins_use_the_matrix() {
-    let m = write("m.txt", "0 10 20\n10 0 5\n20 5 0\n");
+    let dir = tmp();
+    let m = write(&dir, "m.txt", "0 10 20\n10 0 5\n20 5 0\n");
     let ev = write(
+        &dir,
         "nodes.jsonl",
         "{\"join\": 1, \"node\": 2}\n{\"join\": 2, \"node\": 0}\n",
     );
@@ -147,7 +159,12 @@ fn node_joins_use_the_matrix() {
 }
 
 fn fails(events: &str, caps: &str, expect: &[&str]) {
-    let ev = write(&format!("bad-{}.jsonl", expect[0].replace(' ', "_")), events);
+    let dir = tmp();
+    let ev = write(
+        &dir,
+        &format!("bad-{}.jsonl", expect[0].replace(' ', "_")),
+        events,
+    );
     let o = assign(&["--capacities", caps, "--events", ev.to_str().expect("utf8")]);
     assert_eq!(o.status.code(), Some(1), "should fail: {events}");
     let e = stderr(&o);
@@ -205,7 +222,8 @@ fn bad_inputs_fail_with_line_numbers() {
 
 #[test]
 fn bad_flags_are_refused() {
-    let ev = write("ok.jsonl", "");
+    let dir = tmp();
+    let ev = write(&dir, "ok.jsonl", "");
     let p = ev.to_str().expect("utf8");
     let o = assign(&["--capacities", "1,1", "--events", p, "--algorithm", "best"]);
     assert!(!o.status.success());

@@ -22,8 +22,9 @@ fn fails(o: Output) -> String {
 
 #[test]
 fn init_then_issue_writes_files_a_node_can_load() {
-    let dir = tmp("ca-good");
-    let _ = std::fs::remove_dir_all(&dir);
+    let temp = tmp("ca-good");
+    // A folder that does not exist yet: `ca init` makes it.
+    let dir = temp.path().join("ca");
     let out = run_ok(
         worldmesh()
             .args(["ca", "init", "--name", "test world", "--dir"])
@@ -82,13 +83,12 @@ fn init_then_issue_writes_files_a_node_can_load() {
             .args(["ca", "issue", "--node", "0", "--force", "--dir"])
             .arg(&dir),
     );
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn bad_flags_and_missing_ca_give_clear_errors() {
-    let dir = tmp("ca-bad");
-    let _ = std::fs::remove_dir_all(&dir);
+    let temp = tmp("ca-bad");
+    let dir = temp.path().join("ca");
     // No CA there yet: the error names the missing file.
     let e = fails(
         worldmesh()

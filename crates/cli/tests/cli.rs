@@ -28,10 +28,10 @@ fn cluster_of_three_real_processes_exchanges_state() {
                 "uniform:20",
                 "--out",
             ])
-            .arg(&out),
+            .arg(out.path()),
     );
     assert!(stdout.contains("3 real node processes"), "{stdout}");
-    let r = json(out.join("report.json"));
+    let r = json(out.path().join("report.json"));
     let nodes = r["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 3);
     for n in nodes {
@@ -45,7 +45,6 @@ fn cluster_of_three_real_processes_exchanges_state() {
         assert!(n["staleness_max_ms"].as_f64().unwrap() < 1000.0, "{n}");
         assert!(n["received"][0]["packets"].as_u64().unwrap() > 0);
     }
-    std::fs::remove_dir_all(out).unwrap();
 }
 
 /// Real processes running the distributed locator inside each node: discovery traffic
@@ -70,10 +69,10 @@ fn cluster_with_the_dht_locator_discovers_and_replicates() {
                 "dht",
                 "--out",
             ])
-            .arg(&out),
+            .arg(out.path()),
     );
     assert!(stdout.contains("dht locator"), "{stdout}");
-    let r = json(out.join("report.json"));
+    let r = json(out.path().join("report.json"));
     let nodes = r["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 3);
     let mut matches = 0;
@@ -88,7 +87,6 @@ fn cluster_with_the_dht_locator_discovers_and_replicates() {
         assert!(n["replicas"].as_u64().unwrap() > 0, "{n}");
     }
     assert!(matches > 0, "rendezvous points delivered matches");
-    std::fs::remove_dir_all(out).unwrap();
 }
 
 #[test]
@@ -119,8 +117,8 @@ fn simulate_writes_a_report_and_is_deterministic() {
         r.as_object_mut().unwrap().remove("wall_seconds");
         (String::from_utf8_lossy(&o.stdout).into_owned(), r)
     };
-    let (stdout, a) = run(&out.join("a"));
-    let (_, b) = run(&out.join("b"));
+    let (stdout, a) = run(&out.path().join("a"));
+    let (_, b) = run(&out.path().join("b"));
     assert!(
         stdout.contains("per-node outbound kbps, p95 of 1-s bursts"),
         "{stdout}"
@@ -129,7 +127,6 @@ fn simulate_writes_a_report_and_is_deterministic() {
     assert_eq!(a, b);
     assert_eq!(a["config"]["nodes"], 6);
     assert!(a["network"]["lost"].as_u64().unwrap() > 0);
-    std::fs::remove_dir_all(out).unwrap();
 }
 
 /// `--threads`: the dht run, and the oracle with a delivery delay, say they ran in rounds
@@ -138,14 +135,14 @@ fn simulate_writes_a_report_and_is_deterministic() {
 #[test]
 fn simulate_threads_runs_rounds_where_it_can_and_says_so() {
     let out = tmp("sim-threads");
-    let delayed = out.join("delayed.toml");
+    let delayed = out.path().join("delayed.toml");
     std::fs::write(&delayed, "[locator]\ndelay_ms = 12.5\n").unwrap();
     let run = |locator: &str, threads: &str| {
         let (kind, config) = match locator {
             "oracle-delayed" => ("oracle", Some(&delayed)),
             other => (other, None),
         };
-        let dir = out.join(format!("{locator}-{threads}"));
+        let dir = out.path().join(format!("{locator}-{threads}"));
         let mut cmd = worldmesh();
         cmd.args(["simulate", "--quiet", "--nodes", "8", "--players-per-node", "2"])
             .args(["--duration", "3s", "--loss", "0.05", "--locator", kind])
@@ -193,13 +190,12 @@ fn simulate_threads_runs_rounds_where_it_can_and_says_so() {
         .unwrap_or(0);
     assert!(rounds > 0, "the delayed oracle ran in rounds: {row2}");
     assert_eq!(one, two, "the oracle's report does not depend on the threads");
-    std::fs::remove_dir_all(out).unwrap();
 }
 
 #[test]
 fn bad_inputs_fail_with_clear_errors() {
     let dir = tmp("bad");
-    let toml = dir.join("bad.toml");
+    let toml = dir.path().join("bad.toml");
     std::fs::write(&toml, "nodes = 4\nbots_per_nod = 2\n").unwrap();
     let o = worldmesh()
         .args(["simulate", "--quiet", "--config"])
@@ -214,7 +210,7 @@ fn bad_inputs_fail_with_clear_errors() {
     );
     assert!(!err.contains("panicked"), "{err}");
 
-    let lat = dir.join("lat.txt");
+    let lat = dir.path().join("lat.txt");
     std::fs::write(&lat, "0 1 2\n1 0 x\n2 1 0\n").unwrap();
     let o = worldmesh()
         .args(["simulate", "--quiet", "--duration", "1s", "--latency"])
@@ -240,7 +236,7 @@ fn bad_inputs_fail_with_clear_errors() {
     );
 
     // All zeros: relative coordinate error is undefined (used to print NaN and exit 0).
-    let zeros = dir.join("zeros.txt");
+    let zeros = dir.path().join("zeros.txt");
     std::fs::write(&zeros, "0 0 0 0 0 0 0 0 0 0\n".repeat(10)).unwrap();
     let o = worldmesh()
         .args(["experiment", "vivaldi", "--quick", "--latency"])
@@ -355,7 +351,6 @@ fn bad_inputs_fail_with_clear_errors() {
         !o.status.success() && err.contains("node 3 is not a founder") && err.contains("--join"),
         "{err}"
     );
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]

@@ -31,10 +31,10 @@ fn the_dashboard_does_not_change_the_report() {
         "9",
         "--quiet",
     ];
-    let plain = dir.join("plain");
+    let plain = dir.path().join("plain");
     common::run_ok(worldmesh().args(args).arg("--out").arg(&plain));
 
-    let paced = dir.join("paced");
+    let paced = dir.path().join("paced");
     let mut child = worldmesh()
         .args(args)
         .arg("--out")

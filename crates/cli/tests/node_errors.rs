@@ -29,7 +29,7 @@ fn fails(o: Output) -> String {
 #[test]
 fn a_malformed_config_names_the_file_the_line_and_the_value() {
     let dir = tmp("node-config");
-    let f = dir.join("node.toml");
+    let f = dir.path().join("node.toml");
     std::fs::write(&f, "id = 0\nlisten = \"127.0.0.1:0\"\nframe_hz = \"fast\"\n").unwrap();
     let err = fails(worldmesh().args(["node", "--config"]).arg(&f).output().unwrap());
     assert!(
@@ -62,7 +62,6 @@ fn a_malformed_config_names_the_file_the_line_and_the_value() {
             .unwrap(),
     );
     assert!(err.contains("--frame-hz must be in (0, 1000], got 0"), "{err}");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -194,7 +193,7 @@ fn start_with(id: u32, ca: &Path, cert: &Path, key: &Path) -> String {
 #[test]
 fn bad_certificates_name_the_file_and_the_reason() {
     let dir = tmp("node-certs");
-    let raw = dir.join("raw");
+    let raw = dir.path().join("raw");
     std::fs::create_dir_all(&raw).unwrap();
     let issuer = raw_ca(&raw);
     let old = expired_leaf(&raw, &issuer, 0);
@@ -204,8 +203,8 @@ fn bad_certificates_name_the_file_and_the_reason() {
         "{err}"
     );
 
-    let a = dir.join("a");
-    let b = dir.join("b");
+    let a = dir.path().join("a");
+    let b = dir.path().join("b");
     let (_, a_nodes) = pki::throwaway(&a, [NodeId(0), NodeId(3)]).unwrap();
     let (b_ca, _) = pki::throwaway(&b, [NodeId(0)]).unwrap();
     let err = start_with(0, &b_ca.cert, &a_nodes[0].cert, &a_nodes[0].key);
@@ -220,9 +219,8 @@ fn bad_certificates_name_the_file_and_the_reason() {
             && err.contains("certificate names node-3.worldmesh, not node 1"),
         "{err}"
     );
-    let err = start_with(0, &a_ca, &dir.join("missing.pem"), &a_nodes[0].key);
+    let err = start_with(0, &a_ca, &dir.path().join("missing.pem"), &a_nodes[0].key);
     assert!(err.contains("missing.pem: cannot read"), "{err}");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A node started on a damaged store refuses to start, naming the store file and what is
@@ -230,8 +228,8 @@ fn bad_certificates_name_the_file_and_the_reason() {
 #[test]
 fn a_damaged_store_names_the_file_and_what_is_wrong() {
     let dir = tmp("node-store");
-    let (ca, nodes) = pki::throwaway(&dir.join("pki"), [NodeId(0)]).unwrap();
-    let data = dir.join("data");
+    let (ca, nodes) = pki::throwaway(&dir.path().join("pki"), [NodeId(0)]).unwrap();
+    let data = dir.path().join("data");
     let start = |data: &Path| {
         fails(
             worldmesh()
@@ -268,5 +266,4 @@ fn a_damaged_store_names_the_file_and_what_is_wrong() {
     std::fs::write(&file, b"these are not the bytes you are looking for").unwrap();
     let err = start(&data);
     assert!(err.contains(&file.display().to_string()), "{err}");
-    let _ = std::fs::remove_dir_all(dir);
 }

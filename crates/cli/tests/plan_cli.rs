@@ -24,14 +24,14 @@ fn plan_prints_predictions_and_writes_files() {
                 "uniform",
                 "--out",
             ])
-            .arg(&out),
+            .arg(out.path()),
     );
     assert!(
         stdout.contains("SteadyState(10)") && stdout.contains("SteadyState(20)"),
         "{stdout}"
     );
     assert!(stdout.contains("4950 visible pairs"), "{stdout}");
-    let csv = std::fs::read_to_string(out.join("plan.csv")).unwrap();
+    let csv = std::fs::read_to_string(out.path().join("plan.csv")).unwrap();
     let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
     assert_eq!(row[0], "SteadyState(10)");
     let num = |k: usize| row[k].parse::<f64>().unwrap();
@@ -39,21 +39,20 @@ fn plan_prints_predictions_and_writes_files() {
     assert!((num(4) - 89.1).abs() < 1e-9, "{csv}");
     assert!((num(5) - 891.0).abs() < 1e-6, "{csv}");
     for f in ["plan.json", "density.svg", "visibility.svg"] {
-        assert!(out.join(f).exists(), "{f}");
+        assert!(out.path().join(f).exists(), "{f}");
     }
-    std::fs::remove_dir_all(out).unwrap();
 }
 
 #[test]
 fn plan_reads_load_states_and_map_files() {
     let dir = tmp("files");
-    let map = dir.join("map.toml");
+    let map = dir.path().join("map.toml");
     std::fs::write(
         &map,
         "width = 640\nheight = 320\n[[obstacle]]\nmin_x = 300\nmin_y = 0\nmax_x = 340\nmax_y = 320\n",
     )
     .unwrap();
-    let load = dir.join("load.toml");
+    let load = dir.path().join("load.toml");
     std::fs::write(
         &load,
         "[[steady]]\nname = \"night\"\nplayers = 12\n[daily]\npoints = [[0, 12], [19.5, 24]]\n[[peak]]\nplayers = 30\n",
@@ -66,7 +65,7 @@ fn plan_reads_load_states_and_map_files() {
             .arg("--load")
             .arg(&load)
             .arg("--out")
-            .arg(dir.join("out")),
+            .arg(dir.path().join("out")),
     );
     assert!(
         stdout.contains("night") && stdout.contains("peak(30)"),
@@ -88,7 +87,7 @@ fn plan_reads_load_states_and_map_files() {
             ])
             .arg(&map)
             .arg("--out")
-            .arg(dir.join(sight))
+            .arg(dir.path().join(sight))
             .output()
             .unwrap();
         let s = String::from_utf8_lossy(&o.stdout).to_string();
@@ -99,7 +98,7 @@ fn plan_reads_load_states_and_map_files() {
     assert_eq!(pairs("los"), 2 * (90 * 89 / 2));
     assert_eq!(pairs("none"), 180 * 179 / 2);
     for f in ["bandwidth.svg", "daily.svg"] {
-        assert!(dir.join("out").join(f).exists(), "{f}");
+        assert!(dir.path().join("out").join(f).exists(), "{f}");
     }
     assert!(
         stdout.contains("quic transport") && stdout.contains("58 bytes/packet"),
@@ -109,13 +108,12 @@ fn plan_reads_load_states_and_map_files() {
         !stdout.contains("SteadyState(10)"),
         "--load alone replaces the default counts"
     );
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn bad_map_file_names_the_line() {
     let dir = tmp("badmap");
-    let map = dir.join("bad.toml");
+    let map = dir.path().join("bad.toml");
     std::fs::write(
         &map,
         "width = 100\nheight = 100\n\n[[obstacle]]\nmin_x = 50\nmin_y = 0\nmax_x = 10\nmax_y = 5\n",
@@ -128,7 +126,6 @@ fn bad_map_file_names_the_line() {
         stderr.contains("bad.toml:4:") && stderr.contains("obstacle 1"),
         "{stderr}"
     );
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -161,12 +158,12 @@ fn plan_builds_densities_from_traces_per_n() {
     // Two traces on a 64 × 32 map (2 × 1 cells of 32): at N = 2 both avatars share
     // cell 0 (no cross-cell pairs → Rel = 0); at N = 4 they are split between the cells.
     std::fs::write(
-        dir.join("n2.csv"),
+        dir.path().join("n2.csv"),
         "time_s,object_kind,x,y\n0,avatar,5,5\n0,avatar,6,6\n0,missile,40,5\n",
     )
     .unwrap();
     std::fs::write(
-        dir.join("n4.csv"),
+        dir.path().join("n4.csv"),
         "0,avatar,5,5\n0,avatar,40,5\n0.5,avatar,5,5\n0.5,avatar,40,5\n1,avatar,5,5\n1,avatar,40,5\n",
     )
     .unwrap();
@@ -184,13 +181,13 @@ fn plan_builds_densities_from_traces_per_n() {
                 "avatar",
             ])
             .arg("--trace")
-            .arg(format!("2={}", dir.join("n2.csv").display()))
+            .arg(format!("2={}", dir.path().join("n2.csv").display()))
             .arg("--trace")
-            .arg(format!("4={}", dir.join("n4.csv").display()))
+            .arg(format!("4={}", dir.path().join("n4.csv").display()))
             .args(["--sample-interval", "avatar=0.6", "--out"])
-            .arg(dir.join("out")),
+            .arg(dir.path().join("out")),
     );
-    let csv = std::fs::read_to_string(dir.join("out/plan.csv")).unwrap();
+    let csv = std::fs::read_to_string(dir.path().join("out/plan.csv")).unwrap();
     let rel: Vec<f64> = csv
         .lines()
         .skip(1)
@@ -199,17 +196,16 @@ fn plan_builds_densities_from_traces_per_n() {
     // N = 2: P = (1, 0) → 0. N = 4: P = (½, ½) → 16 · ½ = 8. N = 3 interpolates the maps
     // halfway: P = (¾, ¼) → 9 · 2 · 3/16 = 3.375.
     assert_eq!(rel, vec![0.0, 3.375, 8.0], "{csv}");
-    assert!(dir.join("out/density_n2.svg").exists() && dir.join("out/density_n4.svg").exists());
+    assert!(dir.path().join("out/density_n2.svg").exists() && dir.path().join("out/density_n4.svg").exists());
     // A bad trace line is named.
-    std::fs::write(dir.join("bad.csv"), "0,avatar,1,2\n0,avatar,1\n").unwrap();
+    std::fs::write(dir.path().join("bad.csv"), "0,avatar,1,2\n0,avatar,1\n").unwrap();
     let o = worldmesh()
         .args(["plan", "--map", "empty:64x32", "--trace"])
-        .arg(dir.join("bad.csv"))
+        .arg(dir.path().join("bad.csv"))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && stderr.contains("bad.csv:2:"), "{stderr}");
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -227,16 +223,15 @@ fn plan_is_deterministic_across_thread_counts() {
                 threads,
             ])
             .arg("--out")
-            .arg(dir.join(out))
+            .arg(dir.path().join(out))
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        std::fs::read_to_string(dir.join(out).join("plan.csv")).unwrap()
+        std::fs::read_to_string(dir.path().join(out).join("plan.csv")).unwrap()
     };
     let (a, b) = (run("1", "a"), run("2", "b"));
     assert_eq!(a, b);
     assert_eq!(a.lines().count(), 3);
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
@@ -257,7 +252,7 @@ fn validate_runs_the_simulator_and_prints_errors() {
                 "64",
                 "--out",
             ])
-            .arg(&out),
+            .arg(out.path()),
     );
     assert!(stdout.contains("predicted vs measured"), "{stdout}");
     for metric in [
@@ -277,7 +272,6 @@ fn validate_runs_the_simulator_and_prints_errors() {
         "calibration.csv",
         "bandwidth.svg",
     ] {
-        assert!(out.join(f).exists(), "{f}");
+        assert!(out.path().join(f).exists(), "{f}");
     }
-    std::fs::remove_dir_all(out).unwrap();
 }

@@ -158,7 +158,7 @@ fn bots_play_through_a_real_node_and_forged_tokens_are_refused() {
 #[test]
 fn token_and_player_flags_fail_with_clear_errors() {
     let dir = common::tmp("token");
-    let key = dir.join("k.key");
+    let key = dir.path().join("k.key");
     let _ = std::fs::remove_file(&key);
     run_ok(worldmesh().args(["token", "init", "--out", &key.display().to_string()]));
     let o = worldmesh()
@@ -181,7 +181,7 @@ fn token_and_player_flags_fail_with_clear_errors() {
         "0,1",
     ]));
     assert_eq!(tok.trim().len(), 2 * (34 + 8 + 32), "{tok}");
-    let bad = dir.join("bad.key");
+    let bad = dir.path().join("bad.key");
     std::fs::write(&bad, "not a key\n").unwrap();
     for (args, want) in [
         (
@@ -230,7 +230,6 @@ fn token_and_player_flags_fail_with_clear_errors() {
         assert!(!o.status.success() && err.contains(want), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]

@@ -7,6 +7,7 @@ mod common;
 use common::{run_ok, tmp, worldmesh};
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use tempfile::TempDir;
 use worldmesh_core::{Durability, NodeId, ObjectId, Time};
 use worldmesh_store::{
     Batch, BindingRecord, Checkpoint, FILE_NAME, ForwardingRecord, ObjectRecord, Recovered, Store, WriteKey,
@@ -22,10 +23,12 @@ fn fails(o: Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn fresh(name: &str) -> PathBuf {
-    let d = tmp(name);
-    std::fs::remove_dir_all(&d).unwrap();
-    d
+/// A path where nothing is yet, inside a fresh temporary folder that goes when the
+/// returned guard is dropped: hold it for the whole test.
+fn fresh(name: &str) -> (TempDir, PathBuf) {
+    let temp = tmp(name);
+    let d = temp.path().join("store");
+    (temp, d)
 }
 
 /// 30 objects (10 of each durability class, states of 0..=29 bytes, one empty), 4 bindings,
@@ -93,7 +96,7 @@ fn load(dir: &Path) -> Recovered {
 
 #[test]
 fn inspect_export_import_round_trip() {
-    let a = fresh("store-a");
+    let (_a, a) = fresh("store-a");
     let want = write_sample(&a);
     assert_eq!(want.objects.len(), 30);
 
@@ -123,7 +126,8 @@ fn inspect_export_import_round_trip() {
     let size = std::fs::metadata(a.join(FILE_NAME)).unwrap().len();
     assert_eq!(line("file"), format!("{size} bytes"));
 
-    let export_a = tmp("store-x").join("a.jsonl");
+    let exports = tmp("store-x");
+    let export_a = exports.path().join("a.jsonl");
     run_ok(
         worldmesh()
             .args(["store", "export"])
@@ -138,10 +142,10 @@ fn inspect_export_import_round_trip() {
     // Standard output carries the same export.
     assert_eq!(run_ok(worldmesh().args(["store", "export"]).arg(&a)), text);
 
-    let b = fresh("store-b");
+    let (_b, b) = fresh("store-b");
     run_ok(worldmesh().args(["store", "import"]).arg(&b).arg(&export_a));
     assert_eq!(load(&b), want, "the imported store differs from the original");
-    let export_b = tmp("store-x").join("b.jsonl");
+    let export_b = exports.path().join("b.jsonl");
     run_ok(
         worldmesh()
             .args(["store", "export"])
@@ -150,17 +154,14 @@ fn inspect_export_import_round_trip() {
             .arg(&export_b),
     );
     assert_eq!(std::fs::read_to_string(&export_b).unwrap(), text);
-
-    for d in [a, b, export_a.parent().unwrap().to_path_buf()] {
-        std::fs::remove_dir_all(d).unwrap();
-    }
 }
 
 #[test]
 fn import_into_a_non_empty_store_needs_force_and_then_replaces() {
-    let src = fresh("store-src");
+    let (_src, src) = fresh("store-src");
     let want = write_sample(&src);
-    let export = tmp("store-y").join("src.jsonl");
+    let exports = tmp("store-y");
+    let export = exports.path().join("src.jsonl");
     run_ok(
         worldmesh()
             .args(["store", "export"])
@@ -169,7 +170,7 @@ fn import_into_a_non_empty_store_needs_force_and_then_replaces() {
             .arg(&export),
     );
 
-    let dst = fresh("store-dst");
+    let (_dst, dst) = fresh("store-dst");
     let extra = ObjectRecord {
         id: ObjectId::new(NodeId(9), 9),
         epoch: 0,
@@ -206,10 +207,6 @@ fn import_into_a_non_empty_store_needs_force_and_then_replaces() {
             .arg(&export),
     );
     assert_eq!(load(&dst), want, "--force must replace, not merge");
-
-    for d in [src, dst, export.parent().unwrap().to_path_buf()] {
-        std::fs::remove_dir_all(d).unwrap();
-    }
 }
 
 #[test]
@@ -262,9 +259,9 @@ fn malformed_exports_are_refused_with_their_line_and_nothing_is_written() {
         ("empty", String::new(), "empty: no export header"),
     ];
     for (name, text, want) in cases {
-        let file = dir.join(format!("{name}.jsonl"));
+        let file = dir.path().join(format!("{name}.jsonl"));
         std::fs::write(&file, text).unwrap();
-        let target = dir.join(format!("target-{name}"));
+        let target = dir.path().join(format!("target-{name}"));
         let err = fails(
             worldmesh()
                 .args(["store", "import"])
@@ -277,12 +274,11 @@ fn malformed_exports_are_refused_with_their_line_and_nothing_is_written() {
         assert!(err.contains(want), "{name}: expected `{want}` in: {err}");
         assert!(!target.exists(), "{name}: a refused import created the store");
     }
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn damaged_or_missing_stores_fail_naming_the_file() {
-    let dir = fresh("store-damaged");
+    let (_temp, dir) = fresh("store-damaged");
     write_sample(&dir);
     let path = dir.join(FILE_NAME);
     let bytes = std::fs::read(&path).unwrap();
@@ -313,12 +309,11 @@ fn damaged_or_missing_stores_fail_naming_the_file() {
         "{err}"
     );
     assert!(!missing.exists());
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn a_store_held_open_by_another_process_is_refused_as_locked() {
-    let dir = fresh("store-locked");
+    let (_temp, dir) = fresh("store-locked");
     write_sample(&dir);
     // This test process holds the store, as a running node would.
     let held = Store::open(&dir).unwrap();
@@ -332,5 +327,4 @@ fn a_store_held_open_by_another_process_is_refused_as_locked() {
     }
     drop(held);
     run_ok(worldmesh().args(["store", "inspect"]).arg(&dir));
-    std::fs::remove_dir_all(dir).unwrap();
 }

@@ -58,8 +58,8 @@ fn cluster(nodes: u32, data: &Path, out: &Path) -> serde_json::Value {
 #[test]
 fn a_world_of_three_restarts_on_two_after_merging_the_third_store() {
     let dir = tmp("store-merge");
-    let data = dir.join("data");
-    let first = cluster(3, &data, &dir.join("run-1"));
+    let data = dir.path().join("data");
+    let first = cluster(3, &data, &dir.path().join("run-1"));
     assert_eq!(first["nodes"].as_array().unwrap().len(), 3);
 
     // What the three stores hold after the stop: every persisted object in exactly one.
@@ -113,7 +113,7 @@ fn a_world_of_three_restarts_on_two_after_merging_the_third_store() {
         }
     }
 
-    let second = cluster(2, &data, &dir.join("run-2"));
+    let second = cluster(2, &data, &dir.path().join("run-2"));
     let nodes = second["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 2);
     let mut held: BTreeMap<String, usize> = BTreeMap::new();
@@ -136,5 +136,4 @@ fn a_world_of_three_restarts_on_two_after_merging_the_third_store() {
         node_1_replicas as usize >= of_2,
         "node 1 holds {node_1_replicas} replicas"
     );
-    std::fs::remove_dir_all(dir).unwrap();
 }

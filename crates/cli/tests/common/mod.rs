@@ -2,19 +2,23 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::path::PathBuf;
 use std::process::Command;
+
+use tempfile::TempDir;
 
 /// The `worldmesh` binary under test.
 pub fn worldmesh() -> Command {
     Command::new(env!("CARGO_BIN_EXE_worldmesh"))
 }
 
-/// A fresh folder for one test's files.
-pub fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("wm-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh, empty folder `wm-cli-<name>-…` for one test's files under the system's
+/// temporary directory. It is removed when the returned guard is dropped: hold it for the
+/// whole test (it goes also when the test panics).
+pub fn tmp(name: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("wm-cli-{name}-"))
+        .tempdir()
+        .unwrap()
 }
 
 /// Runs `cmd`, asserts that it succeeded (showing its output if not) and returns its
