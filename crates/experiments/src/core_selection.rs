@@ -984,7 +984,7 @@ mod tests {
 
     #[test]
     fn quick_run_writes_sane_results() {
-        let ctx = Context::quick_in_temp("wm-exp-core", 3).unwrap();
+        let (_temp, ctx) = crate::test_support::quick_temp("core", 3);
         let dir = ctx.out.root().to_path_buf();
         let out = run(&ctx).unwrap();
         assert!(out.files.iter().all(|f| f.exists()));
@@ -1020,6 +1020,5 @@ mod tests {
                 "farthest-first ratio {mx} outside [1, 2]"
             );
         }
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -84,11 +84,12 @@ pub struct Context {
 }
 
 impl Context {
-    /// A quick-mode context writing into a fresh folder under the system's temporary
-    /// directory named after `name` and the process (for tests and quick looks).
-    pub fn quick_in_temp(name: &str, seed: u64) -> Result<Self, ExperimentError> {
-        let dir = std::env::temp_dir().join(format!("wm-exp-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+    /// A quick-mode context (for tests and quick looks) writing into `dir`, which is
+    /// created if missing: seed `seed`, 2 threads, 2 headline seeds, 1 timing run, the
+    /// shipped latency matrix, no progress. The folder is the caller's: tests pass a
+    /// `tempfile::TempDir`'s path and hold the `TempDir` as long as the context, so that
+    /// the folder is removed when the test ends.
+    pub fn quick_in(dir: impl Into<PathBuf>, seed: u64) -> Result<Self, ExperimentError> {
         Ok(Self {
             out: OutputDir::create(dir)?,
             seed,
@@ -408,17 +409,38 @@ pub fn shipped_planetlab_path() -> PathBuf {
     ))
 }
 
+/// For the crate's unit tests.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::Context;
+    use tempfile::TempDir;
+
+    /// A quick context (see [`Context::quick_in`]) in a fresh folder `wm-exp-<name>-…`
+    /// under the system's temporary directory. The folder is removed when the returned
+    /// `TempDir` is dropped: hold it beside the context for the whole test (it goes also
+    /// when the test panics).
+    pub(crate) fn quick_temp(name: &str, seed: u64) -> (TempDir, Context) {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("wm-exp-{name}-"))
+            .tempdir()
+            .unwrap();
+        let ctx = Context::quick_in(dir.path(), seed).unwrap();
+        (dir, ctx)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tempfile::TempDir;
 
-    fn quick_ctx(name: &str) -> Context {
-        Context::quick_in_temp(name, 1).unwrap()
+    fn quick_ctx(name: &str) -> (TempDir, Context) {
+        test_support::quick_temp(name, 1)
     }
 
     #[test]
     fn sim_speed_quick_writes_its_files() {
-        let ctx = quick_ctx("sim-speed");
+        let (_dir, ctx) = quick_ctx("sim-speed");
         let out = (find("sim-speed").unwrap().run)(&ctx).unwrap();
         assert_eq!(out.tables[0].rows.len(), 3);
         let csv = std::fs::read_to_string(ctx.out.path("sim_speed.csv")).unwrap();
@@ -455,12 +477,11 @@ mod tests {
             assert!(row[6].parse::<f64>().unwrap() > 0.0, "{row:?}");
         }
         assert!(ctx.out.path("sim_speed_400.csv").exists());
-        std::fs::remove_dir_all(ctx.out.root()).unwrap();
     }
 
     #[test]
     fn assign_vivaldi_quick_compares_both_assignments_by_true_delay() {
-        let ctx = quick_ctx("assign-vivaldi");
+        let (_dir, ctx) = quick_ctx("assign-vivaldi");
         let out = (find("assign-vivaldi").unwrap().run)(&ctx).unwrap();
         let r = std::fs::read_to_string(ctx.out.path("assign-vivaldi.json")).unwrap();
         let r: serde_json::Value = serde_json::from_str(&r).unwrap();
@@ -474,12 +495,11 @@ mod tests {
             assert!(m > 0.0 && v >= m - 1e-9, "{row}");
         }
         assert!(!out.tables[0].rows.is_empty());
-        std::fs::remove_dir_all(ctx.out.root()).unwrap();
     }
 
     #[test]
     fn persist_cost_quick_measures_all_three_parts() {
-        let ctx = quick_ctx("persist-cost");
+        let (_dir, ctx) = quick_ctx("persist-cost");
         let out = (find("persist-cost").unwrap().run)(&ctx).unwrap();
         let r = std::fs::read_to_string(ctx.out.path("persist_cost.json")).unwrap();
         let r: serde_json::Value = serde_json::from_str(&r).unwrap();
@@ -494,7 +514,7 @@ mod tests {
 
     #[test]
     fn player_capacity_quick_writes_its_files() {
-        let ctx = quick_ctx("player-capacity");
+        let (_dir, ctx) = quick_ctx("player-capacity");
         let out = (find("player-capacity").unwrap().run)(&ctx).unwrap();
         // Two sweep points (50 and 200 players), every player connected and seeing views.
         assert_eq!(out.tables[0].rows.len(), 2);
@@ -512,12 +532,11 @@ mod tests {
         ] {
             assert!(ctx.out.path(f).exists(), "{f}");
         }
-        std::fs::remove_dir_all(ctx.out.root()).unwrap();
     }
 
     #[test]
     fn plan_vis_quick_writes_its_files() {
-        let ctx = quick_ctx("plan-vis");
+        let (_dir, ctx) = quick_ctx("plan-vis");
         let out = (find("plan-vis").unwrap().run)(&ctx).unwrap();
         // Four builds: AoI-limited and unlimited, each on 1 and 2 threads.
         assert_eq!(out.tables[0].rows.len(), 4);
@@ -538,7 +557,6 @@ mod tests {
         ] {
             assert!(ctx.out.path(f).exists(), "{f}");
         }
-        std::fs::remove_dir_all(ctx.out.root()).unwrap();
     }
 
     #[test]
@@ -603,7 +621,7 @@ mod tests {
 
     #[test]
     fn checks_of_a_quick_run_use_declared_claims() {
-        let ctx = quick_ctx("instances-comm");
+        let (_dir, ctx) = quick_ctx("instances-comm");
         let e = find("instances-comm").unwrap();
         let out = (e.run)(&ctx).unwrap();
         assert!(!out.checks.is_empty());
@@ -619,7 +637,6 @@ mod tests {
                 "verdict is computed"
             );
         }
-        std::fs::remove_dir_all(ctx.out.root()).unwrap();
     }
 
     #[test]

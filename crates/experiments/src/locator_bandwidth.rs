@@ -462,8 +462,7 @@ mod tests {
 
     #[test]
     fn quick_run_writes_sane_results() {
-        let ctx = Context::quick_in_temp("wm-exp-locbw", 3).unwrap();
-        let dir = ctx.out.root().to_path_buf();
+        let (_dir, ctx) = crate::test_support::quick_temp("locbw", 3);
         let out = run(&ctx).unwrap();
         assert!(out.files.iter().all(|f| f.exists()));
         assert_eq!(out.tables[0].rows.len(), 12, "3 variants x 2 maps x 2 sizes");
@@ -476,6 +475,5 @@ mod tests {
             );
         }
         assert_eq!(out.checks.len(), 4);
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

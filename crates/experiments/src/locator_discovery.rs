@@ -210,8 +210,7 @@ mod tests {
 
     #[test]
     fn quick_run_writes_sane_results() {
-        let ctx = Context::quick_in_temp("wm-exp-locdisc", 3).unwrap();
-        let dir = ctx.out.root().to_path_buf();
+        let (_dir, ctx) = crate::test_support::quick_temp("locdisc", 3);
         let out = run(&ctx).unwrap();
         assert!(out.files.iter().all(|f| f.exists()));
         for row in &out.tables[0].rows {
@@ -226,6 +225,5 @@ mod tests {
                 "caching never lengthens the median route: {row:?}"
             );
         }
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

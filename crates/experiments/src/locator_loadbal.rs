@@ -217,8 +217,7 @@ mod tests {
 
     #[test]
     fn quick_run_writes_sane_results() {
-        let ctx = Context::quick_in_temp("wm-exp-loadbal", 3).unwrap();
-        let dir = ctx.out.root().to_path_buf();
+        let (_dir, ctx) = crate::test_support::quick_temp("loadbal", 3);
         let out = run(&ctx).unwrap();
         assert!(out.files.iter().all(|f| f.exists()));
         let rows = &out.tables[0].rows;
@@ -229,6 +228,5 @@ mod tests {
         }
         assert_eq!(rows[0][6], "0.0", "no moves without balancing");
         assert_eq!(out.checks.len(), 2);
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -643,7 +643,7 @@ mod tests {
     /// Three real runs of a small world: the report and counts of a single run.
     #[test]
     fn the_fastest_of_three_runs_keeps_the_report_of_one() {
-        let mut ctx = Context::quick_in_temp("sim-speed-fastest", 1).unwrap();
+        let (_dir, mut ctx) = crate::test_support::quick_temp("sim-speed-fastest", 1);
         ctx.timing_runs = 3;
         let cfg = world(&ctx, 4, 2.0, 0.5);
         let three = fastest(&ctx, &cfg, 1).unwrap();
@@ -652,6 +652,5 @@ mod tests {
         assert_eq!(three.stats.engine_events, once.stats.engine_events);
         assert_eq!(three.report.network.sent, once.report.network.sent);
         assert!(three.report.network.sent > 0);
-        std::fs::remove_dir_all(ctx.out.root()).unwrap();
     }
 }

@@ -649,7 +649,7 @@ mod tests {
 
     #[test]
     fn quick_run_writes_sane_results() {
-        let ctx = Context::quick_in_temp("wm-exp-vivaldi", 5).unwrap();
+        let (_temp, ctx) = crate::test_support::quick_temp("vivaldi", 5);
         let dir = ctx.out.root().to_path_buf();
         let out = run(&ctx).unwrap();
         assert!(out.files.iter().all(|f| f.exists()));
@@ -697,6 +697,5 @@ mod tests {
         };
         assert!(p80_at("200+") > 1.2 * p80_at("200"), "{drift}");
         assert!(p80_at("400") < p80_at("200+"), "{drift}");
-        std::fs::remove_dir_all(dir).unwrap();
     }
 }

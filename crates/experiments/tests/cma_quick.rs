@@ -1,22 +1,15 @@
 //! The `cma-*` experiments in quick mode: they run, write their files, and their results
 //! show what paper `002` §4 shows (optimal ≤ greedy, L-SA = brute force).
 
-use std::path::PathBuf;
-use worldmesh_experiments::{Context, find};
-use worldmesh_report::OutputDir;
+mod common;
 
-fn ctx(name: &str) -> Context {
-    let dir = std::env::temp_dir().join(format!("worldmesh-cma-test-{}-{name}", std::process::id()));
-    Context {
-        out: OutputDir::create(dir).expect("temp dir"),
-        seed: 3,
-        quick: true,
-        latency_file: None,
-        progress: false,
-        threads: 2,
-        headline_seeds: 2,
-        timing_runs: 1,
-    }
+use std::path::PathBuf;
+use tempfile::TempDir;
+use worldmesh_experiments::{Context, find};
+
+/// A quick context with seed 3; its folder goes when the `TempDir` is dropped.
+fn ctx(name: &str) -> (TempDir, Context) {
+    common::quick(&format!("cma-{name}"), 3)
 }
 
 fn csv(ctx: &Context, name: &str) -> Vec<Vec<String>> {
@@ -32,7 +25,7 @@ fn num(s: &str) -> f64 {
 
 #[test]
 fn cma_join_sa_is_never_worse_than_greedy() {
-    let c = ctx("join");
+    let (_dir, c) = ctx("join");
     let out = (find("cma-join").expect("registered").run)(&c).expect("runs");
     let rows = csv(&c, "cma-join.csv");
     assert_eq!(
@@ -59,12 +52,11 @@ fn cma_join_sa_is_never_worse_than_greedy() {
     for f in ["fig4-mean.svg", "fig4-max.svg", "fig5-cdf.svg", "cma-join.json"] {
         assert!(out.files.contains(&c.out.path(f)), "{f}");
     }
-    let _ = std::fs::remove_dir_all(c.out.root());
 }
 
 #[test]
 fn cma_leave_sa_matches_brute_force_at_every_leave() {
-    let c = ctx("leave");
+    let (_dir, c) = ctx("leave");
     (find("cma-leave").expect("registered").run)(&c).expect("runs");
     let rows = csv(&c, "cma-leave.csv");
     assert_eq!(rows[0][0], "leaves");
@@ -83,12 +75,11 @@ fn cma_leave_sa_matches_brute_force_at_every_leave() {
         );
         assert!(num(&r[1]) >= num(&b[1]) - 1e-3 && num(&r[3]) >= num(&b[1]) - 1e-3);
     }
-    let _ = std::fs::remove_dir_all(c.out.root());
 }
 
 #[test]
 fn cma_dynamic_and_speed_run_and_report() {
-    let c = ctx("dynamic");
+    let (_dir, c) = ctx("dynamic");
     let out = (find("cma-dynamic").expect("registered").run)(&c).expect("runs");
     let rows = csv(&c, "cma-dynamic.csv");
     assert_eq!(rows[0][1], "J-SA/L-SA_mean_ms");
@@ -100,9 +91,8 @@ fn cma_dynamic_and_speed_run_and_report() {
         );
     }
     assert_eq!(out.tables[0].rows.len(), 3);
-    let _ = std::fs::remove_dir_all(c.out.root());
 
-    let c = ctx("speed");
+    let (_dir, c) = ctx("speed");
     let out = (find("cma-speed").expect("registered").run)(&c).expect("runs");
     let rows = csv(&c, "cma-speed-events.csv");
     assert_eq!(rows[0][0], "players×mirrors");
@@ -111,17 +101,14 @@ fn cma_dynamic_and_speed_run_and_report() {
         assert!(r.last().expect("cell").starts_with("yes"), "equal cost: {r:?}");
     }
     assert!(out.files.iter().any(|f: &PathBuf| f.ends_with("fig8-times.svg")));
-    let _ = std::fs::remove_dir_all(c.out.root());
 }
 
 #[test]
 fn same_seed_same_results() {
     let run = |tag: &str| {
-        let c = ctx(tag);
+        let (_dir, c) = ctx(tag);
         (find("cma-dynamic").expect("registered").run)(&c).expect("runs");
-        let text = std::fs::read_to_string(c.out.path("cma-dynamic.csv")).expect("csv");
-        let _ = std::fs::remove_dir_all(c.out.root());
-        text
+        std::fs::read_to_string(c.out.path("cma-dynamic.csv")).expect("csv")
     };
     assert_eq!(run("det-a"), run("det-b"));
 }

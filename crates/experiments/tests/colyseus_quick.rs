@@ -1,14 +1,17 @@
 //! Quick runs of the Colyseus experiments: files written, figures with the right shape.
 
+mod common;
+
+use tempfile::TempDir;
 use worldmesh_experiments::{Context, find};
 
-fn ctx(name: &str) -> Context {
-    Context::quick_in_temp(name, 1).unwrap()
+fn ctx(name: &str) -> (TempDir, Context) {
+    common::quick(name, 1)
 }
 
 #[test]
 fn scaling_quick() {
-    let c = ctx("scaling");
+    let (_dir, c) = ctx("scaling");
     let out = (find("scaling").unwrap().run)(&c).unwrap();
     let t = &out.tables[0];
     assert_eq!(t.rows.len(), 3);
@@ -25,12 +28,11 @@ fn scaling_quick() {
             .unwrap()
             .contains("broadcast per node")
     );
-    std::fs::remove_dir_all(c.out.root()).unwrap();
 }
 
 #[test]
 fn proactive_quick() {
-    let c = ctx("proactive");
+    let (_dir, c) = ctx("proactive");
     let out = (find("proactive").unwrap().run)(&c).unwrap();
     let t = &out.tables[0];
     let p = |s: &str| s.trim_end_matches('%').parse::<f64>().unwrap();
@@ -40,5 +42,4 @@ fn proactive_quick() {
     assert!(on <= off, "{t}");
     assert!(c.out.path("proactive.svg").exists() && c.out.path("proactive.png").exists());
     assert_eq!(out.checks.len(), 5);
-    std::fs::remove_dir_all(c.out.root()).unwrap();
 }

@@ -1,11 +1,13 @@
 //! Quick-mode run of the `failover` experiment (issue 7 item 5): real nodes, host faults
 //! under 5 % loss; every trial ends with one server and no confirmed input lost.
 
-use worldmesh_experiments::{Context, find};
+mod common;
+
+use worldmesh_experiments::find;
 
 #[test]
 fn failover_quick_reports_one_server_and_nothing_lost() {
-    let ctx = Context::quick_in_temp("worldmesh-test-failover", 3).unwrap();
+    let (_temp, ctx) = common::quick("failover", 3);
     let dir = ctx.out.root().to_path_buf();
     let o = (find("failover").unwrap().run)(&ctx).unwrap();
     for f in [

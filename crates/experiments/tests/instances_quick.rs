@@ -2,12 +2,15 @@
 //! the paper's figure or table is about.
 #![allow(clippy::unwrap_used)]
 
-use worldmesh_experiments::{Context, Outcome, find};
+mod common;
+
+use tempfile::TempDir;
+use worldmesh_experiments::{Outcome, find};
 use worldmesh_report::Table;
 
-fn run(name: &str) -> (Outcome, std::path::PathBuf) {
-    let ctx = Context::quick_in_temp(&format!("instances-{name}"), 7).unwrap();
-    let dir = ctx.out.root().to_path_buf();
+/// Runs experiment `name`; its output folder goes when the returned `TempDir` is dropped.
+fn run(name: &str) -> (Outcome, TempDir) {
+    let (dir, ctx) = common::quick(name, 7);
     let e = find(name).unwrap();
     ((e.run)(&ctx).unwrap(), dir)
 }
@@ -30,7 +33,7 @@ fn num(s: &str) -> f64 {
 #[test]
 fn balance_hybrid_sheds_more_and_ends_within_capacity() {
     let (o, dir) = run("instances-balance");
-    assert!(dir.join("figure9_loads.svg").exists() && dir.join("figure9_loads.csv").exists());
+    assert!(dir.path().join("figure9_loads.svg").exists() && dir.path().join("figure9_loads.csv").exists());
     let t = table(&o, "instances-balance: scenario A, one row per seed");
     let (m, moved, maxl) = (
         col(t, "method"),
@@ -50,7 +53,7 @@ fn balance_hybrid_sheds_more_and_ends_within_capacity() {
 #[test]
 fn comm_classic_costs_more_than_hybrid_at_1000() {
     let (o, dir) = run("instances-comm");
-    assert!(dir.join("figure10.svg").exists());
+    assert!(dir.path().join("figure10.svg").exists());
     let t = table(&o, "Figure 10");
     let last = t.rows.last().unwrap();
     assert_eq!(last[0], "1000");
@@ -65,7 +68,7 @@ fn comm_classic_costs_more_than_hybrid_at_1000() {
 #[test]
 fn p2p_exceeds_the_central_area() {
     let (o, dir) = run("instances-p2p");
-    assert!(dir.join("figure11.svg").exists() && dir.join("figure12.svg").exists());
+    assert!(dir.path().join("figure11.svg").exists() && dir.path().join("figure12.svg").exists());
     let t = table(&o, "Scenario B per Return RATE");
     for r in &t.rows {
         assert!(num(&r[col(t, "in P2P")]) > 0.0, "{r:?}");
@@ -85,7 +88,7 @@ fn p2p_exceeds_the_central_area() {
 #[test]
 fn qos_failover_is_safe_and_ll_beats_a_random_cs() {
     let (o, dir) = run("instances-qos");
-    assert!(dir.join("takeover_cdf.svg").exists() && dir.join("report.json").exists());
+    assert!(dir.path().join("takeover_cdf.svg").exists() && dir.path().join("report.json").exists());
     let t = table(&o, "Takeover after a server crash");
     for r in &t.rows {
         assert_eq!(r[col(t, "confirmed inputs lost")], "0", "{r:?}");

@@ -1,10 +1,13 @@
 //! Quick runs of the locator experiments that drive the full simulator: `consistency`
 //! (Figure 11, with a locator dimension) and `predtime` (Figure 8a).
 
+mod common;
+
+use tempfile::TempDir;
 use worldmesh_experiments::{Context, find};
 
-fn ctx(name: &str) -> Context {
-    Context::quick_in_temp(name, 1).unwrap()
+fn ctx(name: &str) -> (TempDir, Context) {
+    common::quick(name, 1)
 }
 
 fn pct(s: &str) -> f64 {
@@ -13,7 +16,7 @@ fn pct(s: &str) -> f64 {
 
 #[test]
 fn consistency_quick_covers_every_locator() {
-    let c = ctx("consistency");
+    let (_dir, c) = ctx("consistency");
     let out = (find("consistency").unwrap().run)(&c).unwrap();
     let t = &out.tables[0];
     // 4 locators x (2 sizes on the paper's latencies + raw PlanetLab at the headline size).
@@ -29,12 +32,11 @@ fn consistency_quick_covers_every_locator() {
     }
     let csv = std::fs::read_to_string(c.out.path("consistency.csv")).unwrap();
     assert!(csv.starts_with("nodes,locator,latency,"), "{csv}");
-    std::fs::remove_dir_all(c.out.root()).unwrap();
 }
 
 #[test]
 fn predtime_quick_sweeps_prediction_horizon() {
-    let c = ctx("predtime");
+    let (_dir, c) = ctx("predtime");
     let out = (find("predtime").unwrap().run)(&c).unwrap();
     let t = &out.tables[0];
     assert_eq!(
@@ -58,5 +60,4 @@ fn predtime_quick_sweeps_prediction_horizon() {
     ] {
         assert!(c.out.path(file).exists(), "{file}");
     }
-    std::fs::remove_dir_all(c.out.root()).unwrap();
 }

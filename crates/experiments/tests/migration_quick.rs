@@ -1,11 +1,13 @@
 //! Quick run of the `migration` experiment: placement lowers the players' latency to their
 //! region's host, and the files are written.
 
-use worldmesh_experiments::{Context, find};
+mod common;
+
+use worldmesh_experiments::find;
 
 #[test]
 fn migration_quick_reduces_mean_latency() {
-    let c = Context::quick_in_temp("wm-migration", 1).unwrap();
+    let (_dir, c) = common::quick("migration", 1);
     let out = (find("migration").unwrap().run)(&c).unwrap();
     let t = &out.tables[0];
     let ms = |r: usize, col: usize| t.rows[r][col].parse::<f64>().unwrap();
@@ -26,5 +28,4 @@ fn migration_quick_reduces_mean_latency() {
             .unwrap()
             .contains("after")
     );
-    std::fs::remove_dir_all(c.out.root()).unwrap();
 }
