@@ -159,7 +159,6 @@ fn bots_play_through_a_real_node_and_forged_tokens_are_refused() {
 fn token_and_player_flags_fail_with_clear_errors() {
     let dir = common::tmp("token");
     let key = dir.path().join("k.key");
-    let _ = std::fs::remove_file(&key);
     run_ok(worldmesh().args(["token", "init", "--out", &key.display().to_string()]));
     let o = worldmesh()
         .args(["token", "init", "--out", &key.display().to_string()])
