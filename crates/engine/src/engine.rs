@@ -113,7 +113,7 @@ pub struct Engine<M: Machine, L, X = ()> {
     /// when machines join or the thread count changes).
     pub(crate) plan: Option<crate::parallel::Plan>,
     /// The threads of parallel rounds, started at the first round.
-    pub(crate) pool: Option<rayon::ThreadPool>,
+    pub(crate) pool: Option<crate::pool::Pool>,
 }
 
 impl<M, L, X> Engine<M, L, X>

@@ -47,6 +47,7 @@ use worldmesh_core::{Machine, NodeId, Time};
 
 use crate::engine::{Dropped, Engine, Scheduled};
 use crate::links::{NetworkStats, ParallelLinks};
+use crate::pool::Pool;
 
 /// Below this many events a round runs its groups one after the other on the calling
 /// thread (handing work to the pool costs more than such a round); the results are the
@@ -640,18 +641,10 @@ where
         {
             self.plan = Some(Plan::new::<M::Datagram, L>(&self.links, n, groups));
         }
-        if self
-            .pool
-            .as_ref()
-            .is_none_or(|p| p.current_num_threads() + 1 != groups)
-        {
+        if self.pool.as_ref().is_none_or(|p| p.workers() + 1 != groups) {
             // The calling thread runs the first group; the pool, the others. Without a
             // pool (the system refused threads) rounds run on this thread alone.
-            self.pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(groups - 1)
-                .thread_name(|i| format!("engine-{i}"))
-                .build()
-                .ok();
+            self.pool = Pool::new(groups - 1);
         }
         let Some(plan) = self.plan.take() else {
             return 0;
@@ -767,26 +760,19 @@ where
             let pool = if total < MIN_EVENTS_FOR_THREADS {
                 None
             } else {
-                self.pool.as_ref().filter(|p| p.current_num_threads() + 1 == g)
+                self.pool.as_ref().filter(|p| p.workers() + 1 == g)
             };
+            let (shared, work) = (&shared, &work);
+            let mut jobs = jobs.map(|(grp, ((mut s, t), out))| {
+                move || *out = Some(run_group(shared, work, grp as u32, &mut s, t, end))
+            });
             match pool {
-                None => {
-                    for (grp, ((mut s, t), out)) in jobs {
-                        *out = Some(run_group(&shared, &work, grp as u32, &mut s, t, end));
+                None => jobs.for_each(|job| job()),
+                Some(pool) => {
+                    if let Some(first) = jobs.next() {
+                        pool.run(first, jobs);
                     }
                 }
-                Some(pool) => pool.in_place_scope(|scope| {
-                    let (shared, work) = (&shared, &work);
-                    let mut jobs = jobs;
-                    let first = jobs.next();
-                    for (grp, ((mut s, t), out)) in jobs {
-                        scope
-                            .spawn(move |_| *out = Some(run_group(shared, work, grp as u32, &mut s, t, end)));
-                    }
-                    if let Some((grp, ((mut s, t), out))) = first {
-                        *out = Some(run_group(shared, work, grp as u32, &mut s, t, end));
-                    }
-                }),
             }
             runs.into_iter().flatten().collect::<Vec<_>>()
         };
