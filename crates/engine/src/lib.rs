@@ -17,14 +17,14 @@
 //!   restarts and joins, and events of the caller's own kind between them;
 //! - [`parallel`]: machines split into groups far apart on the network, and rounds that
 //!   run each group on a thread of its own with exactly the serial engine's results;
-//! - [`pool`]: the threads of those rounds, and how they wait for one another (awake,
-//!   yielding their cores, for a bounded time).
+//! - `pool` (private): the threads of those rounds, and how they wait for one another
+//!   (awake, yielding their cores, for a bounded time).
 #![forbid(unsafe_code)]
 
 pub mod engine;
 pub mod links;
 pub mod parallel;
-pub mod pool;
+mod pool;
 pub mod queue;
 
 pub use engine::{Dropped, Engine, Step};
