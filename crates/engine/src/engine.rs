@@ -114,6 +114,8 @@ pub struct Engine<M: Machine, L, X = ()> {
     pub(crate) plan: Option<crate::parallel::Plan>,
     /// The threads of parallel rounds, started at the first round.
     pub(crate) pool: Option<crate::pool::Pool>,
+    /// The groups' lists of past rounds, emptied, for the next ones.
+    pub(crate) spare: Vec<crate::parallel::Lists<M::Datagram, X, M::Event>>,
 }
 
 impl<M, L, X> Engine<M, L, X>
@@ -140,6 +142,7 @@ where
             drop_from_crashed: false,
             plan: None,
             pool: None,
+            spare: Vec::new(),
         }
     }
 

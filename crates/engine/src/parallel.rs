@@ -321,22 +321,80 @@ struct Created<D, X> {
 }
 
 /// One input a machine took in the round, with everything it created and emitted.
-struct Entry<E, S> {
+struct Entry {
     at: Time,
     order: Order,
     node: u32,
     /// The events it created: its datagrams, then its wake-up if `wake`.
     creates: Range<u32>,
     wake: bool,
+    /// How many events it emitted (the next ones of the group's `events`).
+    events: u32,
+    /// Whether it left the caller a share of its outputs ([`GroupWork::take_side`]: the
+    /// next of the group's `sides`).
+    side: bool,
+}
+
+/// A group's lists for one round, emptied and kept by the engine for the next. A round
+/// of a 64-node world holds thousands of items per group. Allocated afresh, the lists grew
+/// by copying every round, and the allocator gave their memory back to the system and
+/// faulted it in again: a 64-node `dht` run on two threads took three times the page
+/// faults of its run with kept lists (`crates/sim/PERFORMANCE.md`, twenty-fifth round).
+pub(crate) struct Lists<D, X, E> {
+    /// The group's events taken out of the queue.
+    taken: Vec<Taken<D, X>>,
+    /// While the group runs: the events it created for itself before the round's end,
+    /// by (time, creation number).
+    local: BinaryHeap<Reverse<(Time, u32)>>,
+    /// The events the group created.
+    created: Vec<Created<D, X>>,
+    /// The inputs the group's machines took, in the order they took them.
+    log: Vec<Entry>,
+    /// The events the machines emitted, in the log's order.
     events: Vec<E>,
-    /// The caller's share of its outputs ([`GroupWork::take_side`]).
-    side: Option<S>,
+    /// At the merge: the serial insertion number of each created event.
+    numbers: Vec<u64>,
+}
+
+impl<D, X, E> Default for Lists<D, X, E> {
+    fn default() -> Self {
+        Self {
+            taken: Vec::new(),
+            local: BinaryHeap::new(),
+            created: Vec::new(),
+            log: Vec::new(),
+            events: Vec::new(),
+            numbers: Vec::new(),
+        }
+    }
+}
+
+impl<D, X, E> Lists<D, X, E> {
+    fn clear(&mut self) {
+        self.taken.clear();
+        self.local.clear();
+        self.created.clear();
+        self.log.clear();
+        self.events.clear();
+        self.numbers.clear();
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.taken.is_empty()
+            && self.local.is_empty()
+            && self.created.is_empty()
+            && self.log.is_empty()
+            && self.events.is_empty()
+            && self.numbers.is_empty()
+    }
 }
 
 /// What one group did in a round.
 struct GroupRun<D, X, E, S> {
-    log: Vec<Entry<E, S>>,
-    created: Vec<Created<D, X>>,
+    lists: Lists<D, X, E>,
+    /// The caller's shares of the outputs, in the log's order.
+    sides: Vec<S>,
     stats: NetworkStats,
     dropped: Dropped,
     /// Events taken (inputs, superseded wake-ups, drops), and the latest one's time.
@@ -375,7 +433,7 @@ fn run_group<M, L, X, W>(
     work: &W,
     group: u32,
     slots: &mut [Slot<'_, M, L::Sender>],
-    taken: Vec<Taken<M::Datagram, X>>,
+    mut lists: Lists<M::Datagram, X, M::Event>,
     bound: Time,
 ) -> GroupRun<M::Datagram, X, M::Event, W::Side>
 where
@@ -384,18 +442,18 @@ where
     L: ParallelLinks<M::Datagram>,
     W: GroupWork<M, X>,
 {
+    let mut taken_list = std::mem::take(&mut lists.taken);
+    let mut local = std::mem::take(&mut lists.local);
     let mut run = GroupRun {
-        log: Vec::new(),
-        created: Vec::new(),
+        lists,
+        sides: Vec::new(),
         stats: NetworkStats::default(),
         dropped: Dropped::default(),
         ran: 0,
         last_at: Time::ZERO,
     };
     let n = shared.up.len();
-    // Events created for this group before the bound, by (time, creation number).
-    let mut local: BinaryHeap<Reverse<(Time, u32)>> = BinaryHeap::new();
-    let mut taken = taken.into_iter().peekable();
+    let mut taken = taken_list.drain(..).peekable();
     loop {
         let take_queued = match (taken.peek(), local.peek()) {
             (Some(t), Some(Reverse((at, _)))) => t.at <= *at,
@@ -410,7 +468,7 @@ where
             let Some(Reverse((at, c))) = local.pop() else {
                 break;
             };
-            let rec = &mut run.created[c as usize];
+            let rec = &mut run.lists.created[c as usize];
             let Some(event) = rec.event.take() else {
                 continue;
             };
@@ -457,7 +515,7 @@ where
         }
         // The machine's outputs, in the order the serial engine's caller drains them:
         // datagrams, events, then its timer.
-        let first = run.created.len() as u32;
+        let first = run.lists.created.len() as u32;
         let mut create =
             |created: &mut Vec<Created<M::Datagram, X>>, at: Time, dst: u32, event: Local<M::Datagram, X>| {
                 let c = created.len() as u32;
@@ -478,7 +536,7 @@ where
             }
             let fate = shared.links.route_with(slot.sender, at, NodeId(node), &t);
             let incarnation = shared.incarnation[i];
-            let created = &mut run.created;
+            let created = &mut run.lists.created;
             run.stats.count_sent(fate, t.datagram, |delay, datagram| {
                 let deliver = Local::Deliver {
                     src: node,
@@ -488,30 +546,34 @@ where
                 create(created, at + delay, t.dst.0, deliver);
             });
         }
-        let mut events = Vec::new();
+        let before = run.lists.events.len();
         while let Some(e) = slot.machine.poll_event() {
-            events.push(e);
+            run.lists.events.push(e);
         }
-        let side = work.take_side(slot.machine);
+        let events = (run.lists.events.len() - before) as u32;
+        let side = work.take_side(slot.machine).map(|s| run.sides.push(s)).is_some();
         let mut wake = false;
         if let Some(at_wake) = slot.machine.poll_timeout()
             && slot.timer.is_none_or(|cur| at_wake < cur)
         {
             let at_wake = at_wake.max(at);
             *slot.timer = Some(at_wake);
-            create(&mut run.created, at_wake, node, Local::Wake);
+            create(&mut run.lists.created, at_wake, node, Local::Wake);
             wake = true;
         }
-        run.log.push(Entry {
+        run.lists.log.push(Entry {
             at,
             order,
             node,
-            creates: first..run.created.len() as u32,
+            creates: first..run.lists.created.len() as u32,
             wake,
             events,
             side,
         });
     }
+    drop(taken);
+    run.lists.taken = taken_list;
+    run.lists.local = local;
     run
 }
 
@@ -667,7 +729,8 @@ where
         let mut end = limit;
         let mut first = true;
         let mut known = vec![false; g];
-        let mut taken: Vec<Vec<Taken<M::Datagram, X>>> = (0..g).map(|_| Vec::new()).collect();
+        let mut lists: Vec<Lists<M::Datagram, X, M::Event>> =
+            (0..g).map(|_| self.spare.pop().unwrap_or_default()).collect();
         while let Some((at, event)) = self.queue.peek() {
             if at >= end {
                 break;
@@ -709,19 +772,20 @@ where
                 Scheduled::Wake { .. } => Local::Wake,
                 Scheduled::Other(x) => Local::Other(x),
             };
-            taken[grp].push(Taken { at, seq, node, event });
+            lists[grp].taken.push(Taken { at, seq, node, event });
         }
         // Events at the very time of a caller's event that ended the window go back (the
         // queue orders them before it by insertion number; the serial steps will run them).
-        for list in &mut taken {
-            while list.last().is_some_and(|t| t.at >= end) {
-                if let Some(t) = list.pop() {
+        for list in &mut lists {
+            while list.taken.last().is_some_and(|t| t.at >= end) {
+                if let Some(t) = list.taken.pop() {
                     self.queue.push_keyed(t.at, t.seq, t.event.scheduled(t.node));
                 }
             }
         }
-        let total: usize = taken.iter().map(Vec::len).sum();
+        let total: usize = lists.iter().map(|l| l.taken.len()).sum();
         if total == 0 {
+            self.spare.extend(lists);
             return 0;
         }
 
@@ -756,15 +820,15 @@ where
                 plan,
             };
             let mut runs: Vec<Option<RunFor<M, X, C>>> = (0..g).map(|_| None).collect();
-            let jobs = slots.into_iter().zip(taken).zip(runs.iter_mut()).enumerate();
+            let jobs = slots.into_iter().zip(lists).zip(runs.iter_mut()).enumerate();
             let pool = if total < MIN_EVENTS_FOR_THREADS {
                 None
             } else {
                 self.pool.as_ref().filter(|p| p.workers() + 1 == g)
             };
             let (shared, work) = (&shared, &work);
-            let mut jobs = jobs.map(|(grp, ((mut s, t), out))| {
-                move || *out = Some(run_group(shared, work, grp as u32, &mut s, t, end))
+            let mut jobs = jobs.map(|(grp, ((mut s, l), out))| {
+                move || *out = Some(run_group(shared, work, grp as u32, &mut s, l, end))
             });
             match pool {
                 None => jobs.for_each(|job| job()),
@@ -791,30 +855,49 @@ where
         end: Time,
         caller: &mut C,
     ) -> usize {
-        let mut numbers: Vec<Vec<u64>> = runs.iter().map(|r| vec![0; r.created.len()]).collect();
+        // Per group: the insertion number given to each created event (0 until given), the
+        // machines' events and the caller's shares, both taken in the log's order.
+        let mut numbers: Vec<Vec<u64>> = runs
+            .iter_mut()
+            .map(|r| {
+                let mut numbers = std::mem::take(&mut r.lists.numbers);
+                numbers.resize(r.lists.created.len(), 0);
+                numbers
+            })
+            .collect();
+        let mut events: Vec<Vec<M::Event>> = runs
+            .iter_mut()
+            .map(|r| std::mem::take(&mut r.lists.events))
+            .collect();
+        let mut sides: Vec<_> = runs
+            .iter_mut()
+            .map(|r| std::mem::take(&mut r.sides).into_iter())
+            .collect();
+        let mut emitted: Vec<_> = events.iter_mut().map(|e| e.drain(..)).collect();
         let mut next = vec![0usize; runs.len()];
         let mut scheduled = Vec::new();
-        let key = |numbers: &[Vec<u64>], grp: usize, e: &Entry<M::Event, _>| match e.order {
+        let key = |numbers: &[Vec<u64>], grp: usize, e: &Entry| match e.order {
             Order::Queued(seq) => seq,
             Order::Created(c) => numbers[grp][c as usize],
         };
         let mut heads: BinaryHeap<Reverse<(Time, u64, usize)>> = BinaryHeap::new();
         for (grp, run) in runs.iter().enumerate() {
-            if let Some(e) = run.log.first() {
+            if let Some(e) = run.lists.log.first() {
                 heads.push(Reverse((e.at, key(&numbers, grp, e), grp)));
             }
         }
         while let Some(Reverse((at, _, grp))) = heads.pop() {
             let run = &mut runs[grp];
-            let entry = &mut run.log[next[grp]];
+            let entry = &run.lists.log[next[grp]];
             next[grp] += 1;
             self.now = self.now.max(at);
             // Its datagrams, its events, the caller's work, then its wake-up: the serial
             // caller's order.
             let (creates, wake) = (entry.creates.clone(), entry.wake);
+            let (node, emitted_here, side) = (NodeId(entry.node), entry.events, entry.side);
             let datagrams = creates.start..creates.end - u32::from(wake);
             let mut number = |queue: &mut crate::queue::EventQueue<_>, c: u32| {
-                let rec = &mut run.created[c as usize];
+                let rec = &mut run.lists.created[c as usize];
                 numbers[grp][c as usize] = match rec.event.take() {
                     Some(event) => queue.push(rec.at, event.scheduled(rec.node)),
                     None => queue.reserve(),
@@ -823,11 +906,10 @@ where
             for c in datagrams.clone() {
                 number(&mut self.queue, c);
             }
-            let node = NodeId(entry.node);
-            for e in entry.events.drain(..) {
+            for e in emitted[grp].by_ref().take(emitted_here as usize) {
                 caller.on_event(at, node, e);
             }
-            if let Some(side) = entry.side.take() {
+            if side && let Some(side) = sides[grp].next() {
                 caller.after_input(at, node, side, &mut scheduled);
                 for (when, x) in scheduled.drain(..) {
                     assert!(
@@ -840,7 +922,7 @@ where
             if wake {
                 number(&mut self.queue, datagrams.end);
             }
-            if let Some(e) = run.log.get(next[grp]) {
+            if let Some(e) = run.lists.log.get(next[grp]) {
                 debug_assert!(
                     !matches!(e.order, Order::Created(c) if numbers[grp][c as usize] == 0),
                     "an event is merged after the one that created it"
@@ -848,12 +930,17 @@ where
                 heads.push(Reverse((e.at, key(&numbers, grp, e), grp)));
             }
         }
+        drop(emitted);
         let mut ran = 0;
-        for run in &runs {
+        for ((mut run, numbers), events) in runs.into_iter().zip(numbers).zip(events) {
             ran += run.ran;
             self.now = self.now.max(run.last_at);
             self.stats.add(&run.stats);
             self.dropped.add(&run.dropped);
+            run.lists.numbers = numbers;
+            run.lists.events = events;
+            run.lists.clear();
+            self.spare.push(run.lists);
         }
         ran
     }
@@ -1029,6 +1116,13 @@ mod tests {
     /// the rounds that ran and how many of them were large enough for threads.
     type Ran = (Vec<Vec<(Time, u32, u64)>>, Events, String, u64, u64);
 
+    /// The lists the engine keeps for the next rounds are empty, at most one per group:
+    /// reused, not piling up.
+    fn lists_kept_empty<X>(engine: &Engine<Toy, Net, X>, threads: usize) {
+        assert!(engine.spare.len() <= threads, "{} lists kept", engine.spare.len());
+        assert!(engine.spare.iter().all(Lists::is_empty), "a list kept its items");
+    }
+
     /// Runs 8 toys for 0.6 s, machine 2 crashed from 0.2 s to 0.35 s, on `threads`
     /// threads (1: the serial engine alone); returns every machine's inputs, the events
     /// in the order they came out, the counts, and the rounds that ran (and how many of
@@ -1059,6 +1153,7 @@ mod tests {
                     Some(_) => {}
                 }
             }
+            lists_kept_empty(&engine, threads);
             engine.advance_to(until);
             match fault {
                 Some(true) => engine.crash(NodeId(2)),
@@ -1239,6 +1334,7 @@ mod tests {
                     Some(Step::Nothing) => {}
                 }
             }
+            lists_kept_empty(&engine, threads);
             engine.advance_to(until);
             match fault {
                 Some(true) => engine.crash(NodeId(2)),
