@@ -114,7 +114,8 @@ pub struct Engine<M: Machine, L, X = ()> {
     pub(crate) plan: Option<crate::parallel::Plan>,
     /// The threads of parallel rounds, started at the first round.
     pub(crate) pool: Option<crate::pool::Pool>,
-    /// The groups' lists of past rounds, emptied, for the next ones.
+    /// Each group's lists from the last parallel round, emptied, for the next (one per
+    /// group; they hold the machines' events, so the engine is `Send` only if those are).
     pub(crate) spare: Vec<crate::parallel::Lists<M::Datagram, X, M::Event>>,
 }
 

@@ -320,7 +320,7 @@ struct Created<D, X> {
     event: Option<Local<D, X>>,
 }
 
-/// One input a machine took in the round, with everything it created and emitted.
+/// One input a machine took in the round, with where to find what it created and emitted.
 struct Entry {
     at: Time,
     order: Order,
@@ -329,10 +329,10 @@ struct Entry {
     creates: Range<u32>,
     wake: bool,
     /// How many events it emitted (the next ones of the group's `events`).
-    events: u32,
+    emitted: u32,
     /// Whether it left the caller a share of its outputs ([`GroupWork::take_side`]: the
     /// next of the group's `sides`).
-    side: bool,
+    has_side: bool,
 }
 
 /// A group's lists for one round, emptied and kept by the engine for the next. A round
@@ -370,6 +370,7 @@ impl<D, X, E> Default for Lists<D, X, E> {
 }
 
 impl<D, X, E> Lists<D, X, E> {
+    /// Empties every list, keeping its memory.
     fn clear(&mut self) {
         self.taken.clear();
         self.local.clear();
@@ -379,6 +380,7 @@ impl<D, X, E> Lists<D, X, E> {
         self.numbers.clear();
     }
 
+    /// Whether every list is empty (as a kept one must be).
     #[cfg(test)]
     fn is_empty(&self) -> bool {
         self.taken.is_empty()
@@ -392,8 +394,10 @@ impl<D, X, E> Lists<D, X, E> {
 
 /// What one group did in a round.
 struct GroupRun<D, X, E, S> {
+    /// The round's lists, handed back to the engine after the merge.
     lists: Lists<D, X, E>,
-    /// The caller's shares of the outputs, in the log's order.
+    /// The caller's shares of the outputs, in the log's order. Not kept from round to
+    /// round: its type is the caller's, and the engine outlives any one caller.
     sides: Vec<S>,
     stats: NetworkStats,
     dropped: Dropped,
@@ -426,8 +430,9 @@ struct Shared<'a, L> {
     plan: &'a Plan,
 }
 
-/// Runs group `group`'s events before `bound`: `taken` (in queue order) and those its
-/// machines create before `bound`.
+/// Runs group `group`'s events before `bound`: those in `lists.taken` (in queue order; its
+/// other lists empty) and those its machines create before `bound`. Returns the lists
+/// filled (`taken` and `local` emptied again).
 fn run_group<M, L, X, W>(
     shared: &Shared<'_, L>,
     work: &W,
@@ -442,7 +447,9 @@ where
     L: ParallelLinks<M::Datagram>,
     W: GroupWork<M, X>,
 {
-    let mut taken_list = std::mem::take(&mut lists.taken);
+    // Out of the lists while the group runs: the queue's events are drained from `queued`,
+    // and `create` below pushes onto `local`.
+    let mut queued = std::mem::take(&mut lists.taken);
     let mut local = std::mem::take(&mut lists.local);
     let mut run = GroupRun {
         lists,
@@ -453,7 +460,7 @@ where
         last_at: Time::ZERO,
     };
     let n = shared.up.len();
-    let mut taken = taken_list.drain(..).peekable();
+    let mut taken = queued.drain(..).peekable();
     loop {
         let take_queued = match (taken.peek(), local.peek()) {
             (Some(t), Some(Reverse((at, _)))) => t.at <= *at,
@@ -550,8 +557,14 @@ where
         while let Some(e) = slot.machine.poll_event() {
             run.lists.events.push(e);
         }
-        let events = (run.lists.events.len() - before) as u32;
-        let side = work.take_side(slot.machine).map(|s| run.sides.push(s)).is_some();
+        let emitted = (run.lists.events.len() - before) as u32;
+        let has_side = match work.take_side(slot.machine) {
+            Some(side) => {
+                run.sides.push(side);
+                true
+            }
+            None => false,
+        };
         let mut wake = false;
         if let Some(at_wake) = slot.machine.poll_timeout()
             && slot.timer.is_none_or(|cur| at_wake < cur)
@@ -567,12 +580,12 @@ where
             node,
             creates: first..run.lists.created.len() as u32,
             wake,
-            events,
-            side,
+            emitted,
+            has_side,
         });
     }
-    drop(taken);
-    run.lists.taken = taken_list;
+    drop(taken); // ends the drain's borrow of `queued`, now empty
+    run.lists.taken = queued;
     run.lists.local = local;
     run
 }
@@ -729,8 +742,9 @@ where
         let mut end = limit;
         let mut first = true;
         let mut known = vec![false; g];
-        let mut lists: Vec<Lists<M::Datagram, X, M::Event>> =
-            (0..g).map(|_| self.spare.pop().unwrap_or_default()).collect();
+        // Each group's lists from the last round (one per group, in group order).
+        let mut lists = std::mem::take(&mut self.spare);
+        lists.resize_with(g, Lists::default);
         while let Some((at, event)) = self.queue.peek() {
             if at >= end {
                 break;
@@ -785,7 +799,7 @@ where
         }
         let total: usize = lists.iter().map(|l| l.taken.len()).sum();
         if total == 0 {
-            self.spare.extend(lists);
+            self.spare = lists;
             return 0;
         }
 
@@ -873,7 +887,7 @@ where
             .iter_mut()
             .map(|r| std::mem::take(&mut r.sides).into_iter())
             .collect();
-        let mut emitted: Vec<_> = events.iter_mut().map(|e| e.drain(..)).collect();
+        let mut drains: Vec<_> = events.iter_mut().map(|e| e.drain(..)).collect();
         let mut next = vec![0usize; runs.len()];
         let mut scheduled = Vec::new();
         let key = |numbers: &[Vec<u64>], grp: usize, e: &Entry| match e.order {
@@ -894,7 +908,7 @@ where
             // Its datagrams, its events, the caller's work, then its wake-up: the serial
             // caller's order.
             let (creates, wake) = (entry.creates.clone(), entry.wake);
-            let (node, emitted_here, side) = (NodeId(entry.node), entry.events, entry.side);
+            let (node, emitted, has_side) = (NodeId(entry.node), entry.emitted, entry.has_side);
             let datagrams = creates.start..creates.end - u32::from(wake);
             let mut number = |queue: &mut crate::queue::EventQueue<_>, c: u32| {
                 let rec = &mut run.lists.created[c as usize];
@@ -906,10 +920,11 @@ where
             for c in datagrams.clone() {
                 number(&mut self.queue, c);
             }
-            for e in emitted[grp].by_ref().take(emitted_here as usize) {
+            for e in drains[grp].by_ref().take(emitted as usize) {
                 caller.on_event(at, node, e);
             }
-            if side && let Some(side) = sides[grp].next() {
+            if has_side {
+                let side = sides[grp].next().expect("a share for every input that left one");
                 caller.after_input(at, node, side, &mut scheduled);
                 for (when, x) in scheduled.drain(..) {
                     assert!(
@@ -930,7 +945,11 @@ where
                 heads.push(Reverse((e.at, key(&numbers, grp, e), grp)));
             }
         }
-        drop(emitted);
+        debug_assert!(
+            drains.iter().all(|d| d.len() == 0) && sides.iter().all(|s| s.len() == 0),
+            "every event and share emitted was merged"
+        );
+        drop(drains); // ends their borrows of `events`, now empty
         let mut ran = 0;
         for ((mut run, numbers), events) in runs.into_iter().zip(numbers).zip(events) {
             ran += run.ran;
@@ -940,7 +959,7 @@ where
             run.lists.numbers = numbers;
             run.lists.events = events;
             run.lists.clear();
-            self.spare.push(run.lists);
+            self.spare.push(run.lists); // in group order, as `runs` is
         }
         ran
     }
@@ -1112,16 +1131,26 @@ mod tests {
         (toys, net)
     }
 
+    /// Asserts that the engine keeps one list per group once rounds ran on `threads`
+    /// threads (none on one thread: the serial engine alone), every one of them empty
+    /// but holding the memory of past rounds (the tests' worlds have more machines than
+    /// threads, so a group per thread).
+    fn assert_lists_kept_empty<X>(engine: &Engine<Toy, Net, X>, threads: usize) {
+        let groups = if threads > 1 { threads } else { 0 };
+        assert_eq!(engine.spare.len(), groups, "lists kept");
+        assert!(engine.spare.iter().all(Lists::is_empty), "a list kept its items");
+        assert!(
+            engine
+                .spare
+                .iter()
+                .all(|l| l.log.capacity() > 0 && l.created.capacity() > 0),
+            "the lists of past rounds were not kept"
+        );
+    }
+
     /// A run: every machine's inputs, the events in the order they came out, the counts,
     /// the rounds that ran and how many of them were large enough for threads.
     type Ran = (Vec<Vec<(Time, u32, u64)>>, Events, String, u64, u64);
-
-    /// The lists the engine keeps for the next rounds are empty, at most one per group:
-    /// reused, not piling up.
-    fn lists_kept_empty<X>(engine: &Engine<Toy, Net, X>, threads: usize) {
-        assert!(engine.spare.len() <= threads, "{} lists kept", engine.spare.len());
-        assert!(engine.spare.iter().all(Lists::is_empty), "a list kept its items");
-    }
 
     /// Runs 8 toys for 0.6 s, machine 2 crashed from 0.2 s to 0.35 s, on `threads`
     /// threads (1: the serial engine alone); returns every machine's inputs, the events
@@ -1153,7 +1182,7 @@ mod tests {
                     Some(_) => {}
                 }
             }
-            lists_kept_empty(&engine, threads);
+            assert_lists_kept_empty(&engine, threads);
             engine.advance_to(until);
             match fault {
                 Some(true) => engine.crash(NodeId(2)),
@@ -1334,7 +1363,7 @@ mod tests {
                     Some(Step::Nothing) => {}
                 }
             }
-            lists_kept_empty(&engine, threads);
+            assert_lists_kept_empty(&engine, threads);
             engine.advance_to(until);
             match fault {
                 Some(true) => engine.crash(NodeId(2)),
