@@ -336,8 +336,8 @@ fn spoofed_reflected_and_member_forged_traffic_changes_nothing_on_real_nodes() {
     std::thread::sleep(Duration::from_millis(500));
 
     // 1. The rogue member's full states of node 1's objects: not the sender's. They go
-    //    first, on a quiet socket: they ride QUIC datagrams, and the spoofed flood below
-    //    overflows node 0's UDP receive buffer, which loses datagrams (nothing resends them).
+    //    first, on a quiet socket: they ride QUIC datagrams, which nothing resends, and
+    //    the spoofed flood below, even paced, keeps node 0's UDP receive buffer busy.
     for (k, id) in node1_objects.iter().enumerate() {
         let f = replica_frame(
             900_000 + k as u32,
