@@ -58,9 +58,11 @@ pub struct ClusterArgs {
     /// or `udp-insecure` (plain UDP trusting source addresses: the benchmark baseline).
     #[arg(long, value_enum, default_value = "quic")]
     transport: TransportKind,
-    /// Membership profile passed to every node: `lan` or `wan`.
-    #[arg(long, value_parser = ["lan", "wan"], default_value = "lan")]
-    membership: String,
+    /// Membership profile passed to every node: `lan` or `wan` [default: the nodes choose:
+    /// `wan` when --latency emulates round trips longer than `lan` waits for a probe's
+    /// answer (80 ms), else `lan`, unless --node-config names one].
+    #[arg(long, value_parser = ["lan", "wan"])]
+    membership: Option<String>,
     /// A node config file (`worldmesh node --config`) every node reads, e.g. for `[quic]`
     /// or `[membership]` tuning; the launcher's own flags override it.
     #[arg(long, value_name = "FILE")]
@@ -188,7 +190,6 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
             .args(["--duration", &format!("{}ms", args.duration.as_millis())])
             .args(["--seed", &args.seed.to_string()])
             .args(["--transport", args.transport.name()])
-            .args(["--membership", &args.membership])
             .arg("--summary-json")
             .arg("--wait-start")
             .arg("--exit-on-stdin-close")
@@ -212,6 +213,9 @@ async fn run_in(args: &ClusterArgs, dir: &Path) -> anyhow::Result<()> {
         }
         if let Some(l) = &args.latency {
             cmd.args(["--latency", l]);
+        }
+        if let Some(m) = &args.membership {
+            cmd.args(["--membership", m]);
         }
         if let Some(l) = &args.locator {
             cmd.args(["--locator", l]);
@@ -463,6 +467,7 @@ fn print_report(args: &ClusterArgs, reports: &[NodeReport], wall: f64) -> anyhow
         ("wall time, s".to_string(), summary::f(wall, 2)),
     ];
     extra.extend(summary::transport_lines(reports));
+    extra.push(("membership profile (SWIM timing)".into(), profiles(reports)));
     extra.push((
         "run validity (nodes overlapped and saw every member)".into(),
         match &validity {
@@ -492,6 +497,23 @@ fn print_report(args: &ClusterArgs, reports: &[NodeReport], wall: f64) -> anyhow
         println!("report written to {}", path.display());
     }
     Ok(())
+}
+
+/// The nodes' membership profiles: one, or each distinct one with its nodes.
+fn profiles(reports: &[NodeReport]) -> String {
+    let mut by: std::collections::BTreeMap<&str, Vec<u32>> = Default::default();
+    for r in reports {
+        by.entry(r.membership_profile.as_str())
+            .or_default()
+            .push(r.node.node.0);
+    }
+    if by.len() == 1 {
+        return by.into_keys().next().unwrap_or_default().to_owned();
+    }
+    by.into_iter()
+        .map(|(p, nodes)| format!("{p} on nodes {nodes:?}"))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Ok(overlap in seconds) if every node ran for (nearly) the same interval and saw every

@@ -82,7 +82,9 @@ pub struct NodeArgs {
     /// World: backups of every primary [default: 2].
     #[arg(long, value_parser = backups)]
     backups: Option<usize>,
-    /// Membership timing profile: `lan` (default) or `wan`.
+    /// Membership timing profile: `lan` or `wan` [default: `[membership] profile`, else
+    /// `wan` when --latency emulates round trips over 80 ms (the `lan` probe wait), else
+    /// `lan`].
     #[arg(long, value_parser = ["lan", "wan"])]
     membership: Option<String>,
     /// Persist this node's world in DIR/store.redb (created if absent): avatars at every

@@ -47,6 +47,44 @@ fn cluster_of_three_real_processes_exchanges_state() {
     }
 }
 
+/// Over emulated round trips of 200 ms, longer than the `lan` membership profile waits for
+/// a probe's answer (80 ms), the nodes choose the `wan` profile by themselves: no live
+/// member is declared down and nothing is adopted from one. (With `lan` a 4-node, 10-s
+/// run declared 30 members down and adopted 202 objects from live nodes.)
+#[test]
+fn cluster_over_long_round_trips_runs_wan_membership_without_false_failures() {
+    let out = tmp("cluster-wan");
+    run_ok(
+        worldmesh()
+            .args([
+                "cluster",
+                "--nodes",
+                "3",
+                "--duration",
+                "5s",
+                "--players-per-node",
+                "3",
+                "--latency",
+                "uniform:200",
+                "--out",
+            ])
+            .arg(out.path()),
+    );
+    let r = json(out.path().join("report.json"));
+    let nodes = r["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 3);
+    for n in nodes {
+        assert_eq!(
+            n["membership_profile"], "wan (none named; emulated round trips up to 200 ms)",
+            "{n}"
+        );
+        let c = &n["cluster"];
+        assert_eq!(c["members_down"], 0, "a live member declared down: {c}");
+        assert_eq!(c["adoption"]["adopted"], 0, "{c}");
+        assert_eq!(c["members"], 3, "{c}");
+    }
+}
+
 /// Real processes running the distributed locator inside each node: discovery traffic
 /// flows (routing, match delivery, overlay upkeep, in `MessageClass::ALL` order 1–3; a
 /// broadcast cluster sends none) and every node ends up holding replicas.

@@ -407,6 +407,23 @@ impl LatencyMatrix {
         v[v.len() / 2]
     }
 
+    /// The largest off-diagonal round-trip time, ms, as [`Self::one_way`] applies it (at
+    /// most [`MAX_RTT_MS`]; a value that is not finite counts as that); 0 for fewer than
+    /// two hosts.
+    pub fn max_rtt(&self) -> f32 {
+        (0..self.n)
+            .flat_map(|i| (0..self.n).filter(move |j| *j != i).map(move |j| (i, j)))
+            .map(|(i, j)| {
+                let rtt = self.rtt_ms(i, j);
+                if rtt.is_finite() {
+                    rtt.clamp(0.0, MAX_RTT_MS as f32)
+                } else {
+                    MAX_RTT_MS as f32
+                }
+            })
+            .fold(0.0, f32::max)
+    }
+
     /// Every round-trip time multiplied by `factor` (e.g. to give a matrix another median).
     pub fn scaled(&self, factor: f32) -> LatencyMatrix {
         LatencyMatrix {
@@ -545,6 +562,18 @@ mod tests {
         assert_eq!(m.median_rtt(), 20.0);
         let s = m.scaled(0.5);
         assert_eq!((s.rtt_ms(0, 2), s.median_rtt()), (15.0, 10.0));
+    }
+
+    #[test]
+    fn largest_round_trip_ignores_the_diagonal_and_caps_like_the_delays() {
+        let m = ws("0 10 30\n10 0 20\n35 20 0\n").unwrap();
+        assert_eq!(m.max_rtt(), 35.0);
+        assert_eq!(LatencyMatrix::uniform(1, 0.0).max_rtt(), 0.0);
+        // Built in code: a value past the cap or not finite counts as the cap, as in
+        // `one_way`.
+        let huge = LatencyMatrix::from_fn(2, |_, _| f32::INFINITY);
+        assert_eq!(huge.max_rtt(), MAX_RTT_MS as f32);
+        assert_eq!(huge.one_way(0, 1).as_secs_f64() * 2000.0, MAX_RTT_MS);
     }
 
     #[test]

@@ -111,7 +111,7 @@ pub fn run(ctx: &Context) -> Result<Outcome, ExperimentError> {
                 cfg.network.latency = latency.into();
                 cfg.network.loss = loss;
                 cfg.cluster.membership = true;
-                cfg.cluster.profile = profile.into();
+                cfg.cluster.profile = Some(profile.into());
                 cfg.cluster.backups = 2;
                 // Crash every tenth node (spread over the id space).
                 let crash: Vec<NodeId> = (0..crashed)

@@ -854,7 +854,9 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
                 tracing::warn!(
                     node = self.node.id().0,
                     generation = m.generation,
-                    "declared failed while alive: dropped everything, rejoining as a new generation"
+                    "declared failed while alive (a partition, heavy loss, or round trips longer than \
+                     the membership profile's probe wait: use the `wan` profile across a WAN): \
+                     dropped everything, rejoining as a new generation"
                 );
             }
             Event::Adopted { dead, .. } => self.logs.adopted(*dead),

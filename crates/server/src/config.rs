@@ -37,6 +37,7 @@
 //!
 //! [membership]
 //! profile = "lan"                  # or "wan"; any field below overrides the profile
+//!                                  # (unnamed: "wan" if [shim] latency has RTTs > 80 ms)
 //! probe_period_ms = 250
 //! suspect_to_down_after_ms = 600
 //! suspect_silent_after_ms = 500    # suspect a steadily heard member silent this long (0: off)
@@ -231,8 +232,10 @@ pub struct NodeSettings {
     pub world: WorldSettings,
     /// SWIM settings.
     pub membership: MembershipConfig,
-    /// The membership profile named in the config (`lan` or `wan`).
+    /// The membership profile (`lan` or `wan`) the timing starts from.
     pub membership_profile: String,
+    /// Why it is that profile.
+    pub membership_origin: ProfileOrigin,
     /// The player port, if the node admits players.
     pub players: Option<PlayerSettings>,
     /// The node's store directory (`DIR/store.redb`): the node persists its primaries
@@ -637,6 +640,45 @@ pub struct Overrides {
     pub placement: Option<bool>,
 }
 
+/// Why a node's membership profile is the one it runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ProfileOrigin {
+    /// Named by `--membership` or `[membership] profile`.
+    Named,
+    /// None named, and the WAN shim emulates round trips of up to `largest_rtt_ms`: `wan`
+    /// when that is longer than the `lan` profile waits for a probe's answer.
+    Emulated {
+        /// The emulated matrix's largest round trip, ms.
+        largest_rtt_ms: f32,
+    },
+    /// None named and no emulated delay: `lan`.
+    Default,
+}
+
+impl std::fmt::Display for ProfileOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Named => f.write_str("named"),
+            Self::Emulated { largest_rtt_ms } => {
+                write!(f, "none named; emulated round trips up to {largest_rtt_ms:.0} ms")
+            }
+            Self::Default => f.write_str("none named; no emulated delay"),
+        }
+    }
+}
+
+/// The membership profile of a node that names none: the one its WAN shim's largest
+/// round trip calls for ([`MembershipConfig::profile_for`]), `lan` without a shim.
+fn unnamed_profile(shim_latency: Option<&str>) -> Result<(String, ProfileOrigin), String> {
+    let Some(spec) = shim_latency else {
+        return Ok(("lan".into(), ProfileOrigin::Default));
+    };
+    let matrix = worldmesh_core::latency::load_spec(spec).map_err(|e| e.to_string())?;
+    let largest_rtt_ms = matrix.max_rtt();
+    let profile = MembershipConfig::profile_for(Duration::from_secs_f64(f64::from(largest_rtt_ms) / 1000.0));
+    Ok((profile.into(), ProfileOrigin::Emulated { largest_rtt_ms }))
+}
+
 fn ms(v: Option<u64>, default: Duration) -> Duration {
     v.map_or(default, Duration::from_millis)
 }
@@ -721,16 +763,15 @@ pub fn resolve(file: FileConfig, o: Overrides, source: &str) -> Result<NodeSetti
         ));
     }
     let m = &file.membership;
-    let profile = o
-        .membership
-        .clone()
-        .or(m.profile.clone())
-        .unwrap_or_else(|| "lan".into());
-    let base = if profile == "wan" {
-        MembershipConfig::wan()
-    } else {
-        MembershipConfig::lan()
+    let shim_latency = o.latency.clone().or(file.shim.latency.clone());
+    let (profile, membership_origin) = match o.membership.clone().or(m.profile.clone()) {
+        Some(named) => (named, ProfileOrigin::Named),
+        None => match unnamed_profile(shim_latency.as_deref()) {
+            Ok(p) => p,
+            Err(e) => return bad(format!("the WAN shim's latency in {source}: {e}")),
+        },
     };
+    let base = MembershipConfig::named(&profile).unwrap_or_else(MembershipConfig::lan);
     let membership = MembershipConfig {
         probe_period: ms(m.probe_period_ms, base.probe_period),
         probe_rtt: ms(m.probe_rtt_ms, base.probe_rtt),
@@ -843,11 +884,12 @@ pub fn resolve(file: FileConfig, o: Overrides, source: &str) -> Result<NodeSetti
         world,
         membership,
         membership_profile: profile,
+        membership_origin,
         data_dir: o.data_dir.clone().or(file.data_dir),
         checkpoint_frames: o.checkpoint_frames.or(file.checkpoint_frames).unwrap_or(10),
         metrics: o.metrics.or(file.metrics),
         log_format: o.log_format.or(file.log_format).unwrap_or(LogFormat::Human),
-        shim_latency: o.latency.clone().or(file.shim.latency),
+        shim_latency,
         shim_loss,
         join_timeout: o
             .join_timeout
@@ -923,6 +965,59 @@ mod tests {
         assert_eq!(s.world.epoch_ms, DEFAULT_EPOCH_MS);
         let list = s.world.hello_list();
         assert!(list.contains(&("players".into(), "5".into())), "{list:?}");
+    }
+
+    #[test]
+    fn an_unnamed_profile_follows_the_emulated_round_trips() {
+        let with = |file: &str, latency: Option<&str>, named: Option<&str>| {
+            let o = Overrides {
+                latency: latency.map(str::to_owned),
+                membership: named.map(str::to_owned),
+                ..base()
+            };
+            resolve(parse(file).unwrap(), o, "node.toml").map(|s| {
+                (
+                    s.membership_profile.clone(),
+                    s.membership_origin,
+                    s.membership.probe_rtt,
+                )
+            })
+        };
+        let lan = MembershipConfig::lan().probe_rtt;
+        let wan = MembershipConfig::wan().probe_rtt;
+        assert_eq!(
+            with("", None, None).unwrap(),
+            ("lan".into(), ProfileOrigin::Default, lan)
+        );
+        // Round trips the `lan` probe wait (80 ms) covers, and ones it does not.
+        let emulated = |ms: f32| ProfileOrigin::Emulated { largest_rtt_ms: ms };
+        assert_eq!(
+            with("", Some("uniform:80"), None).unwrap(),
+            ("lan".into(), emulated(80.0), lan)
+        );
+        assert_eq!(
+            with("", Some("uniform:81"), None).unwrap(),
+            ("wan".into(), emulated(81.0), wan)
+        );
+        let (profile, origin, _) = with("", Some("planetlab"), None).unwrap();
+        assert_eq!(profile, "wan");
+        assert!(matches!(origin, ProfileOrigin::Emulated { largest_rtt_ms } if largest_rtt_ms > 80.0));
+        // The file's shim counts as the flag's does; a named profile always wins.
+        assert_eq!(
+            with("[shim]\nlatency = \"uniform:200\"\n", None, None).unwrap().0,
+            "wan"
+        );
+        assert_eq!(
+            with("", Some("planetlab"), Some("lan")).unwrap(),
+            ("lan".into(), ProfileOrigin::Named, lan)
+        );
+        assert_eq!(
+            with("[membership]\nprofile = \"lan\"\n", Some("uniform:200"), None).unwrap(),
+            ("lan".into(), ProfileOrigin::Named, lan)
+        );
+        // A latency that cannot be read is a configuration error naming it.
+        let e = with("", Some("uniform:fast"), None).unwrap_err().to_string();
+        assert!(e.contains("WAN shim") && e.contains("uniform:fast"), "{e}");
     }
 
     #[test]

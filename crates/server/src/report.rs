@@ -109,6 +109,10 @@ pub struct NodeReport {
     /// Persistence, if the node had a store (`--data-dir`).
     #[serde(default)]
     pub persist: Option<PersistReport>,
+    /// The membership profile the node ran (`lan` or `wan`) and why, e.g. `wan (none
+    /// named; emulated round trips up to 420 ms)`.
+    #[serde(default)]
+    pub membership_profile: String,
 }
 
 /// What a node persisted over the run.

@@ -312,6 +312,7 @@ impl<O: GameObject> ServerBuilder<O> {
             locator = %s.world.locator,
             founders = s.world.founders,
             membership = %s.membership_profile,
+            membership_origin = %s.membership_origin,
             data_dir = ?s.data_dir,
             metrics = ?s.metrics,
             "worldmesh node starting"
@@ -701,6 +702,7 @@ impl<O: GameObject> Running<O> {
                 node: st.clone(),
                 store: out.persist.unwrap_or_default(),
             }),
+            membership_profile: format!("{} ({})", s.membership_profile, s.membership_origin),
         };
         tracing::info!(
             node = s.id,

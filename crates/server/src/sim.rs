@@ -146,6 +146,8 @@ impl<O: GameObject> SimBuilder<O> {
 
     /// Dynamic membership (SWIM): nodes can crash, restart, join and drain, and a failed
     /// node's objects are adopted; `backups` members keep every primary's state fresh.
+    /// The timing is the `lan` profile, or `wan` when the latency has round trips longer
+    /// than 80 ms (`MembershipConfig::profile_for`).
     #[must_use]
     pub fn membership(mut self, backups: usize) -> Self {
         self.membership = true;
@@ -194,6 +196,7 @@ impl<O: GameObject> SimBuilder<O> {
             )));
         }
         let matrix: LatencyMatrix = worldmesh_core::latency::load_spec(&self.network.latency)?;
+        let largest_rtt = Duration::from_secs_f64(f64::from(matrix.max_rtt()) / 1000.0);
         let root = DetRng::new(self.seed);
         let net = NetworkModel::new(matrix, self.nodes, &self.network, &root);
         let frame = Duration::from_secs_f64(1.0 / self.frame_hz);
@@ -205,7 +208,7 @@ impl<O: GameObject> SimBuilder<O> {
         };
         let mut nodes = Vec::with_capacity(self.nodes);
         for &id in &ids {
-            let cfg = self.node_config(id, &ids, frame, mode);
+            let cfg = self.node_config(id, &ids, frame, mode, largest_rtt);
             // Frames of different nodes are not aligned: each starts at its own phase.
             let phase = root.fork(u64::from(id.0) + 1).range_f64(0.0, frame.as_secs_f64());
             let mut node = Node::new(cfg, Arc::clone(&self.world), Time::from_secs_f64(phase));
@@ -226,12 +229,20 @@ impl<O: GameObject> SimBuilder<O> {
         Ok(sim)
     }
 
-    fn node_config(&self, id: NodeId, ids: &[NodeId], frame: Duration, mode: Mode) -> NodeConfig {
+    /// A node's settings; `largest_rtt` (the network's) chooses the membership timing.
+    fn node_config(
+        &self,
+        id: NodeId,
+        ids: &[NodeId],
+        frame: Duration,
+        mode: Mode,
+        largest_rtt: Duration,
+    ) -> NodeConfig {
         let peers = ids.iter().copied().filter(|p| *p != id).collect();
         let mut cfg = NodeConfig::new(id, peers, self.seed).with_mode(mode);
         cfg.frame_interval = frame;
         if self.membership {
-            cfg.membership = Some(MembershipConfig::lan());
+            cfg.membership = MembershipConfig::named(MembershipConfig::profile_for(largest_rtt));
             cfg.replica.backups = self.backups;
         }
         if let Some((every, _)) = self.persistence {

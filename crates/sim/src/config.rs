@@ -144,8 +144,11 @@ impl PlacementSettings {
 pub struct ClusterConfig {
     /// Run SWIM inside every node (members can fail, leave, join and be adopted from).
     pub membership: bool,
-    /// SWIM timing: `lan` or `wan` (`node::membership::MembershipConfig`).
-    pub profile: String,
+    /// SWIM timing: `lan` or `wan` (`node::membership::MembershipConfig`); unnamed: the
+    /// one the network's largest round trip calls for
+    /// (`node::membership::MembershipConfig::profile_for`: `wan` above 80 ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
     /// Backups per primary (`replica::ReplicaConfig::backups`).
     pub backups: usize,
     /// Record every forwarded write a primary applies (`replica::ReplicaConfig::trace_writes`;
@@ -176,7 +179,7 @@ impl Default for ClusterConfig {
     fn default() -> Self {
         Self {
             membership: false,
-            profile: "lan".into(),
+            profile: None,
             backups: 0,
             trace_writes: false,
             checkpoint_frames: 0,
@@ -198,12 +201,19 @@ impl ClusterConfig {
         })
     }
 
-    /// The SWIM settings, if membership is on.
-    pub fn membership_config(&self) -> Option<worldmesh_node::membership::MembershipConfig> {
-        self.membership.then(|| match self.profile.as_str() {
-            "wan" => worldmesh_node::membership::MembershipConfig::wan(),
-            _ => worldmesh_node::membership::MembershipConfig::lan(),
-        })
+    /// The SWIM settings, if membership is on, over a network whose largest round trip is
+    /// `largest_rtt` (which chooses the profile when none is named).
+    pub fn membership_config(
+        &self,
+        largest_rtt: std::time::Duration,
+    ) -> Option<worldmesh_node::membership::MembershipConfig> {
+        use worldmesh_node::membership::MembershipConfig;
+        let profile = self
+            .profile
+            .as_deref()
+            .unwrap_or_else(|| MembershipConfig::profile_for(largest_rtt));
+        self.membership
+            .then(|| MembershipConfig::named(profile).unwrap_or_else(MembershipConfig::lan))
     }
 }
 
@@ -273,11 +283,10 @@ impl SimConfig {
                 p.min_gain_ms
             ));
         }
-        if !["lan", "wan"].contains(&self.cluster.profile.as_str()) {
-            return bad(format!(
-                "cluster.profile `{}` is not available; known: lan, wan",
-                self.cluster.profile
-            ));
+        if let Some(p) = &self.cluster.profile
+            && !["lan", "wan"].contains(&p.as_str())
+        {
+            return bad(format!("cluster.profile `{p}` is not available; known: lan, wan"));
         }
         if self.cluster.checkpoint_frames > 100_000 {
             return Err(ConfigError::Invalid(format!(
@@ -394,6 +403,33 @@ mod tests {
         assert!(
             SimConfig::from_toml_str("[locator]\nkind = \"rangedht\"\nloadbal = true\n", "x.toml").is_ok()
         );
+    }
+
+    #[test]
+    fn an_unnamed_membership_profile_follows_the_largest_round_trip() {
+        use worldmesh_node::membership::MembershipConfig;
+        let ms = Duration::from_millis;
+        let mut c = ClusterConfig {
+            membership: true,
+            ..ClusterConfig::default()
+        };
+        let probe_wait = |c: &ClusterConfig, rtt| c.membership_config(rtt).map(|m| m.probe_rtt);
+        let (lan, wan) = (
+            MembershipConfig::lan().probe_rtt,
+            MembershipConfig::wan().probe_rtt,
+        );
+        assert_eq!(probe_wait(&c, ms(80)), Some(lan));
+        assert_eq!(probe_wait(&c, ms(81)), Some(wan));
+        c.profile = Some("lan".into());
+        assert_eq!(probe_wait(&c, ms(400)), Some(lan), "a named profile wins");
+        c.membership = false;
+        assert_eq!(probe_wait(&c, ms(400)), None);
+        // From a file: absent stays unnamed, and an unknown name is refused.
+        let parsed = SimConfig::from_toml_str("[cluster]\nmembership = true\n", "s.toml").unwrap();
+        assert_eq!(parsed.cluster.profile, None);
+        let e =
+            SimConfig::from_toml_str("[cluster]\nprofile = \"moon\"\n", "s.toml").and_then(|c| c.validate());
+        assert!(e.unwrap_err().to_string().contains("cluster.profile `moon`"));
     }
 
     #[test]

@@ -122,7 +122,7 @@ mod membership_changes {
         let mut cfg = world(Architecture::Broadcast, 1);
         cfg.nodes = 4;
         cfg.players_per_node = 3;
-        cfg.cluster.profile = profile.into();
+        cfg.cluster.profile = Some(profile.into());
         // Long enough for the profile to declare a member failed, with a margin.
         let detect_ms = if profile == "wan" { 9_000 } else { 4_000 };
         let mut rejoined = 0;
