@@ -768,7 +768,11 @@ pub fn resolve(file: FileConfig, o: Overrides, source: &str) -> Result<NodeSetti
         Some(named) => (named, ProfileOrigin::Named),
         None => match unnamed_profile(shim_latency.as_deref()) {
             Ok(p) => p,
-            Err(e) => return bad(format!("the WAN shim's latency in {source}: {e}")),
+            Err(e) => {
+                return bad(format!(
+                    "the WAN shim's latency (--latency, or [shim] latency in {source}): {e}"
+                ));
+            }
         },
     };
     let base = MembershipConfig::named(&profile).unwrap_or_else(MembershipConfig::lan);
