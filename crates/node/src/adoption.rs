@@ -658,6 +658,17 @@ impl Adoption {
                 }
                 continue;
             }
+            // The sender holds the object under the very binding this node follows, and
+            // this node waits on no orphan of it: nothing to learn. Acknowledge, or the
+            // sender resends the notice every `resend` for as long as it holds the object:
+            // a migration tells every member its new binding (`migrated_in`), and those
+            // that already had it from the origin refused it without an acknowledgement
+            // (a 4-node cluster with 200 players handed over counted 7,184 refused notices
+            // in 15 s and no failure).
+            if known == binding && binding.node == from && !self.waiting.contains_key(&id) {
+                acks.push((id, binding.epoch));
+                continue;
+            }
             // The sender holds the object as primary under a binding the one this node
             // waits on (its failed holder's) outranks: tell it of the orphan, with the
             // offers (see `Waiting::claimant`).
