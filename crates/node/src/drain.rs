@@ -6,10 +6,13 @@
 //! that would adopt it had this node failed, so a drain moves the same objects where a crash
 //! would have put them, spread over the members — and each group leaves as one region.
 //! Objects spawned meanwhile (a missile fired before its shooter froze) go in a later
-//! round. A target that refuses (capacity) or fails is avoided for the rest of the drain.
-//! When no primary is left, no migration is in flight and every `Moved` notice has been
-//! acknowledged (or the grace period ran out), the node leaves the locator ring and the
-//! membership and reports [`DrainState::Done`]. Nothing is lost or duplicated: migration
+//! round. A target that refuses (capacity, or draining itself) or fails is avoided for the
+//! rest of the drain. When no primary is left, no migration is in flight and every `Moved`
+//! notice has been acknowledged (or the grace period ran out), the node leaves the locator
+//! ring and the membership and reports [`DrainState::Done`]. So does a drain left with
+//! primaries and no member to take them (every other one refused or failed, or there is
+//! none: the whole world is being stopped), once nothing is in flight: it leaves them
+//! behind at once instead of waiting out the deadline. Nothing is lost or duplicated: migration
 //! freezes a region, binds it at the target and forwards late writes (paper `001` §3.2).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,6 +63,8 @@ pub struct Drain {
     avoid: BTreeSet<NodeId>,
     /// Regions started.
     regions: u64,
+    /// The last plan found primaries to move and no member to take them.
+    nowhere: bool,
 }
 
 impl Drain {
@@ -71,6 +76,7 @@ impl Drain {
             state: DrainState::Migrating,
             avoid: BTreeSet::new(),
             regions: 0,
+            nowhere: false,
         }
     }
 
@@ -98,6 +104,7 @@ impl Drain {
     /// `live` (sorted, without this node). Empty if no target is left.
     pub fn plan(&mut self, idle: &[ObjectId], live: &[NodeId]) -> Vec<(NodeId, Vec<ObjectId>)> {
         let candidates: Vec<NodeId> = live.iter().copied().filter(|n| !self.avoid.contains(n)).collect();
+        self.nowhere = !idle.is_empty() && candidates.is_empty();
         let mut by_target: BTreeMap<NodeId, Vec<ObjectId>> = BTreeMap::new();
         for &id in idle {
             if let Some(t) = rendezvous::top(id, candidates.iter().copied(), None) {
@@ -118,8 +125,9 @@ impl Drain {
     /// unacknowledged notices. Returns true when the node should leave now.
     pub fn advance(&mut self, now: Time, primaries: usize, in_flight: usize, unacked: usize) -> bool {
         let overdue = now.saturating_since(self.started) >= self.cfg.deadline;
+        let stuck = self.nowhere && in_flight == 0;
         match self.state {
-            DrainState::Migrating if (primaries == 0 && in_flight == 0) || overdue => {
+            DrainState::Migrating if (primaries == 0 && in_flight == 0) || stuck || overdue => {
                 self.state = DrainState::Settling(now);
                 self.advance(now, primaries, in_flight, unacked)
             }
@@ -181,5 +189,38 @@ mod tests {
         assert!(!d.advance(t(1000), 5, 0, 0));
         assert!(d.advance(t(60_000), 5, 0, 0));
         assert_eq!(d.state(), DrainState::Done);
+    }
+
+    #[test]
+    fn a_drain_with_no_member_left_to_take_its_primaries_ends_without_the_deadline() {
+        let t = |ms| Time::from_millis(ms);
+        let ids: Vec<ObjectId> = (0..5).map(|s| ObjectId::new(NodeId(0), s)).collect();
+        // The only other member refused (it drains too): once its region is back (nothing
+        // in flight), the drain leaves its primaries behind and ends.
+        let mut d = Drain::new(DrainConfig::default(), Time::ZERO);
+        assert_eq!(d.plan(&ids, &[NodeId(1)]).len(), 1);
+        assert!(!d.advance(t(100), 5, 1, 0));
+        d.avoid(NodeId(1));
+        assert!(d.plan(&ids, &[NodeId(1)]).is_empty());
+        assert!(
+            !d.advance(t(200), 5, 1, 0),
+            "a migration still in flight is waited for"
+        );
+        assert!(d.advance(t(300), 5, 0, 0));
+        assert_eq!(d.state(), DrainState::Done);
+        // Alone in the world: nowhere to go from the start.
+        let mut d = Drain::new(DrainConfig::default(), Time::ZERO);
+        assert!(d.plan(&ids, &[]).is_empty());
+        assert!(d.advance(t(100), 5, 0, 0));
+        // A member to go to again (one that joined): the drain goes on.
+        let mut d = Drain::new(DrainConfig::default(), Time::ZERO);
+        d.avoid(NodeId(1));
+        assert!(d.plan(&ids, &[NodeId(1)]).is_empty());
+        assert!(!d.plan(&ids, &[NodeId(1), NodeId(2)]).is_empty());
+        assert!(!d.advance(t(100), 5, 1, 0));
+        // Nothing idle to move (all in flight) is not being stuck.
+        let mut d = Drain::new(DrainConfig::default(), Time::ZERO);
+        assert!(d.plan(&[], &[]).is_empty());
+        assert!(!d.advance(t(100), 5, 0, 0));
     }
 }

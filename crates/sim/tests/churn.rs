@@ -312,6 +312,39 @@ mod membership_changes {
         }
     }
 
+    /// The whole world stopped at once (every node told to drain, as `kill -TERM` of every
+    /// process does): each target refuses (it drains too), so no drain can move anything,
+    /// and each ends as soon as its refused regions are back, leaving its primaries
+    /// behind. Before, every node waited out the drain deadline (60 s; 30 s in
+    /// `worldmesh node`).
+    #[test]
+    fn a_world_stopped_at_once_ends_every_drain_without_the_deadline() {
+        let cfg = world(Architecture::Broadcast, 2);
+        let mut sim = scenario::build(&cfg).unwrap();
+        sim.run_until(Time::from_millis(3000));
+        sim.record_events();
+        let start = sim.now();
+        for i in 0..8 {
+            sim.with_node(NodeId(i), |n, now| n.drain(now));
+        }
+        sim.run_until(Time::from_millis(6000));
+        let mut drained = BTreeSet::new();
+        for (at, node, e) in sim.take_events() {
+            if let Event::Drained { .. } = e {
+                // Simulated time (deterministic): a few frames for the refusals to return.
+                assert!(
+                    at.saturating_since(start) < Duration::from_secs(2),
+                    "{node} at {at:?}"
+                );
+                drained.insert(node);
+            }
+        }
+        assert_eq!(drained.len(), 8, "drained: {drained:?}");
+        for n in sim.nodes() {
+            assert_eq!(n.drain_state(), Some(DrainState::Done), "{}", n.id());
+        }
+    }
+
     #[test]
     fn a_restarted_node_is_a_new_member_and_its_old_objects_live_on_elsewhere() {
         let cfg = world(Architecture::Broadcast, 2);
