@@ -9,31 +9,39 @@ fn json(path: PathBuf) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-#[test]
-fn cluster_of_three_real_processes_exchanges_state() {
-    let out = tmp("cluster");
+/// Runs `worldmesh cluster --nodes 3 ARGS --out DIR`; returns its standard output and the
+/// three nodes' reports from `report.json`.
+fn cluster_of_three(name: &str, args: &[&str]) -> (String, Vec<serde_json::Value>) {
+    let out = tmp(name);
     let stdout = run_ok(
         worldmesh()
-            .args([
-                "cluster",
-                "--nodes",
-                "3",
-                "--duration",
-                "2s",
-                "--players-per-node",
-                "5",
-                "--loss",
-                "0.05",
-                "--latency",
-                "uniform:20",
-                "--out",
-            ])
+            .args(["cluster", "--nodes", "3"])
+            .args(args)
+            .arg("--out")
             .arg(out.path()),
     );
-    assert!(stdout.contains("3 real node processes"), "{stdout}");
     let r = json(out.path().join("report.json"));
-    let nodes = r["nodes"].as_array().unwrap();
+    let nodes = r["nodes"].as_array().unwrap().clone();
     assert_eq!(nodes.len(), 3);
+    (stdout, nodes)
+}
+
+#[test]
+fn cluster_of_three_real_processes_exchanges_state() {
+    let (stdout, nodes) = cluster_of_three(
+        "cluster",
+        &[
+            "--duration",
+            "2s",
+            "--players-per-node",
+            "5",
+            "--loss",
+            "0.05",
+            "--latency",
+            "uniform:20",
+        ],
+    );
+    assert!(stdout.contains("3 real node processes"), "{stdout}");
     for n in nodes {
         // 5 players each plus the map's items (spread round-robin) and live missiles.
         assert!(n["primaries"].as_u64().unwrap() >= 5, "{n}");
@@ -53,26 +61,17 @@ fn cluster_of_three_real_processes_exchanges_state() {
 /// run declared 30 members down and adopted 202 objects from live nodes.)
 #[test]
 fn cluster_over_long_round_trips_runs_wan_membership_without_false_failures() {
-    let out = tmp("cluster-wan");
-    run_ok(
-        worldmesh()
-            .args([
-                "cluster",
-                "--nodes",
-                "3",
-                "--duration",
-                "5s",
-                "--players-per-node",
-                "3",
-                "--latency",
-                "uniform:200",
-                "--out",
-            ])
-            .arg(out.path()),
+    let (_, nodes) = cluster_of_three(
+        "cluster-wan",
+        &[
+            "--duration",
+            "5s",
+            "--players-per-node",
+            "3",
+            "--latency",
+            "uniform:200",
+        ],
     );
-    let r = json(out.path().join("report.json"));
-    let nodes = r["nodes"].as_array().unwrap();
-    assert_eq!(nodes.len(), 3);
     for n in nodes {
         assert_eq!(
             n["membership_profile"], "wan (none named; emulated round trips up to 200 ms)",
@@ -90,29 +89,20 @@ fn cluster_over_long_round_trips_runs_wan_membership_without_false_failures() {
 /// broadcast cluster sends none) and every node ends up holding replicas.
 #[test]
 fn cluster_with_the_dht_locator_discovers_and_replicates() {
-    let out = tmp("cluster-dht");
-    let stdout = run_ok(
-        worldmesh()
-            .args([
-                "cluster",
-                "--nodes",
-                "3",
-                "--duration",
-                "3s",
-                "--players-per-node",
-                "5",
-                "--latency",
-                "uniform:20",
-                "--locator",
-                "dht",
-                "--out",
-            ])
-            .arg(out.path()),
+    let (stdout, nodes) = cluster_of_three(
+        "cluster-dht",
+        &[
+            "--duration",
+            "3s",
+            "--players-per-node",
+            "5",
+            "--latency",
+            "uniform:20",
+            "--locator",
+            "dht",
+        ],
     );
     assert!(stdout.contains("dht locator"), "{stdout}");
-    let r = json(out.path().join("report.json"));
-    let nodes = r["nodes"].as_array().unwrap();
-    assert_eq!(nodes.len(), 3);
     let mut matches = 0;
     for n in nodes {
         assert!(n["sent"][1]["packets"].as_u64().unwrap() > 0, "routes: {n}");
