@@ -12,8 +12,9 @@
 //! ring and the membership and reports [`DrainState::Done`]. So does a drain left with
 //! primaries and no member to take them (every other one refused or failed, or there is
 //! none: the whole world is being stopped), once nothing is in flight: it leaves them
-//! behind at once instead of waiting out the deadline. Nothing is lost or duplicated: migration
-//! freezes a region, binds it at the target and forwards late writes (paper `001` §3.2).
+//! behind at once instead of waiting out the deadline. Nothing a drain moves is lost or
+//! duplicated: migration freezes a region, binds it at the target and forwards late writes
+//! (paper `001` §3.2).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
