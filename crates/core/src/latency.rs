@@ -407,11 +407,11 @@ impl LatencyMatrix {
         v[v.len() / 2]
     }
 
-    /// The largest off-diagonal round-trip time, ms, as [`Self::one_way`] applies it (at
-    /// most [`MAX_RTT_MS`]; a value that is not finite counts as that); 0 for fewer than
-    /// two hosts.
-    pub fn max_rtt(&self) -> f32 {
-        (0..self.n)
+    /// The largest off-diagonal round-trip time, as [`Self::one_way`] applies it (at most
+    /// [`MAX_RTT_MS`]; a value that is not finite counts as that); zero for fewer than two
+    /// hosts.
+    pub fn largest_round_trip(&self) -> Duration {
+        let ms = (0..self.n)
             .flat_map(|i| (0..self.n).filter(move |j| *j != i).map(move |j| (i, j)))
             .map(|(i, j)| {
                 let rtt = self.rtt_ms(i, j);
@@ -421,7 +421,8 @@ impl LatencyMatrix {
                     MAX_RTT_MS as f32
                 }
             })
-            .fold(0.0, f32::max)
+            .fold(0.0, f32::max);
+        Duration::from_secs_f64(f64::from(ms) / 1000.0)
     }
 
     /// Every round-trip time multiplied by `factor` (e.g. to give a matrix another median).
@@ -567,12 +568,15 @@ mod tests {
     #[test]
     fn largest_round_trip_ignores_the_diagonal_and_caps_like_the_delays() {
         let m = ws("0 10 30\n10 0 20\n35 20 0\n").unwrap();
-        assert_eq!(m.max_rtt(), 35.0);
-        assert_eq!(LatencyMatrix::uniform(1, 0.0).max_rtt(), 0.0);
+        assert_eq!(m.largest_round_trip(), Duration::from_millis(35));
+        assert_eq!(
+            LatencyMatrix::uniform(1, 0.0).largest_round_trip(),
+            Duration::ZERO
+        );
         // Built in code: a value past the cap or not finite counts as the cap, as in
         // `one_way`.
         let huge = LatencyMatrix::from_fn(2, |_, _| f32::INFINITY);
-        assert_eq!(huge.max_rtt(), MAX_RTT_MS as f32);
+        assert_eq!(huge.largest_round_trip().as_secs_f64() * 1000.0, MAX_RTT_MS);
         assert_eq!(huge.one_way(0, 1).as_secs_f64() * 2000.0, MAX_RTT_MS);
     }
 

@@ -645,11 +645,11 @@ pub struct Overrides {
 pub enum ProfileOrigin {
     /// Named by `--membership` or `[membership] profile`.
     Named,
-    /// None named, and the WAN shim emulates round trips of up to `largest_rtt_ms`: `wan`
+    /// None named, and the WAN shim emulates round trips of up to `largest_rtt`: `wan`
     /// when that is longer than the `lan` profile waits for a probe's answer.
     Emulated {
-        /// The emulated matrix's largest round trip, ms.
-        largest_rtt_ms: f32,
+        /// The emulated matrix's largest round trip.
+        largest_rtt: Duration,
     },
     /// None named and no emulated delay: `lan`.
     Default,
@@ -659,9 +659,11 @@ impl std::fmt::Display for ProfileOrigin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Named => f.write_str("named"),
-            Self::Emulated { largest_rtt_ms } => {
-                write!(f, "none named; emulated round trips up to {largest_rtt_ms:.0} ms")
-            }
+            Self::Emulated { largest_rtt } => write!(
+                f,
+                "none named; emulated round trips up to {:.0} ms",
+                largest_rtt.as_secs_f64() * 1000.0
+            ),
             Self::Default => f.write_str("none named; no emulated delay"),
         }
     }
@@ -674,9 +676,9 @@ fn unnamed_profile(shim_latency: Option<&str>) -> Result<(String, ProfileOrigin)
         return Ok(("lan".into(), ProfileOrigin::Default));
     };
     let matrix = worldmesh_core::latency::load_spec(spec).map_err(|e| e.to_string())?;
-    let largest_rtt_ms = matrix.max_rtt();
-    let profile = MembershipConfig::profile_for(Duration::from_secs_f64(f64::from(largest_rtt_ms) / 1000.0));
-    Ok((profile.into(), ProfileOrigin::Emulated { largest_rtt_ms }))
+    let largest_rtt = matrix.largest_round_trip();
+    let profile = MembershipConfig::profile_for(largest_rtt);
+    Ok((profile.into(), ProfileOrigin::Emulated { largest_rtt }))
 }
 
 fn ms(v: Option<u64>, default: Duration) -> Duration {
@@ -994,18 +996,22 @@ mod tests {
             ("lan".into(), ProfileOrigin::Default, lan)
         );
         // Round trips the `lan` probe wait (80 ms) covers, and ones it does not.
-        let emulated = |ms: f32| ProfileOrigin::Emulated { largest_rtt_ms: ms };
+        let emulated = |ms| ProfileOrigin::Emulated {
+            largest_rtt: Duration::from_millis(ms),
+        };
         assert_eq!(
             with("", Some("uniform:80"), None).unwrap(),
-            ("lan".into(), emulated(80.0), lan)
+            ("lan".into(), emulated(80), lan)
         );
         assert_eq!(
             with("", Some("uniform:81"), None).unwrap(),
-            ("wan".into(), emulated(81.0), wan)
+            ("wan".into(), emulated(81), wan)
         );
         let (profile, origin, _) = with("", Some("planetlab"), None).unwrap();
         assert_eq!(profile, "wan");
-        assert!(matches!(origin, ProfileOrigin::Emulated { largest_rtt_ms } if largest_rtt_ms > 80.0));
+        assert!(
+            matches!(origin, ProfileOrigin::Emulated { largest_rtt } if largest_rtt > Duration::from_millis(80))
+        );
         // The file's shim counts as the flag's does; a named profile always wins.
         assert_eq!(
             with("[shim]\nlatency = \"uniform:200\"\n", None, None).unwrap().0,

@@ -196,7 +196,7 @@ impl<O: GameObject> SimBuilder<O> {
             )));
         }
         let matrix: LatencyMatrix = worldmesh_core::latency::load_spec(&self.network.latency)?;
-        let largest_rtt = Duration::from_secs_f64(f64::from(matrix.max_rtt()) / 1000.0);
+        let largest_rtt = matrix.largest_round_trip();
         let root = DetRng::new(self.seed);
         let net = NetworkModel::new(matrix, self.nodes, &self.network, &root);
         let frame = Duration::from_secs_f64(1.0 / self.frame_hz);

@@ -30,7 +30,7 @@ pub fn build(cfg: &SimConfig) -> Result<Sim, ConfigError> {
 pub fn build_with_spares(cfg: &SimConfig, spares: usize) -> Result<Sim, ConfigError> {
     cfg.validate()?;
     let matrix = cfg.latency_matrix()?;
-    let membership = cfg.cluster.membership_config(largest_rtt(&matrix));
+    let membership = cfg.cluster.membership_config(matrix.largest_round_trip());
     let root = DetRng::new(cfg.seed);
     let net = NetworkModel::new(matrix, cfg.nodes + spares, &cfg.network, &root);
     let world = Arc::new(GameMap::generate(
@@ -115,12 +115,6 @@ pub fn build_with_spares(cfg: &SimConfig, spares: usize) -> Result<Sim, ConfigEr
     Ok(sim)
 }
 
-/// The largest round trip of the latency matrix (which chooses an unnamed membership
-/// profile).
-fn largest_rtt(matrix: &worldmesh_core::LatencyMatrix) -> Duration {
-    Duration::from_secs_f64(f64::from(matrix.max_rtt()) / 1000.0)
-}
-
 /// A node that joins the running world of `cfg` (membership must be on): no objects, no
 /// fixed members, the given generation (a restarted node uses a higher one than before).
 /// Add it with `Simulation::add_node` or `Simulation::restart`, then call `Node::join` with
@@ -145,7 +139,9 @@ pub fn new_member(
     nc.frame_interval = cfg.frame_interval();
     nc.replica.interest_margin = cfg.locator.interest_margin;
     nc.replica.interest_lead = Duration::from_secs_f64(cfg.locator.interest_lead_ms.max(0.0) / 1000.0);
-    nc.membership = cfg.cluster.membership_config(largest_rtt(&cfg.latency_matrix()?));
+    nc.membership = cfg
+        .cluster
+        .membership_config(cfg.latency_matrix()?.largest_round_trip());
     nc.replica.backups = cfg.cluster.backups;
     nc.replica.trace_writes = cfg.cluster.trace_writes;
     nc.persist = cfg.cluster.persist_config();
