@@ -1143,17 +1143,22 @@ pub struct Validation {
 }
 
 /// Runs every `N` of `cfg`, writes `validate.csv`, `validate.json`, plots and the
-/// density heat maps of the largest `N` into `out`, and returns the tables.
+/// density heat maps of the largest `N` into `out`, and returns the tables. With
+/// `progress`, each run's end is told on standard error, and its percentage too when
+/// standard error is a terminal.
 pub fn run_validation(
     cfg: &ValidateConfig,
     out: &worldmesh_report::OutputDir,
     progress: bool,
 ) -> Result<Validation, ExperimentError> {
+    // The percentage rewrites its line, so it goes only to a terminal; a log gets the
+    // line that says each run is done.
+    let percent = progress && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut results = Vec::new();
     for &n in &cfg.players {
         let started = std::time::Instant::now();
         let r = validate_one(cfg, n, &mut |f| {
-            if progress {
+            if percent {
                 eprint!("\rplan-validate: N = {n}: {:>3.0}%", f * 100.0);
             }
         })?;
