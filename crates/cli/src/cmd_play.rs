@@ -118,8 +118,9 @@ async fn play(
                     .filter(|o| o.kind() == worldmesh_game::model::PLAYER)
                     .count();
                 let p = a.position();
+                let noun = if players == 1 { "player" } else { "players" };
                 println!(
-                    "t={:>4.1}s  view {:>3} objects ({players} players)  avatar at ({:.0}, {:.0})  inputs applied up to #{}  rtt {:.1} ms",
+                    "t={:>4.1}s  view {:>3} objects ({players} {noun})  avatar at ({:.0}, {:.0})  inputs applied up to #{}  rtt {:.1} ms",
                     now.duration_since(origin).as_secs_f64(),
                     v.objects.len(),
                     p.x,
