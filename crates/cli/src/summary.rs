@@ -57,6 +57,31 @@ fn nonzero<'a>(pairs: impl IntoIterator<Item = (&'a str, u64)>) -> String {
     if v.is_empty() { "none".into() } else { v.join(" ") }
 }
 
+/// The membership and adoption rows of a run: members seen at the end, members up and
+/// down, orphans adopted, dropped and refused, regions drained (zeros for nodes with a
+/// fixed member list).
+pub fn cluster_lines(nodes: &[&NodeSummary]) -> Vec<(String, String)> {
+    let cluster: Vec<_> = nodes.iter().filter_map(|n| n.cluster.as_ref()).collect();
+    let members_min = cluster.iter().map(|c| c.members).min().unwrap_or(0);
+    let members_max = cluster.iter().map(|c| c.members).max().unwrap_or(0);
+    let ups: u64 = cluster.iter().map(|c| c.members_up).sum();
+    let downs: u64 = cluster.iter().map(|c| c.members_down).sum();
+    let adopted: u64 = cluster.iter().map(|c| c.adoption.adopted).sum();
+    let dropped: u64 = cluster.iter().map(|c| c.adoption.dropped).sum();
+    let refused: u64 = cluster.iter().map(|c| c.adoption.refused).sum();
+    let drained: u64 = cluster.iter().map(|c| c.drained_regions).sum();
+    vec![
+        (
+            "membership: members seen at end (min-max), member ups / downs".into(),
+            format!("{members_min}-{members_max}, {ups} / {downs}"),
+        ),
+        (
+            "adoption: orphans adopted / dropped / refused claims; regions drained".into(),
+            format!("{adopted} / {dropped} / {refused}; {drained}"),
+        ),
+    ]
+}
+
 /// The rows a real run adds to the headline: the transport (wire bytes, its overhead over
 /// the application's bytes, refusals by reason), the node's refusals by reason, unknown
 /// senders, membership and adoption figures, and CPU.
@@ -78,15 +103,6 @@ pub fn transport_lines(nodes: &[NodeReport]) -> Vec<(String, String)> {
     for n in nodes {
         rejections.merge(&n.node.rejections);
     }
-    let cluster: Vec<_> = nodes.iter().filter_map(|n| n.node.cluster.as_ref()).collect();
-    let members_min = cluster.iter().map(|c| c.members).min().unwrap_or(0);
-    let members_max = cluster.iter().map(|c| c.members).max().unwrap_or(0);
-    let ups: u64 = cluster.iter().map(|c| c.members_up).sum();
-    let downs: u64 = cluster.iter().map(|c| c.members_down).sum();
-    let adopted: u64 = cluster.iter().map(|c| c.adoption.adopted).sum();
-    let dropped: u64 = cluster.iter().map(|c| c.adoption.dropped).sum();
-    let refused: u64 = cluster.iter().map(|c| c.adoption.refused).sum();
-    let drained: u64 = cluster.iter().map(|c| c.drained_regions).sum();
     let cpu: f64 = nodes.iter().map(|n| n.cpu_seconds).sum::<f64>() / nodes.len().max(1) as f64;
     let mut lines = vec![
         ("transport".into(), kind),
@@ -113,16 +129,10 @@ pub fn transport_lines(nodes: &[NodeReport]) -> Vec<(String, String)> {
             "unknown senders (transport) / non-members (node)".into(),
             format!("{} / {}", t.unknown_sender, rejections.not_member),
         ),
-        (
-            "membership: members seen at end (min-max), member ups / downs".into(),
-            format!("{members_min}-{members_max}, {ups} / {downs}"),
-        ),
-        (
-            "adoption: orphans adopted / dropped / refused claims; regions drained".into(),
-            format!("{adopted} / {dropped} / {refused}; {drained}"),
-        ),
-        ("CPU per node over the run, s (mean)".into(), f(cpu, 2)),
     ];
+    let summaries: Vec<_> = nodes.iter().map(|n| &n.node).collect();
+    lines.extend(cluster_lines(&summaries));
+    lines.push(("CPU per node over the run, s (mean)".into(), f(cpu, 2)));
     let persist: Vec<_> = nodes.iter().filter_map(|n| n.persist.as_ref()).collect();
     if !persist.is_empty() {
         let s = |g: &dyn Fn(&worldmesh_node::PersistStats) -> u64| -> u64 {

@@ -201,19 +201,25 @@ impl ClusterConfig {
         })
     }
 
-    /// The SWIM settings, if membership is on, over a network whose largest round trip is
-    /// `largest_rtt` (which chooses the profile when none is named).
+    /// The SWIM profile that runs, if membership is on, over a network whose largest round
+    /// trip is `largest_rtt`: the one named, else the one that round trip calls for.
+    pub fn membership_profile(&self, largest_rtt: std::time::Duration) -> Option<&str> {
+        use worldmesh_node::membership::MembershipConfig;
+        self.membership.then(|| {
+            self.profile
+                .as_deref()
+                .unwrap_or_else(|| MembershipConfig::profile_for(largest_rtt))
+        })
+    }
+
+    /// The SWIM settings of [`Self::membership_profile`], if membership is on.
     pub fn membership_config(
         &self,
         largest_rtt: std::time::Duration,
     ) -> Option<worldmesh_node::membership::MembershipConfig> {
         use worldmesh_node::membership::MembershipConfig;
-        let profile = self
-            .profile
-            .as_deref()
-            .unwrap_or_else(|| MembershipConfig::profile_for(largest_rtt));
-        self.membership
-            .then(|| MembershipConfig::named(profile).unwrap_or_else(MembershipConfig::lan))
+        self.membership_profile(largest_rtt)
+            .map(|p| MembershipConfig::named(p).unwrap_or_else(MembershipConfig::lan))
     }
 }
 

@@ -38,4 +38,4 @@ pub mod swarm;
 pub use config::{ConfigError, SimConfig};
 pub use engine::{PersistSimStats, Simulation};
 pub use network::{NetworkConfig, NetworkModel, NetworkStats};
-pub use report::SimReport;
+pub use report::{MembershipTiming, SimReport};

@@ -149,6 +149,11 @@ impl NetworkModel {
         self.row.get(node.0 as usize).map(|r| (*r, &self.matrix))
     }
 
+    /// The latency matrix the nodes are mapped onto.
+    pub fn matrix(&self) -> &LatencyMatrix {
+        &self.matrix
+    }
+
     /// Rows of the latency matrix.
     pub fn rows(&self) -> usize {
         self.matrix.len()

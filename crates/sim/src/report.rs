@@ -40,6 +40,33 @@ pub struct SimReport {
     /// Region migrations the placement loops started (absent when placement is off).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub region_migrations: Option<u64>,
+    /// The SWIM timing the nodes ran, and why (absent with a fixed member list).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub membership: Option<MembershipTiming>,
+}
+
+/// Which SWIM profile a run with dynamic membership used, and why: named by
+/// `[cluster] profile`, or chosen by the network's largest round trip
+/// (`node::membership::MembershipConfig::profile_for`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MembershipTiming {
+    /// `lan` or `wan`.
+    pub profile: String,
+    /// Named by the configuration (else chosen by `largest_rtt_ms`).
+    pub named: bool,
+    /// The latency matrix's largest round trip, ms.
+    pub largest_rtt_ms: f64,
+}
+
+impl std::fmt::Display for MembershipTiming {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let why = if self.named { "named" } else { "none named" };
+        write!(
+            f,
+            "{} ({why}; largest round trip {:.0} ms)",
+            self.profile, self.largest_rtt_ms
+        )
+    }
 }
 
 impl SimReport {

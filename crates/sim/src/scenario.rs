@@ -15,7 +15,7 @@ use crate::engine::Simulation;
 use crate::metrics::Collector;
 use crate::network::NetworkModel;
 use crate::oracle::Oracle;
-use crate::report::SimReport;
+use crate::report::{MembershipTiming, SimReport};
 
 /// The simulated game.
 pub type Sim = Simulation<ModelObject>;
@@ -259,6 +259,18 @@ pub struct RunStats {
     pub oracle_delay: Option<std::time::Duration>,
 }
 
+/// The SWIM timing `sim`'s nodes run, and why, if membership is on.
+fn membership_timing(cfg: &SimConfig, sim: &Sim) -> Option<MembershipTiming> {
+    let largest_rtt = sim.network().matrix().largest_round_trip();
+    cfg.cluster
+        .membership_profile(largest_rtt)
+        .map(|profile| MembershipTiming {
+            profile: profile.to_owned(),
+            named: cfg.cluster.profile.is_some(),
+            largest_rtt_ms: largest_rtt.as_micros() as f64 / 1000.0,
+        })
+}
+
 /// The report of a simulation that ran `cfg.duration_s` seconds.
 pub fn report(cfg: &SimConfig, sim: &Sim) -> SimReport {
     let nodes = sim.summaries(cfg.effective_warmup(), cfg.duration_s);
@@ -298,5 +310,6 @@ pub fn report(cfg: &SimConfig, sim: &Sim) -> SimReport {
         network: sim.network_stats().clone(),
         nodes,
         region_migrations: cfg.placement.enabled.then(|| sim.region_migrations()),
+        membership: membership_timing(cfg, sim),
     }
 }

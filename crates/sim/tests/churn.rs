@@ -394,3 +394,34 @@ mod membership_changes {
         }
     }
 }
+
+/// The report says which SWIM timing ran and why, and what membership saw: `wan` chosen
+/// by a network of 200-ms round trips when none is named, a named profile kept as named,
+/// nothing for a fixed member list.
+#[test]
+fn the_report_names_the_swim_timing_and_counts_the_members() {
+    let mut cfg = world(Architecture::Colyseus, 1);
+    cfg.nodes = 4;
+    cfg.players_per_node = 2;
+    cfg.duration_s = 3.0;
+    cfg.network.latency = "uniform:200".into();
+    let run = |cfg: &SimConfig| worldmesh_sim::scenario::run(cfg, &mut |_| {}).unwrap();
+
+    let r = run(&cfg);
+    let timing = r.membership.clone().expect("membership on");
+    assert_eq!((timing.profile.as_str(), timing.named), ("wan", false));
+    assert_eq!(timing.largest_rtt_ms, 200.0);
+    assert_eq!(timing.to_string(), "wan (none named; largest round trip 200 ms)");
+    for n in &r.nodes {
+        let c = n.cluster.as_ref().expect("a member's figures");
+        assert_eq!((c.members, c.members_down), (4, 0), "node {:?}", n.node);
+    }
+
+    cfg.cluster.profile = Some("lan".into());
+    let timing = run(&cfg).membership.expect("membership on");
+    assert_eq!((timing.profile.as_str(), timing.named), ("lan", true));
+
+    cfg.cluster.membership = false;
+    cfg.cluster.profile = None;
+    assert_eq!(run(&cfg).membership, None);
+}
