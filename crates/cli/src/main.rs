@@ -52,8 +52,9 @@ enum Command {
     /// Assign players to capacity-limited mirrors from a stream of join/leave events
     /// (optimal J-SA/L-SA or the greedy variants; paper 002).
     Assign(cmd_assign::AssignArgs),
-    /// Serve the live dashboard (world map, node table, charts) on a simulation it runs
-    /// itself, paced at real time; prints the URL to open.
+    /// Serve the live dashboard (world map, node table, charts) of a simulation it runs
+    /// itself, paced at real time, or of a running real cluster (`--cluster`); prints the
+    /// URL to open.
     Dashboard(cmd_dashboard::DashboardArgs),
     /// Plan capacity before launch: predict relationships, updates, bandwidth and CPU for a
     /// map and player counts (density and visibility maps, Rel(N), Pack(b); paper 004).
@@ -74,7 +75,8 @@ enum Command {
     /// drains and partitions, invariants checked after every event.
     Swarm(cmd_swarm::SwarmArgs),
     /// A node's embedded store: `store inspect DIR` (verify; counts, sizes, last
-    /// checkpoint), `store export DIR` (JSON lines), `store import DIR FILE`.
+    /// checkpoint), `store export DIR` (JSON lines), `store import DIR FILE`, `store merge
+    /// DEST SRC...` (fold retired nodes' stores into one).
     Store(cmd_store::StoreArgs),
 }
 
