@@ -1013,11 +1013,20 @@ impl Logs {
         }
     }
 
+    /// Logs a refused connection, at most once a period per reason. A stale generation is
+    /// the normal end of a member's life — its last datagrams after a drain's leave, or a
+    /// node declared down that will come back as a new generation, both already logged as
+    /// "member down" — so it is logged at info level; every other reason (a certificate,
+    /// an unknown node, different world settings) is a warning.
     fn refused(&mut self, reason: RefusalReason, addr: &SocketAddr, detail: &str) {
         let now = Instant::now();
         let e = self.refusals.entry(reason).or_insert((None, 0));
         if e.0.is_none_or(|t| now.duration_since(t) >= self.period) {
-            tracing::warn!(node = self.me.0, %reason, %addr, detail, suppressed_before = e.1, "connection refused");
+            if reason == RefusalReason::StaleGeneration {
+                tracing::info!(node = self.me.0, %reason, %addr, detail, suppressed_before = e.1, "connection refused");
+            } else {
+                tracing::warn!(node = self.me.0, %reason, %addr, detail, suppressed_before = e.1, "connection refused");
+            }
             *e = (Some(now), 0);
         } else {
             e.1 += 1;

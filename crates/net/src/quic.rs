@@ -1069,7 +1069,7 @@ fn stale(p: &Peer, hello: &Hello) -> Result<(), (RefusalReason, String)> {
         return Err((
             RefusalReason::StaleGeneration,
             format!(
-                "node {} generation {} was declared dead (at generation {dead})",
+                "node {} generation {} is no longer a member (declared down, having left or failed, at generation {dead})",
                 hello.node.0, hello.generation
             ),
         ));

@@ -199,7 +199,7 @@ impl Inner {
             {
                 drop(b);
                 let detail = format!(
-                    "node {} generation {} was declared dead (at generation {dead})",
+                    "node {} generation {} is no longer a member (declared down, having left or failed, at generation {dead})",
                     peer.node.0, peer.generation
                 );
                 return refuse(RefusalReason::StaleGeneration, detail, Some(peer.node));
