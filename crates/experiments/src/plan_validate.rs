@@ -1164,7 +1164,8 @@ pub fn run_validation(
         })?;
         if progress {
             eprintln!(
-                "\rplan-validate: N = {n}: done in {:.1} s",
+                "{}plan-validate: N = {n}: done in {:.1} s",
+                if percent { "\r" } else { "" },
                 started.elapsed().as_secs_f64()
             );
         }
