@@ -136,11 +136,11 @@ fn simulate(
         end.ships, end.drones, end.asteroids.0, end.asteroids.1, start.asteroids.1
     );
     println!(
-        "  outposts built {} standing, {} wrecked; ore stocked {}",
+        "  outposts {} standing, {} wrecked; ore stocked {}",
         end.outposts.0, end.outposts.1, end.outposts.2
     );
     println!("  drone swarms crossed regions {crossings} times");
-    println!("  bandwidth out {kbps:.1} kB/s per node (mean)");
+    println!("  bandwidth out {kbps:.1} kbit/s per node (mean)");
     if let (Some(victim), Some(before)) = (crash, before_crash) {
         let after = frontier::outposts(frontier::live_primaries(&sim));
         let kept = before.intersection(&after).count();
