@@ -821,15 +821,21 @@ impl<O: Playable> Sessions<O> {
     fn progress_handoffs(&mut self, now: Time, unix_ms: u64, node: &mut Node<O>) {
         // An avatar whose primary moved elsewhere without a hand-off (a drain, a placement
         // decision, a region migration) takes its player along: hand the client to the node
-        // that holds it now.
+        // that holds it now — the primary of the replica kept here, or, when this node keeps
+        // none (with interest management a node that has given everything up, e.g. in a
+        // drain, is interested in nothing), the node its forwarding entry names.
         for s in self.sessions.values_mut() {
-            if s.handoff.is_none()
-                && let Some(worldmesh_replica::Role::Replica { primary }) =
-                    node.store().get(s.avatar).map(|e| e.role)
-                && primary != node.id()
-            {
+            if s.handoff.is_some() {
+                continue;
+            }
+            let moved_to = match node.store().get(s.avatar).map(|e| e.role) {
+                Some(worldmesh_replica::Role::Replica { primary }) => Some(primary),
+                Some(worldmesh_replica::Role::Primary) => None,
+                None => node.replicas().names().forwarding(s.avatar).map(|b| b.node),
+            };
+            if let Some(target) = moved_to.filter(|n| *n != node.id()) {
                 s.handoff = Some(HandOff {
-                    target: primary,
+                    target,
                     started: now,
                     token: None,
                 });

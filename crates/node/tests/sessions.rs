@@ -632,6 +632,10 @@ struct Pair {
 
 impl Pair {
     fn new(seed: u64, token: Vec<u8>) -> Self {
+        Self::with_mode(seed, token, Mode::Broadcast)
+    }
+
+    fn with_mode(seed: u64, token: Vec<u8>, mode: Mode) -> Self {
         let map = Arc::new(GameMap::generate(&ModelConfig::default(), 16, seed));
         let conns = Conns::default();
         conns.borrow_mut().insert(ConnId(1), NodeId(0));
@@ -643,7 +647,7 @@ impl Pair {
         for i in 1..=2u32 {
             let peer = NodeId(3 - i);
             let node = Node::new(
-                NodeConfig::new(NodeId(i), vec![peer], seed).with_mode(Mode::Broadcast),
+                NodeConfig::new(NodeId(i), vec![peer], seed).with_mode(mode),
                 Arc::clone(&map),
                 Time::ZERO,
             );
@@ -816,7 +820,18 @@ fn joins_and_leaves_reach_the_assignment() {
 /// client over, with no input lost or applied twice.
 #[test]
 fn a_player_follows_its_avatar_when_the_node_migrates_it() {
-    let mut p = Pair::new(11, token(88, &[1, 2], far_future(), 11));
+    follows_its_avatar(Mode::Broadcast);
+}
+
+/// The same with interest management, where the node the avatar left keeps no replica of
+/// it (nothing of its own is near): the hand-off must not depend on one.
+#[test]
+fn a_player_follows_its_avatar_to_a_node_its_old_node_does_not_replicate() {
+    follows_its_avatar(Mode::Interest);
+}
+
+fn follows_its_avatar(mode: Mode) {
+    let mut p = Pair::with_mode(11, token(88, &[1, 2], far_future(), 11), mode);
     p.links().loss = 0.05;
     p.run(Duration::from_secs(1));
     let avatar = p
