@@ -192,9 +192,64 @@ fn a_real_nodes_metrics_parse_and_agree_with_its_summary() {
         last.value("worldmesh_frame_duration_seconds_count", &[]),
         frames(last)
     );
-    // No locator (broadcast) and no player port: those families are absent, not zero.
+    // No locator (broadcast), no player port, no store: those families are absent, not
+    // zero.
     assert!(last.get("worldmesh_locator_load", &[]).is_none());
     assert!(last.get("worldmesh_players_connected", &[]).is_none());
+    assert!(last.get("worldmesh_store_apply_seconds_count", &[]).is_none());
+}
+
+/// A node with a store (`--data-dir`) exports how the store keeps up: batches applied
+/// (never more than its final summary counts), apply-time quantiles in order and within
+/// the run's longest, checkpoints taken every second, nothing recovered on a first start.
+#[test]
+fn a_persisting_nodes_metrics_show_its_store() {
+    let _g = heavy();
+    let mut n = Nodes::new("metrics-store", 1);
+    let data = n.dir.join("data-0");
+    n.spawn(
+        0,
+        &[
+            s("--founders"),
+            s(1),
+            s("--players"),
+            s(4),
+            s("--data-dir"),
+            data.display().to_string(),
+            s("--metrics"),
+            s("127.0.0.1:0"),
+            s("--wait-start"),
+        ],
+    );
+    n.ready(0, WAIT);
+    let m0 = n.metrics_addr(0);
+    n.release(&[0]);
+    n.started(0, WAIT);
+    std::thread::sleep(Duration::from_millis(3500));
+    let e = scrape_ok(m0);
+    n.stop(&[0]);
+    let sum = n.summary(0, WAIT);
+    let persist = &sum["persist"];
+
+    let batches = e.value("worldmesh_store_apply_seconds_count", &[]);
+    assert!(batches >= 2.0, "{batches} batches in 3.5 s");
+    assert!(batches <= u(&persist["store"]["batches"]), "{persist}");
+    let p50 = e.value("worldmesh_store_apply_seconds", &[("quantile", "0.5")]);
+    let p99 = e.value("worldmesh_store_apply_seconds", &[("quantile", "0.99")]);
+    let max = e.value("worldmesh_store_apply_max_seconds", &[]);
+    assert!(
+        0.0 < p50 && p50 <= p99 && p99 <= max,
+        "p50 {p50} p99 {p99} max {max}"
+    );
+    assert!(e.value("worldmesh_store_apply_seconds_sum", &[]) >= max);
+    // Avatars move, so a checkpoint is written every 10 frames (1 s at 10 Hz).
+    let checkpoints = e.value("worldmesh_store_checkpoints_total", &[]);
+    assert!(
+        (2.0..=u(&persist["node"]["checkpoints"])).contains(&checkpoints),
+        "{checkpoints} checkpoints scraped; {persist}"
+    );
+    assert_eq!(e.value("worldmesh_store_recovered_objects", &[]), 0.0);
+    assert!(e.get("worldmesh_store_batches_in_flight", &[]).is_some());
 }
 
 /// Opens a connection that sends `partial` and then nothing.

@@ -41,7 +41,9 @@ use worldmesh_replica::GameObject;
 
 use crate::clock::Clock;
 use crate::join::{JoinError, JoinPolicy, reach_seeds};
-use crate::metrics::{FrameTimeSummary, FrameTimes, MetricsSnapshot, PlayerMetrics, SnapshotCell};
+use crate::metrics::{
+    FrameTimeSummary, FrameTimes, MetricsSnapshot, PlayerMetrics, STORE_WINDOW, SnapshotCell, StoreMetrics,
+};
 use crate::persister::{Completion, PersistTimes, Persister};
 use crate::players::{PlayerEvent, PlayerHost, PlayerListener, PlayerPortStats};
 use crate::shim::DelayShim;
@@ -676,6 +678,15 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
                     connected: p.host.players(),
                     connects: st.connected,
                     refused: st.refused.iter().map(|(r, n)| (format!("{r:?}"), *n)).collect(),
+                }
+            }),
+            store: self.persister.as_ref().map(|p| {
+                let node = node.persist_stats().cloned().unwrap_or_default();
+                StoreMetrics {
+                    checkpoints: node.checkpoints,
+                    durable_writes: node.writes_logged,
+                    recovered_objects: node.recovered_objects,
+                    ..p.metrics(STORE_WINDOW)
                 }
             }),
         };

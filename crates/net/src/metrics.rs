@@ -180,7 +180,35 @@ pub struct MetricsSnapshot {
     pub events_dropped: u64,
     /// Players, if the node admits them.
     pub players: Option<PlayerMetrics>,
+    /// The embedded store, if the node persists (`--data-dir`).
+    pub store: Option<StoreMetrics>,
 }
+
+/// How a persisting node's store keeps up.
+#[derive(Clone, Debug, Default)]
+pub struct StoreMetrics {
+    /// Batches applied on disk (fsync included) since the start.
+    pub batches: u64,
+    /// Batches sent to the store's thread and not applied yet.
+    pub in_flight: usize,
+    /// Median time to apply a batch over the last [`STORE_WINDOW`] batches, seconds.
+    pub apply_p50_s: f64,
+    /// 99th percentile of the same, seconds.
+    pub apply_p99_s: f64,
+    /// Sum of every batch's apply time since the start, seconds.
+    pub apply_sum_s: f64,
+    /// Longest apply time since the start, seconds.
+    pub apply_max_s: f64,
+    /// Checkpoints written (every `--checkpoint-frames` frames when avatars changed).
+    pub checkpoints: u64,
+    /// Durable writes logged with the state they changed.
+    pub durable_writes: u64,
+    /// Objects recovered from the store when the node started.
+    pub recovered_objects: u64,
+}
+
+/// Batches the store's apply-time quantiles are taken over.
+pub const STORE_WINDOW: usize = 1024;
 
 /// The players' figures of a node.
 #[derive(Clone, Debug, Default)]
@@ -544,7 +572,53 @@ pub fn render(m: &MetricsSnapshot) -> String {
             o.sample("worldmesh_player_refusals_total", &[("reason", r)], *n as f64);
         }
     }
+    if let Some(st) = &m.store {
+        store_families(&mut o, st);
+    }
     o.s
+}
+
+fn store_families(o: &mut Out, st: &StoreMetrics) {
+    o.summary(
+        "worldmesh_store_apply_seconds",
+        &format!(
+            "Time to apply one batch to the store, fsync included; quantiles over the last {STORE_WINDOW} batches."
+        ),
+        st.apply_p50_s,
+        st.apply_p99_s,
+        st.apply_sum_s,
+        st.batches,
+    );
+    o.one(
+        "worldmesh_store_apply_max_seconds",
+        "gauge",
+        "Longest batch apply of the run.",
+        st.apply_max_s,
+    );
+    o.one(
+        "worldmesh_store_batches_in_flight",
+        "gauge",
+        "Batches waiting for the store's thread (durable writes are acknowledged once applied).",
+        st.in_flight as f64,
+    );
+    o.one(
+        "worldmesh_store_checkpoints_total",
+        "counter",
+        "Checkpoints of the checkpointed objects written.",
+        st.checkpoints as f64,
+    );
+    o.one(
+        "worldmesh_store_durable_writes_total",
+        "counter",
+        "Writes to durable objects logged in the store with the state they changed.",
+        st.durable_writes as f64,
+    );
+    o.one(
+        "worldmesh_store_recovered_objects",
+        "gauge",
+        "Objects recovered from the store when the node started.",
+        st.recovered_objects as f64,
+    );
 }
 
 #[cfg(test)]
@@ -597,6 +671,17 @@ mod tests {
                 connects: 4,
                 refused: vec![("bad \"token\"\\\nx".into(), 1)],
             }),
+            store: Some(StoreMetrics {
+                batches: 40,
+                in_flight: 1,
+                apply_p50_s: 0.0007,
+                apply_p99_s: 0.0068,
+                apply_sum_s: 0.05,
+                apply_max_s: 0.009,
+                checkpoints: 12,
+                durable_writes: 30,
+                recovered_objects: 9,
+            }),
             ..Default::default()
         };
         m.sent[MessageClass::ObjectUpdate as usize] = Count {
@@ -641,6 +726,16 @@ mod tests {
         assert_eq!(value(&s, "worldmesh_frames_total", &[]), Some(100.0));
         assert_eq!(value(&s, "worldmesh_locator_load", &[]), Some(3.5));
         assert_eq!(value(&s, "worldmesh_players_connected", &[]), Some(3.0));
+        assert_eq!(
+            value(&s, "worldmesh_store_apply_seconds", &[("quantile", "0.99")]),
+            Some(0.0068)
+        );
+        assert_eq!(value(&s, "worldmesh_store_apply_seconds_count", &[]), Some(40.0));
+        assert_eq!(value(&s, "worldmesh_store_apply_seconds_sum", &[]), Some(0.05));
+        assert_eq!(value(&s, "worldmesh_store_batches_in_flight", &[]), Some(1.0));
+        assert_eq!(value(&s, "worldmesh_store_checkpoints_total", &[]), Some(12.0));
+        assert_eq!(value(&s, "worldmesh_store_durable_writes_total", &[]), Some(30.0));
+        assert_eq!(value(&s, "worldmesh_store_recovered_objects", &[]), Some(9.0));
         // The awkward label value went through escaping and back.
         assert_eq!(
             value(
@@ -684,6 +779,7 @@ mod tests {
             "worldmesh_players_connected",
             "worldmesh_replica_staleness_mean_seconds",
             "worldmesh_member_joins_total",
+            "worldmesh_store_",
         ] {
             assert!(!text.contains(absent), "{absent} rendered without a value");
         }

@@ -30,6 +30,8 @@ pub(crate) struct Persister {
     samples: Vec<u32>,
     next_sample: usize,
     stats: PersistTimes,
+    /// Sum of every apply time, microseconds.
+    apply_sum_us: u64,
 }
 
 /// How the store kept up: batches applied and how long each took.
@@ -73,6 +75,7 @@ impl Persister {
             samples: Vec::new(),
             next_sample: 0,
             stats: PersistTimes::default(),
+            apply_sum_us: 0,
         })
     }
 
@@ -102,6 +105,8 @@ impl Persister {
         self.in_flight = self.in_flight.saturating_sub(1);
         self.stats.batches += 1;
         let us = took.as_micros().min(u128::from(u32::MAX)) as u32;
+        self.apply_sum_us = self.apply_sum_us.saturating_add(u64::from(us));
+        self.stats.apply_max_ms = self.stats.apply_max_ms.max(f64::from(us) / 1000.0);
         if self.samples.len() < MAX_SAMPLES {
             self.samples.push(us);
         } else {
@@ -125,6 +130,29 @@ impl Persister {
         out
     }
 
+    /// The metrics endpoint's view: batches applied, in flight, apply-time quantiles over
+    /// the last `window` batches (a sort of at most `window` numbers), sum and maximum.
+    pub(crate) fn metrics(&self, window: usize) -> crate::metrics::StoreMetrics {
+        let mut recent = newest(&self.samples, self.next_sample, window);
+        recent.sort_unstable();
+        let q = |p: f64| -> f64 {
+            if recent.is_empty() {
+                return 0.0;
+            }
+            let i = ((recent.len() - 1) as f64 * p).round() as usize;
+            f64::from(recent[i.min(recent.len() - 1)]) / 1e6
+        };
+        crate::metrics::StoreMetrics {
+            batches: self.stats.batches,
+            in_flight: self.in_flight,
+            apply_p50_s: q(0.5),
+            apply_p99_s: q(0.99),
+            apply_sum_s: self.apply_sum_us as f64 / 1e6,
+            apply_max_s: self.stats.apply_max_ms / 1000.0,
+            ..Default::default()
+        }
+    }
+
     /// Apply times so far.
     pub(crate) fn times(&self) -> PersistTimes {
         let mut s = self.samples.clone();
@@ -139,8 +167,44 @@ impl Persister {
         PersistTimes {
             apply_p50_ms: q(0.5),
             apply_p99_ms: q(0.99),
-            apply_max_ms: s.last().map_or(0.0, |m| f64::from(*m) / 1000.0),
             ..self.stats.clone()
         }
+    }
+}
+
+/// The newest `window` of `samples` (any order): the last ones pushed while the buffer
+/// is filling, and the ones before `next` (where the next overwrite goes) once it is a
+/// full ring of [`MAX_SAMPLES`].
+fn newest(samples: &[u32], next: usize, window: usize) -> Vec<u32> {
+    let n = samples.len();
+    let take = window.min(n);
+    if n < MAX_SAMPLES {
+        return samples[n - take..].to_vec();
+    }
+    (1..=take).map(|k| samples[(next + n - k) % n]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_samples_are_taken_while_filling_and_across_the_ring() {
+        let filling: Vec<u32> = (1..=10).collect();
+        let mut got = newest(&filling, 0, 4);
+        got.sort_unstable();
+        assert_eq!(got, vec![7, 8, 9, 10]);
+        assert_eq!(newest(&filling, 0, 100).len(), 10);
+        drop(filling);
+        // A full ring whose next overwrite is at index 3: the newest are at 2, 1, 0 and
+        // then wrap to the end.
+        let mut ring: Vec<u32> = (0..MAX_SAMPLES as u32).collect();
+        for (k, v) in ring.iter_mut().take(3).enumerate() {
+            *v = 1_000_000 + k as u32;
+        }
+        let mut got = newest(&ring, 3, 5);
+        got.sort_unstable();
+        let last = MAX_SAMPLES as u32 - 1;
+        assert_eq!(got, vec![last - 1, last, 1_000_000, 1_000_001, 1_000_002]);
     }
 }
