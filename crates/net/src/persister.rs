@@ -135,18 +135,11 @@ impl Persister {
     pub(crate) fn metrics(&self, window: usize) -> crate::metrics::StoreMetrics {
         let mut recent = newest(&self.samples, self.next_sample, window);
         recent.sort_unstable();
-        let q = |p: f64| -> f64 {
-            if recent.is_empty() {
-                return 0.0;
-            }
-            let i = ((recent.len() - 1) as f64 * p).round() as usize;
-            f64::from(recent[i.min(recent.len() - 1)]) / 1e6
-        };
         crate::metrics::StoreMetrics {
             batches: self.stats.batches,
             in_flight: self.in_flight,
-            apply_p50_s: q(0.5),
-            apply_p99_s: q(0.99),
+            apply_p50_s: quantile_us(&recent, 0.5) / 1e6,
+            apply_p99_s: quantile_us(&recent, 0.99) / 1e6,
             apply_sum_s: self.apply_sum_us as f64 / 1e6,
             apply_max_s: self.stats.apply_max_ms / 1000.0,
             ..Default::default()
@@ -157,19 +150,22 @@ impl Persister {
     pub(crate) fn times(&self) -> PersistTimes {
         let mut s = self.samples.clone();
         s.sort_unstable();
-        let q = |p: f64| -> f64 {
-            if s.is_empty() {
-                return 0.0;
-            }
-            let i = ((s.len() - 1) as f64 * p).round() as usize;
-            f64::from(s[i.min(s.len() - 1)]) / 1000.0
-        };
         PersistTimes {
-            apply_p50_ms: q(0.5),
-            apply_p99_ms: q(0.99),
+            apply_p50_ms: quantile_us(&s, 0.5) / 1000.0,
+            apply_p99_ms: quantile_us(&s, 0.99) / 1000.0,
             ..self.stats.clone()
         }
     }
+}
+
+/// The `p` quantile (0..=1, nearest rank rounded) of `sorted` apply times in
+/// microseconds; 0 when there are none.
+fn quantile_us(sorted: &[u32], p: f64) -> f64 {
+    let Some(last) = sorted.len().checked_sub(1) else {
+        return 0.0;
+    };
+    let i = (last as f64 * p).round() as usize;
+    f64::from(sorted[i.min(last)])
 }
 
 /// The newest `window` of `samples` (any order): the last ones pushed while the buffer
