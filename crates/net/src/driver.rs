@@ -681,11 +681,11 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
                 }
             }),
             store: self.persister.as_ref().map(|p| {
-                let node = node.persist_stats().cloned().unwrap_or_default();
+                let counts = node.persist_stats().cloned().unwrap_or_default();
                 StoreMetrics {
-                    checkpoints: node.checkpoints,
-                    durable_writes: node.writes_logged,
-                    recovered_objects: node.recovered_objects,
+                    checkpoints: counts.checkpoints,
+                    durable_writes: counts.writes_logged,
+                    recovered_objects: counts.recovered_objects,
                     ..p.metrics(STORE_WINDOW)
                 }
             }),
