@@ -293,7 +293,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     };
     let m = &report.metrics;
     let pct = |v: f64| format!("{:.2}%", v * 100.0);
-    let mut extra: Vec<(String, String)> = vec![
+    let mut extra = vec![
         ("threads", threads_used(threads, run_stats.as_ref())),
         ("objects in the world (mean)", summary::f(m.objects, 1)),
         (
@@ -353,20 +353,13 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         ("simulated time, s", summary::f(report.sim_seconds, 1)),
         ("wall time, s", summary::f(wall, 2)),
         ("simulated / wall time", speed),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v))
-    .collect();
+    ];
     if let Some(n) = report.region_migrations {
-        extra.push((
-            "placement: region migrations (paper 001 §7.4)".into(),
-            n.to_string(),
-        ));
+        extra.push(("placement: region migrations (paper 001 §7.4)", n.to_string()));
     }
     if let Some(timing) = &report.membership {
-        let nodes: Vec<_> = report.nodes.iter().collect();
-        extra.extend(summary::cluster_lines(&nodes));
-        extra.push(("membership profile (SWIM timing)".into(), timing.to_string()));
+        extra.extend(summary::cluster_lines(&report.nodes));
+        extra.push(("membership profile (SWIM timing)", timing.to_string()));
     }
     println!("{}", summary::headline(&title, &report.summary, &extra));
     println!("{}", summary::by_class(&report.summary, report.sim_seconds));

@@ -60,8 +60,8 @@ fn nonzero<'a>(pairs: impl IntoIterator<Item = (&'a str, u64)>) -> String {
 /// The membership and adoption rows of a run: members seen at the end, members up and
 /// down, orphans adopted, dropped and refused, regions drained (zeros for nodes with a
 /// fixed member list).
-pub fn cluster_lines(nodes: &[&NodeSummary]) -> Vec<(String, String)> {
-    let cluster: Vec<_> = nodes.iter().filter_map(|n| n.cluster.as_ref()).collect();
+pub fn cluster_lines<'a>(nodes: impl IntoIterator<Item = &'a NodeSummary>) -> Vec<(&'static str, String)> {
+    let cluster: Vec<_> = nodes.into_iter().filter_map(|n| n.cluster.as_ref()).collect();
     let members_min = cluster.iter().map(|c| c.members).min().unwrap_or(0);
     let members_max = cluster.iter().map(|c| c.members).max().unwrap_or(0);
     let ups: u64 = cluster.iter().map(|c| c.members_up).sum();
@@ -72,11 +72,11 @@ pub fn cluster_lines(nodes: &[&NodeSummary]) -> Vec<(String, String)> {
     let drained: u64 = cluster.iter().map(|c| c.drained_regions).sum();
     vec![
         (
-            "membership: members seen at end (min-max), member ups / downs".into(),
+            "membership: members seen at end (min-max), member ups / downs",
             format!("{members_min}-{members_max}, {ups} / {downs}"),
         ),
         (
-            "adoption: orphans adopted / dropped / refused claims; regions drained".into(),
+            "adoption: orphans adopted / dropped / refused claims; regions drained",
             format!("{adopted} / {dropped} / {refused}; {drained}"),
         ),
     ]
@@ -130,8 +130,11 @@ pub fn transport_lines(nodes: &[NodeReport]) -> Vec<(String, String)> {
             format!("{} / {}", t.unknown_sender, rejections.not_member),
         ),
     ];
-    let summaries: Vec<_> = nodes.iter().map(|n| &n.node).collect();
-    lines.extend(cluster_lines(&summaries));
+    lines.extend(
+        cluster_lines(nodes.iter().map(|n| &n.node))
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v)),
+    );
     lines.push(("CPU per node over the run, s (mean)".into(), f(cpu, 2)));
     let persist: Vec<_> = nodes.iter().filter_map(|n| n.persist.as_ref()).collect();
     if !persist.is_empty() {
