@@ -210,3 +210,57 @@ fn a_node_restarted_on_its_store_after_adoption_resurrects_nothing() {
         "node 2 kept objects the others had adopted: {kept_by_2:?}"
     );
 }
+
+/// A node `kill -9`ed and restarted at once, again and again (as a supervisor restarts a
+/// crashing process, within the second of its last start), is a new member every time: its
+/// generation is larger than the last one, with its store and without one, and it joins.
+/// (Generations were the UNIX second of the start: a restart within that second ran as the
+/// dead process's generation, the others declared that generation down, and the restart was
+/// refused until its join timed out — the crash trials met it in CI.)
+#[test]
+fn a_node_restarted_within_the_second_is_a_new_member_each_time() {
+    let _g = heavy();
+    let mut n = Nodes::new("restart-fast", 3);
+    let dirs: Vec<_> = (0..3).map(|i| n.dir.join(format!("data-{i}"))).collect();
+    let base = || vec![s("--founders"), s(3), s("--players"), s(3)];
+    let args = |i: u32| {
+        let mut a = base();
+        a.extend([s("--data-dir"), dirs[i as usize].display().to_string()]);
+        a
+    };
+    let a0 = start(&mut n, &[0, 1, 2], None, args);
+    let generation = |n: &Nodes| {
+        let inc = n.incarnation(2);
+        let r = n
+            .records
+            .iter()
+            .find(|r| r.node == 2 && r.incarnation == inc && r.kind == Kind::Ready)
+            .expect("ready line");
+        r.json["generation"].as_u64().expect("generation")
+    };
+    let mut generations = vec![generation(&n)];
+    for with_store in [true, true, false, false] {
+        n.kill9(2);
+        let mut a = if with_store { args(2) } else { base() };
+        a.extend([s("--join"), s(a0)]);
+        n.spawn(2, &a);
+        n.ready(2, WAIT);
+        generations.push(generation(&n));
+    }
+    assert!(
+        generations.windows(2).all(|w| w[0] < w[1]),
+        "each restart a larger generation: {generations:?}"
+    );
+    // The others settle on the last process as the member.
+    std::thread::sleep(Duration::from_secs(4));
+    n.stop(&[0, 1, 2]);
+    let last = *generations.last().unwrap();
+    for i in 0..3 {
+        let r = n.summary(i, WAIT);
+        let members = r["members"].as_array().map(Vec::len);
+        assert_eq!(members, Some(2), "node {i} sees the two others: {r}");
+        if i == 2 {
+            assert_eq!(r["generation"].as_u64(), Some(last), "{r}");
+        }
+    }
+}

@@ -236,7 +236,8 @@ impl<O: GameObject> ServerBuilder<O> {
     pub async fn start(self) -> Result<Running<O>, ServerError> {
         let s = self.settings.clone().ok_or(ServerError::NoSettings)?;
         let me = NodeId(s.id);
-        let generation = generation_now();
+        let store = open_store(&s)?;
+        let generation = claim_generation(s.id, store.as_ref()).await?;
         let hello = Hello {
             protocol: PROTOCOL_VERSION,
             node: me,
@@ -258,7 +259,7 @@ impl<O: GameObject> ServerBuilder<O> {
                     _ => None,
                 };
                 let t = QuicTransport::bind(quic_config(&s, identity, hello))?;
-                self.launch(s, generation, t, players).await
+                self.launch(s, generation, store, t, players).await
             }
             TransportKind::UdpInsecure => {
                 tracing::warn!(
@@ -266,7 +267,7 @@ impl<O: GameObject> ServerBuilder<O> {
                      and unencrypted; a benchmark baseline only"
                 );
                 let t = UdpTransport::bind_with_hello(s.listen, hello).await?;
-                self.launch(s, generation, t, None).await
+                self.launch(s, generation, store, t, None).await
             }
         }
     }
@@ -276,6 +277,7 @@ impl<O: GameObject> ServerBuilder<O> {
         self,
         s: NodeSettings,
         generation: u32,
+        store: Option<Store>,
         transport: T,
         players: Option<Players<O>>,
     ) -> Result<Running<O>, ServerError> {
@@ -288,7 +290,10 @@ impl<O: GameObject> ServerBuilder<O> {
         }
         let clock = Clock::new(s.world.epoch_ms);
         let mut node = build_node(&s, generation, advertise, clock.now(), self.world, self.space)?;
-        let (store, recovery) = open_store(&s, &mut node, clock.now())?;
+        let recovery = match &store {
+            Some(st) => recover_store(&s, st, &mut node, clock.now())?,
+            None => None,
+        };
         let (recovered, recovery) = recovery.unzip();
         let mut opts = DriverOptions::new(clock);
         opts.store = store;
@@ -729,11 +734,44 @@ pub struct Finished<O: GameObject> {
     pub report: NodeReport,
 }
 
-/// This process's generation: UNIX seconds at start (a restarted process is a new member).
-fn generation_now() -> u32 {
+/// This process's generation: a restarted process is a new member, so it must never run
+/// as a generation an earlier process of this node used — the others would take it for
+/// the dead process (alive until declared down, then refused as a member that left, so
+/// the restart never joins: issue 19's crash trials, a restart within the second of the
+/// last start), and objects it creates would carry ids the dead one gave out.
+///
+/// The generation is the next UNIX second (`now + 1`, whole seconds), and with a store,
+/// also larger than the last generation claimed there ([`Store::claim_generation`]),
+/// durably, before anyone hears of it. Then the node waits until the wall clock has
+/// reached its generation before it binds anything (under a second): any later process
+/// of this node starts after that moment, so its `now + 1` is larger even without a
+/// store — as long as the wall clock does not step back; a store keeps it unique even
+/// then (and a generation more than [`MAX_GENERATION_WAIT`] ahead is not waited for).
+async fn claim_generation(id: u32, store: Option<&Store>) -> Result<u32, ServerError> {
+    let next = u32::try_from(unix_secs_f64().floor() as u64 + 1).unwrap_or(u32::MAX);
+    let claim = match store {
+        Some(st) => Some(st.claim_generation(next)?),
+        None => None,
+    };
+    let generation = claim.map_or(next, |c| c.generation);
+    let wait = f64::from(generation) - unix_secs_f64();
+    if wait > 0.0 && wait <= MAX_GENERATION_WAIT.as_secs_f64() {
+        tokio::time::sleep(Duration::from_secs_f64(wait)).await;
+    }
+    tracing::debug!(node = id, generation, previous = ?claim.and_then(|c| c.previous), "generation claimed");
+    Ok(generation)
+}
+
+/// The longest a starting node waits for its generation's second to begin. A generation
+/// further ahead of the wall clock comes from a store written before the clock stepped
+/// back: the store keeps it unique, and waiting would only delay the start.
+const MAX_GENERATION_WAIT: Duration = Duration::from_secs(3);
+
+/// The wall clock as UNIX seconds.
+fn unix_secs_f64() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX))
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// The QUIC transport's configuration from the settings' `[quic]` tuning.
@@ -904,23 +942,29 @@ fn shim(s: &NodeSettings) -> Result<Option<DelayShim>, ServerError> {
 /// Opens the store in the data directory (if set) and recovers `node` from it when it
 /// holds a previous run. Returns the store for the driver and the recovered primaries with
 /// the recovery's report (`None`: a fresh store, or no persistence).
-fn open_store<O: GameObject>(
-    s: &NodeSettings,
-    node: &mut Node<O>,
-    now: Time,
-) -> Result<(Option<Store>, Option<Recovered>), ServerError> {
+/// The node's store in its data directory (created if missing), if it has one.
+fn open_store(s: &NodeSettings) -> Result<Option<Store>, ServerError> {
     let Some(dir) = &s.data_dir else {
-        return Ok((None, None));
+        return Ok(None);
     };
     std::fs::create_dir_all(dir).map_err(|io| ServerError::DataDir {
         path: dir.clone(),
         io,
     })?;
-    let store = Store::open(dir)?;
+    Ok(Some(Store::open(dir)?))
+}
+
+/// Installs what the store kept into `node` (see below for when, on a join).
+fn recover_store<O: GameObject>(
+    s: &NodeSettings,
+    store: &Store,
+    node: &mut Node<O>,
+    now: Time,
+) -> Result<Option<Recovered>, ServerError> {
     let rec = store.load()?;
     if rec.is_empty() {
         tracing::info!(node = s.id, store = %store.path().display(), "new store");
-        return Ok((Some(store), None));
+        return Ok(None);
     }
     // A node that joins a running world (`join`) installs what it kept only once the
     // others had time to tell it what they adopted while it was down; founders (a whole
@@ -948,7 +992,7 @@ fn open_store<O: GameObject>(
         last_checkpoint_frame = report.last_checkpoint.map(|c| c.frame),
         "recovered from the store"
     );
-    Ok((Some(store), Some((ids, report))))
+    Ok(Some((ids, report)))
 }
 
 async fn start_drain<O: GameObject>(

@@ -55,4 +55,4 @@ pub use merge::{MergeError, MergeReport, merge};
 pub use record::{
     BindingRecord, Checkpoint, ForwardingRecord, ObjectRecord, RecordError, WriteKey, WriteRecord,
 };
-pub use store::{FILE_NAME, Inspection, Recovered, STORE_FORMAT, Store, StoreOptions};
+pub use store::{FILE_NAME, GenerationClaim, Inspection, Recovered, STORE_FORMAT, Store, StoreOptions};

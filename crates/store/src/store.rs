@@ -30,7 +30,7 @@ pub const BINDINGS: &str = "bindings";
 pub const FORWARDING: &str = "forwarding";
 /// Table of logged durable writes.
 pub const WRITES: &str = "writes";
-/// Table of the format number and the checkpoint marker.
+/// Table of the format number, the checkpoint marker and the last generation claimed.
 pub const META: &str = "meta";
 
 const T_OBJECTS: Raw = TableDefinition::new(OBJECTS);
@@ -39,6 +39,16 @@ const T_FORWARDING: Raw = TableDefinition::new(FORWARDING);
 const T_WRITES: Raw = TableDefinition::new(WRITES);
 const T_META: Raw = TableDefinition::new(META);
 const FORMAT_KEY: &[u8] = b"format";
+const GENERATION_KEY: &[u8] = b"generation";
+
+/// What [`Store::claim_generation`] gave this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GenerationClaim {
+    /// The generation this process runs as.
+    pub generation: u32,
+    /// The last generation an earlier process claimed in this store, if any.
+    pub previous: Option<u32>,
+}
 
 /// Bounds and behaviour of [`Store::open`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -284,6 +294,46 @@ impl Store {
                 action: "read the store file's size",
                 error,
             })
+    }
+
+    /// Claims the generation a starting process of this node runs as: the larger of
+    /// `at_least` and one more than the last generation claimed in this store, written
+    /// durably before this returns. No two processes that ran on one store share a
+    /// generation — not a restart within the second of the last start, nor one after the
+    /// wall clock stepped back — so the cluster always sees a restart as a new member.
+    ///
+    /// # Errors
+    /// The meta table cannot be read or written; the stored value is not 4 bytes
+    /// ([`StoreError::Format`]); or the last generation is `u32::MAX`.
+    pub fn claim_generation(&self, at_least: u32) -> Result<GenerationClaim, StoreError> {
+        guarded(&self.path, "claim a generation", || {
+            let tx = self.db.begin_write().ctx(&self.path, "begin a transaction")?;
+            let mut meta = tx.open_table(T_META).ctx(&self.path, "open table meta")?;
+            let previous = match meta.get(GENERATION_KEY).ctx(&self.path, "read the generation")? {
+                None => None,
+                Some(v) => match <[u8; 4]>::try_from(v.value()) {
+                    Ok(a) => Some(u32::from_le_bytes(a)),
+                    Err(_) => {
+                        return Err(self.format_error(format!(
+                            "the generation in table `{META}` is {} bytes, expected 4",
+                            v.value().len()
+                        )));
+                    }
+                },
+            };
+            let generation = match previous {
+                None => at_least,
+                Some(p) => p
+                    .checked_add(1)
+                    .ok_or_else(|| self.format_error(format!("the last generation is {p}: none is left")))?
+                    .max(at_least),
+            };
+            meta.insert(GENERATION_KEY, generation.to_le_bytes().as_slice())
+                .ctx(&self.path, "write the generation")?;
+            drop(meta);
+            tx.commit().ctx(&self.path, "commit the generation")?;
+            Ok(GenerationClaim { generation, previous })
+        })
     }
 
     fn format_error(&self, reason: impl Into<String>) -> StoreError {

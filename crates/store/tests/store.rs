@@ -292,6 +292,53 @@ fn foreign_or_newer_files_are_refused_by_format() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// Each process claims a generation larger than every earlier one on the store, across
+/// reopening, whatever the clock says; the claim is a meta entry, not a record.
+#[test]
+fn every_claimed_generation_is_larger_than_the_last_one() {
+    let dir = scratch("generation");
+    {
+        let s = Store::open(&dir).unwrap();
+        let c = s.claim_generation(1_000).unwrap();
+        assert_eq!((c.generation, c.previous), (1_000, None));
+        // A restart within the same second: the clock gives the same value again.
+        let c = s.claim_generation(1_000).unwrap();
+        assert_eq!((c.generation, c.previous), (1_001, Some(1_000)));
+        assert!(s.is_empty().unwrap(), "a generation is not a record");
+    }
+    let s = Store::open(&dir).unwrap();
+    // After the clock stepped back.
+    let c = s.claim_generation(900).unwrap();
+    assert_eq!((c.generation, c.previous), (1_002, Some(1_001)));
+    // The clock moved on past the last claim.
+    let c = s.claim_generation(5_000).unwrap();
+    assert_eq!((c.generation, c.previous), (5_000, Some(1_002)));
+    assert_eq!(s.load().unwrap(), Recovered::default());
+    drop(s);
+
+    // None left after u32::MAX, and a malformed entry: typed errors, never a wrap.
+    let path = dir.join(FILE_NAME);
+    for (value, want) in [
+        (u32::MAX.to_le_bytes().to_vec(), "none is left"),
+        (vec![1, 2, 3], "3 bytes, expected 4"),
+    ] {
+        {
+            let db = redb::Database::open(&path).unwrap();
+            let tx = db.begin_write().unwrap();
+            let t: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("meta");
+            tx.open_table(t)
+                .unwrap()
+                .insert(b"generation".as_slice(), value.as_slice())
+                .unwrap();
+            tx.commit().unwrap();
+        }
+        let err = Store::open(&dir).unwrap().claim_generation(7).unwrap_err();
+        assert!(matches!(err, StoreError::Format { .. }), "{err}");
+        assert!(err.to_string().contains(want), "{err}");
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn a_record_changed_behind_the_stores_back_is_reported_not_returned() {
     // A value rewritten through redb itself (so redb's page checksums are valid) with one
