@@ -747,6 +747,9 @@ pub struct Finished<O: GameObject> {
 /// of this node starts after that moment, so its `now + 1` is larger even without a
 /// store — as long as the wall clock does not step back; a store keeps it unique even
 /// then (and a generation more than [`MAX_GENERATION_WAIT`] ahead is not waited for).
+/// A process the others declared failed while it lived carries on as its generation + 1
+/// (membership's renewal): that too trails the clock, since being declared down takes a
+/// suspicion timeout (2 s on a LAN) after the join.
 async fn claim_generation(id: u32, store: Option<&Store>) -> Result<u32, ServerError> {
     let next = u32::try_from(unix_secs_f64().floor() as u64 + 1).unwrap_or(u32::MAX);
     let claim = match store {
