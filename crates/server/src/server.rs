@@ -942,9 +942,6 @@ fn shim(s: &NodeSettings) -> Result<Option<DelayShim>, ServerError> {
     })
 }
 
-/// Opens the store in the data directory (if set) and recovers `node` from it when it
-/// holds a previous run. Returns the store for the driver and the recovered primaries with
-/// the recovery's report (`None`: a fresh store, or no persistence).
 /// The node's store in its data directory (created if missing), if it has one.
 fn open_store(s: &NodeSettings) -> Result<Option<Store>, ServerError> {
     let Some(dir) = &s.data_dir else {
@@ -957,7 +954,8 @@ fn open_store(s: &NodeSettings) -> Result<Option<Store>, ServerError> {
     Ok(Some(Store::open(dir)?))
 }
 
-/// Installs what the store kept into `node` (see below for when, on a join).
+/// Recovers `node` from its store when the store holds a previous run: the recovered
+/// primaries with the recovery's report (`None`: a fresh store).
 fn recover_store<O: GameObject>(
     s: &NodeSettings,
     store: &Store,
