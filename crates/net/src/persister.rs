@@ -27,11 +27,26 @@ pub(crate) struct Persister {
     thread: Option<JoinHandle<()>>,
     /// Batches sent and not yet completed.
     in_flight: usize,
+    /// Most batches waiting at once.
+    max_queued: usize,
+    times: ApplyTimes,
+}
+
+/// Every batch's apply time, in whole microseconds: the report's and the metrics
+/// endpoint's figures are all taken from these integers, converted the same way, so a
+/// quantile never exceeds the maximum by a rounding.
+#[derive(Default)]
+struct ApplyTimes {
+    /// Batches applied.
+    batches: u64,
+    /// The newest [`MAX_SAMPLES`] apply times (a ring once full).
     samples: Vec<u32>,
+    /// Where the next sample overwrites, once the ring is full.
     next_sample: usize,
-    stats: PersistTimes,
-    /// Sum of every apply time, microseconds.
-    apply_sum_us: u64,
+    /// Sum of every apply time.
+    sum_us: u64,
+    /// Longest apply time.
+    max_us: u32,
 }
 
 /// How the store kept up: batches applied and how long each took.
@@ -72,10 +87,8 @@ impl Persister {
             done,
             thread: Some(thread),
             in_flight: 0,
-            samples: Vec::new(),
-            next_sample: 0,
-            stats: PersistTimes::default(),
-            apply_sum_us: 0,
+            max_queued: 0,
+            times: ApplyTimes::default(),
         })
     }
 
@@ -85,7 +98,7 @@ impl Persister {
             && tx.send(r).is_ok()
         {
             self.in_flight += 1;
-            self.stats.max_queued = self.stats.max_queued.max(self.in_flight);
+            self.max_queued = self.max_queued.max(self.in_flight);
         }
     }
 
@@ -103,16 +116,7 @@ impl Persister {
 
     fn record(&mut self, took: Duration) {
         self.in_flight = self.in_flight.saturating_sub(1);
-        self.stats.batches += 1;
-        let us = took.as_micros().min(u128::from(u32::MAX)) as u32;
-        self.apply_sum_us = self.apply_sum_us.saturating_add(u64::from(us));
-        self.stats.apply_max_ms = self.stats.apply_max_ms.max(f64::from(us) / 1000.0);
-        if self.samples.len() < MAX_SAMPLES {
-            self.samples.push(us);
-        } else {
-            self.samples[self.next_sample] = us;
-            self.next_sample = (self.next_sample + 1) % MAX_SAMPLES;
-        }
+        self.times.record(took);
     }
 
     /// Waits until every queued batch is applied (the run is ending) and returns their
@@ -133,27 +137,60 @@ impl Persister {
     /// The metrics endpoint's view: batches applied, in flight, apply-time quantiles over
     /// the last `window` batches (a sort of at most `window` numbers), sum and maximum.
     pub(crate) fn metrics(&self, window: usize) -> crate::metrics::StoreMetrics {
-        let mut recent = newest(&self.samples, self.next_sample, window);
-        recent.sort_unstable();
         crate::metrics::StoreMetrics {
-            batches: self.stats.batches,
             in_flight: self.in_flight,
-            apply_p50_s: quantile_us(&recent, 0.5) / 1e6,
-            apply_p99_s: quantile_us(&recent, 0.99) / 1e6,
-            apply_sum_s: self.apply_sum_us as f64 / 1e6,
-            apply_max_s: self.stats.apply_max_ms / 1000.0,
-            ..Default::default()
+            ..self.times.metrics(window)
         }
     }
 
     /// Apply times so far.
     pub(crate) fn times(&self) -> PersistTimes {
+        PersistTimes {
+            max_queued: self.max_queued,
+            ..self.times.report()
+        }
+    }
+}
+
+impl ApplyTimes {
+    fn record(&mut self, took: Duration) {
+        self.batches += 1;
+        let us = took.as_micros().min(u128::from(u32::MAX)) as u32;
+        self.sum_us = self.sum_us.saturating_add(u64::from(us));
+        self.max_us = self.max_us.max(us);
+        if self.samples.len() < MAX_SAMPLES {
+            self.samples.push(us);
+        } else {
+            self.samples[self.next_sample] = us;
+            self.next_sample = (self.next_sample + 1) % MAX_SAMPLES;
+        }
+    }
+
+    /// Quantiles over the newest `window` batches, seconds (`in_flight` and the node's
+    /// counters left at zero).
+    fn metrics(&self, window: usize) -> crate::metrics::StoreMetrics {
+        let mut recent = newest(&self.samples, self.next_sample, window);
+        recent.sort_unstable();
+        crate::metrics::StoreMetrics {
+            batches: self.batches,
+            apply_p50_s: quantile_us(&recent, 0.5) / 1e6,
+            apply_p99_s: quantile_us(&recent, 0.99) / 1e6,
+            apply_sum_s: self.sum_us as f64 / 1e6,
+            apply_max_s: f64::from(self.max_us) / 1e6,
+            ..Default::default()
+        }
+    }
+
+    /// Quantiles over every kept sample, milliseconds (`max_queued` left at zero).
+    fn report(&self) -> PersistTimes {
         let mut s = self.samples.clone();
         s.sort_unstable();
         PersistTimes {
+            batches: self.batches,
             apply_p50_ms: quantile_us(&s, 0.5) / 1000.0,
             apply_p99_ms: quantile_us(&s, 0.99) / 1000.0,
-            ..self.stats.clone()
+            apply_max_ms: f64::from(self.max_us) / 1000.0,
+            max_queued: 0,
         }
     }
 }
@@ -183,6 +220,26 @@ fn newest(samples: &[u32], next: usize, window: usize) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The slowest batch is the 99th percentile of a few: the endpoint's p99 and maximum
+    /// are then the same number (1,144 µs once came out as p99 0.001144 s above a
+    /// maximum of 0.0011439999999999998 s, converted through milliseconds), and so are the
+    /// report's.
+    #[test]
+    fn quantiles_never_exceed_the_maximum_by_a_rounding() {
+        for slowest in [1_144, 1_001, 999_999, 3, u32::MAX] {
+            let mut t = ApplyTimes::default();
+            for us in [slowest / 3, slowest / 2, slowest] {
+                t.record(Duration::from_micros(u64::from(us)));
+            }
+            let m = t.metrics(crate::metrics::STORE_WINDOW);
+            assert_eq!(m.apply_p99_s, m.apply_max_s, "{slowest} µs");
+            assert!(m.apply_p50_s <= m.apply_p99_s && m.apply_max_s <= m.apply_sum_s);
+            let r = t.report();
+            assert_eq!(r.apply_p99_ms, r.apply_max_ms, "{slowest} µs");
+            assert_eq!((m.batches, r.batches), (3, 3));
+        }
+    }
 
     #[test]
     fn the_newest_samples_are_taken_while_filling_and_across_the_ring() {
