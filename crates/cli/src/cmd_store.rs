@@ -188,6 +188,10 @@ fn inspect(dir: &Path) -> anyhow::Result<()> {
         Some(c) => println!("checkpoint     frame {} at {}", c.frame, seconds(c.time)),
         None => println!("checkpoint     none"),
     }
+    match i.last_generation {
+        Some(g) => println!("generation     {g} (the last node process's; the next is larger)"),
+        None => println!("generation     none (no node has run on this store)"),
+    }
     Ok(())
 }
 

@@ -123,8 +123,18 @@ fn inspect_export_import_round_trip() {
     assert_eq!(line("state bytes"), "435");
     assert_eq!(line("write bytes"), "30");
     assert_eq!(line("checkpoint"), "frame 1200 at 60.000 s");
+    assert_eq!(line("generation"), "none (no node has run on this store)");
     let size = std::fs::metadata(a.join(FILE_NAME)).unwrap().len();
     assert_eq!(line("file"), format!("{size} bytes"));
+    // A node process claimed one.
+    Store::open(&a).unwrap().claim_generation(1_796_601_679).unwrap();
+    let again = run_ok(worldmesh().args(["store", "inspect"]).arg(&a));
+    assert!(
+        again
+            .lines()
+            .any(|l| l == "generation     1796601679 (the last node process's; the next is larger)"),
+        "{again}"
+    );
 
     let exports = tmp("store-x");
     let export_a = exports.path().join("a.jsonl");

@@ -140,11 +140,15 @@ pub struct Inspection {
     pub write_bytes: u64,
     /// The last checkpoint marker.
     pub last_checkpoint: Option<Checkpoint>,
+    /// The generation the last node process that ran on this store claimed
+    /// ([`Store::claim_generation`]); `None` if none did.
+    pub last_generation: Option<u32>,
 }
 
 impl Inspection {
-    /// Summarises `r`, read from `path` whose size is `file_bytes`.
-    pub fn of(path: &Path, file_bytes: u64, r: &Recovered) -> Self {
+    /// Summarises `r`, read from `path` whose size is `file_bytes` and whose meta table
+    /// holds `last_generation`.
+    pub fn of(path: &Path, file_bytes: u64, r: &Recovered, last_generation: Option<u32>) -> Self {
         let by = Durability::ALL.map(|d| (d, r.objects.iter().filter(|o| o.durability == d).count()));
         Self {
             path: path.to_path_buf(),
@@ -159,6 +163,7 @@ impl Inspection {
             state_bytes: r.objects.iter().map(|o| o.state.len() as u64).sum(),
             write_bytes: r.writes.iter().map(|w| w.bytes.len() as u64).sum(),
             last_checkpoint: r.last_checkpoint,
+            last_generation,
         }
     }
 }
@@ -309,18 +314,7 @@ impl Store {
         guarded(&self.path, "claim a generation", || {
             let tx = self.db.begin_write().ctx(&self.path, "begin a transaction")?;
             let mut meta = tx.open_table(T_META).ctx(&self.path, "open table meta")?;
-            let previous = match meta.get(GENERATION_KEY).ctx(&self.path, "read the generation")? {
-                None => None,
-                Some(v) => match <[u8; 4]>::try_from(v.value()) {
-                    Ok(a) => Some(u32::from_le_bytes(a)),
-                    Err(_) => {
-                        return Err(self.format_error(format!(
-                            "the generation in table `{META}` is {} bytes, expected 4",
-                            v.value().len()
-                        )));
-                    }
-                },
-            };
+            let previous = self.read_generation(&meta)?;
             let generation = match previous {
                 None => at_least,
                 Some(p) => p
@@ -334,6 +328,34 @@ impl Store {
             tx.commit().ctx(&self.path, "commit the generation")?;
             Ok(GenerationClaim { generation, previous })
         })
+    }
+
+    /// The generation the last process that ran on this store claimed, if any.
+    ///
+    /// # Errors
+    /// The meta table cannot be read, or the stored value is not 4 bytes.
+    pub fn last_generation(&self) -> Result<Option<u32>, StoreError> {
+        guarded(&self.path, "read the generation", || {
+            let tx = self.db.begin_read().ctx(&self.path, "begin a read transaction")?;
+            let meta = tx.open_table(T_META).ctx(&self.path, "open table meta")?;
+            self.read_generation(&meta)
+        })
+    }
+
+    fn read_generation(
+        &self,
+        meta: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    ) -> Result<Option<u32>, StoreError> {
+        let Some(v) = meta.get(GENERATION_KEY).ctx(&self.path, "read the generation")? else {
+            return Ok(None);
+        };
+        match <[u8; 4]>::try_from(v.value()) {
+            Ok(a) => Ok(Some(u32::from_le_bytes(a))),
+            Err(_) => Err(self.format_error(format!(
+                "the generation in table `{META}` is {} bytes, expected 4",
+                v.value().len()
+            ))),
+        }
     }
 
     fn format_error(&self, reason: impl Into<String>) -> StoreError {
@@ -573,7 +595,12 @@ impl Store {
     /// Verifies everything and summarises it (`worldmesh store inspect`).
     pub fn inspect(&self) -> Result<Inspection, StoreError> {
         let r = self.load()?;
-        Ok(Inspection::of(&self.path, self.file_bytes()?, &r))
+        Ok(Inspection::of(
+            &self.path,
+            self.file_bytes()?,
+            &r,
+            self.last_generation()?,
+        ))
     }
 
     /// True if the store holds no record and no checkpoint marker (cheap: counts only).

@@ -56,6 +56,7 @@ fn everything_written_reads_back_after_reopening() {
     assert_eq!(i.state_bytes, 50 * 100);
     assert_eq!(i.write_bytes, 12 * 24);
     assert_eq!(i.last_checkpoint, Some(checkpoint(40)));
+    assert_eq!(i.last_generation, None);
     assert!(i.file_bytes > 0);
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -314,6 +315,8 @@ fn every_claimed_generation_is_larger_than_the_last_one() {
     let c = s.claim_generation(5_000).unwrap();
     assert_eq!((c.generation, c.previous), (5_000, Some(1_002)));
     assert_eq!(s.load().unwrap(), Recovered::default());
+    assert_eq!(s.last_generation().unwrap(), Some(5_000));
+    assert_eq!(s.inspect().unwrap().last_generation, Some(5_000));
     drop(s);
 
     // None left after u32::MAX, and a malformed entry: typed errors, never a wrap.
@@ -335,6 +338,10 @@ fn every_claimed_generation_is_larger_than_the_last_one() {
         let err = Store::open(&dir).unwrap().claim_generation(7).unwrap_err();
         assert!(matches!(err, StoreError::Format { .. }), "{err}");
         assert!(err.to_string().contains(want), "{err}");
+        if value.len() != 4 {
+            let err = Store::open(&dir).unwrap().inspect().unwrap_err();
+            assert!(err.to_string().contains(want), "{err}");
+        }
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
