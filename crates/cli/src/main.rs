@@ -75,8 +75,8 @@ enum Command {
     /// drains and partitions, invariants checked after every event.
     Swarm(cmd_swarm::SwarmArgs),
     /// A node's embedded store: `store inspect DIR` (verify; counts, sizes, last
-    /// checkpoint), `store export DIR` (JSON lines), `store import DIR FILE`, `store merge
-    /// DEST SRC...` (fold retired nodes' stores into one).
+    /// checkpoint and generation), `store export DIR` (JSON lines), `store import DIR FILE`,
+    /// `store merge DEST SRC...` (fold retired nodes' stores into one).
     Store(cmd_store::StoreArgs),
 }
 
