@@ -57,8 +57,9 @@ fn nonzero<'a>(pairs: impl IntoIterator<Item = (&'a str, u64)>) -> String {
     if v.is_empty() { "none".into() } else { v.join(" ") }
 }
 
-/// The membership and adoption rows of a run: members seen at the end, members up and
-/// down, orphans adopted, dropped and refused, regions drained (zeros for nodes with a
+/// The membership and adoption rows of a run: members seen at the end, members up, failed
+/// and left (as every node saw them: one member's failure counts once per observer),
+/// orphans adopted, dropped and refused, regions drained (zeros for nodes with a
 /// fixed member list).
 pub fn cluster_lines<'a>(nodes: impl IntoIterator<Item = &'a NodeSummary>) -> Vec<(&'static str, String)> {
     let cluster: Vec<_> = nodes.into_iter().filter_map(|n| n.cluster.as_ref()).collect();
@@ -66,14 +67,15 @@ pub fn cluster_lines<'a>(nodes: impl IntoIterator<Item = &'a NodeSummary>) -> Ve
     let members_max = cluster.iter().map(|c| c.members).max().unwrap_or(0);
     let ups: u64 = cluster.iter().map(|c| c.members_up).sum();
     let downs: u64 = cluster.iter().map(|c| c.members_down).sum();
+    let left: u64 = cluster.iter().map(|c| c.members_left).sum();
     let adopted: u64 = cluster.iter().map(|c| c.adoption.adopted).sum();
     let dropped: u64 = cluster.iter().map(|c| c.adoption.dropped).sum();
     let refused: u64 = cluster.iter().map(|c| c.adoption.refused).sum();
     let drained: u64 = cluster.iter().map(|c| c.drained_regions).sum();
     vec![
         (
-            "membership: members seen at end (min-max), member ups / downs",
-            format!("{members_min}-{members_max}, {ups} / {downs}"),
+            "membership: members at end (min-max), ups / failures / leaves",
+            format!("{members_min}-{members_max}, {ups} / {} / {left}", downs - left),
         ),
         (
             "adoption: orphans adopted / dropped / refused claims; regions drained",

@@ -221,6 +221,19 @@ fn kill_9_of_two_of_eight_rehomes_every_object_exactly_once() {
             r["cluster"]
         );
     }
+    // The killed nodes sent no leave notice: their going is a failure everywhere.
+    let killed_causes: Vec<String> = n
+        .events()
+        .filter(|r| {
+            r.json["event"] == "member_down"
+                && killed.contains(&(r.json["member"].as_u64().unwrap_or(99) as u32))
+        })
+        .map(|r| r.json["cause"].as_str().unwrap_or("none").to_owned())
+        .collect();
+    assert!(
+        killed_causes.len() >= 12 && killed_causes.iter().all(|c| c == "failed"),
+        "the kills as the survivors recorded them: {killed_causes:?}"
+    );
 }
 
 /// SIGTERM drains a node: its primaries migrate to the others, it leaves and exits with
@@ -263,6 +276,16 @@ fn sigterm_drains_a_node_with_nothing_lost_or_duplicated() {
             .map(|m| m.as_u64().unwrap())
             .collect();
         assert!(!members.contains(&1), "the drained node left: {members:?}");
+    }
+    // Each of the others recorded node 1's departure as a leave, not a failure (its leave
+    // notice travelled with the leave).
+    for observer in [0, 2, 3] {
+        let causes: Vec<String> = n
+            .events()
+            .filter(|r| r.node == observer && r.json["event"] == "member_down" && r.json["member"] == 1)
+            .map(|r| r.json["cause"].as_str().unwrap_or("none").to_owned())
+            .collect();
+        assert_eq!(causes, ["left"], "node {observer}'s record of node 1 going");
     }
     eprintln!(
         "drain of 1/4: {} initial objects, 0 lost, 0 duplicated, {} regions migrated",

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::{mpsc, oneshot};
 use worldmesh_core::{MessageClass, NodeId, ObjectId, Time};
-use worldmesh_node::membership::Member;
+use worldmesh_node::membership::{Departure, Member};
 use worldmesh_node::{Event, Node, NodeSummary};
 use worldmesh_replica::GameObject;
 
@@ -663,6 +663,7 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
             members: node.members().len() + 1,
             members_up: cluster.as_ref().map(|c| c.members_up),
             members_down: cluster.as_ref().map(|c| c.members_down),
+            members_left: cluster.as_ref().map(|c| c.members_left),
             migrations_started: mig.started,
             migrations_completed: mig.completed,
             migrations_refused: mig.refused,
@@ -849,15 +850,17 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
                 self.transport.set_addr(m.node, m.addr);
                 tracing::info!(node = self.node.id().0, member = m.node.0, generation = m.generation, addr = %m.addr, members = self.node.members().len() + 1, "member up");
             }
-            Event::MemberDown(m) => {
+            Event::MemberDown(m, why) => {
                 self.transport.forget(m.node, u64::from(m.generation));
-                tracing::info!(
-                    node = self.node.id().0,
-                    member = m.node.0,
-                    generation = m.generation,
-                    members = self.node.members().len() + 1,
-                    "member down"
-                );
+                let (node, member, members) = (self.node.id().0, m.node.0, self.node.members().len() + 1);
+                match why {
+                    Departure::Left => {
+                        tracing::info!(node, member, generation = m.generation, members, "member left")
+                    }
+                    Departure::Failed => {
+                        tracing::warn!(node, member, generation = m.generation, members, "member failed")
+                    }
+                }
             }
             Event::Joined => tracing::info!(node = self.node.id().0, "joined the cluster"),
             Event::Rejoined(m) => {
@@ -1027,7 +1030,7 @@ impl Logs {
     /// Logs a refused connection, at most once a period per reason. A stale generation is
     /// the normal end of a member's life — its last datagrams after a drain's leave, or a
     /// node declared down that will come back as a new generation, both already logged as
-    /// "member down" — so it is logged at info level; every other reason (a certificate,
+    /// "member left" or "member failed" — so it is logged at info level; every other reason (a certificate,
     /// an unknown node, different world settings) is a warning.
     fn refused(&mut self, reason: RefusalReason, addr: &SocketAddr, detail: &str) {
         let now = Instant::now();

@@ -158,8 +158,10 @@ pub struct MetricsSnapshot {
     pub members: usize,
     /// Members seen joining and leaving (`None` without dynamic membership).
     pub members_up: Option<u64>,
-    /// See `members_up`.
+    /// Members seen going: failed or left (see `members_up`).
     pub members_down: Option<u64>,
+    /// Of `members_down`, those that left gracefully (drained or shut down).
+    pub members_left: Option<u64>,
     /// Regions this node started to migrate.
     pub migrations_started: u64,
     /// Of those, accepted by their target.
@@ -484,7 +486,7 @@ pub fn render(m: &MetricsSnapshot) -> String {
         "Live members of the cluster, this node included.",
         m.members as f64,
     );
-    if let (Some(up), Some(down)) = (m.members_up, m.members_down) {
+    if let (Some(up), Some(down), Some(left)) = (m.members_up, m.members_down, m.members_left) {
         o.one(
             "worldmesh_member_joins_total",
             "counter",
@@ -494,8 +496,14 @@ pub fn render(m: &MetricsSnapshot) -> String {
         o.one(
             "worldmesh_member_failures_total",
             "counter",
-            "Members declared down or gone.",
-            down as f64,
+            "Members declared down: they stopped answering (a crash, a partition), or came back as a new generation without leaving.",
+            down.saturating_sub(left) as f64,
+        );
+        o.one(
+            "worldmesh_member_leaves_total",
+            "counter",
+            "Members that left gracefully (drained or shut down).",
+            left as f64,
         );
     }
     o.one(
@@ -657,7 +665,8 @@ mod tests {
             locator_load: Some(3.5),
             members: 4,
             members_up: Some(3),
-            members_down: Some(0),
+            members_down: Some(3),
+            members_left: Some(1),
             adoptions: 2,
             rejections: worldmesh_node::Rejections {
                 not_member: 5,
@@ -726,6 +735,9 @@ mod tests {
         assert_eq!(value(&s, "worldmesh_frames_total", &[]), Some(100.0));
         assert_eq!(value(&s, "worldmesh_locator_load", &[]), Some(3.5));
         assert_eq!(value(&s, "worldmesh_players_connected", &[]), Some(3.0));
+        // Of three members gone, one left: two failures and one leave.
+        assert_eq!(value(&s, "worldmesh_member_failures_total", &[]), Some(2.0));
+        assert_eq!(value(&s, "worldmesh_member_leaves_total", &[]), Some(1.0));
         assert_eq!(
             value(&s, "worldmesh_store_apply_seconds", &[("quantile", "0.99")]),
             Some(0.0068)

@@ -160,7 +160,7 @@ fn nodes_join_through_a_seed_replicate_take_commands_and_drain_over_quic() {
         wait_event(
             &mut h0,
             "node 2 down",
-            |k| matches!(k, EventKind::Node(Event::MemberDown(m)) if m.node == NodeId(2)),
+            |k| matches!(k, EventKind::Node(Event::MemberDown(m, _)) if m.node == NodeId(2)),
         )
         .await;
         let s0 = h0.snapshot(None).await.unwrap();

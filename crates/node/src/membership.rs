@@ -20,6 +20,7 @@
 //! failed server); SWIM's suspicion mechanism keeps false positives rare under loss while
 //! detecting real failures in a few protocol periods.
 
+mod leave;
 mod silence;
 mod wire;
 
@@ -29,9 +30,10 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::num::{NonZeroU8, NonZeroUsize};
 use std::time::Duration;
 
-use foca::{Foca, NoCustomBroadcast, Notification, Runtime, State, Timer};
+use foca::{Foca, Notification, Runtime, State, Timer};
 use worldmesh_core::{DetRng, NodeId, Time};
 
+pub use leave::{Departure, MAX_NOTICES, NoticeError};
 pub use wire::{MemberCodec, WireError};
 
 /// A member of the cluster as SWIM knows it.
@@ -289,8 +291,8 @@ pub enum MembershipError {
 pub enum MembershipEvent {
     /// A member is up (joined, or learned of).
     Up(Member),
-    /// A member was declared down (failed) or left.
-    Down(Member),
+    /// A member left, or was declared down (failed); see [`Departure`].
+    Down(Member, Departure),
     /// This node is known to at least one member: it has joined.
     Active,
     /// Every known member is down or gone.
@@ -369,7 +371,9 @@ const MAX_QUEUED: usize = 4096;
 
 /// The SWIM membership of one node (sans-IO).
 pub struct Membership {
-    foca: Foca<Member, MemberCodec, FocaRng, NoCustomBroadcast>,
+    foca: Foca<Member, MemberCodec, FocaRng, leave::Notices>,
+    /// The leave notices seen (shared with foca's broadcast handler).
+    notices: leave::Notices,
     /// foca's timers by due time (ties by insertion order).
     timers: BTreeMap<(Time, u64), Timer<Member>>,
     timer_seq: u64,
@@ -400,9 +404,11 @@ const REANNOUNCE_TO: usize = 3;
 impl Membership {
     /// The membership of `me`, knowing no one yet.
     pub fn new(me: Member, cfg: &MembershipConfig, rng: DetRng) -> Result<Self, MembershipError> {
-        let foca = Foca::new(me, cfg.foca()?, FocaRng(rng), MemberCodec);
+        let notices = leave::Notices::default();
+        let foca = Foca::with_custom_broadcast(me, cfg.foca()?, FocaRng(rng), MemberCodec, notices.clone());
         Ok(Self {
             foca,
+            notices,
             timers: BTreeMap::new(),
             timer_seq: 0,
             transmits: VecDeque::new(),
@@ -469,12 +475,19 @@ impl Membership {
         }
     }
 
-    /// Leaves the cluster gracefully: the others learn it at once instead of suspecting.
+    /// Leaves the cluster gracefully: the others learn it at once instead of suspecting,
+    /// and by the leave notice gossiped with it that this is a leave, not a failure
+    /// ([`Departure::Left`]).
     pub fn leave(&mut self, now: Time) {
         if self.left {
             return;
         }
         self.left = true;
+        let notice = leave::encode(&self.me());
+        if self.foca.add_broadcast(&notice).is_err() {
+            // Only a notice larger than a message fails, and a notice is 9 bytes.
+            self.refused += 1;
+        }
         let r = self.foca.leave_cluster(&mut self.outbox);
         self.absorb(now, r.err());
         self.timers.clear();
@@ -689,7 +702,8 @@ impl Membership {
                             s.forget(m.node);
                         }
                     }
-                    self.push(MembershipEvent::Down(m));
+                    let why = self.notices.book().departure(&m);
+                    self.push(MembershipEvent::Down(m, why));
                 }
                 Note::Rename(old, new) => {
                     // A restarted member: its old life is over whatever foca's liveness
@@ -700,7 +714,8 @@ impl Membership {
                         if let Some(s) = &mut self.silence {
                             s.forget(old.node);
                         }
-                        self.push(MembershipEvent::Down(old));
+                        let why = self.notices.book().departure(&old);
+                        self.push(MembershipEvent::Down(old, why));
                     }
                     // The new life is up if foca has it active, also when the old one was
                     // already declared down here (otherwise a member that rejoined after a

@@ -15,7 +15,7 @@ use crate::adoption::{Adoption, AdoptionConfig};
 use crate::control::{self, Channel};
 use crate::drain::{Drain, DrainConfig};
 use crate::instance::InstanceHost;
-use crate::membership::{Member, Membership, MembershipConfig};
+use crate::membership::{Departure, Member, Membership, MembershipConfig};
 use crate::migration::{MigrationConfig, MigrationEvent, MigrationMsg, Migrator, StartError};
 use crate::persist::{
     PersistConfig, PersistRequest, PersistStats, Persistence, RecoverError, RecoveryReport, Release,
@@ -148,8 +148,8 @@ pub enum Event {
     },
     /// A member joined or came back (dynamic membership).
     MemberUp(Member),
-    /// A member failed or left (dynamic membership).
-    MemberDown(Member),
+    /// A member left or failed (dynamic membership): [`Departure`] says which.
+    MemberDown(Member, Departure),
     /// This node is known to the cluster: it has joined.
     Joined,
     /// The others declared this node failed while it was alive; it dropped everything it

@@ -168,6 +168,10 @@ pub struct ClusterSummary {
     pub members_up: u64,
     /// Members declared down or gone during the run.
     pub members_down: u64,
+    /// Of `members_down`, those that left gracefully (their leave notice arrived): the
+    /// rest failed.
+    #[serde(default)]
+    pub members_left: u64,
     /// Adoption counters.
     pub adoption: crate::adoption::AdoptionStats,
     /// Regions moved away by a drain.

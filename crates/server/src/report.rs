@@ -192,8 +192,8 @@ pub fn event_json(e: &NodeEvent) -> Option<serde_json::Value> {
         EventKind::Node(Event::MemberUp(m)) => {
             json!({"unix_ms": t, "event": "member_up", "member": m.node, "generation": m.generation, "addr": m.addr})
         }
-        EventKind::Node(Event::MemberDown(m)) => {
-            json!({"unix_ms": t, "event": "member_down", "member": m.node, "generation": m.generation})
+        EventKind::Node(Event::MemberDown(m, why)) => {
+            json!({"unix_ms": t, "event": "member_down", "member": m.node, "generation": m.generation, "cause": why.as_str()})
         }
         EventKind::Node(Event::Joined) => json!({"unix_ms": t, "event": "joined"}),
         EventKind::Node(Event::Rejoined(m)) => {

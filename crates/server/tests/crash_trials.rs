@@ -405,7 +405,7 @@ fn node_main(spec: &str) {
                     if let EventKind::Node(
                         ev @ (Event::Adopted { .. }
                         | Event::MemberUp(_)
-                        | Event::MemberDown(_)
+                        | Event::MemberDown(..)
                         | Event::Rejoined(_)
                         | Event::OrphanDropped { .. }),
                     ) = &e.kind

@@ -168,7 +168,7 @@ pub fn run(cfg: &SimConfig, plan: &CrashPlan) -> Result<CrashOutcome, ConfigErro
     let mut rejoins = 0;
     for (at, node, e) in sim.take_events() {
         match e {
-            Event::MemberDown(m) if !crashed.contains(&m.node) => {
+            Event::MemberDown(m, _) if !crashed.contains(&m.node) => {
                 false_downs.insert((node, m.node));
             }
             Event::Rejoined(_) => rejoins += 1,

@@ -614,7 +614,7 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
                 if matches!(
                     e,
                     Event::MemberUp(_)
-                        | Event::MemberDown(_)
+                        | Event::MemberDown(..)
                         | Event::Joined
                         | Event::Rejoined(_)
                         | Event::Adopted { .. }

@@ -234,7 +234,7 @@ fn a_crashed_member_is_declared_down_by_everyone_and_a_leaver_at_once() {
         assert!(!net.live_ids(i).contains(&5), "node {i} still sees 5");
         assert!(
             net.events
-                .contains(&(NodeId(i), MembershipEvent::Down(members[5])))
+                .contains(&(NodeId(i), MembershipEvent::Down(members[5], Departure::Failed)))
         );
     }
     // Node 4 leaves: the others learn it without suspicion (well before a probe cycle
@@ -246,6 +246,47 @@ fn a_crashed_member_is_declared_down_by_everyone_and_a_leaver_at_once() {
     net.run(Duration::from_millis(300));
     for i in 0..4 {
         assert!(!net.live_ids(i).contains(&4), "node {i} still sees 4");
+        assert!(
+            net.events
+                .contains(&(NodeId(i), MembershipEvent::Down(members[4], Departure::Left))),
+            "node {i} did not record a leave"
+        );
+    }
+}
+
+/// A leave reaches most members through others' gossip, not from the leaver: its notice
+/// travels with it, so every member records a leave and none a failure.
+#[test]
+fn every_member_records_a_leave_as_a_leave_also_when_it_hears_it_second_hand() {
+    let mut net = Net::new();
+    let members: Vec<Member> = (0..16).map(|i| net.start(i, 0)).collect();
+    for i in 0..16 {
+        net.node(i).assume_up(Time::ZERO, &members);
+    }
+    net.run(Duration::from_secs(2));
+    let now = net.now;
+    net.node(9).leave(now);
+    net.run(Duration::from_secs(3));
+    let downs: Vec<(NodeId, Departure)> = net
+        .events
+        .iter()
+        .filter_map(|(at, e)| match e {
+            MembershipEvent::Down(m, why) if *m == members[9] => Some((*at, *why)),
+            _ => None,
+        })
+        .collect();
+    let mut heard: Vec<u32> = downs.iter().map(|(n, _)| n.0).collect();
+    heard.sort_unstable();
+    let others: Vec<u32> = (0..16).filter(|i| *i != 9).collect();
+    assert_eq!(heard, others, "each other member hears of the leave once");
+    assert!(
+        downs.iter().all(|(_, why)| *why == Departure::Left),
+        "recorded as a failure: {downs:?}"
+    );
+    // foca's leave gossips to `indirect_probes` (5) members only: the other ten heard of
+    // it relayed. No member refused a message carrying a notice.
+    for i in others {
+        assert_eq!(net.node(i).refused(), 0, "node {i} refused messages");
     }
 }
 
@@ -272,7 +313,7 @@ fn a_restarted_member_replaces_its_old_generation() {
         );
         assert!(
             net.events
-                .contains(&(NodeId(i), MembershipEvent::Down(members[3])))
+                .contains(&(NodeId(i), MembershipEvent::Down(members[3], Departure::Failed)))
         );
     }
 }
@@ -429,7 +470,7 @@ fn game_traffic_lets_every_survivor_suspect_a_crash_at_once() {
         while seen.len() < survivors && net.now < crashed + Duration::from_secs(10) {
             net.run(Duration::from_millis(10));
             for (n, e) in &net.events {
-                if matches!(e, MembershipEvent::Down(m) if m.node.0 == victim) && !seen.contains(&n.0) {
+                if matches!(e, MembershipEvent::Down(m, _) if m.node.0 == victim) && !seen.contains(&n.0) {
                     seen.push(n.0);
                 }
             }
@@ -477,7 +518,7 @@ fn a_live_member_that_falls_silent_refutes_the_suspicion() {
     assert!(
         !net.events
             .iter()
-            .any(|(_, e)| matches!(e, MembershipEvent::Down(_))),
+            .any(|(_, e)| matches!(e, MembershipEvent::Down(..))),
         "a live member was declared down: {:?}",
         net.events
     );
@@ -503,7 +544,7 @@ fn two_members_that_declared_each_other_down_meet_again_after_the_cut_heals() {
     assert!(net.live_ids(0).is_empty() && net.live_ids(1).is_empty());
     assert!(
         net.events
-            .contains(&(NodeId(0), MembershipEvent::Down(members[1])))
+            .contains(&(NodeId(0), MembershipEvent::Down(members[1], Departure::Failed)))
     );
     net.cut().clear();
     // Announcements every `announce_every` (2 s), one of them renewing a generation.

@@ -11,7 +11,7 @@ use super::{Event, Node, Transmit};
 use crate::adoption::AdoptionEvent;
 use crate::control::{self, Channel};
 use crate::drain::{Drain, DrainState};
-use crate::membership::{Member, Membership, MembershipError, MembershipEvent};
+use crate::membership::{Departure, Member, Membership, MembershipError, MembershipEvent};
 use crate::migration::{MigrationEvent, MigrationMsg, RefuseReason};
 use crate::stats::{ClusterSummary, Rejection};
 
@@ -177,7 +177,7 @@ impl<O: GameObject> Node<O> {
     fn on_membership_event(&mut self, now: Time, e: MembershipEvent) {
         match e {
             MembershipEvent::Up(m) => self.member_up(now, m),
-            MembershipEvent::Down(m) => self.member_down(now, m),
+            MembershipEvent::Down(m, why) => self.member_down(now, m, why),
             MembershipEvent::Active => {
                 if let Some(p) = &mut self.persist {
                     p.joined(now);
@@ -241,7 +241,7 @@ impl<O: GameObject> Node<O> {
         self.send_migration(now, out);
     }
 
-    fn member_down(&mut self, now: Time, m: Member) {
+    fn member_down(&mut self, now: Time, m: Member, why: Departure) {
         if m.node == self.config.id {
             return;
         }
@@ -250,7 +250,10 @@ impl<O: GameObject> Node<O> {
         };
         self.members.remove(at);
         self.cluster.members_down += 1;
-        self.push_event(Event::MemberDown(m));
+        if why == Departure::Left {
+            self.cluster.members_left += 1;
+        }
+        self.push_event(Event::MemberDown(m, why));
         // Every subsystem stops counting on it.
         let mut events = Vec::new();
         self.migrator.member_down(&mut self.replicas, m.node, &mut events);
