@@ -473,9 +473,12 @@
       const scale = Math.min((w - 2 * pad) / (W / rows), (h - 2 * pad - gap * (rows - 1)) / (H * rows));
       if (scale > best.scale) best = { rows, scale };
     }
+    // The rows are centred: a map whose fold leaves room over (a wide canvas for few
+    // rows, or a tall one for a long map) sits in the middle, not in a corner.
+    const usedW = (W / best.rows) * best.scale, usedH = best.rows * H * best.scale + gap * (best.rows - 1);
     Object.assign(lay, {
       rows: best.rows, seg: W / best.rows, scale: best.scale, w, h, dpr,
-      ox: pad, oy: pad, pitch: H * best.scale + gap,
+      ox: Math.max(pad, (w - usedW) / 2), oy: Math.max(pad, (h - usedH) / 2), pitch: H * best.scale + gap,
     });
     bg.width = c.width; bg.height = c.height;
     const g = bg.getContext('2d');
