@@ -117,6 +117,16 @@ impl Net {
         me
     }
 
+    /// Starts members `0..n` (generation 0), each knowing all the others up: a world
+    /// whose members start together.
+    fn founders(&mut self, n: u32) -> Vec<Member> {
+        let members: Vec<Member> = (0..n).map(|i| self.start(i, 0)).collect();
+        for i in 0..n {
+            self.node(i).assume_up(Time::ZERO, &members);
+        }
+        members
+    }
+
     /// Member `n`'s membership (inputs given this way go out with the next `run`).
     fn node(&mut self, n: u32) -> &mut Membership {
         &mut self.engine.machines_mut()[n as usize].0
@@ -196,10 +206,7 @@ impl Net {
 #[test]
 fn a_node_joins_through_one_seed_and_learns_everyone() {
     let mut net = Net::new();
-    let members: Vec<Member> = (0..4).map(|i| net.start(i, 0)).collect();
-    for i in 0..4 {
-        net.node(i).assume_up(Time::ZERO, &members);
-    }
+    let members = net.founders(4);
     let joiner = net.start(4, 0);
     let seed = members[2];
     let now = net.now;
@@ -221,10 +228,7 @@ fn a_node_joins_through_one_seed_and_learns_everyone() {
 #[test]
 fn a_crashed_member_is_declared_down_by_everyone_and_a_leaver_at_once() {
     let mut net = Net::new();
-    let members: Vec<Member> = (0..6).map(|i| net.start(i, 0)).collect();
-    for i in 0..6 {
-        net.node(i).assume_up(Time::ZERO, &members);
-    }
+    let members = net.founders(6);
     net.run(Duration::from_secs(2));
     // Crash node 5: it stops answering.
     net.crash(5);
@@ -259,10 +263,7 @@ fn a_crashed_member_is_declared_down_by_everyone_and_a_leaver_at_once() {
 #[test]
 fn every_member_records_a_leave_as_a_leave_also_when_it_hears_it_second_hand() {
     let mut net = Net::new();
-    let members: Vec<Member> = (0..16).map(|i| net.start(i, 0)).collect();
-    for i in 0..16 {
-        net.node(i).assume_up(Time::ZERO, &members);
-    }
+    let members = net.founders(16);
     net.run(Duration::from_secs(2));
     let now = net.now;
     net.node(9).leave(now);
@@ -293,10 +294,7 @@ fn every_member_records_a_leave_as_a_leave_also_when_it_hears_it_second_hand() {
 #[test]
 fn a_restarted_member_replaces_its_old_generation() {
     let mut net = Net::new();
-    let members: Vec<Member> = (0..4).map(|i| net.start(i, 0)).collect();
-    for i in 0..4 {
-        net.node(i).assume_up(Time::ZERO, &members);
-    }
+    let members = net.founders(4);
     net.run(Duration::from_secs(1));
     // Node 3 restarts at once (no time for suspicion) as generation 1.
     let again = net.start(3, 1);
@@ -349,10 +347,7 @@ fn a_message_claiming_another_sender_is_refused() {
 fn the_same_seed_gives_the_same_membership_history() {
     let run = || {
         let mut net = Net::new();
-        let members: Vec<Member> = (0..5).map(|i| net.start(i, 0)).collect();
-        for i in 0..5 {
-            net.node(i).assume_up(Time::ZERO, &members);
-        }
+        net.founders(5);
         net.run(Duration::from_secs(1));
         net.crash(1);
         net.cut().push((NodeId(2), NodeId(3)));
@@ -401,10 +396,7 @@ fn under_ten_percent_loss_false_failures_heal_and_a_crash_is_still_detected() {
     let (mut false_failures, mut patterns_with_any) = (0, 0);
     for pattern in 1..=12u64 {
         let mut net = Net::new();
-        let members: Vec<Member> = (0..16).map(|i| net.start(i, 0)).collect();
-        for i in 0..16 {
-            net.node(i).assume_up(Time::ZERO, &members);
-        }
+        net.founders(16);
         net.engine.links_mut().rng = DetRng::new(pattern);
         let run = |net: &mut Net, d: Duration, loss: f64| {
             net.engine.links_mut().loss = loss;
@@ -455,10 +447,7 @@ fn game_traffic_lets_every_survivor_suspect_a_crash_at_once() {
     let mut net = Net::new();
     net.cfg.probe_period = Duration::from_secs(1);
     net.traffic = true;
-    let members: Vec<Member> = (0..16).map(|i| net.start(i, 0)).collect();
-    for i in 0..16 {
-        net.node(i).assume_up(Time::ZERO, &members);
-    }
+    net.founders(16);
     net.run(Duration::from_secs(3));
     let mut worst = Duration::ZERO;
     for victim in [15u32, 7, 3] {
@@ -499,10 +488,7 @@ fn game_traffic_lets_every_survivor_suspect_a_crash_at_once() {
 fn a_live_member_that_falls_silent_refutes_the_suspicion() {
     let mut net = Net::new();
     net.traffic = true;
-    let members: Vec<Member> = (0..8).map(|i| net.start(i, 0)).collect();
-    for i in 0..8 {
-        net.node(i).assume_up(Time::ZERO, &members);
-    }
+    net.founders(8);
     net.run(Duration::from_secs(3));
     net.events.clear();
     net.quiet.push(NodeId(5));
@@ -534,10 +520,7 @@ fn a_live_member_that_falls_silent_refutes_the_suspicion() {
 #[test]
 fn two_members_that_declared_each_other_down_meet_again_after_the_cut_heals() {
     let mut net = Net::new();
-    let members: Vec<Member> = (0..2).map(|i| net.start(i, 0)).collect();
-    for i in 0..2 {
-        net.node(i).assume_up(Time::ZERO, &members);
-    }
+    let members = net.founders(2);
     net.run(Duration::from_secs(1));
     net.cut().push((NodeId(0), NodeId(1)));
     net.run(Duration::from_secs(6));
@@ -565,10 +548,7 @@ fn two_members_that_declared_each_other_down_meet_again_after_the_cut_heals() {
 #[test]
 fn an_isolated_member_rejoins_everyone_after_the_cut_heals() {
     let mut net = Net::new();
-    let members: Vec<Member> = (0..4).map(|i| net.start(i, 0)).collect();
-    for i in 0..4 {
-        net.node(i).assume_up(Time::ZERO, &members);
-    }
+    net.founders(4);
     net.run(Duration::from_secs(1));
     for other in [0, 1, 2] {
         net.cut().push((NodeId(3), NodeId(other)));
