@@ -1030,8 +1030,8 @@ impl Logs {
     /// Logs a refused connection, at most once a period per reason. A stale generation is
     /// the normal end of a member's life — its last datagrams after a drain's leave, or a
     /// node declared down that will come back as a new generation, both already logged as
-    /// "member left" or "member failed" — so it is logged at info level; every other reason (a certificate,
-    /// an unknown node, different world settings) is a warning.
+    /// "member left" or "member failed" — so it is logged at info level; every other
+    /// reason (a certificate, an unknown node, different world settings) is a warning.
     fn refused(&mut self, reason: RefusalReason, addr: &SocketAddr, detail: &str) {
         let now = Instant::now();
         let e = self.refusals.entry(reason).or_insert((None, 0));

@@ -28,7 +28,7 @@ use worldmesh_core::NodeId;
 use super::Member;
 
 /// Why a member stopped being one, as this node learned it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Departure {
     /// It left gracefully (a drain, a shutdown): its leave notice reached this node.
     Left,
@@ -128,7 +128,7 @@ impl Book {
 /// foca's custom broadcast handler: decodes leave notices into the book it shares with
 /// its [`super::Membership`] (foca owns the handler and offers no way back to it).
 #[derive(Clone, Default)]
-pub(super) struct Notices(pub(super) Arc<Mutex<Book>>);
+pub(super) struct Notices(Arc<Mutex<Book>>);
 
 impl Notices {
     /// The book, also after a panic elsewhere left the lock poisoned (its state is a set
