@@ -33,6 +33,11 @@
 //! - `write-applied-once`: a write forwarded to a primary (retried by its writer until
 //!   acknowledged) is applied at most once by one primary under one epoch, whatever the
 //!   loss and duplication (`replica::ReplicaConfig::trace_writes` records each one).
+//! - `no-failure-told-as-leave`: a member is recorded as gone with
+//!   [`Departure::Left`] only if that identity drained and left (its leave notice,
+//!   `node::membership`); a crash or a member declared down is never a leave. (A drained
+//!   member recorded as failed is allowed: the notice is best effort. The seed's
+//!   [`Leaves`] count both.)
 //!
 //! **Liveness, [`LIVENESS_S`] after the heal** (a bound derived from `lan` failure
 //! detection, about 2.3 s, plus adoption and one rejoin): every object that had a primary
@@ -50,7 +55,7 @@ use std::time::Duration;
 use serde::Serialize;
 use worldmesh_core::{DetRng, NodeId, ObjectId, Time};
 use worldmesh_game::{MapKind, ModelObject};
-use worldmesh_node::membership::Member;
+use worldmesh_node::membership::{Departure, Member};
 use worldmesh_node::{Event, Node};
 use worldmesh_node::{MigrationEvent, RefuseReason};
 use worldmesh_replica::{GameObject as _, OrphanPolicy, Role};
@@ -197,11 +202,24 @@ pub struct SeedOutcome {
     pub events: u64,
     /// Invariant checks made.
     pub checks: u64,
+    /// How the members recorded the drained members' departures.
+    pub leaves: Leaves,
     /// The first violation, if any.
     pub violation: Option<Violation>,
     /// With a violation: the faults and the membership, adoption, migration and drain
     /// events of the run, in order (the last [`LOG_LINES`]).
     pub log: Vec<String>,
+}
+
+/// How the live members recorded the departures of drained members (one record per
+/// observer and drained member).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Leaves {
+    /// Recorded as a leave (the leave notice arrived with or before the leave).
+    pub as_left: u64,
+    /// Recorded as a failure (the leave reached the observer without its notice, or the
+    /// observer had declared the member down before it left).
+    pub as_failed: u64,
 }
 
 /// Lines of event log kept for a failing seed.
@@ -587,16 +605,22 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
     let mut deleted: BTreeSet<ObjectId> = BTreeSet::new();
     let mut born: HashMap<ObjectId, Time> = HashMap::new();
     let mut before_heal: BTreeSet<ObjectId> = BTreeSet::new();
-    let mut lost: Option<Violation> = None;
+    // A violation found while taking the step's events (reported once they are taken).
+    let mut violated: Option<Violation> = None;
     let mut log: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    // The identities that drained and left, and how the others recorded their going.
+    let mut drained: BTreeSet<Member> = BTreeSet::new();
+    let mut leaves = Leaves::default();
     let outcome = |setup: &Setup,
                    events,
                    checks,
+                   leaves,
                    violation: Option<Violation>,
                    log: std::collections::VecDeque<String>| SeedOutcome {
         setup: setup.clone(),
         events,
         checks,
+        leaves,
         log: if violation.is_some() {
             log.into()
         } else {
@@ -666,7 +690,7 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
                                     && x.store().get(id).is_some_and(|e| e.role == Role::Primary)
                             }) =>
                     {
-                        lost.get_or_insert(Violation {
+                        violated.get_or_insert(Violation {
                             at_ms: at.as_micros() / 1000,
                             invariant: "no-object-lost",
                             detail: format!("{n} dropped {id}, an orphan of {dead} that nobody adopted"),
@@ -677,20 +701,37 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
                     }
                     Event::Rejoined(_) => checker.reset(n.0 as usize),
                     // A drained node has left: its process exits (`worldmesh node` does).
-                    Event::Drained { .. } => exited.push(n),
+                    Event::Drained { .. } => {
+                        if let Some(m) = sim.nodes()[n.0 as usize].membership() {
+                            drained.insert(m.me());
+                        }
+                        exited.push(n);
+                    }
+                    Event::MemberDown(m, why) => match (drained.contains(&m), why) {
+                        (true, Departure::Left) => leaves.as_left += 1,
+                        (true, Departure::Failed) => leaves.as_failed += 1,
+                        (false, Departure::Failed) => {}
+                        (false, Departure::Left) => {
+                            violated.get_or_insert(Violation {
+                                at_ms: at.as_micros() / 1000,
+                                invariant: "no-failure-told-as-leave",
+                                detail: format!("{n} recorded {m:?} as left, and it never drained"),
+                            });
+                        }
+                    },
                     _ => {}
                 }
             }
             for n in exited {
                 sim.crash(n);
             }
-            if let Some(v) = lost.take() {
-                return Ok(outcome(&setup, events, checker.checks, Some(v), log));
+            if let Some(v) = violated.take() {
+                return Ok(outcome(&setup, events, checker.checks, leaves, Some(v), log));
             }
             if let Some(n) = sim.last_touched()
                 && let Err(v) = checker.check(&sim, n.0 as usize)
             {
-                return Ok(outcome(&setup, events, checker.checks, Some(v), log));
+                return Ok(outcome(&setup, events, checker.checks, leaves, Some(v), log));
             }
         }
         if until >= end {
@@ -709,7 +750,7 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
     }
     sim.run_until(end);
     let violation = liveness(&sim, &setup, &before_heal, &deleted, &born);
-    Ok(outcome(&setup, events, checker.checks, violation, log))
+    Ok(outcome(&setup, events, checker.checks, leaves, violation, log))
 }
 
 fn live_primaries(sim: &Sim) -> BTreeMap<ObjectId, Vec<NodeId>> {
