@@ -217,8 +217,9 @@ pub struct SeedOutcome {
 pub struct Leaves {
     /// Recorded as a leave (the leave notice arrived with or before the leave).
     pub as_left: u64,
-    /// Recorded as a failure (the leave reached the observer without its notice, or the
-    /// observer had declared the member down before it left).
+    /// Recorded as a failure (the leave reached the observer without its notice: cut off
+    /// from the leaver, it declared the member down). An observer that had declared the
+    /// member down before it left is not counted.
     pub as_failed: u64,
 }
 
