@@ -254,6 +254,9 @@ pub(crate) struct Persistence {
     to_delete_objects: Vec<ObjectId>,
     /// Log entries to put in the next batch (writers' logs carried in by migrations).
     pending_logs: Vec<WriteRecord>,
+    /// The generation this node renewed to (declared failed while it lived), to raise the
+    /// store's last one in the next batch: a later process of the node must start above it.
+    renewed: Option<u32>,
     /// Recovered objects waiting for the cluster to settle (a node rejoining a running
     /// world).
     deferred: Option<Deferred>,
@@ -301,6 +304,7 @@ impl Persistence {
             to_delete: Vec::new(),
             to_delete_objects: Vec::new(),
             pending_logs: Vec::new(),
+            renewed: None,
             deferred: None,
             since: Time::ZERO,
             stats: PersistStats::default(),
@@ -470,6 +474,15 @@ impl Persistence {
         }
     }
 
+    /// The node renewed its generation: the next batch raises the store's last claimed
+    /// generation to it ([`worldmesh_store::Op::RaiseGeneration`]), so that a process
+    /// restarted from this store after a crash never runs as a generation this one used
+    /// (its clock may have stepped back, or renewals come faster than its seconds). A crash
+    /// before that batch is on disk leaves only the wall clock to keep them apart.
+    pub(crate) fn renewed(&mut self, generation: u32) {
+        self.renewed = Some(generation);
+    }
+
     /// The batch of the frame just run, if it changes anything. `generation_of` names a
     /// writer's current generation (0 without membership).
     pub(crate) fn after_frame<O: GameObject>(
@@ -501,6 +514,9 @@ impl Persistence {
         }
         let checkpoint = tick && self.frames_since >= self.cfg.checkpoint_every;
         let mut b = Batch::new();
+        if let Some(g) = self.renewed.take() {
+            b.raise_generation(g);
+        }
         for w in self.pending_logs.drain(..) {
             b.put_write(w);
         }

@@ -749,7 +749,9 @@ pub struct Finished<O: GameObject> {
 /// then (and a generation more than [`MAX_GENERATION_WAIT`] ahead is not waited for).
 /// A process the others declared failed while it lived carries on as its generation + 1
 /// (membership's renewal): that too trails the clock, since being declared down takes a
-/// suspicion timeout (2 s on a LAN) after the join.
+/// suspicion timeout (2 s on a LAN) after the join, and with a store the renewal is written
+/// there in the node's next batch (`Op::RaiseGeneration`), so the next claim is above it
+/// even if renewals came faster than seconds or the clock stepped back.
 async fn claim_generation(id: u32, store: Option<&Store>) -> Result<u32, ServerError> {
     let next = u32::try_from(unix_secs_f64().floor() as u64 + 1).unwrap_or(u32::MAX);
     let claim = match store {

@@ -108,8 +108,10 @@ pub enum FaultKind {
         /// Node id.
         node: u32,
     },
-    /// A crashed node starts again under the same id, as a new generation with an empty
-    /// store, and joins through a live member.
+    /// A crashed node starts again under the same id, as a new generation, from what its
+    /// store kept (if it persists), and joins through a live member. Its generation is one
+    /// above every one the id used, renewals included, as the wall clock and the store make
+    /// a restarted `worldmesh node`'s.
     Restart {
         /// Node id.
         node: u32,
@@ -599,6 +601,7 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
     sim.record_events();
     let world = Arc::clone(sim.nodes()[0].world());
     let mut checker = Checker::default();
+    // The highest generation each node id has used, restarts and renewals alike.
     let mut generations: BTreeMap<u32, u32> = BTreeMap::new();
     let mut events = 0u64;
     let end = Time::from_secs_f64(HEAL_S + LIVENESS_S);
@@ -700,7 +703,12 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
                     Event::PrimaryCreated { id } => {
                         born.entry(id).or_insert(at);
                     }
-                    Event::Rejoined(_) => checker.reset(n.0 as usize),
+                    Event::Rejoined(m) => {
+                        checker.reset(n.0 as usize);
+                        // Renewed: a later process of this node starts above it.
+                        let g = generations.entry(n.0).or_insert(0);
+                        *g = (*g).max(m.generation);
+                    }
                     // A drained node has left: its process exits (`worldmesh node` does).
                     Event::Drained { .. } => {
                         if let Some(m) = sim.nodes()[n.0 as usize].membership() {

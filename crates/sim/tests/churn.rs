@@ -225,6 +225,48 @@ mod membership_changes {
         false_failure_then_the_adopter_fails("wan", 4_000, true);
     }
 
+    /// A node that persists and is declared failed while it lives renews its generation,
+    /// and its next batch raises the store's last generation to the renewed one: a process
+    /// restarted from that store claims a larger one, never the renewed process's identity
+    /// (the model store follows the disk store op for op, `worldmesh_store` tests).
+    #[test]
+    fn a_renewed_generation_is_written_to_the_store() {
+        let mut cfg = world(Architecture::Broadcast, 0);
+        cfg.nodes = 4;
+        cfg.players_per_node = 3;
+        cfg.cluster.checkpoint_frames = 5;
+        let mut sim = scenario::build(&cfg).unwrap();
+        sim.record_events();
+        sim.run_until(Time::from_millis(3_000));
+        fn store(sim: &Sim) -> &worldmesh_store::MemStore {
+            sim.store(NodeId(0)).expect("node 0 persists")
+        }
+        assert_eq!(
+            store(&sim).last_generation(),
+            None,
+            "the simulator claims no generation"
+        );
+        sim.network_mut().mute(&[NodeId(0)]);
+        sim.run_until(Time::from_millis(7_000));
+        sim.network_mut().heal();
+        sim.run_until(Time::from_millis(11_000));
+        let renewed: Vec<u32> = sim
+            .take_events()
+            .into_iter()
+            .filter_map(|(_, n, e)| match e {
+                Event::Rejoined(m) if n == NodeId(0) => Some(m.generation),
+                _ => None,
+            })
+            .collect();
+        let Some(&last) = renewed.last() else {
+            panic!("node 0 was never declared failed and back");
+        };
+        assert!(last >= 1, "{renewed:?}");
+        assert_eq!(store(&sim).last_generation(), Some(last), "renewals {renewed:?}");
+        let mut next = store(&sim).clone();
+        assert_eq!(next.claim_generation(1).map(|c| c.generation), Some(last + 1));
+    }
+
     #[test]
     fn a_joining_node_gets_replicas_and_then_primaries() {
         let cfg = world(Architecture::Broadcast, 2);

@@ -25,6 +25,10 @@ pub enum Op {
     DeleteWrite(WriteKey),
     /// Remove every record and the checkpoint marker (an import that replaces the store).
     Clear,
+    /// Raise the last generation claimed ([`crate::Store::claim_generation`]) to at least
+    /// this one: the running process renewed its generation (the others declared it failed
+    /// while it lived), so a later process of the node must start above it. Never lowers it.
+    RaiseGeneration(u32),
 }
 
 /// Changes applied by [`crate::Store::apply`] in one transaction, in order (a later change
@@ -86,6 +90,11 @@ impl Batch {
     /// Drops a logged write.
     pub fn delete_write(&mut self, k: WriteKey) -> &mut Self {
         self.push(Op::DeleteWrite(k))
+    }
+
+    /// Raises the last generation claimed to at least `generation` ([`Op::RaiseGeneration`]).
+    pub fn raise_generation(&mut self, generation: u32) -> &mut Self {
+        self.push(Op::RaiseGeneration(generation))
     }
 
     /// Marks this batch as the checkpoint of `c.frame` (replaces the previous marker).

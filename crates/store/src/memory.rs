@@ -14,7 +14,7 @@ use worldmesh_core::ObjectId;
 
 use crate::batch::{Batch, Op};
 use crate::record::{BindingRecord, Checkpoint, ForwardingRecord, ObjectRecord, WriteKey, WriteRecord};
-use crate::store::Recovered;
+use crate::store::{GenerationClaim, Recovered};
 
 /// An in-memory store (see the module docs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -24,6 +24,7 @@ pub struct MemStore {
     forwarding: BTreeMap<ObjectId, ForwardingRecord>,
     writes: BTreeMap<WriteKey, WriteRecord>,
     checkpoint: Option<Checkpoint>,
+    generation: Option<u32>,
     batches: u64,
 }
 
@@ -68,6 +69,9 @@ impl MemStore {
                     self.writes.clear();
                     self.checkpoint = None;
                 }
+                Op::RaiseGeneration(g) => {
+                    self.generation = Some(self.generation.map_or(*g, |last| last.max(*g)));
+                }
             }
         }
         if let Some(c) = batch.checkpoint_marker() {
@@ -85,6 +89,24 @@ impl MemStore {
             writes: self.writes.values().cloned().collect(),
             last_checkpoint: self.checkpoint,
         }
+    }
+
+    /// Claims a starting process's generation as [`crate::Store::claim_generation`] does:
+    /// the larger of `at_least` and one more than the last one claimed or raised. `None`
+    /// once `u32::MAX` was claimed (the disk store's error).
+    pub fn claim_generation(&mut self, at_least: u32) -> Option<GenerationClaim> {
+        let previous = self.generation;
+        let generation = match previous {
+            None => at_least,
+            Some(p) => p.checked_add(1)?.max(at_least),
+        };
+        self.generation = Some(generation);
+        Some(GenerationClaim { generation, previous })
+    }
+
+    /// The last generation claimed or raised, if any.
+    pub fn last_generation(&self) -> Option<u32> {
+        self.generation
     }
 
     /// Batches applied so far.

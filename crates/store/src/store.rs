@@ -305,7 +305,10 @@ impl Store {
     /// `at_least` and one more than the last generation claimed in this store, written
     /// durably before this returns. No two processes that ran on one store share a
     /// generation — not a restart within the second of the last start, nor one after the
-    /// wall clock stepped back — so the cluster always sees a restart as a new member.
+    /// wall clock stepped back — so the cluster always sees a restart as a new member. A
+    /// process that renewed its generation while running wrote the renewal with
+    /// [`Op::RaiseGeneration`], so the claim is above that one too (unless the process died
+    /// before the batch carrying it was on disk).
     ///
     /// # Errors
     /// The meta table cannot be read or written; the stored value is not 4 bytes
@@ -505,6 +508,12 @@ impl Store {
                             t.retain(|_, _| false).ctx(&self.path, "clear")?;
                         }
                         meta.remove(CHECKPOINT_KEY).ctx(&self.path, "write")?;
+                    }
+                    Op::RaiseGeneration(g) => {
+                        if self.read_generation(&meta)?.is_none_or(|last| last < *g) {
+                            meta.insert(GENERATION_KEY, g.to_le_bytes().as_slice())
+                                .ctx(&self.path, "write the generation")?;
+                        }
                     }
                 }
             }

@@ -1,5 +1,6 @@
 //! The in-memory model the simulator persists to (`MemStore`) keeps exactly what the real
-//! store keeps: random sequences of batches applied to both load equal.
+//! store keeps: random sequences of batches applied to both load equal, and claim the same
+//! generation after them.
 
 mod common;
 
@@ -10,7 +11,7 @@ use worldmesh_store::{Batch, MemStore, Op, Store, WriteKey};
 
 /// One random change over a small key space (so puts, deletes and overwrites collide).
 fn op() -> impl Strategy<Value = Op> {
-    (0u8..9, 0u32..12, 1u64..5).prop_map(|(kind, i, v)| match kind {
+    (0u8..10, 0u32..12, 1u64..5).prop_map(|(kind, i, v)| match kind {
         0 | 1 => Op::PutObject(object(0, i, v)),
         2 => Op::DeleteObject(ObjectId::new(NodeId(0), i)),
         3 => Op::PutBinding(binding(i)),
@@ -22,6 +23,7 @@ fn op() -> impl Strategy<Value = Op> {
             writer: NodeId(1 + i % 2),
             seq: u64::from(i) + 1,
         }),
+        8 => Op::RaiseGeneration(i),
         _ if i == 0 => Op::Clear,
         _ => Op::DeleteForwarding(ObjectId::new(NodeId(0), 1000 + i)),
     })
@@ -50,7 +52,12 @@ proptest! {
             real.apply(b).unwrap();
             model.apply(b);
             prop_assert_eq!(real.load().unwrap(), model.load());
+            prop_assert_eq!(real.last_generation().unwrap(), model.last_generation());
         }
         prop_assert_eq!(model.batches(), batches.len() as u64);
+        // A process starting after these batches claims the same generation from either.
+        let claim = model.claim_generation(5).unwrap();
+        prop_assert_eq!(real.claim_generation(5).unwrap(), claim);
+        prop_assert_eq!(real.last_generation().unwrap(), Some(claim.generation));
     }
 }

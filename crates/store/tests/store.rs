@@ -346,6 +346,52 @@ fn every_claimed_generation_is_larger_than_the_last_one() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A process that renewed its generation while running raises the store's last one in a
+/// batch, so the next process starts above the renewal; a raise never lowers it, and a
+/// malformed entry is a typed error here too.
+#[test]
+fn a_renewed_generation_raises_the_next_claim_and_never_lowers_it() {
+    let dir = scratch("raise-generation");
+    {
+        let mut s = Store::open(&dir).unwrap();
+        // A batch before any claim sets it.
+        s.apply(Batch::new().raise_generation(7)).unwrap();
+        assert_eq!(s.last_generation().unwrap(), Some(7));
+        let c = s.claim_generation(1_000).unwrap();
+        assert_eq!((c.generation, c.previous), (1_000, Some(7)));
+        // Renewed twice while running, the clock not yet past the renewals.
+        s.apply(Batch::new().raise_generation(1_001)).unwrap();
+        s.apply(Batch::new().raise_generation(1_002).put_binding(binding(1)))
+            .unwrap();
+        // A late or repeated raise keeps the larger value.
+        s.apply(Batch::new().raise_generation(1_001)).unwrap();
+        assert_eq!(s.last_generation().unwrap(), Some(1_002));
+    }
+    // After a crash: the next process, whose clock says 1_001, starts above the renewals.
+    let s = Store::open(&dir).unwrap();
+    let c = s.claim_generation(1_001).unwrap();
+    assert_eq!((c.generation, c.previous), (1_003, Some(1_002)));
+    drop(s);
+
+    let path = dir.join(FILE_NAME);
+    {
+        let db = redb::Database::open(&path).unwrap();
+        let tx = db.begin_write().unwrap();
+        let t: redb::TableDefinition<&[u8], &[u8]> = redb::TableDefinition::new("meta");
+        tx.open_table(t)
+            .unwrap()
+            .insert(b"generation".as_slice(), [1u8, 2].as_slice())
+            .unwrap();
+        tx.commit().unwrap();
+    }
+    let mut s = Store::open(&dir).unwrap();
+    let err = s.apply(Batch::new().raise_generation(5)).unwrap_err();
+    assert!(matches!(err, StoreError::Format { .. }), "{err}");
+    assert!(err.to_string().contains("2 bytes, expected 4"), "{err}");
+    drop(s);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn a_record_changed_behind_the_stores_back_is_reported_not_returned() {
     // A value rewritten through redb itself (so redb's page checksums are valid) with one

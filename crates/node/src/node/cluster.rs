@@ -294,6 +294,9 @@ impl<O: GameObject> Node<O> {
         self.adoption.rejoined(self.config.id);
         let dropped = self.replicas.reset();
         self.replicas.set_generation(m.generation);
+        if let Some(p) = &mut self.persist {
+            p.renewed(m.generation);
+        }
         for id in dropped {
             self.push_event(Event::PrimaryDeleted { id });
         }
