@@ -149,6 +149,34 @@ fn the_dashboard_shows_a_running_simulation_in_a_real_browser() {
         "the first frames",
     );
 
+    // The map: a point of the world is drawn inside its row, and a point past any edge of
+    // the world (where the model's missiles fly on until their lifetime ends) nowhere.
+    let places = b.eval(
+        "(() => { const b = wm.world.bounds, cx = (b.min_x + b.max_x) / 2, cy = (b.min_y + b.max_y) / 2; \
+         return [[b.min_x, b.min_y], [b.max_x, b.max_y], [cx, cy], [b.min_x + 1, b.max_y - 1], \
+                 [b.max_x + 1, cy], [b.min_x - 1, cy], [cx, b.max_y + 1], [cx, b.min_y - 1], [b.max_x + 500, b.max_y + 500]] \
+           .map(([x, y]) => wm.screenOf(x, y)); })()",
+    );
+    let places = places.as_array().expect("places");
+    for (k, p) in places[..4].iter().enumerate() {
+        let f = |key: &str| {
+            p[key]
+                .as_f64()
+                .unwrap_or_else(|| panic!("point {k} on the map has no {key}: {p}"))
+        };
+        let top = f("oy") + f("row") * f("pitch");
+        assert!(
+            f("x") >= f("ox") - 0.01
+                && f("x") <= f("ox") + f("w") + 0.01
+                && f("y") >= top - 0.01
+                && f("y") <= top + f("h") + 0.01,
+            "point {k} of the world is drawn outside its row: {p}"
+        );
+    }
+    for (k, p) in places[4..].iter().enumerate() {
+        assert!(p.is_null(), "point {} past the world's edge is drawn: {p}", k + 4);
+    }
+
     // The node table: one row per node, and it changes between two reads.
     let rows = b.eval("document.querySelectorAll('#node-table tbody tr.node').length");
     assert_eq!(rows, 4);

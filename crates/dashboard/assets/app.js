@@ -519,14 +519,23 @@
   }
   function fillWorldRect(g, o) { eachPiece(o, (x, y, w, h) => g.fillRect(x, y, w, h)); }
 
+  // Where world point (x, y) is drawn, in canvas (CSS) pixels, into out; false, and NaN in
+  // out, for a point outside the map's bounds (a missile flies on past the edge until its
+  // lifetime ends): it has no place in any row, and drawing it beside one would put it
+  // over another part of the map or the margin.
   function toScreen(x, y, out) {
     const b = wm.world.bounds;
+    if (!(x >= b.min_x && x <= b.max_x && y >= b.min_y && y <= b.max_y)) {
+      out[0] = NaN; out[1] = NaN;
+      return false;
+    }
     let dx = x - b.min_x;
     let r = Math.floor(dx / lay.seg);
     if (r >= lay.rows) r = lay.rows - 1;
     if (r < 0) r = 0;
     out[0] = lay.ox + (dx - r * lay.seg) * lay.scale;
     out[1] = lay.oy + r * lay.pitch + (y - b.min_y) * lay.scale;
+    return true;
   }
 
   function toWorld(sx, sy) {
@@ -572,7 +581,8 @@
       const half = px / 2;
       const solid = kind === 2 ? ITEM_U32 : SOLID_U32;
       for (let i = 0; i < n; i++) {
-        if (Math.min(wm.kind[i], 3) !== kind) continue;
+        // Off the map (NaN): not drawn, and never the nearest to the pointer.
+        if (Math.min(wm.kind[i], 3) !== kind || Number.isNaN(sx[i])) continue;
         const ci = wm.owner[i] % PALETTE.length;
         const v = sel === null || wm.owner[i] === sel ? solid[ci] : FADED_U32[ci];
         let x0 = Math.round(sx[i] * dpr - half), y0 = Math.round(sy[i] * dpr - half);
@@ -756,6 +766,12 @@
   wm.viewportOf = (i) => {
     const r = el.map.getBoundingClientRect();
     return [r.left + sx[i], r.top + sy[i]];
+  };
+  // Where world point (x, y) is drawn on the map canvas, in CSS pixels, with the row it
+  // falls in; null off the map (for tests and tools).
+  wm.screenOf = (x, y) => {
+    if ((layoutDirty && !layout()) || !toScreen(x, y, pt)) return null;
+    return { x: pt[0], y: pt[1], row: Math.floor((pt[1] - lay.oy) / lay.pitch), rows: lay.rows, ox: lay.ox, oy: lay.oy, pitch: lay.pitch, w: lay.seg * lay.scale, h: (wm.world.bounds.max_y - wm.world.bounds.min_y) * lay.scale };
   };
   window.addEventListener('resize', () => { layoutDirty = true; drawAssignment(); drawCharts(); });
 
