@@ -294,6 +294,72 @@ fn sigterm_drains_a_node_with_nothing_lost_or_duplicated() {
     );
 }
 
+/// A node stalled (SIGSTOP) past the suspicion timeout is declared failed and its objects
+/// adopted. When it resumes, the others' transports refuse its generation; the refusal
+/// tells it the cluster holds it down, so it renews its generation and rejoins, instead of
+/// declaring every member failed and adopting their objects as a second world (seen by
+/// hand before the fix: the stalled node adopted all 26 of the others' objects). In the
+/// end every object the founders created has exactly one primary.
+#[test]
+fn a_stalled_node_declared_failed_rejoins_as_a_new_generation_not_a_second_world() {
+    let _g = heavy();
+    let mut n = Nodes::new("stall", 3);
+    start_founders(&mut n, 3, &[s("--players"), s(3)]);
+    std::thread::sleep(Duration::from_secs(3));
+    n.signal(2, "STOP");
+    // `lan`: a failed probe, then 2 s of suspicion.
+    std::thread::sleep(Duration::from_secs(6));
+    n.signal(2, "CONT");
+    std::thread::sleep(Duration::from_secs(6));
+    n.stop(&[0, 1, 2]);
+    let reports: Vec<Value> = (0..3).map(|i| n.summary(i, WAIT)).collect();
+    let events = |node: u32, kind: &str| -> Vec<Value> {
+        n.events()
+            .filter(|r| r.node == node && r.json["event"] == kind)
+            .map(|r| r.json.clone())
+            .collect()
+    };
+    let downs: Vec<Value> = [0, 1].iter().flat_map(|o| events(*o, "member_down")).collect();
+    assert!(
+        downs.iter().any(|d| d["member"] == 2),
+        "the stall was not long enough for a failure: {downs:?}"
+    );
+    let rejoined = events(2, "rejoined");
+    assert_eq!(rejoined.len(), 1, "node 2 renews once: {rejoined:?}");
+    let renewed = rejoined[0]["generation"].as_u64().unwrap();
+    for o in [0u32, 1] {
+        assert!(
+            events(o, "member_up")
+                .iter()
+                .any(|u| u["member"] == 2 && u["generation"] == renewed),
+            "node {o} never saw node 2's generation {renewed} up"
+        );
+    }
+    let adopted_by_2: Vec<Value> = events(2, "adopted");
+    assert!(
+        adopted_by_2.is_empty(),
+        "node 2 adopted the others' objects: {adopted_by_2:?}"
+    );
+    let refs: Vec<&Value> = reports.iter().collect();
+    let counts = primary_counts(&refs);
+    let dups: Vec<_> = counts.iter().filter(|(_, c)| **c > 1).collect();
+    assert!(dups.is_empty(), "objects with two primaries: {dups:?}");
+    let mut initial = Vec::new();
+    for i in 0..3 {
+        initial.extend(started_ids(&n, i, 0));
+    }
+    let lost: Vec<_> = initial.iter().filter(|id| !counts.contains_key(*id)).collect();
+    assert!(lost.is_empty(), "objects without a primary at the end: {lost:?}");
+    for (i, r) in reports.iter().enumerate() {
+        assert_eq!(
+            r["members"].as_array().map(Vec::len),
+            Some(2),
+            "node {i} sees the two others at the end: {}",
+            r["members"]
+        );
+    }
+}
+
 /// A node killed and restarted at once with the same id comes back as a new member (a
 /// new generation), and the objects it held — static items included — are held by
 /// exactly one node (the "9 static items never came back" bug).

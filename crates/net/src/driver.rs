@@ -923,6 +923,15 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
                     reason,
                 });
             }
+            TransportEvent::DeclaredDown { by, addr, generation } => {
+                // The node renews only if it still runs as that generation (a refusal of
+                // a dial made before a renewal changes nothing).
+                if generation == u64::from(self.node.generation()) {
+                    tracing::debug!(node = self.node.id().0, by = ?by.map(|n| n.0), %addr, generation, "a member holds this generation declared down");
+                    let now = self.clock.now();
+                    self.node.handle_declared_down(now, self.node.generation());
+                }
+            }
             TransportEvent::Refused {
                 addr,
                 node,
@@ -1036,7 +1045,10 @@ impl Logs {
         let now = Instant::now();
         let e = self.refusals.entry(reason).or_insert((None, 0));
         if e.0.is_none_or(|t| now.duration_since(t) >= self.period) {
-            if reason == RefusalReason::StaleGeneration {
+            if matches!(
+                reason,
+                RefusalReason::StaleGeneration | RefusalReason::DeclaredDown
+            ) {
                 tracing::info!(node = self.me.0, %reason, %addr, detail, suppressed_before = e.1, "connection refused");
             } else {
                 tracing::warn!(node = self.me.0, %reason, %addr, detail, suppressed_before = e.1, "connection refused");

@@ -34,8 +34,12 @@
 //! the one dialed by the lower node id (a deterministic choice both ends agree on).
 //! A dead peer's connection goes away after `idle_timeout` (keep-alives every
 //! `keep_alive`). A hello with a larger generation replaces the member's old connections
-//! (a restart); one with a smaller generation, or with the generation
-//! [`QuicTransport::forget`] declared dead, is refused (`stale_generation`).
+//! (a restart); one with a smaller generation is refused (`stale_generation`), and one with
+//! the generation [`QuicTransport::forget`] declared dead too (`declared_down`). The latter
+//! closes with a code of its own: the dialer learns that the cluster holds its generation
+//! down ([`TransportEvent::DeclaredDown`]) — a node stalled or cut off past the suspicion
+//! timeout hears it no other way, since no SWIM message reaches it any more — and its node
+//! renews its generation, which the next dials carry.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -198,8 +202,9 @@ struct Shared {
     me: NodeId,
     local: SocketAddr,
     hello: Hello,
-    /// The encoded hello (re-encoded when the generation changes).
-    hello_frame: Mutex<Vec<u8>>,
+    /// The encoded hello and the generation it carries (re-encoded when the generation
+    /// changes).
+    hello_frame: Mutex<(u64, Vec<u8>)>,
     limits: Limits,
     endpoint: Endpoint,
     client: quinn::ClientConfig,
@@ -280,11 +285,14 @@ fn classify(e: &ConnectionError) -> Failure {
         ),
         ConnectionError::ApplicationClosed(a) => {
             let reason = String::from_utf8_lossy(&a.reason[..a.reason.len().min(MAX_REASON)]).into_owned();
-            refused(
-                RefusalReason::RefusedByPeer,
-                format!("peer refused: {reason}"),
-                None,
-            )
+            // The peer holds our generation declared down: said by its close code, so the
+            // node can renew (the reason text is only for the log).
+            let class = if a.error_code.into_inner() == u64::from(RefusalReason::DeclaredDown.close_code()) {
+                RefusalReason::DeclaredDown
+            } else {
+                RefusalReason::RefusedByPeer
+            };
+            refused(class, format!("peer refused: {reason}"), None)
         }
         ConnectionError::VersionMismatch => refused(RefusalReason::Version, "QUIC version mismatch", None),
         ConnectionError::TimedOut => Failure::Unreachable("timed out".into()),
@@ -391,13 +399,14 @@ impl QuicTransport {
         if hello.advertise.ip().is_unspecified() {
             hello.advertise.set_ip(local.ip());
         }
+        let generation = hello.generation;
         let hello_frame = hello.encode().map_err(|e| cfg_err(&e))?;
         let (tx, rx) = mpsc::channel(config.event_queue.max(1));
         let shared = Arc::new(Shared {
             me: config.identity.node(),
             local,
             hello,
-            hello_frame: Mutex::new(hello_frame),
+            hello_frame: Mutex::new((generation, hello_frame)),
             limits: Limits {
                 handshake_timeout: config.handshake_timeout,
                 peer_queue: config.peer_queue,
@@ -448,14 +457,19 @@ impl QuicTransport {
     }
 
     /// Later handshakes announce `generation` (this node came back as a new generation
-    /// after the cluster declared it dead). Connections already up keep theirs.
+    /// after the cluster declared it dead), and members dial again at once, without the
+    /// backoff earlier refusals left. Connections already up keep theirs.
     pub fn set_generation(&self, generation: u64) {
+        for p in lock(&self.shared.state).peers.values_mut() {
+            p.next_dial = None;
+            p.backoff = Duration::ZERO;
+        }
         let mut hello = self.shared.hello.clone();
         hello.generation = generation;
         hello.advertise = self.shared.hello.advertise;
         // Our own hello was encodable at bind; only the generation changed.
         if let Ok(frame) = hello.encode() {
-            *lock(&self.shared.hello_frame) = frame;
+            *lock(&self.shared.hello_frame) = (generation, frame);
         }
     }
 
@@ -660,10 +674,12 @@ impl Shared {
                 addr,
                 reason: e.to_string(),
             })?;
+        // The generation this dial announces, with its hello: a refusal names that one.
+        let (generation, frame) = lock(&self.hello_frame).clone();
         let r = tokio::time::timeout(self.limits.handshake_timeout, async {
             let conn = connecting.await.map_err(|e| classify(&e))?;
             let (send, recv) = conn.open_bi().await.map_err(|e| classify(&e))?;
-            let h = self.exchange(&conn, send, recv, expected).await?;
+            let h = self.exchange(&conn, send, recv, expected, &frame).await?;
             Ok((conn, h))
         })
         .await
@@ -679,7 +695,26 @@ impl Shared {
                 .register(conn, h, true)
                 .await
                 .map_err(|f| self.failed(addr, f)),
-            Err(f) => Err(self.failed(addr, f)),
+            Err(f) => {
+                if let Failure::Refused {
+                    reason: RefusalReason::DeclaredDown,
+                    ..
+                } = &f
+                {
+                    // Never dropped for a full queue: the node must learn it (a flood of
+                    // refusals cannot cause these, only our own dials do).
+                    let ev = TransportEvent::DeclaredDown {
+                        by: expected,
+                        addr,
+                        generation,
+                    };
+                    let events = self.events.clone();
+                    self.rt.spawn(async move {
+                        let _ = events.send(ev).await;
+                    });
+                }
+                Err(self.failed(addr, f))
+            }
         }
     }
 
@@ -732,7 +767,8 @@ impl Shared {
         let r = tokio::time::timeout(self.limits.handshake_timeout, async {
             let conn = incoming.await.map_err(|e| classify(&e))?;
             let (send, recv) = conn.accept_bi().await.map_err(|e| classify(&e))?;
-            let h = self.exchange(&conn, send, recv, None).await?;
+            let frame = lock(&self.hello_frame).1.clone();
+            let h = self.exchange(&conn, send, recv, None, &frame).await?;
             Ok((conn, h))
         })
         .await
@@ -762,9 +798,9 @@ impl Shared {
         mut send: quinn::SendStream,
         mut recv: quinn::RecvStream,
         expected: Option<NodeId>,
+        frame: &[u8],
     ) -> Result<PeerHello, Failure> {
-        let frame = lock(&self.hello_frame).clone();
-        send.write_all(&frame).await.map_err(write_failure)?;
+        send.write_all(frame).await.map_err(write_failure)?;
         let mut header = [0u8; HELLO_HEADER_LEN];
         recv.read_exact(&mut header).await.map_err(read_failure)?;
         let len = match Hello::payload_len(&header) {
@@ -1067,7 +1103,7 @@ impl Shared {
 fn stale(p: &Peer, hello: &Hello) -> Result<(), (RefusalReason, String)> {
     if let Some(dead) = p.dead.filter(|d| hello.generation <= *d) {
         return Err((
-            RefusalReason::StaleGeneration,
+            RefusalReason::DeclaredDown,
             format!(
                 "node {} generation {} is no longer a member (declared down, having left or failed, at generation {dead})",
                 hello.node.0, hello.generation

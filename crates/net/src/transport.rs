@@ -42,6 +42,18 @@ pub enum TransportEvent {
         /// Why, for the log (idle timeout, closed by peer, restarted…).
         reason: String,
     },
+    /// A member refused our hello because it holds `generation` of this node declared down
+    /// (QUIC only: the refusal's close code says so). The driver tells the node, which
+    /// renews its generation if it still runs as that one
+    /// (`worldmesh_node::Node::handle_declared_down`).
+    DeclaredDown {
+        /// The member that refused us, if the dial named it.
+        by: Option<NodeId>,
+        /// Where it was dialed.
+        addr: SocketAddr,
+        /// The generation our hello carried.
+        generation: u64,
+    },
     /// A connection was refused (counted in [`TransportStats::refusals`]).
     Refused {
         /// Where it came from (or was dialed to).
@@ -79,11 +91,16 @@ pub enum RefusalReason {
     SelfDial,
     /// The peer refused us (its reason is in the event's detail).
     RefusedByPeer,
+    /// The peer refused our hello because it holds our generation declared down: the
+    /// cluster forgot this incarnation (it stalled or was cut off past the suspicion
+    /// timeout) and no SWIM message reaches it any more to say so. Reported as
+    /// [`TransportEvent::DeclaredDown`] too, so that the node renews its generation.
+    DeclaredDown,
 }
 
 impl RefusalReason {
     /// Number of reasons.
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 11;
     /// Every reason, in counter order.
     pub const ALL: [RefusalReason; Self::COUNT] = [
         RefusalReason::Tls,
@@ -96,6 +113,7 @@ impl RefusalReason {
         RefusalReason::UnexpectedNode,
         RefusalReason::SelfDial,
         RefusalReason::RefusedByPeer,
+        RefusalReason::DeclaredDown,
     ];
 
     /// Snake-case label for logs and reports.
@@ -111,6 +129,7 @@ impl RefusalReason {
             RefusalReason::UnexpectedNode => "unexpected_node",
             RefusalReason::SelfDial => "self_dial",
             RefusalReason::RefusedByPeer => "refused_by_peer",
+            RefusalReason::DeclaredDown => "declared_down",
         }
     }
 

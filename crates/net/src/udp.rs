@@ -202,7 +202,7 @@ impl Inner {
                     "node {} generation {} is no longer a member (declared down, having left or failed, at generation {dead})",
                     peer.node.0, peer.generation
                 );
-                return refuse(RefusalReason::StaleGeneration, detail, Some(peer.node));
+                return refuse(RefusalReason::DeclaredDown, detail, Some(peer.node));
             }
             let seen = b.generation.get(&peer.node).copied();
             if seen.is_some_and(|g| peer.generation < g) {

@@ -451,7 +451,7 @@ fn forgotten_members_stay_out_until_they_restart_with_a_new_generation() {
     rt().block_on(async {
         let ca = Authority::new("t", 1).unwrap();
         let mut a = endpoint(&ca, 1);
-        let b = endpoint(&ca, 2);
+        let mut b = endpoint(&ca, 2);
         b.dial(a.local_addr()).await.unwrap();
         within("PeerUp", async {
             while !matches!(a.recv().await, TransportEvent::PeerUp(_)) {}
@@ -459,14 +459,47 @@ fn forgotten_members_stay_out_until_they_restart_with_a_new_generation() {
         .await;
         a.forget(NodeId(2), 1);
         assert!(a.connected().is_empty());
-        // The same incarnation comes back: refused.
+        // The same incarnation comes back: refused, and told why by the close code.
         let e = b.dial(a.local_addr()).await.unwrap_err();
-        assert!(matches!(e, TransportError::Refused { .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                TransportError::Refused {
+                    reason: RefusalReason::DeclaredDown,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let (reason, detail, _) = next_refusal(&mut a).await;
-        assert_eq!(reason, RefusalReason::StaleGeneration, "{detail}");
-        // Restarted (generation 2): a new member.
+        assert_eq!(reason, RefusalReason::DeclaredDown, "{detail}");
+        let told = within("DeclaredDown", async {
+            loop {
+                if let TransportEvent::DeclaredDown { by, addr, generation } = b.recv().await {
+                    return (by, addr, generation);
+                }
+            }
+        })
+        .await;
+        assert_eq!(told, (None, a.local_addr(), 1));
+        assert_eq!(b.stats().refusals_of(RefusalReason::DeclaredDown), 1);
+        // It renews (generation 2, the same process): a member again.
+        b.set_generation(2);
+        let h = b.dial(a.local_addr()).await.unwrap();
+        assert_eq!(h.hello.node, NodeId(1));
+        let up = within("PeerUp", async {
+            loop {
+                if let TransportEvent::PeerUp(h) = a.recv().await {
+                    return h;
+                }
+            }
+        })
+        .await;
+        assert_eq!((up.hello.node, up.hello.generation), (NodeId(2), 2));
+        a.forget(NodeId(2), 2);
+        // Restarted (generation 3): a new member.
         let mut cfg = config(&ca, 2);
-        cfg.hello.generation = 2;
+        cfg.hello.generation = 3;
         let b2 = QuicTransport::bind(cfg).unwrap();
         let h = b2.dial(a.local_addr()).await.unwrap();
         assert_eq!(h.hello.node, NodeId(1));
@@ -478,12 +511,12 @@ fn forgotten_members_stay_out_until_they_restart_with_a_new_generation() {
             }
         })
         .await;
-        assert_eq!((up.hello.node, up.hello.generation), (NodeId(2), 2));
-        assert_eq!(a.connected(), vec![(NodeId(2), 2)]);
-        // Membership declares the old incarnation dead only now: the new one stays.
-        a.forget(NodeId(2), 1);
-        assert_eq!(a.connected(), vec![(NodeId(2), 2)]);
+        assert_eq!((up.hello.node, up.hello.generation), (NodeId(2), 3));
+        assert_eq!(a.connected(), vec![(NodeId(2), 3)]);
+        // Membership declares an old incarnation dead only now: the new one stays.
         a.forget(NodeId(2), 2);
+        assert_eq!(a.connected(), vec![(NodeId(2), 3)]);
+        a.forget(NodeId(2), 3);
         assert!(a.connected().is_empty());
     });
 }

@@ -495,6 +495,31 @@ impl Membership {
         self.silence = None;
     }
 
+    /// An authenticated member refused this node's `generation` because it holds that
+    /// generation declared down (the transport's refusal of a hello). A node that stalled
+    /// or was cut off past the suspicion timeout learns it no other way: the members'
+    /// transports refuse it, so no SWIM message says so. It renews its identity — the step
+    /// foca takes when gossip tells a node it is down — and rejoins as the next generation
+    /// ([`MembershipEvent::Rejoined`]). Ignored once left, and for a generation this node
+    /// no longer runs as. Returns whether it renewed.
+    pub fn declared_down(&mut self, now: Time, generation: u32) -> bool {
+        if self.left || generation != self.me().generation {
+            return false;
+        }
+        let Some(next) = foca::Identity::renew(&self.me()) else {
+            return false;
+        };
+        if self.foca.change_identity(next, &mut self.outbox).is_err() {
+            self.refused += 1;
+            return false;
+        }
+        self.push(MembershipEvent::Rejoined(next));
+        // As after any renewal (`absorb`): foca stays disconnected until an update lands.
+        let r = self.foca.apply_many(std::iter::empty(), true, &mut self.outbox);
+        self.absorb(now, r.err());
+        true
+    }
+
     /// True once this node has left.
     pub fn has_left(&self) -> bool {
         self.left

@@ -301,6 +301,11 @@ impl<O: GameObject> Node<O> {
         self.config.id
     }
 
+    /// The generation this node runs as (renewed on [`Event::Rejoined`]).
+    pub fn generation(&self) -> u32 {
+        self.config.generation
+    }
+
     /// The configuration.
     pub fn config(&self) -> &NodeConfig {
         &self.config

@@ -327,13 +327,18 @@ impl Nodes {
 
     /// Sends SIGTERM to node `id`.
     pub fn sigterm(&mut self, id: u32) {
+        self.signal(id, "TERM");
+    }
+
+    /// Sends signal `sig` (a name `kill` knows: `TERM`, `STOP`, `CONT`…) to node `id`.
+    pub fn signal(&mut self, id: u32, sig: &str) {
         let p = self.procs[id as usize].as_ref().unwrap();
         let ok = Command::new("kill")
-            .args(["-TERM", &p.child.id().to_string()])
+            .args([&format!("-{sig}"), &p.child.id().to_string()])
             .status()
             .unwrap()
             .success();
-        assert!(ok, "kill -TERM failed");
+        assert!(ok, "kill -{sig} failed");
     }
 
     /// The summary of node `id`'s current process.

@@ -565,3 +565,52 @@ fn an_isolated_member_rejoins_everyone_after_the_cut_heals() {
         assert_eq!(net.live_ids(i), want, "node {i}");
     }
 }
+
+/// A member cut off until the others declare it down cannot hear it from them (in a real
+/// cluster their transports refuse it); told by a refusal instead (`declared_down`), it
+/// renews its generation at once and, once it can reach them again, is up as the new one.
+/// A refusal of a generation it no longer runs as, or after it left, changes nothing.
+#[test]
+fn a_member_told_by_a_refusal_that_it_is_down_renews_and_rejoins() {
+    let mut net = Net::new();
+    let members = net.founders(4);
+    net.run(Duration::from_secs(1));
+    for other in 0..3 {
+        net.cut().push((NodeId(3), NodeId(other)));
+    }
+    net.run(Duration::from_secs(5));
+    for i in 0..3 {
+        assert!(!net.live_ids(i).contains(&3), "node {i} still holds node 3 live");
+    }
+    let now = net.now;
+    assert!(
+        !net.node(3).declared_down(now, 7),
+        "not the generation it runs as"
+    );
+    assert!(net.node(3).declared_down(now, 0));
+    let renewed = net.node(3).me();
+    assert_eq!((renewed.node, renewed.generation), (NodeId(3), 1));
+    assert!(
+        !net.node(3).declared_down(now, 0),
+        "a refusal of the old generation again"
+    );
+    net.cut().clear();
+    net.run(Duration::from_secs(3));
+    assert!(
+        net.events
+            .contains(&(NodeId(3), MembershipEvent::Rejoined(renewed))),
+        "{:?}",
+        net.events
+            .iter()
+            .filter(|(n, _)| *n == NodeId(3))
+            .collect::<Vec<_>>()
+    );
+    for i in 0..3 {
+        let seen: Vec<Member> = net.node(i).live().copied().collect();
+        assert!(seen.contains(&renewed), "node {i}: {seen:?}");
+        assert!(!seen.contains(&members[3]), "node {i} holds the old generation");
+    }
+    let now = net.now;
+    net.node(3).leave(now);
+    assert!(!net.node(3).declared_down(now, 1), "after a leave");
+}

@@ -115,6 +115,20 @@ impl<O: GameObject> Node<O> {
         self.pump_membership(now);
     }
 
+    /// A member refused this node's connection because it holds `generation` of this node
+    /// declared down (the transport says so, `TransportEvent::DeclaredDown` in
+    /// `worldmesh-net`): if this node still runs as that generation, it renews it, drops
+    /// everything as on any rejoin ([`Event::Rejoined`]) and joins again as the next one.
+    /// Without it, a node stalled or cut off past the suspicion timeout heard nothing from
+    /// a cluster whose transports refused it, declared every member failed, adopted all
+    /// their objects and ran on as a second world.
+    pub fn handle_declared_down(&mut self, now: Time, generation: u32) {
+        let Some(m) = &mut self.membership else { return };
+        if m.declared_down(now, generation) {
+            self.pump_membership(now);
+        }
+    }
+
     pub(super) fn membership_timeout(&mut self, now: Time) {
         if let Some(m) = &mut self.membership
             && m.poll_timeout().is_some_and(|t| t <= now)
