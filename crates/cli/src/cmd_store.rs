@@ -1,6 +1,6 @@
 //! `worldmesh store`: operator tools for a node's embedded store (issue 19 item 5).
 //! `store inspect DIR` verifies the store and prints counts, sizes, the last checkpoint and
-//! the last generation a node process claimed;
+//! the last generation a node process claimed or renewed to;
 //! `store export DIR` writes every record as JSON lines; `store import DIR FILE` validates a
 //! whole export (line-numbered errors) and writes it in one atomic batch; `store merge
 //! DEST SRC...` moves the stores of nodes that will not come back into DEST's store in one
@@ -55,7 +55,7 @@ pub struct StoreArgs {
 #[derive(clap::Subcommand, Debug)]
 enum StoreCommand {
     /// Verify every record and print counts per table and durability class, sizes, the
-    /// last checkpoint and the last generation a node process claimed.
+    /// last checkpoint and the last generation a node process claimed or renewed to.
     Inspect {
         /// The store's directory.
         dir: PathBuf,

@@ -149,21 +149,28 @@ fn the_dashboard_shows_a_running_simulation_in_a_real_browser() {
         "the first frames",
     );
 
-    // The map: a point of the world is drawn inside its row, and a point past any edge of
-    // the world (where the model's missiles fly on until their lifetime ends) nowhere.
+    // The map: a point of the world is drawn inside the row that holds its x (the map is
+    // folded into rows along x), and a point past any edge of the world (where the model's
+    // missiles fly on until their lifetime ends) nowhere. A point a tenth of a grid step
+    // past the far corner is one the quantizer may round there: on the map.
     let places = b.eval(
-        "(() => { const b = wm.world.bounds, cx = (b.min_x + b.max_x) / 2, cy = (b.min_y + b.max_y) / 2; \
-         return [[b.min_x, b.min_y], [b.max_x, b.max_y], [cx, cy], [b.min_x + 1, b.max_y - 1], \
+        "(() => { const b = wm.world.bounds, cx = (b.min_x + b.max_x) / 2, cy = (b.min_y + b.max_y) / 2, e = wm.quantum / 10; \
+         return [[b.min_x, b.min_y], [b.max_x, b.max_y], [cx, cy], [b.min_x + 1, b.max_y - 1], [b.max_x + e, b.max_y + e], \
                  [b.max_x + 1, cy], [b.min_x - 1, cy], [cx, b.max_y + 1], [cx, b.min_y - 1], [b.max_x + 500, b.max_y + 500]] \
-           .map(([x, y]) => wm.screenOf(x, y)); })()",
+           .map(([x, y]) => { const s = wm.screenOf(x, y); \
+             return s && { ...s, want: Math.min(s.rows - 1, Math.floor((Math.min(x, b.max_x) - b.min_x) / ((b.max_x - b.min_x) / s.rows))) }; }); })()",
     );
     let places = places.as_array().expect("places");
-    for (k, p) in places[..4].iter().enumerate() {
+    for (k, p) in places[..5].iter().enumerate() {
         let f = |key: &str| {
             p[key]
                 .as_f64()
                 .unwrap_or_else(|| panic!("point {k} on the map has no {key}: {p}"))
         };
+        assert!(
+            f("row") == f("want") && f("row") >= 0.0 && f("row") < f("rows"),
+            "point {k} of the world is drawn in the wrong row: {p}"
+        );
         let top = f("oy") + f("row") * f("pitch");
         assert!(
             f("x") >= f("ox") - 0.01
@@ -173,8 +180,8 @@ fn the_dashboard_shows_a_running_simulation_in_a_real_browser() {
             "point {k} of the world is drawn outside its row: {p}"
         );
     }
-    for (k, p) in places[4..].iter().enumerate() {
-        assert!(p.is_null(), "point {} past the world's edge is drawn: {p}", k + 4);
+    for (k, p) in places[5..].iter().enumerate() {
+        assert!(p.is_null(), "point {} past the world's edge is drawn: {p}", k + 5);
     }
 
     // The node table: one row per node, and it changes between two reads.

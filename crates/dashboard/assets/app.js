@@ -520,15 +520,21 @@
   function fillWorldRect(g, o) { eachPiece(o, (x, y, w, h) => g.fillRect(x, y, w, h)); }
 
   // Where world point (x, y) is drawn, in canvas (CSS) pixels, into out; false, and NaN in
-  // out, for a point outside the map's bounds (a missile flies on past the edge until its
+  // out, for a point past the map's far edges (a missile flies on past the edge until its
   // lifetime ends): it has no place in any row, and drawing it beside one would put it
-  // over another part of the map or the margin.
+  // over another part of the map or the margin. Half a grid step of slack keeps a point
+  // inside the map that the server's quantizer rounded past the edge. (Past the near
+  // edges the quantizer has already clamped a point onto the edge, and on maps longer
+  // than 65,535 grid steps of 0.25 past the far end of the long side too: such a point is
+  // drawn on the edge, inside its row.)
   function toScreen(x, y, out) {
-    const b = wm.world.bounds;
-    if (!(x >= b.min_x && x <= b.max_x && y >= b.min_y && y <= b.max_y)) {
+    const b = wm.world.bounds, slack = wm.quantum / 2;
+    if (!(x >= b.min_x - slack && x <= b.max_x + slack && y >= b.min_y - slack && y <= b.max_y + slack)) {
       out[0] = NaN; out[1] = NaN;
       return false;
     }
+    x = Math.min(Math.max(x, b.min_x), b.max_x);
+    y = Math.min(Math.max(y, b.min_y), b.max_y);
     let dx = x - b.min_x;
     let r = Math.floor(dx / lay.seg);
     if (r >= lay.rows) r = lay.rows - 1;
@@ -762,7 +768,8 @@
     g.fillText('you (node ' + wm.owner[i] + ')', sx[i] + 13, sy[i] - 9);
   }
 
-  // Where object i is drawn, in viewport coordinates (for tests and tools).
+  // Where object i is drawn, in viewport coordinates (for tests and tools; NaN for an
+  // object past the map's edge, which is not drawn).
   wm.viewportOf = (i) => {
     const r = el.map.getBoundingClientRect();
     return [r.left + sx[i], r.top + sy[i]];

@@ -74,7 +74,9 @@ pub struct KindInfo {
 pub struct WorldInfo {
     /// One line saying what is shown ("simulation 64 nodes x 8 players, rect map, seed 1").
     pub title: String,
-    /// The map's bounds; object positions are clamped into them.
+    /// The map's bounds. Positions go to browsers on a grid from the bounds' near corner,
+    /// clamped to the grid's range: a point before the near edges arrives on them, and the
+    /// page does not draw one past the far edges.
     pub bounds: Rect,
     /// Obstacles (drawn grey).
     pub obstacles: Vec<Rect>,

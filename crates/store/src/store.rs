@@ -140,8 +140,9 @@ pub struct Inspection {
     pub write_bytes: u64,
     /// The last checkpoint marker.
     pub last_checkpoint: Option<Checkpoint>,
-    /// The generation the last node process that ran on this store claimed
-    /// ([`Store::claim_generation`]); `None` if none did.
+    /// The last generation a node process that ran on this store claimed
+    /// ([`Store::claim_generation`]) or renewed to ([`Op::RaiseGeneration`]); `None` if
+    /// none did.
     pub last_generation: Option<u32>,
 }
 
@@ -333,7 +334,8 @@ impl Store {
         })
     }
 
-    /// The generation the last process that ran on this store claimed, if any.
+    /// The last generation a process that ran on this store claimed or renewed to
+    /// ([`Op::RaiseGeneration`]), if any.
     ///
     /// # Errors
     /// The meta table cannot be read, or the stored value is not 4 bytes.
