@@ -338,7 +338,10 @@ fn a_stalled_node_declared_failed_rejoins_as_a_new_generation_not_a_second_world
     // Nor did its return reset anyone else (a renewed node that held the others down could
     // tell them they are down in turn).
     for o in [0u32, 1] {
-        assert!(events(o, "rejoined").is_empty(), "node {o} was reset by node 2's return");
+        assert!(
+            events(o, "rejoined").is_empty(),
+            "node {o} was reset by node 2's return"
+        );
     }
     let adopted_by_2: Vec<Value> = events(2, "adopted");
     assert!(
