@@ -18,7 +18,7 @@ use tokio::net::UdpSocket;
 use worldmesh_core::NodeId;
 use worldmesh_core::traffic::MessageClass;
 use worldmesh_core::wire::{self, PROTOCOL_VERSION};
-use worldmesh_net::hello::Hello;
+use worldmesh_net::hello::{Hello, PeerHello};
 use worldmesh_net::pki::Authority;
 use worldmesh_net::quic::{ALPN, QuicConfig, QuicTransport};
 use worldmesh_net::transport::{RefusalReason, TransportError, TransportEvent};
@@ -84,6 +84,18 @@ async fn next_datagram(t: &mut QuicTransport, seen: &mut Vec<TransportEvent>) ->
             match t.recv().await {
                 TransportEvent::Datagram { from, bytes } => return (from, bytes),
                 other => seen.push(other),
+            }
+        }
+    })
+    .await
+}
+
+/// The next member whose first connection came up at `t`.
+async fn next_peer_up(t: &mut QuicTransport) -> PeerHello {
+    within("PeerUp", async {
+        loop {
+            if let TransportEvent::PeerUp(h) = t.recv().await {
+                return h;
             }
         }
     })
@@ -487,14 +499,7 @@ fn forgotten_members_stay_out_until_they_restart_with_a_new_generation() {
         b.set_generation(2);
         let h = b.dial(a.local_addr()).await.unwrap();
         assert_eq!(h.hello.node, NodeId(1));
-        let up = within("PeerUp", async {
-            loop {
-                if let TransportEvent::PeerUp(h) = a.recv().await {
-                    return h;
-                }
-            }
-        })
-        .await;
+        let up = next_peer_up(&mut a).await;
         assert_eq!((up.hello.node, up.hello.generation), (NodeId(2), 2));
         a.forget(NodeId(2), 2);
         // Restarted (generation 3): a new member.
@@ -503,14 +508,7 @@ fn forgotten_members_stay_out_until_they_restart_with_a_new_generation() {
         let b2 = QuicTransport::bind(cfg).unwrap();
         let h = b2.dial(a.local_addr()).await.unwrap();
         assert_eq!(h.hello.node, NodeId(1));
-        let up = within("PeerUp", async {
-            loop {
-                if let TransportEvent::PeerUp(h) = a.recv().await {
-                    return h;
-                }
-            }
-        })
-        .await;
+        let up = next_peer_up(&mut a).await;
         assert_eq!((up.hello.node, up.hello.generation), (NodeId(2), 3));
         assert_eq!(a.connected(), vec![(NodeId(2), 3)]);
         // Membership declares an old incarnation dead only now: the new one stays.
