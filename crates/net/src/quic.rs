@@ -37,9 +37,9 @@
 //! (a restart); one with a smaller generation is refused (`stale_generation`), and one with
 //! the generation [`QuicTransport::forget`] declared dead too (`declared_down`). The latter
 //! closes with a code of its own: the dialer learns that the cluster holds its generation
-//! down ([`TransportEvent::DeclaredDown`]) — a node stalled or cut off past the suspicion
-//! timeout hears it no other way, since no SWIM message reaches it any more — and its node
-//! renews its generation, which the next dials carry.
+//! down ([`TransportEvent::DeclaredDown`]) — a node stalled past the suspicion timeout
+//! hears it no other way, since no SWIM message reaches it any more — and its node renews
+//! its generation, which the next dials carry.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;

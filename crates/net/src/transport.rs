@@ -92,8 +92,8 @@ pub enum RefusalReason {
     /// The peer refused us (its reason is in the event's detail).
     RefusedByPeer,
     /// The peer refused our hello because it holds our generation declared down: the
-    /// cluster forgot this incarnation (it stalled or was cut off past the suspicion
-    /// timeout) and no SWIM message reaches it any more to say so. Reported as
+    /// cluster forgot this incarnation (it stalled past the suspicion timeout, say) and no
+    /// SWIM message reaches it any more to say so. Reported as
     /// [`TransportEvent::DeclaredDown`] too, so that the node renews its generation.
     DeclaredDown,
 }

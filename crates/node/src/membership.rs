@@ -497,8 +497,8 @@ impl Membership {
 
     /// An authenticated member refused this node's `generation` because it holds that
     /// generation declared down (the transport's refusal of a hello). A node that stalled
-    /// or was cut off past the suspicion timeout learns it no other way: the members'
-    /// transports refuse it, so no SWIM message says so. It renews its identity — the step
+    /// past the suspicion timeout learns it no other way: the members' transports refuse
+    /// it, so no SWIM message says so. It renews its identity — the step
     /// foca takes when gossip tells a node it is down — and rejoins as the next generation
     /// ([`MembershipEvent::Rejoined`]). Ignored once left, and for a generation this node
     /// no longer runs as. Returns whether it renewed.

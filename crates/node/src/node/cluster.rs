@@ -119,9 +119,11 @@ impl<O: GameObject> Node<O> {
     /// declared down (the transport says so, `TransportEvent::DeclaredDown` in
     /// `worldmesh-net`): if this node still runs as that generation, it renews it, drops
     /// everything as on any rejoin ([`Event::Rejoined`]) and joins again as the next one.
-    /// Without it, a node stalled or cut off past the suspicion timeout heard nothing from
-    /// a cluster whose transports refused it, declared every member failed, adopted all
-    /// their objects and ran on as a second world.
+    /// Without it, a node stalled past the suspicion timeout heard nothing from a cluster
+    /// whose transports refused it, declared every member failed, adopted all their
+    /// objects and ran on as a second world. It helps only a node that dials before its
+    /// own membership declares the others failed: a node cut off long enough forgets their
+    /// addresses and dials no one (ARCHITECTURE.md, "Membership, failure and adoption").
     pub fn handle_declared_down(&mut self, now: Time, generation: u32) {
         let Some(m) = &mut self.membership else { return };
         if m.declared_down(now, generation) {
