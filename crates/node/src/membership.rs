@@ -506,18 +506,32 @@ impl Membership {
         if self.left || generation != self.me().generation {
             return false;
         }
-        let Some(next) = foca::Identity::renew(&self.me()) else {
-            return false;
-        };
-        if self.foca.change_identity(next, &mut self.outbox).is_err() {
-            self.refused += 1;
-            return false;
+        match self.renew_identity() {
+            Ok(true) => {}
+            Ok(false) => return false,
+            Err(()) => {
+                self.refused += 1;
+                return false;
+            }
         }
-        self.push(MembershipEvent::Rejoined(next));
         // As after any renewal (`absorb`): foca stays disconnected until an update lands.
         let r = self.foca.apply_many(std::iter::empty(), true, &mut self.outbox);
         self.absorb(now, r.err());
         true
+    }
+
+    /// Changes foca's identity to this one's next generation and reports it
+    /// ([`MembershipEvent::Rejoined`]): `Ok(false)` if there is no next generation, `Err`
+    /// if foca refused the change.
+    fn renew_identity(&mut self) -> Result<bool, ()> {
+        let Some(next) = foca::Identity::renew(&self.me()) else {
+            return Ok(false);
+        };
+        self.foca
+            .change_identity(next, &mut self.outbox)
+            .map_err(|_| ())?;
+        self.push(MembershipEvent::Rejoined(next));
+        Ok(true)
     }
 
     /// True once this node has left.
@@ -757,13 +771,8 @@ impl Membership {
                 Note::Defunct if self.left => {}
                 Note::Defunct => {
                     // Identities renew themselves, so this is not expected; rejoin anyway.
-                    let next = foca::Identity::renew(&self.me());
-                    if let Some(next) = next {
-                        let r = self.foca.change_identity(next, &mut self.outbox);
-                        if r.is_ok() {
-                            self.push(MembershipEvent::Rejoined(next));
-                            renewed = true;
-                        }
+                    if self.renew_identity() == Ok(true) {
+                        renewed = true;
                     }
                 }
                 Note::Rejoin(m) => {
