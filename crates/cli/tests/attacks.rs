@@ -32,7 +32,7 @@ use worldmesh_net::pki::NodeIdentity;
 use worldmesh_net::quic::{QuicConfig, QuicTransport};
 use worldmesh_net::transport::{Dialer, Transport, TransportEvent, TransportStats};
 use worldmesh_net::{Clock, DriverOptions};
-use worldmesh_node::membership::MembershipConfig;
+use worldmesh_node::membership::{MembershipConfig, View};
 use worldmesh_node::{Node, NodeConfig};
 use worldmesh_replica::{GameObject as _, InterestItem, Packet, ReplicaMsg, UpdateItem, WriteItem};
 
@@ -236,6 +236,9 @@ impl Transport for Rogue {
     }
     fn set_generation(&self, generation: u64) {
         self.inner.set_generation(generation)
+    }
+    fn set_view(&self, view: View) {
+        self.inner.set_view(view)
     }
     async fn close(self) {
         self.inner.close().await

@@ -141,6 +141,21 @@ impl Hosts {
 ";
         nft(&self.ns(i), rule)
     }
+
+    /// Connects host `i` again (undoes [`Hosts::isolate`]).
+    fn heal(&self, i: usize) -> Result<(), String> {
+        run(&[
+            "ip",
+            "netns",
+            "exec",
+            &self.ns(i),
+            "nft",
+            "delete",
+            "table",
+            "inet",
+            "wmcut",
+        ])
+    }
 }
 
 fn nft(ns: &str, rules: &str) -> Result<(), String> {
@@ -229,7 +244,11 @@ fn live_view(n: &Nodes, i: u32, until: Instant) -> BTreeMap<u64, u64> {
 /// are dropped for 8 s, after which every node sees the three others live (a member SWIM
 /// declared failed under the loss has rejoined); then host 3 is cut off, the others
 /// declare it failed and adopt each of its objects exactly once, while it (alone) declares
-/// them failed.
+/// them failed. When the network heals, the two sides meet again through SWIM's
+/// announcements to members held down; the transports refuse each other's generations,
+/// and only the smaller side (node 3) yields: it renews, drops what it adopted and rejoins,
+/// so that in the end every object has one primary in one world (before, node 3 ran on as
+/// a second world for good: both sides had forgotten the other's addresses).
 #[test]
 fn nodes_on_separate_hosts_ride_out_loss_and_re_home_a_cut_off_node() {
     let _g = heavy();
@@ -299,11 +318,36 @@ fn nodes_on_separate_hosts_ride_out_loss_and_re_home_a_cut_off_node() {
     h.isolate(3).unwrap();
     // `wan`: a failed probe (1.5 s period, 0.7 s timeout) then 4.5 s of suspicion.
     std::thread::sleep(Duration::from_secs(12));
-    let stopped = Instant::now();
+    n.gather(Duration::from_millis(300));
+    let healed = Instant::now();
+    h.heal(3).unwrap();
+    // `wan`: a lone node announces itself every 10 s; the dial backoff is at most 5 s.
+    let rejoined = n.wait_for("node 3 to yield after the heal", Duration::from_secs(40), |r| {
+        r.node == 3 && r.json["event"] == "rejoined" && r.at >= healed
+    });
+    let renewed = rejoined.json["generation"].as_u64().unwrap();
+    eprintln!(
+        "node 3 yielded {:.1} s after the heal",
+        rejoined.at.duration_since(healed).as_secs_f64()
+    );
+    for i in 0..3u32 {
+        n.wait_for(
+            "node 3's new generation up everywhere",
+            Duration::from_secs(20),
+            |r| {
+                r.node == i
+                    && r.json["event"] == "member_up"
+                    && r.json["member"] == 3
+                    && r.json["generation"] == renewed
+            },
+        );
+    }
+    // Adoption settles (the others tell node 3 of the objects it dropped).
+    std::thread::sleep(Duration::from_secs(4));
     n.stop(&[0, 1, 2, 3]);
     let reports: Vec<Value> = (0..4).map(|i| n.summary(i, WAIT)).collect();
 
-    let d = downs(&n, cut, stopped);
+    let d = downs(&n, cut, healed);
     let timeline: Vec<String> = n
         .events()
         .filter(|r| {
@@ -328,10 +372,18 @@ fn nodes_on_separate_hosts_ride_out_loss_and_re_home_a_cut_off_node() {
         "the cut-off node declares the others failed"
     );
 
-    // On the connected side every object of the four founders has exactly one primary:
-    // node 3's were adopted (from the backups) and nothing was duplicated.
+    // Only node 3 yielded, once; no one on the larger side was reset.
+    let rejoins: Vec<u32> = n
+        .events()
+        .filter(|r| r.json["event"] == "rejoined" && r.at >= cut)
+        .map(|r| r.node)
+        .collect();
+    assert_eq!(rejoins, vec![3], "rejoins since the cut");
+    // Every object of the four founders has exactly one primary in the one world: node 3's
+    // were adopted (from the backups), nothing was duplicated, and what node 3 adopted
+    // while cut off it dropped when it yielded.
     let mut count: BTreeMap<String, usize> = BTreeMap::new();
-    for r in &reports[..3] {
+    for r in &reports {
         for id in ids(&r["primary_ids"]) {
             *count.entry(id).or_insert(0) += 1;
         }
@@ -352,10 +404,15 @@ fn nodes_on_separate_hosts_ride_out_loss_and_re_home_a_cut_off_node() {
         .iter()
         .filter(|id| !count.contains_key(*id))
         .collect();
-    assert!(
-        lost.is_empty(),
-        "objects without a primary on the connected side: {lost:?}"
-    );
+    assert!(lost.is_empty(), "objects without a primary: {lost:?}");
+    for (i, r) in reports.iter().enumerate() {
+        assert_eq!(
+            r["members"].as_array().map(Vec::len),
+            Some(3),
+            "node {i} sees the three others at the end: {}",
+            r["members"]
+        );
+    }
     let adopted = n
         .events()
         .filter(|r| r.node < 3 && r.json["event"] == "adopted")

@@ -302,15 +302,32 @@ fn sigterm_drains_a_node_with_nothing_lost_or_duplicated() {
 /// end every object the founders created has exactly one primary.
 #[test]
 fn a_stalled_node_declared_failed_rejoins_as_a_new_generation_not_a_second_world() {
+    stalled_node_rejoins("stall", Duration::from_secs(6), false);
+}
+
+/// A longer stall: after resuming, the stalled node's own silence detector may declare the
+/// others failed (and adopt their objects) before any refusal reaches it — 2 runs in 5
+/// by hand before the fix, which then ran on as a second world. Both sides then hold the
+/// other failed; the refusal carries the refuser's view and the smaller side (the lone
+/// stalled node) yields, dropping what it adopted.
+#[test]
+fn a_node_stalled_until_it_declares_the_others_failed_yields_when_it_resumes() {
+    stalled_node_rejoins("longstall", Duration::from_secs(20), true);
+}
+
+/// Three founders; node 2 is stopped for `stall`, then resumed: it renews once and
+/// rejoins, no one else renews, every object has one primary in the end. `may_adopt`: it
+/// may adopt the others' objects after resuming (and must drop them when it yields).
+fn stalled_node_rejoins(name: &str, stall: Duration, may_adopt: bool) {
     let _g = heavy();
-    let mut n = Nodes::new("stall", 3);
+    let mut n = Nodes::new(name, 3);
     start_founders(&mut n, 3, &[s("--players"), s(3)]);
     std::thread::sleep(Duration::from_secs(3));
     n.signal(2, "STOP");
     // `lan`: a failed probe, then 2 s of suspicion.
-    std::thread::sleep(Duration::from_secs(6));
+    std::thread::sleep(stall);
     n.signal(2, "CONT");
-    std::thread::sleep(Duration::from_secs(6));
+    std::thread::sleep(Duration::from_secs(8));
     n.stop(&[0, 1, 2]);
     let reports: Vec<Value> = (0..3).map(|i| n.summary(i, WAIT)).collect();
     let events = |node: u32, kind: &str| -> Vec<Value> {
@@ -344,8 +361,12 @@ fn a_stalled_node_declared_failed_rejoins_as_a_new_generation_not_a_second_world
         );
     }
     let adopted_by_2: Vec<Value> = events(2, "adopted");
+    eprintln!(
+        "{name}: node 2 adopted {} objects before it renewed",
+        adopted_by_2.len()
+    );
     assert!(
-        adopted_by_2.is_empty(),
+        may_adopt || adopted_by_2.is_empty(),
         "node 2 adopted the others' objects: {adopted_by_2:?}"
     );
     let refs: Vec<&Value> = reports.iter().collect();

@@ -473,6 +473,7 @@ where
         view_at: None,
     };
     d.publish_metrics();
+    d.share_view();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut linger_until: Option<Instant> = None;
@@ -837,6 +838,13 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
         }
     }
 
+    /// Tells the transport what the membership sees now, for its refusals.
+    fn share_view(&self) {
+        if let Some(v) = self.node.view() {
+            self.transport.set_view(v);
+        }
+    }
+
     fn on_node_event(&mut self, e: Event) {
         if let Event::Players { from, payload } = &e {
             if let Some(p) = &mut self.players {
@@ -844,6 +852,9 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
                 p.host.node_message(now, *from, payload, &mut self.node);
             }
             return;
+        }
+        if matches!(e, Event::MemberUp(_) | Event::MemberDown(..) | Event::Rejoined(_)) {
+            self.share_view();
         }
         match &e {
             Event::MemberUp(m) => {
@@ -923,13 +934,20 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
                     reason,
                 });
             }
-            TransportEvent::DeclaredDown { by, addr, generation } => {
+            TransportEvent::DeclaredDown {
+                by,
+                addr,
+                generation,
+                view,
+            } => {
                 // The node renews only if it still runs as that generation (a refusal of
-                // a dial made before a renewal changes nothing).
+                // a dial made before a renewal changes nothing), and not if its side of a
+                // split wins.
                 if generation == u64::from(self.node.generation()) {
-                    tracing::debug!(node = self.node.id().0, by = ?by.map(|n| n.0), %addr, generation, "a member holds this generation declared down");
+                    tracing::debug!(node = self.node.id().0, by = ?by.map(|n| n.0), %addr, generation, ?view, "a member holds this generation declared down");
                     let now = self.clock.now();
-                    self.node.handle_declared_down(now, self.node.generation());
+                    self.node
+                        .handle_declared_down(now, self.node.generation(), by, view);
                 }
             }
             TransportEvent::Refused {

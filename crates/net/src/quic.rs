@@ -36,10 +36,16 @@
 //! `keep_alive`). A hello with a larger generation replaces the member's old connections
 //! (a restart); one with a smaller generation is refused (`stale_generation`), and one with
 //! the generation [`QuicTransport::forget`] declared dead too (`declared_down`). The latter
-//! closes with a code of its own: the dialer learns that the cluster holds its generation
-//! down ([`TransportEvent::DeclaredDown`]) — a node stalled past the suspicion timeout
-//! hears it no other way, since no SWIM message reaches it any more — and its node renews
-//! its generation, which the next dials carry.
+//! closes with a code of its own, and its reason starts with how the refuser sees the
+//! cluster ([`QuicTransport::set_view`]): the dialer learns that the cluster holds its
+//! generation down ([`TransportEvent::DeclaredDown`]) — a node stalled past the suspicion
+//! timeout, or cut off until both sides declared the other failed, hears it no other
+//! way, since no SWIM message crosses a refused connection — and its node renews its
+//! generation (unless its own side of a split wins), which the next dials carry.
+//!
+//! Only the accepting end refuses a generation declared dead: a node dials a member it
+//! holds dead on purpose (SWIM's announcements to down members, which are how two sides
+//! of a healed partition meet again), so [`QuicTransport::forget`] keeps the address.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -65,6 +71,7 @@ use tokio::sync::mpsc;
 use worldmesh_core::NodeId;
 use worldmesh_core::traffic::{MessageClass, UDP_IPV4_OVERHEAD};
 use worldmesh_core::wire::{HEADER_LEN, MAX_PAYLOAD};
+use worldmesh_node::membership::View;
 
 use crate::hello::{HELLO_HEADER_LEN, Hello, PeerHello};
 use crate::pki::{NodeIdentity, node_name};
@@ -214,6 +221,8 @@ struct Shared {
     wire: Arc<WireCounters>,
     events: mpsc::Sender<TransportEvent>,
     next_link: AtomicU64,
+    /// What this node's membership sees ([`QuicTransport::set_view`]), for refusals.
+    view: Mutex<Option<View>>,
 }
 
 #[derive(Default)]
@@ -261,6 +270,12 @@ enum Failure {
         detail: String,
         node: Option<NodeId>,
     },
+    /// The peer refused us because it holds our generation declared down (its close
+    /// code), seeing the cluster as `view` if its reason said.
+    DeclaredDown {
+        detail: String,
+        view: Option<View>,
+    },
     Unreachable(String),
     Closed,
 }
@@ -286,13 +301,18 @@ fn classify(e: &ConnectionError) -> Failure {
         ConnectionError::ApplicationClosed(a) => {
             let reason = String::from_utf8_lossy(&a.reason[..a.reason.len().min(MAX_REASON)]).into_owned();
             // The peer holds our generation declared down: said by its close code, so the
-            // node can renew (the reason text is only for the log).
-            let class = if a.error_code.into_inner() == u64::from(RefusalReason::DeclaredDown.close_code()) {
-                RefusalReason::DeclaredDown
-            } else {
-                RefusalReason::RefusedByPeer
-            };
-            refused(class, format!("peer refused: {reason}"), None)
+            // node can renew; its view leads the reason.
+            if a.error_code.into_inner() == u64::from(RefusalReason::DeclaredDown.close_code()) {
+                return Failure::DeclaredDown {
+                    view: parse_view(&a.reason),
+                    detail: format!("peer refused: {reason}"),
+                };
+            }
+            refused(
+                RefusalReason::RefusedByPeer,
+                format!("peer refused: {reason}"),
+                None,
+            )
         }
         ConnectionError::VersionMismatch => refused(RefusalReason::Version, "QUIC version mismatch", None),
         ConnectionError::TimedOut => Failure::Unreachable("timed out".into()),
@@ -424,6 +444,7 @@ impl QuicTransport {
             wire,
             events: tx,
             next_link: AtomicU64::new(0),
+            view: Mutex::new(None),
         });
         rt.spawn(Arc::clone(&shared).accept_loop());
         Ok(Self { shared, events: rx })
@@ -458,11 +479,15 @@ impl QuicTransport {
 
     /// Later handshakes announce `generation` (this node came back as a new generation
     /// after the cluster declared it dead), and members dial again at once, without the
-    /// backoff earlier refusals left. Connections already up keep theirs.
+    /// backoff earlier refusals left. Connections already up keep theirs. Generations
+    /// this node's old membership declared dead are accepted again: the new generation's
+    /// membership decides anew (a node that yielded after a partition would otherwise
+    /// refuse the winning side, whose members would then renew in turn).
     pub fn set_generation(&self, generation: u64) {
         for p in lock(&self.shared.state).peers.values_mut() {
             p.next_dial = None;
             p.backoff = Duration::ZERO;
+            p.dead = None;
         }
         let mut hello = self.shared.hello.clone();
         hello.generation = generation;
@@ -471,6 +496,13 @@ impl QuicTransport {
         if let Ok(frame) = hello.encode() {
             *lock(&self.shared.hello_frame) = (generation, frame);
         }
+    }
+
+    /// What this node's membership sees of the cluster now (the driver keeps it current):
+    /// a refusal of a member declared down says it, so that after a partition only the
+    /// losing side yields (`worldmesh_node::membership::Membership::declared_down`).
+    pub fn set_view(&self, view: View) {
+        *lock(&self.shared.view) = Some(view);
     }
 
     /// Records where `node` can be reached (fed by membership), and lifts a
@@ -485,10 +517,12 @@ impl QuicTransport {
     }
 
     /// Member `node`'s incarnation `generation` is dead (membership says so): closes its
-    /// connections, drops what is queued for it, stops dialing it, and refuses that
-    /// generation and older ones from now on (a restart with a larger generation is
-    /// accepted). If a newer generation of `node` is already connected (a restart that
-    /// reached us before the old one was declared dead), that connection stays. No
+    /// connections, drops what is queued for it, and refuses that generation and older
+    /// ones from now on (a restart with a larger generation is accepted). The address
+    /// stays: SWIM still sends to members it holds down now and then (its announcements
+    /// to them), and those dials are how two sides of a healed partition meet again. If a
+    /// newer generation of `node` is already connected (a restart that reached us before
+    /// the old one was declared dead), that connection stays. No
     /// [`TransportEvent::PeerLost`] is reported for it.
     pub fn forget(&self, node: NodeId, generation: u64) {
         let mut st = lock(&self.shared.state);
@@ -499,7 +533,6 @@ impl QuicTransport {
         if p.generation.is_some_and(|g| g > generation) && !p.links.is_empty() {
             return;
         }
-        p.addr = None;
         p.dead = p.dead.max(p.generation);
         let dropped = p.queue.len() as u64;
         p.queue.clear();
@@ -600,6 +633,9 @@ impl Transport for QuicTransport {
     fn set_generation(&self, generation: u64) {
         QuicTransport::set_generation(self, generation)
     }
+    fn set_view(&self, view: View) {
+        QuicTransport::set_view(self, view)
+    }
     async fn close(self) {
         QuicTransport::close(self).await
     }
@@ -679,7 +715,7 @@ impl Shared {
         let r = tokio::time::timeout(self.limits.handshake_timeout, async {
             let conn = connecting.await.map_err(|e| classify(&e))?;
             let (send, recv) = conn.open_bi().await.map_err(|e| classify(&e))?;
-            let h = self.exchange(&conn, send, recv, expected, &frame).await?;
+            let h = self.exchange(&conn, send, recv, expected, &frame, true).await?;
             Ok((conn, h))
         })
         .await
@@ -696,17 +732,14 @@ impl Shared {
                 .await
                 .map_err(|f| self.failed(addr, f)),
             Err(f) => {
-                if let Failure::Refused {
-                    reason: RefusalReason::DeclaredDown,
-                    ..
-                } = &f
-                {
+                if let Failure::DeclaredDown { view, .. } = &f {
                     // Never dropped for a full queue: the node must learn it (a flood of
                     // refusals cannot cause these, only our own dials do).
                     let ev = TransportEvent::DeclaredDown {
                         by: expected,
                         addr,
                         generation,
+                        view: *view,
                     };
                     let events = self.events.clone();
                     self.rt.spawn(async move {
@@ -723,6 +756,11 @@ impl Shared {
         match f {
             Failure::Refused { reason, detail, node } => {
                 self.record_refusal(addr, node, reason, detail.clone());
+                TransportError::Refused { addr, reason, detail }
+            }
+            Failure::DeclaredDown { detail, .. } => {
+                let reason = RefusalReason::DeclaredDown;
+                self.record_refusal(addr, None, reason, detail.clone());
                 TransportError::Refused { addr, reason, detail }
             }
             Failure::Unreachable(reason) => {
@@ -768,7 +806,7 @@ impl Shared {
             let conn = incoming.await.map_err(|e| classify(&e))?;
             let (send, recv) = conn.accept_bi().await.map_err(|e| classify(&e))?;
             let frame = lock(&self.hello_frame).1.clone();
-            let h = self.exchange(&conn, send, recv, None, &frame).await?;
+            let h = self.exchange(&conn, send, recv, None, &frame, false).await?;
             Ok((conn, h))
         })
         .await
@@ -788,6 +826,10 @@ impl Shared {
             // A client that went away mid-handshake: nothing to refuse.
             Err(Failure::Unreachable(_)) => {}
             Err(Failure::Refused { reason, detail, node }) => self.record_refusal(addr, node, reason, detail),
+            // Only a dialer reads the peer's refusal.
+            Err(Failure::DeclaredDown { detail, .. }) => {
+                self.record_refusal(addr, None, RefusalReason::DeclaredDown, detail)
+            }
         }
     }
 
@@ -799,6 +841,7 @@ impl Shared {
         mut recv: quinn::RecvStream,
         expected: Option<NodeId>,
         frame: &[u8],
+        outbound: bool,
     ) -> Result<PeerHello, Failure> {
         send.write_all(frame).await.map_err(write_failure)?;
         let mut header = [0u8; HELLO_HEADER_LEN];
@@ -818,7 +861,7 @@ impl Shared {
         recv.read_exact(&mut payload).await.map_err(read_failure)?;
         let peer = Hello::decode_payload(&payload)
             .map_err(|e| refuse(conn, RefusalReason::MalformedHello, e.to_string(), None))?;
-        if let Err((reason, detail)) = self.check_peer(conn, &peer, expected) {
+        if let Err((reason, detail)) = self.check_peer(conn, &peer, expected, outbound) {
             return Err(refuse(conn, reason, detail, Some(peer.node)));
         }
         send.write_all(&[ACCEPT]).await.map_err(write_failure)?;
@@ -844,6 +887,7 @@ impl Shared {
         conn: &quinn::Connection,
         peer: &Hello,
         expected: Option<NodeId>,
+        outbound: bool,
     ) -> Result<(), (RefusalReason, String)> {
         if peer.protocol != self.hello.protocol {
             return Err((
@@ -901,9 +945,10 @@ impl Shared {
         if let Some(d) = self.hello.world_difference(peer) {
             return Err((RefusalReason::WorldMismatch, d.to_string()));
         }
+        let view = *lock(&self.view);
         let st = lock(&self.state);
         if let Some(p) = st.peers.get(&peer.node) {
-            stale(p, peer)?;
+            stale(p, peer, outbound, view)?;
         }
         Ok(())
     }
@@ -922,9 +967,10 @@ impl Shared {
         let (tx, rx) = mpsc::channel(self.limits.stream_queue);
         let mut events = Vec::new();
         {
+            let view = *lock(&self.view);
             let mut st = lock(&self.state);
             let p = st.peers.entry(node).or_default();
-            if let Err((reason, detail)) = stale(p, &hello.hello) {
+            if let Err((reason, detail)) = stale(p, &hello.hello, outbound, view) {
                 drop(st);
                 return Err(refuse(&conn, reason, detail, Some(node)));
             }
@@ -951,7 +997,11 @@ impl Shared {
             }
             let first = p.links.is_empty();
             p.generation = Some(generation);
-            p.dead = None;
+            // A member we dialed though we hold it dead (see `stale`) stays refused at
+            // that generation.
+            if p.dead.is_some_and(|d| generation > d) {
+                p.dead = None;
+            }
             if p.addr.is_none() {
                 p.addr = Some(if outbound {
                     conn.remote_address()
@@ -1099,14 +1149,18 @@ impl Shared {
     }
 }
 
-/// Refuses a stale generation: older than the live one, or declared dead.
-fn stale(p: &Peer, hello: &Hello) -> Result<(), (RefusalReason, String)> {
-    if let Some(dead) = p.dead.filter(|d| hello.generation <= *d) {
+/// Refuses a stale generation: older than the live one, or (on the accepting end,
+/// `!outbound`) declared dead, saying `view` first.
+fn stale(p: &Peer, hello: &Hello, outbound: bool, view: Option<View>) -> Result<(), (RefusalReason, String)> {
+    if let Some(dead) = p.dead.filter(|d| hello.generation <= *d && !outbound) {
         return Err((
             RefusalReason::DeclaredDown,
-            format!(
-                "node {} generation {} is no longer a member (declared down, having left or failed, at generation {dead})",
-                hello.node.0, hello.generation
+            with_view(
+                view,
+                &format!(
+                    "node {} generation {} is no longer a member (declared down, having left or failed, at generation {dead})",
+                    hello.node.0, hello.generation
+                ),
             ),
         ));
     }
@@ -1126,6 +1180,36 @@ fn stale(p: &Peer, hello: &Hello) -> Result<(), (RefusalReason, String)> {
 }
 
 /// Closes `conn` with the refusal's code and reason and returns the failure.
+/// The prefix of a declared-down refusal's reason that carries the refuser's view.
+const VIEW_PREFIX: &str = "view ";
+
+/// A refusal's reason with the refuser's view in front: `view <members> <lowest id>: `.
+fn with_view(view: Option<View>, detail: &str) -> String {
+    match view {
+        Some(v) => format!("{VIEW_PREFIX}{} {}: {detail}", v.members, v.lowest.0),
+        None => detail.to_string(),
+    }
+}
+
+/// The view at the front of a refusal's reason ([`with_view`]), if it is there and well
+/// formed: a count of at least 1 and a node id, each at most 10 decimal digits.
+fn parse_view(reason: &[u8]) -> Option<View> {
+    let rest = reason.strip_prefix(VIEW_PREFIX.as_bytes())?;
+    let head = rest.get(..rest.iter().take(24).position(|b| *b == b':')?)?;
+    let head = std::str::from_utf8(head).ok()?;
+    let (members, lowest) = head.split_once(' ')?;
+    let digits = |s: &str| !s.is_empty() && s.len() <= 10 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(members) || !digits(lowest) {
+        return None;
+    }
+    let members: u32 = members.parse().ok().filter(|m| *m >= 1)?;
+    let lowest: u32 = lowest.parse().ok()?;
+    Some(View {
+        members,
+        lowest: NodeId(lowest),
+    })
+}
+
 fn refuse(conn: &quinn::Connection, reason: RefusalReason, detail: String, node: Option<NodeId>) -> Failure {
     let mut end = detail.len().min(MAX_REASON);
     while !detail.is_char_boundary(end) {
@@ -1440,5 +1524,48 @@ mod tests {
         assert_eq!(a.len(), 8);
         assert_ne!(a, g.generate_cid());
         assert!(g.validate(&a).is_err());
+    }
+
+    #[test]
+    fn a_refusal_reason_carries_the_view_it_leads_with() {
+        let v = View {
+            members: 12,
+            lowest: NodeId(4_000_000_000),
+        };
+        let reason = with_view(Some(v), "node 2 generation 7 is no longer a member");
+        assert_eq!(
+            reason,
+            "view 12 4000000000: node 2 generation 7 is no longer a member"
+        );
+        assert_eq!(parse_view(reason.as_bytes()), Some(v));
+        assert_eq!(with_view(None, "x"), "x");
+        for bad in [
+            &b"node 2 generation 7"[..],
+            b"view 0 3: no members",
+            b"view 3: one number",
+            b"view  3 4: empty count",
+            b"view 3 4 5: three numbers",
+            b"view -3 4: sign",
+            b"view 3 99999999999: past u32",
+            b"view 3 4",
+            b"view 3 4\xff: not text",
+            b"view 12345678901234567890 1: too long",
+        ] {
+            assert_eq!(parse_view(bad), None, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_reason_parses_without_panicking_and_views_round_trip(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+            members in 1u32..,
+            lowest in proptest::prelude::any::<u32>(),
+        ) {
+            let _ = parse_view(&bytes);
+            let v = View { members, lowest: NodeId(lowest) };
+            let reason = with_view(Some(v), &String::from_utf8_lossy(&bytes));
+            proptest::prop_assert_eq!(parse_view(reason.as_bytes()), Some(v));
+        }
     }
 }

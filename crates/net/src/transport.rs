@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use worldmesh_core::NodeId;
 use worldmesh_core::traffic::{Count, MessageClass};
 use worldmesh_core::wire::{HEADER_LEN, MAGIC};
+use worldmesh_node::membership::View;
 
 use crate::hello::PeerHello;
 
@@ -44,8 +45,8 @@ pub enum TransportEvent {
     },
     /// A member refused our hello because it holds `generation` of this node declared down
     /// (QUIC only: the refusal's close code says so). The driver tells the node, which
-    /// renews its generation if it still runs as that one
-    /// (`worldmesh_node::Node::handle_declared_down`).
+    /// renews its generation if it still runs as that one, unless this is the losing side
+    /// of a split (`worldmesh_node::Node::handle_declared_down`).
     DeclaredDown {
         /// The member that refused us, if the dial named it.
         by: Option<NodeId>,
@@ -53,6 +54,8 @@ pub enum TransportEvent {
         addr: SocketAddr,
         /// The generation our hello carried.
         generation: u64,
+        /// How the refuser saw the cluster, if its refusal said ([`Transport::set_view`]).
+        view: Option<View>,
     },
     /// A connection was refused (counted in [`TransportStats::refusals`]).
     Refused {
@@ -370,8 +373,12 @@ pub trait Transport: Send {
     /// A handle that dials addresses (seeds whose node id is not known yet).
     fn dialer(&self) -> Dialer;
     /// This node came back as a new generation (membership declared it dead while it was
-    /// alive): later handshakes announce `generation`.
+    /// alive): later handshakes announce `generation`, and the generations of others
+    /// declared dead are no longer refused (the new generation's membership decides anew).
     fn set_generation(&self, generation: u64);
+    /// What this node's membership sees of the cluster now: sent with a refusal of a
+    /// member declared down, so that after a partition only the losing side yields.
+    fn set_view(&self, view: View);
     /// Closes every connection, giving the peers a moment to learn it.
     fn close(self) -> impl Future<Output = ()> + Send
     where

@@ -25,6 +25,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::oneshot;
 use worldmesh_core::NodeId;
 use worldmesh_core::traffic::MessageClass;
+use worldmesh_node::membership::View;
 
 use crate::hello::{Hello, PeerHello};
 use crate::quic::lock;
@@ -351,7 +352,11 @@ impl Transport for UdpTransport {
         Dialer::new(move |addr| Box::pin(Arc::clone(&inner).dial(addr)))
     }
 
+    /// The UDP baseline sends no refusal back, so it has no view to say.
+    fn set_view(&self, _view: View) {}
+
     fn set_generation(&self, generation: u64) {
+        lock(&self.inner.book).dead.clear();
         if let Some(h) = &self.inner.hello {
             let mut g = lock(h);
             g.0.generation = generation;

@@ -22,6 +22,7 @@ use worldmesh_net::hello::{Hello, PeerHello};
 use worldmesh_net::pki::Authority;
 use worldmesh_net::quic::{ALPN, QuicConfig, QuicTransport};
 use worldmesh_net::transport::{RefusalReason, TransportError, TransportEvent};
+use worldmesh_node::membership::View;
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -458,6 +459,96 @@ fn different_world_settings_are_refused_naming_the_setting() {
     });
 }
 
+/// Waits for `t`'s next [`TransportEvent::DeclaredDown`]: (by, generation, view).
+async fn next_declared_down(t: &mut QuicTransport) -> (Option<NodeId>, u64, Option<View>) {
+    within("DeclaredDown", async {
+        loop {
+            if let TransportEvent::DeclaredDown {
+                by, generation, view, ..
+            } = t.recv().await
+            {
+                return (by, generation, view);
+            }
+        }
+    })
+    .await
+}
+
+/// Two members that declared each other dead (the two sides of a partition): each still
+/// dials the other (the address stays, for SWIM's announcements to down members), only
+/// the accepting end refuses, and each refusal carries the refuser's view. Once one side
+/// renews, it accepts the other again, and its own new generation is accepted.
+#[test]
+fn two_members_holding_each_other_dead_are_refused_by_the_acceptor_with_its_view() {
+    rt().block_on(async {
+        let ca = Authority::new("t", 1).unwrap();
+        let mut a = endpoint(&ca, 1);
+        let mut b = endpoint(&ca, 2);
+        b.dial(a.local_addr()).await.unwrap();
+        let _ = next_peer_up(&mut a).await;
+        let (va, vb) = (
+            View {
+                members: 3,
+                lowest: NodeId(1),
+            },
+            View {
+                members: 1,
+                lowest: NodeId(2),
+            },
+        );
+        a.set_view(va);
+        b.set_view(vb);
+        a.forget(NodeId(2), 1);
+        b.forget(NodeId(1), 1);
+        assert!(a.connected().is_empty() && b.connected().is_empty());
+
+        // b dials the member it holds dead; a (accepting) refuses, b does not.
+        b.send(
+            NodeId(1),
+            MessageClass::Control,
+            frame(MessageClass::Control, 1, 10),
+        );
+        assert_eq!(next_declared_down(&mut b).await, (Some(NodeId(1)), 1, Some(va)));
+        let (reason, detail, node) = next_refusal(&mut a).await;
+        assert_eq!(
+            (reason, node),
+            (RefusalReason::DeclaredDown, Some(NodeId(2))),
+            "{detail}"
+        );
+        assert!(detail.starts_with("view 3 1: "), "{detail}");
+        // And the other way round.
+        a.send(
+            NodeId(2),
+            MessageClass::Control,
+            frame(MessageClass::Control, 2, 10),
+        );
+        assert_eq!(next_declared_down(&mut a).await, (Some(NodeId(2)), 1, Some(vb)));
+        assert_eq!(
+            a.stats().refusals_of(RefusalReason::DeclaredDown),
+            2,
+            "one sent, one received"
+        );
+
+        // b yields: generation 2, and a's generation 1 is no longer refused by b.
+        b.set_generation(2);
+        let ping = frame(MessageClass::Control, 3, 10);
+        b.send(NodeId(1), MessageClass::Control, ping.clone());
+        let up = next_peer_up(&mut a).await;
+        assert_eq!((up.hello.node, up.hello.generation), (NodeId(2), 2));
+        let got = within("datagram from the renewed member", async {
+            loop {
+                if let TransportEvent::Datagram { from, bytes } = a.recv().await {
+                    return (from, bytes);
+                }
+            }
+        })
+        .await;
+        assert_eq!(got, (NodeId(2), Bytes::from(ping)));
+        assert_eq!(a.connected(), vec![(NodeId(2), 2)]);
+        assert_eq!(b.connected(), vec![(NodeId(1), 1)]);
+    });
+}
+
 #[test]
 fn forgotten_members_stay_out_until_they_restart_with_a_new_generation() {
     rt().block_on(async {
@@ -471,7 +562,13 @@ fn forgotten_members_stay_out_until_they_restart_with_a_new_generation() {
         .await;
         a.forget(NodeId(2), 1);
         assert!(a.connected().is_empty());
-        // The same incarnation comes back: refused, and told why by the close code.
+        let a_view = View {
+            members: 5,
+            lowest: NodeId(1),
+        };
+        a.set_view(a_view);
+        // The same incarnation comes back: refused, and told why by the close code, with
+        // how the refuser sees the cluster.
         let e = b.dial(a.local_addr()).await.unwrap_err();
         assert!(
             matches!(
@@ -487,13 +584,19 @@ fn forgotten_members_stay_out_until_they_restart_with_a_new_generation() {
         assert_eq!(reason, RefusalReason::DeclaredDown, "{detail}");
         let told = within("DeclaredDown", async {
             loop {
-                if let TransportEvent::DeclaredDown { by, addr, generation } = b.recv().await {
-                    return (by, addr, generation);
+                if let TransportEvent::DeclaredDown {
+                    by,
+                    addr,
+                    generation,
+                    view,
+                } = b.recv().await
+                {
+                    return (by, addr, generation, view);
                 }
             }
         })
         .await;
-        assert_eq!(told, (None, a.local_addr(), 1));
+        assert_eq!(told, (None, a.local_addr(), 1, Some(a_view)));
         assert_eq!(b.stats().refusals_of(RefusalReason::DeclaredDown), 1);
         // It renews (generation 2, the same process): a member again.
         b.set_generation(2);

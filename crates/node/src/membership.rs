@@ -60,6 +60,28 @@ impl Member {
     }
 }
 
+/// What one member sees of the cluster: how many members it holds live (itself included)
+/// and the lowest node id among them. After a partition each side declared the other
+/// failed; when the network heals, a refusal carries the refuser's view
+/// ([`Membership::declared_down`]) so that exactly one side yields and rejoins: the
+/// smaller one, and on a tie the one without the lowest node id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct View {
+    /// Live members, this one included (at least 1).
+    pub members: u32,
+    /// The lowest node id among them.
+    pub lowest: NodeId,
+}
+
+impl View {
+    /// True if the side seen as `self` wins over the side seen as `other`: more members,
+    /// or as many and a lower lowest id. Two different sides of one split never tie
+    /// (their lowest ids differ), so both ends of a refusal reach the same verdict.
+    pub fn beats(&self, other: &View) -> bool {
+        (self.members, std::cmp::Reverse(self.lowest)) > (other.members, std::cmp::Reverse(other.lowest))
+    }
+}
+
 impl foca::Identity for Member {
     type Addr = NodeId;
 
@@ -396,16 +418,42 @@ pub struct Membership {
     announce_every: Duration,
     /// Where the next round of announcements starts in `addrs`.
     reannounce_from: NodeId,
+    /// What a fresh foca is built from when this node yields after a split
+    /// ([`Membership::declared_down`]).
+    afresh: Afresh,
+}
+
+/// The settings and random source a fresh foca instance is built from.
+struct Afresh {
+    config: foca::Config,
+    suspect_silent_after: Option<Duration>,
+    /// Forked per generation (never drawn from), so the first instance's stream is the
+    /// same as without it.
+    rng: DetRng,
 }
 
 /// Nodes a member that knows no live member announces itself to per round.
 const REANNOUNCE_TO: usize = 3;
 
+/// The stream of the node's random source that fresh foca instances fork from.
+const AFRESH_STREAM: u64 = 0xF0CA_AF2E;
+
 impl Membership {
     /// The membership of `me`, knowing no one yet.
     pub fn new(me: Member, cfg: &MembershipConfig, rng: DetRng) -> Result<Self, MembershipError> {
         let notices = leave::Notices::default();
-        let foca = Foca::with_custom_broadcast(me, cfg.foca()?, FocaRng(rng), MemberCodec, notices.clone());
+        let afresh = Afresh {
+            config: cfg.foca()?,
+            suspect_silent_after: cfg.suspect_silent_after,
+            rng: rng.fork(AFRESH_STREAM),
+        };
+        let foca = Foca::with_custom_broadcast(
+            me,
+            afresh.config.clone(),
+            FocaRng(rng),
+            MemberCodec,
+            notices.clone(),
+        );
         Ok(Self {
             foca,
             notices,
@@ -423,6 +471,7 @@ impl Membership {
             reannounce_at: None,
             announce_every: cfg.announce_every,
             reannounce_from: NodeId(0),
+            afresh,
         })
     }
 
@@ -495,16 +544,53 @@ impl Membership {
         self.silence = None;
     }
 
-    /// An authenticated member refused this node's `generation` because it holds that
-    /// generation declared down (the transport's refusal of a hello). A node that stalled
-    /// past the suspicion timeout learns it no other way: the members' transports refuse
-    /// it, so no SWIM message says so. It renews its identity — the step
-    /// foca takes when gossip tells a node it is down — and rejoins as the next generation
-    /// ([`MembershipEvent::Rejoined`]). Ignored once left, and for a generation this node
-    /// no longer runs as. Returns whether it renewed.
-    pub fn declared_down(&mut self, now: Time, generation: u32) -> bool {
+    /// What this node sees of the cluster now (see [`View`]).
+    pub fn view(&self) -> View {
+        let me = self.me().node;
+        View {
+            members: u32::try_from(self.live.len() + 1).unwrap_or(u32::MAX),
+            lowest: self.live.keys().next().map_or(me, |n| me.min(*n)),
+        }
+    }
+
+    /// An authenticated member (`by`, if the dial named it) refused this node's
+    /// `generation` because it holds that generation declared down (the transport's
+    /// refusal of a hello), and saw the cluster as `theirs` (if the refusal said).
+    ///
+    /// - **This node holds `by` live** (or does not know who refused): it missed its own
+    ///   failure, e.g. stalled past the suspicion timeout, and the members' transports
+    ///   refuse it, so no SWIM message tells it. It renews its identity — the step foca
+    ///   takes when gossip says a node is down — and rejoins as the next generation
+    ///   ([`MembershipEvent::Rejoined`]).
+    /// - **This node holds `by` failed too**: a split, both sides declared the other
+    ///   failed (a node cut off by the network, or stalled until its own silence detector
+    ///   fired), and each side adopted the other's objects. The side whose view loses
+    ///   ([`View::beats`]) yields: it renews *and forgets what it knew* — a fresh SWIM
+    ///   table, in which the others' identities it declared down no longer exist (with
+    ///   the old table, its first message from a member it holds down would answer
+    ///   `TurnUndead` and make that member renew in turn, and its backlog would gossip
+    ///   their failures to them) — reports its live members down, and announces itself to
+    ///   `by`. The winning side ignores the refusal; its members are refused the same way
+    ///   by the losers' transports until every loser has yielded.
+    ///
+    /// Ignored once left, and for a generation this node no longer runs as. Returns
+    /// whether it renewed.
+    pub fn declared_down(
+        &mut self,
+        now: Time,
+        generation: u32,
+        by: Option<NodeId>,
+        theirs: Option<View>,
+    ) -> bool {
         if self.left || generation != self.me().generation {
             return false;
+        }
+        let split = by.filter(|b| !self.live.contains_key(b)).zip(theirs);
+        if let Some((by, theirs)) = split {
+            if !theirs.beats(&self.view()) {
+                return false;
+            }
+            return self.yield_split(now, by);
         }
         match self.renew_identity() {
             Ok(true) => {}
@@ -517,6 +603,41 @@ impl Membership {
         // As after any renewal (`absorb`): foca stays disconnected until an update lands.
         let r = self.foca.apply_many(std::iter::empty(), true, &mut self.outbox);
         self.absorb(now, r.err());
+        true
+    }
+
+    /// This node's side of a split lost ([`Membership::declared_down`]): a fresh foca as
+    /// the next generation, every member it held live reported down, and an announcement
+    /// to `by`, the member whose refusal it yields to.
+    fn yield_split(&mut self, now: Time, by: NodeId) -> bool {
+        let Some(next) = foca::Identity::renew(&self.me()) else {
+            return false;
+        };
+        let rng = FocaRng(self.afresh.rng.fork(u64::from(next.generation)));
+        self.foca = Foca::with_custom_broadcast(
+            next,
+            self.afresh.config.clone(),
+            rng,
+            MemberCodec,
+            self.notices.clone(),
+        );
+        // The old instance's timers mean nothing to the new one (their tokens may match).
+        self.timers.clear();
+        self.outbox = Outbox::default();
+        self.silence = self.afresh.suspect_silent_after.map(silence::Silence::new);
+        self.reannounce_at = None;
+        self.push(MembershipEvent::Rejoined(next));
+        for m in std::mem::take(&mut self.live).into_values() {
+            let why = self.notices.book().departure(&m);
+            self.push(MembershipEvent::Down(m, why));
+        }
+        if let Some(target) = self.addrs.get(&by).copied() {
+            let r = self.foca.announce(target, &mut self.outbox);
+            self.absorb(now, r.err());
+        } else {
+            self.reannounce(now);
+        }
+        self.arm_reannounce(now);
         true
     }
 

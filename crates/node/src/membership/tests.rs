@@ -584,14 +584,14 @@ fn a_member_told_by_a_refusal_that_it_is_down_renews_and_rejoins() {
     }
     let now = net.now;
     assert!(
-        !net.node(3).declared_down(now, 7),
+        !net.node(3).declared_down(now, 7, None, None),
         "not the generation it runs as"
     );
-    assert!(net.node(3).declared_down(now, 0));
+    assert!(net.node(3).declared_down(now, 0, None, None));
     let renewed = net.node(3).me();
     assert_eq!((renewed.node, renewed.generation), (NodeId(3), 1));
     assert!(
-        !net.node(3).declared_down(now, 0),
+        !net.node(3).declared_down(now, 0, None, None),
         "a refusal of the old generation again"
     );
     net.cut().clear();
@@ -612,5 +612,117 @@ fn a_member_told_by_a_refusal_that_it_is_down_renews_and_rejoins() {
     }
     let now = net.now;
     net.node(3).leave(now);
-    assert!(!net.node(3).declared_down(now, 1), "after a leave");
+    assert!(!net.node(3).declared_down(now, 1, None, None), "after a leave");
+}
+
+#[test]
+fn the_larger_view_wins_and_a_tie_goes_to_the_lowest_id() {
+    let v = |members, lowest| View {
+        members,
+        lowest: NodeId(lowest),
+    };
+    assert!(v(3, 5).beats(&v(2, 0)));
+    assert!(!v(2, 0).beats(&v(3, 5)));
+    assert!(v(2, 0).beats(&v(2, 1)));
+    assert!(!v(2, 1).beats(&v(2, 0)));
+    assert!(!v(2, 1).beats(&v(2, 1)), "a view never beats itself");
+}
+
+/// Node 3 is cut off until both sides declared the other down (each side adopted the
+/// other's objects in a real world). Told by refusals (the transports' `declared_down`,
+/// with the refuser's view), only the smaller side yields: node 3 renews with a fresh
+/// table; nodes 0–2 ignore node 3's refusal. After the heal node 3 is up as its new
+/// generation everywhere and no one else renewed — with node 3's old table, its first
+/// message from a member it held down answered `TurnUndead`, and that member renewed.
+#[test]
+fn after_a_split_only_the_smaller_side_yields_and_no_one_else_renews() {
+    let mut net = Net::new();
+    let members = net.founders(4);
+    net.run(Duration::from_secs(1));
+    for other in 0..3 {
+        net.cut().push((NodeId(3), NodeId(other)));
+    }
+    net.run(Duration::from_secs(8));
+    assert!(
+        net.live_ids(3).is_empty(),
+        "node 3 holds {:?} live",
+        net.live_ids(3)
+    );
+    for i in 0..3 {
+        assert_eq!(net.live_ids(i).len(), 2, "node {i}");
+    }
+    let (big, small) = (net.node(0).view(), net.node(3).view());
+    assert_eq!(
+        (big.members, big.lowest, small.members, small.lowest),
+        (3, NodeId(0), 1, NodeId(3))
+    );
+    let now = net.now;
+    let before = net.events.len();
+    for i in 0..3 {
+        assert!(
+            !net.node(i).declared_down(now, 0, Some(NodeId(3)), Some(small)),
+            "node {i} yields to the smaller side"
+        );
+    }
+    assert!(net.node(3).declared_down(now, 0, Some(NodeId(0)), Some(big)));
+    let renewed = net.node(3).me();
+    assert_eq!(renewed.generation, 1);
+    net.cut().clear();
+    net.run(Duration::from_secs(6));
+    let rejoins: Vec<_> = net.events[before..]
+        .iter()
+        .filter(|(_, e)| matches!(e, MembershipEvent::Rejoined(_)))
+        .collect();
+    assert_eq!(rejoins, vec![&(NodeId(3), MembershipEvent::Rejoined(renewed))]);
+    for i in 0..3u32 {
+        let seen: Vec<Member> = net.node(i).live().copied().collect();
+        assert!(seen.contains(&renewed), "node {i}: {seen:?}");
+        assert_eq!(
+            net.node(i).me(),
+            members[i as usize],
+            "node {i} kept its generation"
+        );
+    }
+    let seen: Vec<Member> = net.node(3).live().copied().collect();
+    assert_eq!(seen, members[..3].to_vec(), "node 3 sees the others as they are");
+}
+
+/// A member that still holds the refuser live missed its own failure (a stall): it
+/// believes the refusal whatever the refuser's view, as SWIM would have it believe a
+/// gossiped failure.
+#[test]
+fn a_refusal_from_a_member_held_live_is_believed_whatever_its_view() {
+    let mut net = Net::new();
+    net.founders(3);
+    net.run(Duration::from_secs(1));
+    let now = net.now;
+    let tiny = View {
+        members: 1,
+        lowest: NodeId(9),
+    };
+    assert!(net.node(0).view().beats(&tiny));
+    assert!(net.node(0).declared_down(now, 0, Some(NodeId(1)), Some(tiny)));
+    assert_eq!(net.node(0).me().generation, 1);
+}
+
+/// Two members, each alone after a split: the one with the higher id yields, the other
+/// ignores its refusal.
+#[test]
+fn two_lone_members_settle_a_split_by_node_id() {
+    let mut net = Net::new();
+    net.founders(2);
+    net.run(Duration::from_secs(1));
+    net.cut().push((NodeId(0), NodeId(1)));
+    net.run(Duration::from_secs(8));
+    assert!(net.live_ids(0).is_empty() && net.live_ids(1).is_empty());
+    let (v0, v1) = (net.node(0).view(), net.node(1).view());
+    let now = net.now;
+    assert!(!net.node(0).declared_down(now, 0, Some(NodeId(1)), Some(v1)));
+    assert!(net.node(1).declared_down(now, 0, Some(NodeId(0)), Some(v0)));
+    net.cut().clear();
+    net.run(Duration::from_secs(6));
+    assert_eq!(net.live_ids(0), vec![1]);
+    assert_eq!(net.live_ids(1), vec![0]);
+    assert_eq!(net.node(0).me().generation, 0);
+    assert_eq!(net.node(1).me().generation, 1);
 }

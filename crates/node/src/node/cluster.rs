@@ -11,7 +11,7 @@ use super::{Event, Node, Transmit};
 use crate::adoption::AdoptionEvent;
 use crate::control::{self, Channel};
 use crate::drain::{Drain, DrainState};
-use crate::membership::{Departure, Member, Membership, MembershipError, MembershipEvent};
+use crate::membership::{Departure, Member, Membership, MembershipError, MembershipEvent, View};
 use crate::migration::{MigrationEvent, MigrationMsg, RefuseReason};
 use crate::stats::{ClusterSummary, Rejection};
 
@@ -115,20 +115,30 @@ impl<O: GameObject> Node<O> {
         self.pump_membership(now);
     }
 
-    /// A member refused this node's connection because it holds `generation` of this node
-    /// declared down (the transport says so, `TransportEvent::DeclaredDown` in
-    /// `worldmesh-net`): if this node still runs as that generation, it renews it, drops
-    /// everything as on any rejoin ([`Event::Rejoined`]) and joins again as the next one.
-    /// Without it, a node stalled past the suspicion timeout heard nothing from a cluster
-    /// whose transports refused it, declared every member failed, adopted all their
-    /// objects and ran on as a second world. It helps only a node that dials before its
-    /// own membership declares the others failed: a node cut off long enough forgets their
-    /// addresses and dials no one (ARCHITECTURE.md, "Membership, failure and adoption").
-    pub fn handle_declared_down(&mut self, now: Time, generation: u32) {
+    /// A member (`by`, if known) refused this node's connection because it holds
+    /// `generation` of this node declared down, and saw the cluster as `theirs` (the
+    /// transport says so, `TransportEvent::DeclaredDown` in `worldmesh-net`). If this node
+    /// still runs as that generation, it renews it unless the refusal comes from the
+    /// losing side of a split, drops everything as on any rejoin ([`Event::Rejoined`]) and
+    /// joins again as the next one ([`Membership::declared_down`] has the rule).
+    /// Without it, a node stalled past the suspicion timeout, or cut off by the network
+    /// until both sides declared the other failed, ran on as a second world for good.
+    pub fn handle_declared_down(
+        &mut self,
+        now: Time,
+        generation: u32,
+        by: Option<NodeId>,
+        theirs: Option<View>,
+    ) {
         let Some(m) = &mut self.membership else { return };
-        if m.declared_down(now, generation) {
+        if m.declared_down(now, generation, by, theirs) {
             self.pump_membership(now);
         }
+    }
+
+    /// What this node sees of the cluster (dynamic membership): to send with a refusal.
+    pub fn view(&self) -> Option<View> {
+        self.membership.as_ref().map(Membership::view)
     }
 
     pub(super) fn membership_timeout(&mut self, now: Time) {
