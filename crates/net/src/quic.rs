@@ -236,7 +236,8 @@ struct Peer {
     links: Vec<Link>,
     /// Generation of the live links.
     generation: Option<u64>,
-    /// Generation declared dead by `forget` (that one and older are refused).
+    /// Generation declared dead by `forget`: that one and older are refused when they
+    /// dial us (our own dials to them are not: see `stale`).
     dead: Option<u64>,
     queue: VecDeque<(MessageClass, Bytes)>,
     dialing: bool,

@@ -45,8 +45,8 @@ pub enum TransportEvent {
     },
     /// A member refused our hello because it holds `generation` of this node declared down
     /// (QUIC only: the refusal's close code says so). The driver tells the node, which
-    /// renews its generation if it still runs as that one, unless this is the losing side
-    /// of a split (`worldmesh_node::Node::handle_declared_down`).
+    /// renews its generation if it still runs as that one, unless its own side of a split
+    /// wins (`worldmesh_node::Node::handle_declared_down`).
     DeclaredDown {
         /// The member that refused us, if the dial named it.
         by: Option<NodeId>,

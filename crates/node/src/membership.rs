@@ -75,8 +75,9 @@ pub struct View {
 
 impl View {
     /// True if the side seen as `self` wins over the side seen as `other`: more members,
-    /// or as many and a lower lowest id. Two different sides of one split never tie
-    /// (their lowest ids differ), so both ends of a refusal reach the same verdict.
+    /// or as many and a lower lowest id. Two disjoint sides of a split differ in one or
+    /// the other; views that overlap (a partial partition) can be equal, and then
+    /// [`Membership::declared_down`] breaks the tie by the two nodes' ids.
     pub fn beats(&self, other: &View) -> bool {
         (self.members, std::cmp::Reverse(self.lowest)) > (other.members, std::cmp::Reverse(other.lowest))
     }
@@ -559,19 +560,21 @@ impl Membership {
     ///
     /// - **This node holds `by` live** (or does not know who refused): it missed its own
     ///   failure, e.g. stalled past the suspicion timeout, and the members' transports
-    ///   refuse it, so no SWIM message tells it. It renews its identity — the step foca
-    ///   takes when gossip says a node is down — and rejoins as the next generation
-    ///   ([`MembershipEvent::Rejoined`]).
+    ///   refuse it, so no SWIM message tells it. It renews.
     /// - **This node holds `by` failed too**: a split, both sides declared the other
-    ///   failed (a node cut off by the network, or stalled until its own silence detector
-    ///   fired), and each side adopted the other's objects. The side whose view loses
-    ///   ([`View::beats`]) yields: it renews *and forgets what it knew* — a fresh SWIM
-    ///   table, in which the others' identities it declared down no longer exist (with
-    ///   the old table, its first message from a member it holds down would answer
-    ///   `TurnUndead` and make that member renew in turn, and its backlog would gossip
-    ///   their failures to them) — reports its live members down, and announces itself to
-    ///   `by`. The winning side ignores the refusal; its members are refused the same way
-    ///   by the losers' transports until every loser has yielded.
+    ///   failed (a node or group cut off by the network, or stalled until its own
+    ///   silence detector fired), and each side adopted the other's objects. It renews
+    ///   only if its side loses: `theirs` beats its own view ([`View::beats`]), or the
+    ///   views are equal (they overlap) and `by` has the lower id. The winning side
+    ///   ignores the refusal; the losers' transports refuse its members the same way
+    ///   until every loser has renewed.
+    ///
+    /// A renewal here starts afresh ([`MembershipEvent::Rejoined`]): a fresh SWIM table
+    /// as the next generation — with the old one, members it held down would be answered
+    /// `TurnUndead` (and renew in turn) and its backlog would gossip their failures to
+    /// them; a node of a losing group is often refused first by a side-mate that already
+    /// renewed, and holds the winners down — its live members reported down, and an
+    /// announcement to `by` (or to the identities it knows).
     ///
     /// Ignored once left, and for a generation this node no longer runs as. Returns
     /// whether it renewed.
@@ -585,31 +588,20 @@ impl Membership {
         if self.left || generation != self.me().generation {
             return false;
         }
-        let split = by.filter(|b| !self.live.contains_key(b)).zip(theirs);
-        if let Some((by, theirs)) = split {
-            if !theirs.beats(&self.view()) {
-                return false;
-            }
-            return self.yield_split(now, by);
-        }
-        match self.renew_identity() {
-            Ok(true) => {}
-            Ok(false) => return false,
-            Err(()) => {
-                self.refused += 1;
+        if let Some((by, theirs)) = by.filter(|b| !self.live.contains_key(b)).zip(theirs) {
+            let ours = self.view();
+            let loses = theirs.beats(&ours) || (theirs == ours && by < self.me().node);
+            if !loses {
                 return false;
             }
         }
-        // As after any renewal (`absorb`): foca stays disconnected until an update lands.
-        let r = self.foca.apply_many(std::iter::empty(), true, &mut self.outbox);
-        self.absorb(now, r.err());
-        true
+        self.renew_afresh(now, by)
     }
 
-    /// This node's side of a split lost ([`Membership::declared_down`]): a fresh foca as
-    /// the next generation, every member it held live reported down, and an announcement
-    /// to `by`, the member whose refusal it yields to.
-    fn yield_split(&mut self, now: Time, by: NodeId) -> bool {
+    /// Renews as the next generation with a fresh foca instance
+    /// ([`Membership::declared_down`]): every member it held live reported down, and an
+    /// announcement to `by` if known, else a round of re-announcements.
+    fn renew_afresh(&mut self, now: Time, by: Option<NodeId>) -> bool {
         let Some(next) = foca::Identity::renew(&self.me()) else {
             return false;
         };
@@ -621,9 +613,11 @@ impl Membership {
             MemberCodec,
             self.notices.clone(),
         );
-        // The old instance's timers mean nothing to the new one (their tokens may match).
+        // The old instance's timers and queued messages mean nothing to the new one (its
+        // timer tokens may match theirs, and they could gossip the old table).
         self.timers.clear();
         self.outbox = Outbox::default();
+        self.transmits.clear();
         self.silence = self.afresh.suspect_silent_after.map(silence::Silence::new);
         self.reannounce_at = None;
         self.push(MembershipEvent::Rejoined(next));
@@ -631,11 +625,12 @@ impl Membership {
             let why = self.notices.book().departure(&m);
             self.push(MembershipEvent::Down(m, why));
         }
-        if let Some(target) = self.addrs.get(&by).copied() {
-            let r = self.foca.announce(target, &mut self.outbox);
-            self.absorb(now, r.err());
-        } else {
-            self.reannounce(now);
+        match by.and_then(|b| self.addrs.get(&b).copied()) {
+            Some(target) => {
+                let r = self.foca.announce(target, &mut self.outbox);
+                self.absorb(now, r.err());
+            }
+            None => self.reannounce(now),
         }
         self.arm_reannounce(now);
         true

@@ -726,3 +726,68 @@ fn two_lone_members_settle_a_split_by_node_id() {
     assert_eq!(net.node(0).me().generation, 0);
     assert_eq!(net.node(1).me().generation, 1);
 }
+
+/// Views that overlap (a partial partition) can be equal: the member with the higher id
+/// yields, so the two ends of a refusal never both yield nor both stay.
+#[test]
+fn equal_views_are_settled_by_the_two_ids() {
+    let mut net = Net::new();
+    net.founders(2);
+    net.run(Duration::from_secs(1));
+    net.cut().push((NodeId(0), NodeId(1)));
+    net.run(Duration::from_secs(8));
+    let now = net.now;
+    let same = View {
+        members: 1,
+        lowest: NodeId(0),
+    };
+    assert_eq!(net.node(0).view(), same);
+    assert!(!net.node(0).declared_down(now, 0, Some(NodeId(1)), Some(same)));
+    let v1 = net.node(1).view();
+    assert!(net.node(1).declared_down(now, 0, Some(NodeId(0)), Some(v1)));
+}
+
+/// A losing pair: node 2 yields to a winner's refusal, then node 3 is refused by node 2
+/// (renewed, and refusing node 3's generation, which it reported down) before any winner
+/// refuses it. Node 3 holds node 2 live, so it believes it — and starts afresh too: with
+/// its old table, which holds nodes 0 and 1 down, its first message from them after the
+/// heal answered `TurnUndead`, and they renewed as well.
+#[test]
+fn a_member_of_a_losing_group_refused_by_its_side_mate_tells_no_winner_to_renew() {
+    let mut net = Net::new();
+    let members = net.founders(4);
+    net.run(Duration::from_secs(1));
+    for a in 0..2 {
+        for b in 2..4 {
+            net.cut().push((NodeId(a), NodeId(b)));
+        }
+    }
+    net.run(Duration::from_secs(8));
+    assert_eq!(net.live_ids(0), vec![1]);
+    assert_eq!(net.live_ids(3), vec![2]);
+    let now = net.now;
+    let before = net.events.len();
+    let big = net.node(0).view();
+    assert!(net.node(2).declared_down(now, 0, Some(NodeId(0)), Some(big)));
+    let renewed2 = net.node(2).view();
+    assert!(net.node(3).declared_down(now, 0, Some(NodeId(2)), Some(renewed2)));
+    net.cut().clear();
+    net.run(Duration::from_secs(8));
+    let mut rejoins: Vec<u32> = net.events[before..]
+        .iter()
+        .filter(|(_, e)| matches!(e, MembershipEvent::Rejoined(_)))
+        .map(|(n, _)| n.0)
+        .collect();
+    rejoins.sort_unstable();
+    assert_eq!(rejoins, vec![2, 3]);
+    for i in 0..2u32 {
+        assert_eq!(
+            net.node(i).me(),
+            members[i as usize],
+            "node {i} kept its generation"
+        );
+    }
+    for i in 0..4u32 {
+        assert_eq!(net.live_ids(i).len(), 3, "node {i} sees {:?}", net.live_ids(i));
+    }
+}

@@ -118,8 +118,8 @@ impl<O: GameObject> Node<O> {
     /// A member (`by`, if known) refused this node's connection because it holds
     /// `generation` of this node declared down, and saw the cluster as `theirs` (the
     /// transport says so, `TransportEvent::DeclaredDown` in `worldmesh-net`). If this node
-    /// still runs as that generation, it renews it unless the refusal comes from the
-    /// losing side of a split, drops everything as on any rejoin ([`Event::Rejoined`]) and
+    /// still runs as that generation and its own side of a split (if this is one) does not
+    /// win, it renews it, drops everything as on any rejoin ([`Event::Rejoined`]) and
     /// joins again as the next one ([`Membership::declared_down`] has the rule).
     /// Without it, a node stalled past the suspicion timeout, or cut off by the network
     /// until both sides declared the other failed, ran on as a second world for good.
