@@ -700,8 +700,9 @@ impl Adoption {
     }
 
     /// `peer` sent updates of objects this node holds as primary (`rivals`): it believes
-    /// it is their primary. Tells it this node's binding of each one this node adopted (the
-    /// usual notice, resent until acknowledged); the rival rule demotes whichever loses.
+    /// it is their primary. Tells it this node's binding of each one this node adopted, or
+    /// holds under a later epoch than its origin's (recovered or migrated in) — the usual
+    /// notice, resent until acknowledged; the rival rule demotes whichever loses.
     pub fn tell_rivals<O: GameObject>(
         &mut self,
         now: Time,
@@ -711,12 +712,30 @@ impl Adoption {
     ) {
         let mut batches: BTreeMap<NodeId, Vec<(ObjectId, Binding, NodeId)>> = BTreeMap::new();
         for (peer, id) in rivals {
-            let Some(&(binding, dead)) = self.adopted.get(&id) else {
-                continue;
+            let (binding, dead) = match self.adopted.get(&id) {
+                Some(&(binding, dead)) => {
+                    if rm.binding_of(id) != binding {
+                        continue;
+                    }
+                    (binding, dead)
+                }
+                // A primary held under a later epoch than its origin's that this process did
+                // not adopt itself: recovered from the store after a restart, or migrated in
+                // (told as `member_up` tells a newcomer). Without it a rival that adopted the
+                // object under a lower epoch (its view lost the later bindings in a rejoin)
+                // and a restarted node holding it under a higher one each refused the
+                // other's states for good: the rival's notice loses here, and this node sent
+                // none (fault swarm, `--faults all` seed 203 with a renewed member reported
+                // up once instead of twice: a change not made, see `membership`).
+                None => {
+                    let binding = rm.binding_of(id);
+                    let primary = rm.store().get(id).is_some_and(|e| e.role == Role::Primary);
+                    if !primary || binding.epoch == 0 {
+                        continue;
+                    }
+                    (binding, id.origin)
+                }
             };
-            if rm.binding_of(id) != binding {
-                continue;
-            }
             let q = self.notices.entry(peer).or_default();
             if q.contains_key(&id) {
                 continue; // already being told (resent by `on_frame`)
