@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use procs::{Kind, Nodes, heavy, ids, percentile};
+use procs::{Kind, Nodes, heavy, ids, percentile, primary_counts};
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -53,17 +53,6 @@ fn start_founders_with(
         n.started(i, WAIT);
     }
     a0
-}
-
-/// Primary ids in each node's final report: id → how many reports hold it.
-fn primary_counts(reports: &[&Value]) -> BTreeMap<String, usize> {
-    let mut m = BTreeMap::new();
-    for r in reports {
-        for id in ids(&r["primary_ids"]) {
-            *m.entry(id).or_insert(0) += 1;
-        }
-    }
-    m
 }
 
 fn started_ids(n: &Nodes, node: u32, incarnation: u32) -> Vec<String> {
@@ -172,7 +161,7 @@ fn kill_9_of_two_of_eight_rehomes_every_object_exactly_once() {
     n.stop(&[0, 1, 2, 3, 4, 5]);
     let reports: Vec<Value> = (0..6).map(|i| n.summary(i, WAIT)).collect();
     let refs: Vec<&Value> = reports.iter().collect();
-    let counts = primary_counts(&refs);
+    let counts = primary_counts(refs.iter().copied());
     let dups: Vec<_> = counts.iter().filter(|(_, c)| **c > 1).collect();
     assert!(dups.is_empty(), "objects with two primaries: {dups:?}");
     let mut orphans = Vec::new();
@@ -259,7 +248,7 @@ fn sigterm_drains_a_node_with_nothing_lost_or_duplicated() {
     let rest: Vec<Value> = [0, 2, 3].iter().map(|i| n.summary(*i, WAIT)).collect();
     let mut refs: Vec<&Value> = rest.iter().collect();
     refs.push(&drained);
-    let counts = primary_counts(&refs);
+    let counts = primary_counts(refs.iter().copied());
     let dups: Vec<_> = counts.iter().filter(|(_, c)| **c > 1).collect();
     assert!(dups.is_empty(), "objects with two primaries: {dups:?}");
     let mut initial = Vec::new();
@@ -373,7 +362,7 @@ fn stalled_node_rejoins(name: &str, stall: Duration, may_adopt: bool) {
         "node 2 adopted the others' objects: {adopted_by_2:?}"
     );
     let refs: Vec<&Value> = reports.iter().collect();
-    let counts = primary_counts(&refs);
+    let counts = primary_counts(refs.iter().copied());
     let dups: Vec<_> = counts.iter().filter(|(_, c)| **c > 1).collect();
     assert!(dups.is_empty(), "objects with two primaries: {dups:?}");
     let mut initial = Vec::new();
@@ -427,7 +416,7 @@ fn a_restarted_node_is_a_new_member_and_its_objects_come_back() {
     );
     let mut refs: Vec<&Value> = rest.iter().collect();
     refs.push(&back);
-    let counts = primary_counts(&refs);
+    let counts = primary_counts(refs.iter().copied());
     let dups: Vec<_> = counts.iter().filter(|(_, c)| **c > 1).collect();
     assert!(dups.is_empty(), "objects with two primaries: {dups:?}");
     let missing: Vec<_> = old.iter().filter(|id| !counts.contains_key(*id)).collect();

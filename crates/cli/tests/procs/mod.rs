@@ -381,6 +381,19 @@ pub fn ids(v: &Value) -> Vec<String> {
         .collect()
 }
 
+/// How many of `reports` (run summaries) hold each object as primary.
+pub fn primary_counts<'a>(
+    reports: impl IntoIterator<Item = &'a Value>,
+) -> std::collections::BTreeMap<String, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    for r in reports {
+        for id in ids(&r["primary_ids"]) {
+            *m.entry(id).or_insert(0) += 1;
+        }
+    }
+    m
+}
+
 /// The `p`-th percentile (nearest rank) of `v`.
 pub fn percentile(v: &[f64], p: f64) -> f64 {
     let mut v = v.to_vec();

@@ -705,15 +705,21 @@ fn a_refusal_from_a_member_held_live_is_believed_whatever_its_view() {
     assert_eq!(net.node(0).me().generation, 1);
 }
 
-/// Two members, each alone after a split: the one with the higher id yields, the other
-/// ignores its refusal.
-#[test]
-fn two_lone_members_settle_a_split_by_node_id() {
+/// Two founders cut off from each other until each holds the other down (both alone).
+fn two_lone_members() -> Net {
     let mut net = Net::new();
     net.founders(2);
     net.run(Duration::from_secs(1));
     net.cut().push((NodeId(0), NodeId(1)));
     net.run(Duration::from_secs(8));
+    net
+}
+
+/// Two members, each alone after a split: the one with the higher id yields, the other
+/// ignores its refusal.
+#[test]
+fn two_lone_members_settle_a_split_by_node_id() {
+    let mut net = two_lone_members();
     assert!(net.live_ids(0).is_empty() && net.live_ids(1).is_empty());
     let (v0, v1) = (net.node(0).view(), net.node(1).view());
     let now = net.now;
@@ -731,11 +737,7 @@ fn two_lone_members_settle_a_split_by_node_id() {
 /// yields, so the two ends of a refusal never both yield nor both stay.
 #[test]
 fn equal_views_are_settled_by_the_two_ids() {
-    let mut net = Net::new();
-    net.founders(2);
-    net.run(Duration::from_secs(1));
-    net.cut().push((NodeId(0), NodeId(1)));
-    net.run(Duration::from_secs(8));
+    let mut net = two_lone_members();
     let now = net.now;
     let same = View {
         members: 1,
