@@ -1199,15 +1199,15 @@ fn parse_view(reason: &[u8]) -> Option<View> {
     let head = rest.get(..rest.iter().take(24).position(|b| *b == b':')?)?;
     let head = std::str::from_utf8(head).ok()?;
     let (members, lowest) = head.split_once(' ')?;
-    let digits = |s: &str| !s.is_empty() && s.len() <= 10 && s.bytes().all(|b| b.is_ascii_digit());
-    if !digits(members) || !digits(lowest) {
-        return None;
-    }
-    let members: u32 = members.parse().ok().filter(|m| *m >= 1)?;
-    let lowest: u32 = lowest.parse().ok()?;
+    // Digits only (`parse` would take a sign); `parse` refuses an empty or too long one.
+    let number = |s: &str| {
+        s.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| s.parse::<u32>().ok())?
+    };
     Some(View {
-        members,
-        lowest: NodeId(lowest),
+        members: number(members).filter(|m| *m >= 1)?,
+        lowest: NodeId(number(lowest)?),
     })
 }
 

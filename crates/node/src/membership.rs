@@ -636,20 +636,6 @@ impl Membership {
         true
     }
 
-    /// Changes foca's identity to this one's next generation and reports it
-    /// ([`MembershipEvent::Rejoined`]): `Ok(false)` if there is no next generation, `Err`
-    /// if foca refused the change.
-    fn renew_identity(&mut self) -> Result<bool, ()> {
-        let Some(next) = foca::Identity::renew(&self.me()) else {
-            return Ok(false);
-        };
-        self.foca
-            .change_identity(next, &mut self.outbox)
-            .map_err(|_| ())?;
-        self.push(MembershipEvent::Rejoined(next));
-        Ok(true)
-    }
-
     /// True once this node has left.
     pub fn has_left(&self) -> bool {
         self.left
@@ -893,7 +879,10 @@ impl Membership {
                 Note::Defunct if self.left => {}
                 Note::Defunct => {
                     // Identities renew themselves, so this is not expected; rejoin anyway.
-                    if self.renew_identity() == Ok(true) {
+                    if let Some(next) = foca::Identity::renew(&self.me())
+                        && self.foca.change_identity(next, &mut self.outbox).is_ok()
+                    {
+                        self.push(MembershipEvent::Rejoined(next));
                         renewed = true;
                     }
                 }
