@@ -427,7 +427,6 @@ pub struct Membership {
 /// The settings and random source a fresh foca instance is built from.
 struct Afresh {
     config: foca::Config,
-    suspect_silent_after: Option<Duration>,
     /// Forked per generation (never drawn from), so the first instance's stream is the
     /// same as without it.
     rng: DetRng,
@@ -445,7 +444,6 @@ impl Membership {
         let notices = leave::Notices::default();
         let afresh = Afresh {
             config: cfg.foca()?,
-            suspect_silent_after: cfg.suspect_silent_after,
             rng: rng.fork(AFRESH_STREAM),
         };
         let foca = Foca::with_custom_broadcast(
@@ -618,7 +616,9 @@ impl Membership {
         self.timers.clear();
         self.outbox = Outbox::default();
         self.transmits.clear();
-        self.silence = self.afresh.suspect_silent_after.map(silence::Silence::new);
+        if let Some(s) = &mut self.silence {
+            s.reset();
+        }
         self.reannounce_at = None;
         self.push(MembershipEvent::Rejoined(next));
         for m in std::mem::take(&mut self.live).into_values() {

@@ -70,6 +70,15 @@ impl Silence {
         }
     }
 
+    /// Forgets every member and pending suspicion (this node starts its membership
+    /// afresh); the count of suspicions raised so far stays.
+    pub(super) fn reset(&mut self) {
+        *self = Self {
+            raised: self.raised,
+            ..Self::new(self.after)
+        };
+    }
+
     /// Suspicions raised so far.
     pub(super) fn raised(&self) -> u64 {
         self.raised
