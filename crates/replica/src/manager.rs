@@ -762,7 +762,7 @@ impl<O: GameObject> ReplicaManager<O> {
             entry.object.think(&mut ctx);
             if ctx.wants_delete() {
                 self.store.end_loan(id);
-                self.delete_primary(id);
+                self.delete_primary(now, id);
                 report.deleted.push(id);
             } else {
                 self.store.give_back(id, entry);
@@ -782,6 +782,9 @@ impl<O: GameObject> ReplicaManager<O> {
         }
         if self.cfg.drop_silent_peers {
             report.dropped.extend(self.drop_silent_peers(now));
+        }
+        if self.mode == Mode::Broadcast {
+            self.ask_again(now);
         }
         self.fetching.retain(|_, (t, _)| now - *t < FETCH_ACCEPT);
         self.names.expire(now);
@@ -1638,19 +1641,23 @@ impl<O: GameObject> ReplicaManager<O> {
         if from == self.me {
             return false;
         }
+        let named = self.names.resolve(id).binding(self.me);
+        if named.node == from {
+            // Stale whether or not a replica is held here: should the node a replica follows
+            // instead fail, the replica must not fall back on it (`member_down`).
+            if self.failed_bindings.len() >= MAX_REFUSED_UNHELD {
+                self.failed_bindings.clear();
+            }
+            self.failed_bindings.insert(id, named);
+        }
         match self.store.get(id).map(|e| e.role) {
             None => {}
             Some(Role::Replica { primary }) if primary == from => return self.follow_serving(now, from, id),
             Some(_) => return false,
         }
-        let named = self.names.resolve(id).binding(self.me);
         if named.node != from {
             return false;
         }
-        if self.failed_bindings.len() >= MAX_REFUSED_UNHELD {
-            self.failed_bindings.clear();
-        }
-        self.failed_bindings.insert(id, named);
         self.stats.stale_bindings += 1;
         match self.refused_unheld.remove(&id) {
             Some(serving) if serving != from && self.peers.binary_search(&serving).is_ok() => {
@@ -1945,6 +1952,32 @@ impl<O: GameObject> ReplicaManager<O> {
         self.fetching.insert(id, (now, from));
         self.stats.fetches_sent += 1;
         self.peer(from).interest.push(InterestItem { id, have: 0 });
+    }
+
+    /// Broadcast mode: fetches and probes of objects not held here that the node they are
+    /// bound to has not answered within the back-off are asked again, as probes (answered
+    /// with the state, or with [`ReplicaMsg::NotPrimary`], which ends the asking). A fetch
+    /// is one message, and a primary counts a state as delivered once its packet is
+    /// acknowledged: a rival that gave its copy up, having acknowledged (and refused) the
+    /// winner's state while it held the copy, asked the winner once; when that fetch was
+    /// lost, an object that no longer changed was never sent to it again (fault swarm,
+    /// `--faults all` seed 781, 10 % loss). Interest mode asks again through its
+    /// subscriptions' refreshes.
+    fn ask_again(&mut self, now: Time) {
+        let due: Vec<(ObjectId, NodeId)> = self
+            .fetching
+            .iter()
+            .filter(|(id, (t, _))| now - *t >= FETCH_BACKOFF && self.store.get(**id).is_none())
+            .map(|(id, (_, n))| (*id, *n))
+            .collect();
+        for (id, asked) in due {
+            if self.names.resolve(id).binding(self.me).node == asked
+                && self.binding_is_live(id)
+                && !self.tombstones.contains(now, id)
+            {
+                self.send_probe(now, id, asked);
+            }
+        }
     }
 
     /// Asks `to` whether it holds `id` ([`ReplicaMsg::Probe`]; a counted fetch, remembered

@@ -9,8 +9,8 @@ use proptest::prelude::*;
 use worldmesh_core::{Aabb, DetRng, NodeId, ObjectId, Point3, Time, Transmit};
 use worldmesh_engine::{Engine, Fate, Links, Step};
 use worldmesh_replica::{
-    Binding, GameObject, Mode, MovedOutcome, Packet, ReplicaConfig, ReplicaHost, ReplicaManager, ReplicaMsg,
-    Role, StateError, ThinkContext,
+    AdoptError, Binding, GameObject, Mode, MovedOutcome, Packet, ReplicaConfig, ReplicaHost, ReplicaManager,
+    ReplicaMsg, Role, StateError, ThinkContext,
 };
 
 /// A test object: moves along x by `speed` per frame, keeps a log of the writes applied to
@@ -948,6 +948,35 @@ fn an_adopter_taking_an_offer_older_than_its_replica_starts_above_the_replica() 
     net.node(2).adopt_offer(now, &old).expect("adopted");
     let adopted = net.rm(2).store().get(target).unwrap().version;
     assert!(adopted > held, "adopted at v{adopted} after holding v{held}");
+}
+
+/// A primary that deleted its object adopts no orphan offer of it for a while (it kept one
+/// while it held the object: a rival binding that failed, to rebind past). Adopting it
+/// brought the object back under a version below the ones it had sent, so that one
+/// version named two states (fault swarm, `--faults all` seed 203).
+#[test]
+fn a_node_that_deleted_an_object_adopts_no_offer_of_it() {
+    let mut net = Net::new(3, Mode::Broadcast, 7);
+    let mut deleting = Probe::mover();
+    deleting.delete_at_frame = 12;
+    let target = net.spawn(0, deleting);
+    for _ in 0..5 {
+        net.step();
+    }
+    let offer = net
+        .rm(1)
+        .offer(target, NodeId(0), 0)
+        .expect("node 1 holds a replica");
+    for _ in 0..10 {
+        net.step();
+    }
+    assert!(net.rm(0).store().get(target).is_none(), "node 0 deleted it");
+    let now = net.now();
+    assert_eq!(
+        net.node(0).adopt_offer(now, &offer),
+        Err(AdoptError::Deleted(target))
+    );
+    assert!(net.rm(0).store().get(target).is_none());
 }
 
 /// True if `p` carries a deletion notice.

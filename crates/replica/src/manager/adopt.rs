@@ -82,6 +82,9 @@ pub enum AdoptError {
     /// An offered state did not decode.
     #[error("offered state of {0} does not decode")]
     Undecodable(ObjectId),
+    /// This node deleted the object lately (as its primary, or told by its primary).
+    #[error("{0} was deleted here lately")]
+    Deleted(ObjectId),
 }
 
 impl<O: GameObject> ReplicaManager<O> {
@@ -152,10 +155,15 @@ impl<O: GameObject> ReplicaManager<O> {
             // A replica fetched from a node the name service here had already moved past
             // (a stale location from discovery): the object lives on where it is bound, so
             // follow that node instead of treating it as an orphan (fault swarm, crashes
-            // seed 267).
+            // seed 267). Not if that binding is the stale one: the node it names said it does
+            // not hold the object (`on_not_primary`), and the replica was fetched from the
+            // node that served it instead. Followed again, the named node relayed every
+            // offer and adopted nothing: an orphan dropped by every holder (a joiner that
+            // never learned the binding, fault swarm, crashes seed 638).
             let named = self.names.resolve(o).binding(self.me);
             if named.node != id
                 && named.node != self.me
+                && self.failed_bindings.get(&o) != Some(&named)
                 && self.peers.binary_search(&named.node).is_ok()
                 && self.rebind_replica(o, named.node)
             {
@@ -277,6 +285,12 @@ impl<O: GameObject> ReplicaManager<O> {
     pub fn adopt_offer(&mut self, now: Time, offer: &OrphanOffer) -> Result<Binding, AdoptError> {
         if self.prim.contains_key(&offer.id) {
             return Err(AdoptError::AlreadyPrimary(offer.id));
+        }
+        // A primary that deleted the object while it held an offer for it (a rival binding
+        // that failed, to rebind past) would bring it back under a version below the ones
+        // it sent, naming two states (fault swarm, `--faults all` seed 203).
+        if self.tombstones.contains(now, offer.id) {
+            return Err(AdoptError::Deleted(offer.id));
         }
         let known = self.binding_of(offer.id);
         // This node may know nothing of the object: then the offer's binding stands.

@@ -14,7 +14,8 @@
 //!   `write_timeout` (or until the peer leaves the membership).
 //! - **Holders keep a tombstone.** A replica holder that takes a notice refuses states of
 //!   the object for [`TOMBSTONE_TTL`]: one that left the primary before the notice (jitter
-//!   reorders datagrams) cannot resurrect it. Tombstones expire, so memory stays bounded
+//!   reorders datagrams) cannot resurrect it. The deleting node keeps one too, and adopts
+//!   no orphan offer of the object meanwhile. Tombstones expire, so memory stays bounded
 //!   by the deletion rate, and a node that adopts the object regardless (its primary
 //!   failed before every holder heard of the deletion) is followed once they expire.
 
@@ -96,9 +97,12 @@ impl PeerState {
 }
 
 impl<O: GameObject> ReplicaManager<O> {
-    /// The game deleted the primary `id`: unbind it, drop what was queued of it, and tell
-    /// everyone who held a replica.
-    pub(super) fn delete_primary(&mut self, id: ObjectId) {
+    /// The game deleted the primary `id`: unbind it, drop what was queued of it, tell
+    /// everyone who held a replica, and keep a tombstone here too (an orphan offer this
+    /// node kept for the object while it was the primary must not bring it back: see
+    /// [`ReplicaManager::adopt_offer`]).
+    pub(super) fn delete_primary(&mut self, now: Time, id: ObjectId) {
+        self.tombstones.insert(now, id);
         self.recovered.remove(&id);
         self.names.unbind(id);
         self.applied.remove(&id);
