@@ -834,13 +834,10 @@ impl Membership {
                 Note::Up(m) => {
                     self.addrs.insert(m.node, m);
                     // foca reports a renewed member twice (`Rename`, below, then
-                    // `MemberUp`), so the node runs its member-up work twice. Reporting it
-                    // once broke the fault swarm twice: `--faults all` seed 203 (two
-                    // primaries: a recovered one never told its rival its binding, fixed in
-                    // `adoption::tell_rivals`), then seed 781 (a broadcast member without a
-                    // replica 12 s after the heal, not understood yet). Kept until it is.
-                    self.live.insert(m.node, m);
-                    self.push(MembershipEvent::Up(m));
+                    // `MemberUp`): reported once, or the node runs its member-up work twice.
+                    if self.live.insert(m.node, m) != Some(m) {
+                        self.push(MembershipEvent::Up(m));
+                    }
                 }
                 Note::Down(m) => {
                     if self.live.get(&m.node) == Some(&m) {

@@ -564,6 +564,17 @@ fn an_isolated_member_rejoins_everyone_after_the_cut_heals() {
         let want: Vec<u32> = (0..4).filter(|j| *j != i).collect();
         assert_eq!(net.live_ids(i), want, "node {i}");
     }
+    // foca reports a renewed member twice (a rename, then up): each member runs its
+    // member-up work for node 3's new generation once.
+    let renewed = net.node(3).me();
+    for i in 0..3 {
+        let ups = net
+            .events
+            .iter()
+            .filter(|e| **e == (NodeId(i), MembershipEvent::Up(renewed)))
+            .count();
+        assert_eq!(ups, 1, "node {i} reported {renewed:?} up {ups} times");
+    }
 }
 
 /// A member cut off until the others declare it down cannot hear it from them (in a real
