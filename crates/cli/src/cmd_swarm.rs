@@ -69,12 +69,13 @@ pub fn run(args: SwarmArgs) -> anyhow::Result<()> {
     };
     let started = std::time::Instant::now();
     let (mut failed, mut events, mut checks) = (0u64, 0u64, 0u64);
-    let (mut as_left, mut as_failed) = (0u64, 0u64);
+    let (mut as_left, mut as_failed, mut renewals) = (0u64, 0u64, 0u64);
     swarm::run(args.from, args.seeds, kinds, |o| {
         events += o.events;
         checks += o.checks;
         as_left += o.leaves.as_left;
         as_failed += o.leaves.as_failed;
+        renewals += o.renewals;
         if args.json {
             println!("{}", serde_json::to_string(o).unwrap_or_default());
         }
@@ -99,7 +100,8 @@ pub fn run(args: SwarmArgs) -> anyhow::Result<()> {
     .map_err(|e| anyhow::anyhow!("swarm: {e}"))?;
     eprintln!(
         "swarm ({:?}): {} seeds from {}, {failed} failed; {events} events, {checks} invariant checks; \
-         drained members' departures recorded as left / failed: {as_left} / {as_failed}; {:.1} s",
+         drained members' departures recorded as left / failed: {as_left} / {as_failed}; \
+         generations renewed: {renewals}; {:.1} s",
         args.faults,
         args.seeds,
         args.from,

@@ -862,7 +862,11 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
                 tracing::info!(node = self.node.id().0, member = m.node.0, generation = m.generation, addr = %m.addr, members = self.node.members().len() + 1, "member up");
             }
             Event::MemberDown(m, why) => {
-                self.transport.forget(m.node, u64::from(m.generation));
+                // A member forgotten by this node's fresh start is no member declared down:
+                // refused, it would renew in turn if it holds this node live.
+                if *why != Departure::Forgotten {
+                    self.transport.forget(m.node, u64::from(m.generation));
+                }
                 let (node, member, members) = (self.node.id().0, m.node.0, self.node.members().len() + 1);
                 match why {
                     Departure::Left => {
@@ -870,6 +874,15 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
                     }
                     Departure::Failed => {
                         tracing::warn!(node, member, generation = m.generation, members, "member failed")
+                    }
+                    Departure::Forgotten => {
+                        tracing::debug!(
+                            node,
+                            member,
+                            generation = m.generation,
+                            members,
+                            "member forgotten by a fresh start"
+                        )
                     }
                 }
             }

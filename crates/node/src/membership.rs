@@ -622,8 +622,7 @@ impl Membership {
         self.reannounce_at = None;
         self.push(MembershipEvent::Rejoined(next));
         for m in std::mem::take(&mut self.live).into_values() {
-            let why = self.notices.book().departure(&m);
-            self.push(MembershipEvent::Down(m, why));
+            self.push(MembershipEvent::Down(m, Departure::Forgotten));
         }
         match by.and_then(|b| self.addrs.get(&b).copied()) {
             Some(target) => {

@@ -166,7 +166,8 @@ pub struct ClusterSummary {
     pub generation: u32,
     /// Members that joined (up events) during the run.
     pub members_up: u64,
-    /// Members declared down or gone during the run.
+    /// Members declared down or gone during the run (not those a fresh start of this
+    /// node forgot: `Departure::Forgotten`).
     pub members_down: u64,
     /// Of `members_down`, those that left gracefully (their leave notice arrived): the
     /// rest failed.

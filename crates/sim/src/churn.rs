@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use worldmesh_core::{NodeId, ObjectId, Time};
 use worldmesh_node::Event;
+use worldmesh_node::membership::Departure;
 use worldmesh_replica::Role;
 
 use crate::config::{ConfigError, SimConfig};
@@ -168,7 +169,7 @@ pub fn run(cfg: &SimConfig, plan: &CrashPlan) -> Result<CrashOutcome, ConfigErro
     let mut rejoins = 0;
     for (at, node, e) in sim.take_events() {
         match e {
-            Event::MemberDown(m, _) if !crashed.contains(&m.node) => {
+            Event::MemberDown(m, Departure::Failed | Departure::Left) if !crashed.contains(&m.node) => {
                 false_downs.insert((node, m.node));
             }
             Event::Rejoined(_) => rejoins += 1,

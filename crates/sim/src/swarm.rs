@@ -206,6 +206,9 @@ pub struct SeedOutcome {
     pub checks: u64,
     /// How the members recorded the drained members' departures.
     pub leaves: Leaves,
+    /// Generations renewed: a node declared down while it ran (cut off, stalled, or a
+    /// false suspicion) came back as its next generation.
+    pub renewals: u64,
     /// The first violation, if any.
     pub violation: Option<Violation>,
     /// With a violation: the faults and the membership, adoption, migration and drain
@@ -615,16 +618,18 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
     // The identities that drained and left, and how the others recorded their going.
     let mut drained: BTreeSet<Member> = BTreeSet::new();
     let mut leaves = Leaves::default();
+    let mut renewals = 0u64;
     let outcome = |setup: &Setup,
                    events,
                    checks,
-                   leaves,
+                   (leaves, renewals),
                    violation: Option<Violation>,
                    log: std::collections::VecDeque<String>| SeedOutcome {
         setup: setup.clone(),
         events,
         checks,
         leaves,
+        renewals,
         log: if violation.is_some() {
             log.into()
         } else {
@@ -704,6 +709,7 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
                         born.entry(id).or_insert(at);
                     }
                     Event::Rejoined(m) => {
+                        renewals += 1;
                         checker.reset(n.0 as usize);
                         // Renewed: a later process of this node starts above it.
                         let g = generations.entry(n.0).or_insert(0);
@@ -719,7 +725,7 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
                     Event::MemberDown(m, why) => match (drained.contains(&m), why) {
                         (true, Departure::Left) => leaves.as_left += 1,
                         (true, Departure::Failed) => leaves.as_failed += 1,
-                        (false, Departure::Failed) => {}
+                        (false, Departure::Failed) | (_, Departure::Forgotten) => {}
                         (false, Departure::Left) => {
                             violated.get_or_insert(Violation {
                                 at_ms: at.as_micros() / 1000,
@@ -735,12 +741,26 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
                 sim.crash(n);
             }
             if let Some(v) = violated.take() {
-                return Ok(outcome(&setup, events, checker.checks, leaves, Some(v), log));
+                return Ok(outcome(
+                    &setup,
+                    events,
+                    checker.checks,
+                    (leaves, renewals),
+                    Some(v),
+                    log,
+                ));
             }
             if let Some(n) = sim.last_touched()
                 && let Err(v) = checker.check(&sim, n.0 as usize)
             {
-                return Ok(outcome(&setup, events, checker.checks, leaves, Some(v), log));
+                return Ok(outcome(
+                    &setup,
+                    events,
+                    checker.checks,
+                    (leaves, renewals),
+                    Some(v),
+                    log,
+                ));
             }
         }
         if until >= end {
@@ -759,7 +779,14 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
     }
     sim.run_until(end);
     let violation = liveness(&sim, &setup, &before_heal, &deleted, &born);
-    Ok(outcome(&setup, events, checker.checks, leaves, violation, log))
+    Ok(outcome(
+        &setup,
+        events,
+        checker.checks,
+        (leaves, renewals),
+        violation,
+        log,
+    ))
 }
 
 fn live_primaries(sim: &Sim) -> BTreeMap<ObjectId, Vec<NodeId>> {

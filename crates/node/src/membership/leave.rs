@@ -35,14 +35,22 @@ pub enum Departure {
     /// It was declared down (it stopped answering probes: a crash, a partition, heavy
     /// loss), or a restart with a later generation replaced it, with no leave notice.
     Failed,
+    /// Neither: this node renewed its own generation afresh (told by a refusal that the
+    /// cluster holds it down, `Membership::declared_down`), and its new membership starts
+    /// without the members the old one knew, and learns them again. A transport must not
+    /// refuse such a member: the cluster never declared it down, and a refused member that
+    /// holds this node live renews in turn (found once the simulator modelled the
+    /// transports' refusals: a cascade of renewals after a healed partition).
+    Forgotten,
 }
 
 impl Departure {
-    /// `"left"` or `"failed"`, for logs and reports.
+    /// `"left"`, `"failed"` or `"forgotten"`, for logs and reports.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Left => "left",
             Self::Failed => "failed",
+            Self::Forgotten => "forgotten",
         }
     }
 }

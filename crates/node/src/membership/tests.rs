@@ -761,8 +761,7 @@ fn equal_views_are_settled_by_the_two_ids() {
 }
 
 /// A losing pair: node 2 yields to a winner's refusal, then node 3 is refused by node 2
-/// (renewed, and refusing node 3's generation, which it reported down) before any winner
-/// refuses it. Node 3 holds node 2 live, so it believes it — and starts afresh too: with
+/// (renewed; say it holds node 3's generation down) before any winner refuses it. Node 3 holds node 2 live, so it believes it — and starts afresh too: with
 /// its old table, which holds nodes 0 and 1 down, its first message from them after the
 /// heal answered `TurnUndead`, and they renewed as well.
 #[test]
@@ -793,6 +792,16 @@ fn a_member_of_a_losing_group_refused_by_its_side_mate_tells_no_winner_to_renew(
         .collect();
     rejoins.sort_unstable();
     assert_eq!(rejoins, vec![2, 3]);
+    // Node 2's fresh start forgot its side-mate: no failure, which a transport would
+    // refuse (and a refused member that holds node 2 live would renew).
+    let forgotten: Vec<_> = net.events[before..]
+        .iter()
+        .filter(|(n, e)| *n == NodeId(2) && matches!(e, MembershipEvent::Down(_, Departure::Forgotten)))
+        .collect();
+    assert_eq!(
+        forgotten,
+        vec![&(NodeId(2), MembershipEvent::Down(members[3], Departure::Forgotten))]
+    );
     for i in 0..2u32 {
         assert_eq!(
             net.node(i).me(),

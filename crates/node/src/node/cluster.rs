@@ -275,9 +275,14 @@ impl<O: GameObject> Node<O> {
             return;
         };
         self.members.remove(at);
-        self.cluster.members_down += 1;
-        if why == Departure::Left {
-            self.cluster.members_left += 1;
+        match why {
+            Departure::Left => {
+                self.cluster.members_down += 1;
+                self.cluster.members_left += 1;
+            }
+            Departure::Failed => self.cluster.members_down += 1,
+            // This node started its membership afresh; the member did not go.
+            Departure::Forgotten => {}
         }
         self.push_event(Event::MemberDown(m, why));
         // Every subsystem stops counting on it.
