@@ -21,12 +21,17 @@
 //! part: the oracle's discoveries are handed to their subscribers inside the rounds, and
 //! each node's locator operations are fed to the oracle at the round's merge, in the serial
 //! order — which needs the oracle's delivery delay to be above zero (no round runs longer).
+//!
+//! Nodes with dynamic membership also get what their transport would do
+//! ([`crate::refusal`]): a generation a node holds declared down is refused, and its
+//! sender is told so (`Node::handle_declared_down`) one round trip later.
 
 use std::time::Duration;
 
 use worldmesh_core::{NodeId, Time};
 use worldmesh_engine::parallel::{GroupWork, RoundCaller};
 use worldmesh_engine::{Engine, Step};
+use worldmesh_node::membership::{Departure, View};
 use worldmesh_node::{Event, Located, LocatorOp, Node, NodeSummary};
 use worldmesh_replica::GameObject;
 use worldmesh_store::{Batch, MemStore};
@@ -53,6 +58,25 @@ enum Kind {
         incarnation: u32,
         id: u64,
     },
+    /// Member `by` refused `node`'s datagrams: it holds `generation` of `node` declared
+    /// down, and saw the cluster as `view` (see [`crate::refusal`]).
+    DeclaredDown {
+        node: u32,
+        by: u32,
+        generation: u32,
+        view: Option<View>,
+    },
+}
+
+/// What a node's event tells its transport (the driver's calls in `worldmesh-net`), for
+/// the modelled refusals ([`crate::refusal`]).
+enum Mark {
+    /// A member is up (`Transport::set_addr`).
+    Up(NodeId),
+    /// A member's generation is down (`Transport::forget`).
+    Down(NodeId, u32),
+    /// This node renewed its generation (`Transport::set_generation`).
+    Renewed(u32),
 }
 
 /// Between a batch on disk and the node learning it (the store thread's channel).
@@ -220,11 +244,14 @@ pub struct Simulation<O: GameObject> {
 
 impl<O: GameObject> Simulation<O> {
     /// A simulation of `nodes` (node `i` must have id `i`) starting at time zero.
-    pub fn new(nodes: Vec<Node<O>>, net: NetworkModel) -> Self {
+    pub fn new(nodes: Vec<Node<O>>, mut net: NetworkModel) -> Self {
         assert!(
             nodes.iter().enumerate().all(|(i, n)| n.id() == NodeId(i as u32)),
             "node i must have id i"
         );
+        if nodes.iter().any(|n| n.view().is_some()) {
+            net.refuse_declared_down(nodes.iter().map(Node::generation).collect());
+        }
         let n = nodes.len();
         let mut sim = Self {
             engine: Engine::new(nodes, net),
@@ -268,6 +295,8 @@ impl<O: GameObject> Simulation<O> {
             && self.oracle.as_ref().is_none_or(|o| o.delay >= Duration::from_micros(1))
             && self.stores.is_none()
             && self.placement.is_none()
+            // A refusal reaches its sender after a node's input: world-wide state.
+            && self.engine.links().refusals().is_none()
     }
 
     /// Engine events taken so far: datagrams delivered or dropped on arrival, wake-ups,
@@ -418,6 +447,9 @@ impl<O: GameObject> Simulation<O> {
     pub fn restart(&mut self, node: Node<O>) {
         let id = node.id();
         let i = id.0 as usize;
+        if let Some(r) = self.engine.links_mut().refusals_mut() {
+            r.restarted(id, node.generation());
+        }
         self.engine.restart(id, node);
         if let Some(s) = &mut self.stores {
             s.incarnation[i] += 1;
@@ -428,6 +460,9 @@ impl<O: GameObject> Simulation<O> {
     /// Adds a node that joins the running world; its id must be the next free one.
     pub fn add_node(&mut self, node: Node<O>) {
         assert_eq!(node.id().0 as usize, self.nodes().len(), "node ids are dense");
+        if let Some(r) = self.engine.links_mut().refusals_mut() {
+            r.add(node.generation());
+        }
         let id = self.engine.add(node);
         if let Some(s) = &mut self.stores {
             s.stores.push(MemStore::new());
@@ -490,6 +525,7 @@ impl<O: GameObject> Simulation<O> {
         let id = NodeId(i as u32);
         self.engine.route_transmits(id);
         let now = self.engine.now();
+        self.tell_refusals(now);
         if let Some(s) = &mut self.stores {
             let mut due = Vec::new();
             let node = &mut self.engine.machines_mut()[i];
@@ -510,9 +546,32 @@ impl<O: GameObject> Simulation<O> {
                 );
             }
         }
+        let refusing = self.engine.links().refusals().is_some();
+        // What this node's transport would be told: members declared down, a renewal.
+        let mut marks: Vec<Mark> = Vec::new();
         let node = &mut self.engine.machines_mut()[i];
         while let Some(e) = node.poll_event() {
+            if refusing {
+                match &e {
+                    Event::MemberUp(m) => marks.push(Mark::Up(m.node)),
+                    // As the driver: a member forgotten by a fresh start is not refused.
+                    Event::MemberDown(m, why) if *why != Departure::Forgotten => {
+                        marks.push(Mark::Down(m.node, m.generation))
+                    }
+                    Event::Rejoined(m) => marks.push(Mark::Renewed(m.generation)),
+                    _ => {}
+                }
+            }
             note_event(&mut self.events_seen, &mut self.recorded, now, id, e);
+        }
+        if let Some(r) = self.engine.links_mut().refusals_mut() {
+            for mark in marks {
+                match mark {
+                    Mark::Up(member) => r.member_up(id, member),
+                    Mark::Down(member, generation) => r.declared_down(id, member, generation),
+                    Mark::Renewed(generation) => r.renewed(id, generation),
+                }
+            }
         }
         if let Some(slot) = &mut self.oracle {
             let engine = &mut self.engine;
@@ -524,6 +583,28 @@ impl<O: GameObject> Simulation<O> {
             slot.ops = ops;
         }
         self.engine.arm_timer(id);
+    }
+
+    /// The refusals made since the last call that their senders learn of now: each reaches
+    /// its sender one round trip later (the handshake), with the refuser's view now.
+    fn tell_refusals(&mut self, now: Time) {
+        let Some(r) = self.engine.links_mut().refusals_mut() else {
+            return;
+        };
+        for (sender, by) in r.take_due(now) {
+            let generation = self.engine.links().refusals().map_or(0, |r| r.generation(sender));
+            let rtt = self.engine.links().base_delay(sender, by) + self.engine.links().base_delay(by, sender);
+            let view = self.engine.machines()[by.0 as usize].view();
+            self.engine.schedule(
+                now + rtt,
+                Kind::DeclaredDown {
+                    node: sender.0,
+                    by: by.0,
+                    generation,
+                    view,
+                },
+            );
+        }
     }
 
     /// Processes the next event if it is due at or before `until`; returns false when
@@ -607,6 +688,24 @@ impl<O: GameObject> Simulation<O> {
                     self.touched = Some(i);
                 } else if let Some(s) = &mut self.stores {
                     s.stats.unacknowledged += 1;
+                }
+            }
+            Step::Other(Kind::DeclaredDown {
+                node,
+                by,
+                generation,
+                view,
+            }) => {
+                let i = node as usize;
+                if self.engine.is_up(NodeId(node)) {
+                    self.engine.machines_mut()[i].handle_declared_down(
+                        now,
+                        generation,
+                        Some(NodeId(by)),
+                        view,
+                    );
+                    self.after_input(i);
+                    self.touched = Some(i);
                 }
             }
             Step::Other(Kind::Sample) => {

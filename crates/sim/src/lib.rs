@@ -8,6 +8,8 @@
 //!
 //! - [`network`]: the link model — one-way delay = RTT/2 from a latency matrix, jitter,
 //!   loss, duplication and partitions;
+//! - [`refusal`]: what the real transport adds to it in worlds with dynamic membership —
+//!   a generation held declared down is refused, and told so;
 //! - [`engine`]: [`Simulation`], the nodes on the one engine plus the world's own events
 //!   (the oracle's ticks and discoveries, metrics samples, store batches);
 //! - [`oracle`]: the ideal locator (a global index behind the node's locator port);
@@ -31,6 +33,7 @@ mod grid;
 pub mod metrics;
 pub mod network;
 pub mod oracle;
+pub mod refusal;
 pub mod report;
 pub mod scenario;
 pub mod swarm;

@@ -18,6 +18,7 @@
 //! sent before, never on what other nodes sent meanwhile, which is what lets the engine
 //! run nodes on several threads with the same results ([`worldmesh_engine::ParallelLinks`]).
 
+use crate::refusal::Refusals;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use worldmesh_core::{DetRng, LatencyMatrix, NodeId, Time};
@@ -91,6 +92,9 @@ pub struct NetworkModel {
     /// What the senders' streams are forked from (a node beyond the first `nodes` gets
     /// its stream when it first sends).
     root: DetRng,
+    /// The transports' refusals of generations held declared down, if modelled
+    /// ([`NetworkModel::refuse_declared_down`]).
+    refusals: Option<Refusals>,
 }
 
 impl NetworkModel {
@@ -141,7 +145,25 @@ impl NetworkModel {
             muted: None,
             senders: (0..nodes as u64).map(|i| root.fork(i)).collect(),
             root,
+            refusals: None,
         }
+    }
+
+    /// Models the transports' refusals of a generation held declared down from now on
+    /// (see [`crate::refusal`]), node `i` running as `generations[i]`. The driver of the
+    /// simulation keeps them current from the nodes' events.
+    pub fn refuse_declared_down(&mut self, generations: Vec<u32>) {
+        self.refusals = Some(Refusals::new(generations));
+    }
+
+    /// The transports' refusals, if modelled.
+    pub fn refusals(&self) -> Option<&Refusals> {
+        self.refusals.as_ref()
+    }
+
+    /// The transports' refusals, if modelled (to keep them current).
+    pub fn refusals_mut(&mut self) -> Option<&mut Refusals> {
+        self.refusals.as_mut()
     }
 
     /// The latency-matrix row node `node` is mapped onto, and the matrix.
@@ -234,6 +256,12 @@ impl NetworkModel {
     /// Decides the fate of a datagram sent from `a` to `b` at `now`, drawing from `a`'s
     /// own random stream.
     pub fn route(&mut self, now: Time, a: NodeId, b: NodeId) -> Fate {
+        if self.refusals.is_some()
+            && !self.cut(now, a.0 as usize, b.0 as usize)
+            && self.refusals.as_mut().is_some_and(|r| r.refuses(a, b))
+        {
+            return Fate::Partitioned;
+        }
         let mut rng = self.take_stream(a);
         let fate = self.fate(&mut rng, now, a, b);
         self.senders[a.0 as usize] = rng;
@@ -356,6 +384,10 @@ impl<D> worldmesh_engine::ParallelLinks<D> for NetworkModel {
         src: NodeId,
         t: &worldmesh_core::Transmit<D>,
     ) -> Fate {
+        debug_assert!(
+            self.refusals.is_none(),
+            "refusals are modelled only in runs without parallel rounds"
+        );
         self.fate(sender, now, src, t.dst)
     }
 }

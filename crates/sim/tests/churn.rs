@@ -217,6 +217,59 @@ mod membership_changes {
         false_failure_then_the_adopter_fails("wan", 9_000, true);
     }
 
+    /// Node 3 of five is cut off (both ways) until each side declared the other failed,
+    /// then the cut heals. The simulator models what the transports do
+    /// (`worldmesh_sim::refusal`): each side refuses the other's generation and says so,
+    /// with its view, and only the smaller side yields. Node 3 renews, once; no other node
+    /// renews, every member sees the four others, and every object has one primary.
+    /// Without the model, foca's `TurnUndead` answers had members of the larger side renew
+    /// too, which the real runtime does not (`crates/cli/tests/netns.rs`).
+    #[test]
+    fn after_a_cut_heals_only_the_cut_off_node_renews() {
+        let mut cfg = world(Architecture::Broadcast, 1);
+        cfg.nodes = 5;
+        cfg.players_per_node = 2;
+        cfg.cluster.profile = Some("lan".into());
+        for seed in 1..=4 {
+            cfg.seed = seed;
+            let mut sim = scenario::build(&cfg).unwrap();
+            sim.record_events();
+            sim.run_until(Time::from_millis(3_000));
+            sim.network_mut().partition(&[NodeId(3)]);
+            sim.run_until(Time::from_millis(11_000));
+            let downs: BTreeSet<(NodeId, NodeId)> = sim
+                .take_events()
+                .into_iter()
+                .filter_map(|(_, n, e)| match e {
+                    Event::MemberDown(m, _) => Some((n, m.node)),
+                    _ => None,
+                })
+                .collect();
+            assert!(downs.contains(&(NodeId(3), NodeId(0))), "seed {seed}: {downs:?}");
+            assert!(downs.contains(&(NodeId(0), NodeId(3))), "seed {seed}: {downs:?}");
+            sim.network_mut().heal();
+            sim.run_until(Time::from_millis(19_000));
+            let renewed: Vec<NodeId> = sim
+                .take_events()
+                .into_iter()
+                .filter_map(|(_, n, e)| matches!(e, Event::Rejoined(_)).then_some(n))
+                .collect();
+            assert_eq!(renewed, vec![NodeId(3)], "seed {seed}: renewed");
+            for n in sim.nodes() {
+                assert_eq!(
+                    n.members().len(),
+                    4,
+                    "seed {seed}: {} sees {:?}",
+                    n.id(),
+                    n.members()
+                );
+            }
+            assert_single_primaries(&sim);
+            let refused = sim.network().refusals().map(|r| r.dropped());
+            assert!(refused.is_some_and(|d| d > 0), "seed {seed}: {refused:?}");
+        }
+    }
+
     /// A mute shorter than the `wan` detection: node 0 is declared failed after the heal,
     /// learns it at once and is back (new generation, same id) in the same instant the
     /// others see it fail — before the adopter's notices arrive (seed 1).
