@@ -475,11 +475,19 @@ fn states_from_a_live_primary_are_taken_once_the_binding_known_failed() {
 /// 389, 483).
 #[test]
 fn a_rival_that_gives_its_primary_up_replicates_the_winners() {
-    // Node 2 outranks node 1, and so does node 3: node 3, not node 1, backs node 2's
-    // primary up (a backup's state comes with its log and is acknowledged only with it).
     let mut w = World::new(4, &[0, 1, 2, 3]);
+    let id = rival_gives_its_primary_up(&mut w);
+    w.frames(10);
+    assert_eq!(w.role(1, id), Some(Role::Replica { primary: NodeId(2) }));
+}
+
+/// Nodes 1 and 2 adopt a static object of failed node 0 under the same epoch; node 2's
+/// adoption wins and node 1, told, gives its primary up. Node 2 outranks node 1, and so
+/// does node 3: node 3, not node 1, backs node 2's primary up (a backup's state comes with
+/// its log and is acknowledged only with it). Returns the object.
+fn rival_gives_its_primary_up(w: &mut World) -> ObjectId {
     let id = loop {
-        let id = object_ranking_moving(&mut w, 2, &[1], 0.0);
+        let id = object_ranking_moving(w, 2, &[1], 0.0);
         if rendezvous::score(id, NodeId(3)) > rendezvous::score(id, NodeId(1)) {
             break id;
         }
@@ -498,8 +506,7 @@ fn a_rival_that_gives_its_primary_up_replicates_the_winners() {
     let now = w.now();
     w.rm(1).learn_adoption(now, NodeId(2), id, won);
     assert!(w.rm(1).store().get(id).is_none(), "node 1 gave its primary up");
-    w.frames(10);
-    assert_eq!(w.role(1, id), Some(Role::Replica { primary: NodeId(2) }));
+    id
 }
 
 /// As above, but the one fetch node 1 sends node 2 on giving its primary up is lost. In a
@@ -509,23 +516,8 @@ fn a_rival_that_gives_its_primary_up_replicates_the_winners() {
 #[test]
 fn a_rival_whose_fetch_of_the_winners_state_is_lost_asks_again() {
     let mut w = World::new(4, &[0, 1, 2, 3]);
-    let id = loop {
-        let id = object_ranking_moving(&mut w, 2, &[1], 0.0);
-        if rendezvous::score(id, NodeId(3)) > rendezvous::score(id, NodeId(1)) {
-            break id;
-        }
-    };
-    w.frames(5);
-    let now = w.crash(0);
-    for n in [1, 2, 3] {
-        w.rm(n).member_down(NodeId(0));
-    }
-    w.rm(1).adopt(now, id, NodeId(0)).expect("node 1 adopts");
-    let won = w.rm(2).adopt(now, id, NodeId(0)).expect("node 2 adopts");
-    w.frames(5);
-    let now = w.now();
-    w.rm(1).learn_adoption(now, NodeId(2), id, won);
-    assert!(w.rm(1).store().get(id).is_none(), "node 1 gave its primary up");
+    let id = rival_gives_its_primary_up(&mut w);
+    // The fetch goes with node 1's next packets to node 2, which are lost.
     w.engine.links_mut().1.push((NodeId(1), NodeId(2)));
     w.frames(2);
     assert_eq!(w.role(1, id), None, "the fetch was lost");

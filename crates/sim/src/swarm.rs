@@ -740,19 +740,11 @@ pub fn run_seed(seed: u64, kinds: Faults) -> Result<SeedOutcome, ConfigError> {
             for n in exited {
                 sim.crash(n);
             }
-            if let Some(v) = violated.take() {
-                return Ok(outcome(
-                    &setup,
-                    events,
-                    checker.checks,
-                    (leaves, renewals),
-                    Some(v),
-                    log,
-                ));
-            }
-            if let Some(n) = sim.last_touched()
-                && let Err(v) = checker.check(&sim, n.0 as usize)
-            {
+            let found = violated.take().or_else(|| {
+                sim.last_touched()
+                    .and_then(|n| checker.check(&sim, n.0 as usize).err())
+            });
+            if let Some(v) = found {
                 return Ok(outcome(
                     &setup,
                     events,
