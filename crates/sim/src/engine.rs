@@ -279,9 +279,10 @@ impl<O: GameObject> Simulation<O> {
     /// own work after a node's input reaches other nodes later than the round ends: with
     /// the oracle locator only if its delivery delay is above zero (the oracle is fed at
     /// the merge, in the serial order, and no round runs longer than that delay; with no
-    /// delay a discovery reaches any node at once: no lookahead), and not with persistence
-    /// or the placement loop (each reads or changes world-wide state after an input);
-    /// those runs use one thread whatever is asked.
+    /// delay a discovery reaches any node at once: no lookahead), and not with persistence,
+    /// the placement loop or dynamic membership (whose modelled refusals, `crate::refusal`,
+    /// reach another node after an input: each reads or changes world-wide state after an
+    /// input); those runs use one thread whatever is asked.
     pub fn with_threads(mut self, threads: usize) -> Self {
         self.threads = threads.max(1);
         self
