@@ -552,7 +552,7 @@ impl Membership {
         }
     }
 
-    /// An authenticated member (`by`, if the dial named it) refused this node's
+    /// An authenticated member (`by`, as its certificate names it) refused this node's
     /// `generation` because it holds that generation declared down (the transport's
     /// refusal of a hello), and saw the cluster as `theirs` (if the refusal said).
     ///
@@ -660,6 +660,9 @@ impl Membership {
                 claimed: header.src.node,
             });
         }
+        if self.alone_meets_the_declared_down(&header.src) {
+            self.renew_afresh(now, Some(from));
+        }
         let r = self.foca.handle_data(data, &mut self.outbox);
         let err = r.err();
         let refused = err.as_ref().map(|e| MembershipError::Refused(e.to_string()));
@@ -668,6 +671,30 @@ impl Membership {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// Whether this node holds no member live and `src` is an identity it holds down.
+    ///
+    /// Such a node is the cut-off side of a split, and it yields ([`Membership::renew_afresh`])
+    /// before foca reads the message: foca would answer `TurnUndead`, and the member
+    /// renews. The member talks to it because it holds this node's current generation
+    /// live, as after a one-way partition (a mute): the muted node heard the others
+    /// declare it failed, and foca renewed it with its table (`Note::Rejoin`), in which it
+    /// went on to declare every member down. Once the network healed, each member that
+    /// answered its announcements was told it was down, and all of them renewed
+    /// (`sim/tests/churn.rs`, `after_a_mute_heals_only_the_muted_node_renews`). The
+    /// transport refuses no one here: the members accept the new generation's dials, and
+    /// their answers come back over those connections. A lone node's view (one member)
+    /// never beats another's ([`View::beats`]), so this is the rule of
+    /// [`Membership::declared_down`] applied from the other end. Two lone members of a
+    /// cluster of two that held each other down both renew if their messages cross.
+    fn alone_meets_the_declared_down(&self, src: &Member) -> bool {
+        !self.left
+            && self.live.is_empty()
+            && self
+                .foca
+                .iter_membership_state()
+                .any(|m| m.id() == src && m.state() == State::Down)
     }
 
     /// When [`Membership::handle_timeout`] is next due.

@@ -256,10 +256,10 @@ impl NetworkModel {
     /// Decides the fate of a datagram sent from `a` to `b` at `now`, drawing from `a`'s
     /// own random stream.
     pub fn route(&mut self, now: Time, a: NodeId, b: NodeId) -> Fate {
-        if self.refusals.is_some()
-            && !self.cut(now, a.0 as usize, b.0 as usize)
-            && self.refusals.as_mut().is_some_and(|r| r.refuses(a, b))
-        {
+        if self.refusals.is_some() && !self.cut(now, a.0 as usize, b.0 as usize) && {
+            let answered = !self.cut(now, b.0 as usize, a.0 as usize);
+            self.refusals.as_mut().is_some_and(|r| r.refuses(a, b, answered))
+        } {
             return Fate::Partitioned;
         }
         let mut rng = self.take_stream(a);

@@ -18,7 +18,8 @@
 //!   datagram is dropped;
 //! - a connection carries datagrams both ways until either end declares the other's
 //!   generation down (`Transport::forget` closes it) or restarts;
-//! - `src` learns of the refusal one round trip later (the handshake), at most once per
+//! - `src` learns of the refusal one round trip later (the handshake), if `dst`'s answer
+//!   can reach it (not when `dst` is muted: its refusals are lost), at most once per
 //!   back-off per pair — doubling from 250 ms to 5 s, as the QUIC transport's redials —
 //!   with `dst`'s view of the cluster at the refusal;
 //! - a node that renews its generation (or restarts) clears what it held declared down, as
@@ -71,8 +72,10 @@ impl Refusals {
 
     /// True if a datagram from `src` to `dst` is refused (no connection is up between
     /// them, and `dst` refuses `src`'s dial); the refusal is then recorded for
-    /// [`Refusals::take_due`]. A dial that is not refused brings a connection up.
-    pub fn refuses(&mut self, src: NodeId, dst: NodeId) -> bool {
+    /// [`Refusals::take_due`] if `answered`: `dst`'s answer reaches `src` (a node whose
+    /// own datagrams are lost, `NetworkModel::mute`, refuses dials it cannot answer, and
+    /// their senders learn nothing). A dial that is not refused brings a connection up.
+    pub fn refuses(&mut self, src: NodeId, dst: NodeId, answered: bool) -> bool {
         let key = pair(src, dst);
         if self.links.contains_key(&key) {
             return false;
@@ -82,7 +85,9 @@ impl Refusals {
             return false;
         };
         if dead.get(&src).is_some_and(|d| *d >= g) {
-            self.pending.push((src, dst));
+            if answered {
+                self.pending.push((src, dst));
+            }
             self.dropped += 1;
             return true;
         }
@@ -181,27 +186,39 @@ mod tests {
         let (a, b) = (NodeId(0), NodeId(1));
         let mut r = Refusals::new(vec![0, 0]);
         r.declared_down(b, a, 0);
-        assert!(r.refuses(a, b), "b holds a's generation down");
-        assert!(r.refuses(a, b));
+        assert!(r.refuses(a, b, true), "b holds a's generation down");
+        assert!(r.refuses(a, b, true));
         let t = Time::from_millis(1000);
         assert_eq!(r.take_due(t), vec![(a, b)], "told once for both datagrams");
-        assert!(r.refuses(a, b));
+        assert!(r.refuses(a, b, true));
         assert_eq!(
             r.take_due(t + Duration::from_millis(249)),
             vec![],
             "within the back-off"
         );
-        assert!(r.refuses(a, b));
+        assert!(r.refuses(a, b, true));
         assert_eq!(r.take_due(t + Duration::from_millis(250)), vec![(a, b)]);
         // The back-off doubles: 500 ms after the second.
-        assert!(r.refuses(a, b));
+        assert!(r.refuses(a, b, true));
         assert_eq!(r.take_due(t + Duration::from_millis(700)), vec![]);
-        assert!(r.refuses(a, b));
+        assert!(r.refuses(a, b, true));
         assert_eq!(r.take_due(t + Duration::from_millis(750)), vec![(a, b)]);
         assert_eq!(r.dropped(), 6);
         // a renews: its new generation's dial is accepted.
         r.renewed(a, 1);
-        assert!(!r.refuses(a, b));
+        assert!(!r.refuses(a, b, true));
+    }
+
+    #[test]
+    fn a_refusal_the_refuser_cannot_send_back_is_never_told() {
+        let (a, b) = (NodeId(0), NodeId(1));
+        let mut r = Refusals::new(vec![0, 0]);
+        r.declared_down(b, a, 0);
+        assert!(r.refuses(a, b, false), "dropped all the same");
+        assert_eq!(r.take_due(Time::from_millis(1000)), vec![]);
+        assert!(r.refuses(a, b, true), "b's answers get through again");
+        assert_eq!(r.take_due(Time::from_millis(1001)), vec![(a, b)]);
+        assert_eq!(r.dropped(), 2);
     }
 
     #[test]
@@ -211,36 +228,36 @@ mod tests {
         r.declared_down(b, a, 0);
         // b dials a (a holds nothing down): the connection is up, and a's datagrams to b
         // go over it.
-        assert!(!r.refuses(b, a));
-        assert!(!r.refuses(a, b));
+        assert!(!r.refuses(b, a, true));
+        assert!(!r.refuses(a, b, true));
         // a declares b down: the connection closes; b's next dial is refused by a, and a's
         // by b.
         r.declared_down(a, b, 0);
-        assert!(r.refuses(b, a));
-        assert!(r.refuses(a, b));
+        assert!(r.refuses(b, a, true));
+        assert!(r.refuses(a, b, true));
         // b sees a up again: a's dial is accepted.
         r.member_up(b, a);
-        assert!(!r.refuses(a, b));
-        assert!(!r.refuses(b, a), "over a's connection");
+        assert!(!r.refuses(a, b, true));
+        assert!(!r.refuses(b, a, true), "over a's connection");
     }
 
     #[test]
     fn a_connection_to_a_later_generation_survives_the_down_of_an_earlier_one() {
         let (a, b) = (NodeId(0), NodeId(1));
         let mut r = Refusals::new(vec![3, 0]);
-        assert!(!r.refuses(a, b), "a, generation 3, dials b");
+        assert!(!r.refuses(a, b, true), "a, generation 3, dials b");
         r.declared_down(b, a, 2);
-        assert!(!r.refuses(b, a), "still connected");
+        assert!(!r.refuses(b, a, true), "still connected");
         r.declared_down(b, a, 3);
         r.declared_down(b, a, 1);
         assert!(
-            r.refuses(a, b),
+            r.refuses(a, b, true),
             "closed, and a later mark of an older generation lowers nothing"
         );
         // A restart drops its connections and what it held down.
         r.declared_down(a, b, 0);
         r.restarted(a, 4);
-        assert!(!r.refuses(b, a), "a holds b down no more");
+        assert!(!r.refuses(b, a, true), "a holds b down no more");
         r.add(0);
         assert_eq!(r.generation(a), 4);
         assert_eq!(r.generation(NodeId(2)), 0);

@@ -270,6 +270,69 @@ mod membership_changes {
         }
     }
 
+    /// Node 3 of five is muted (the others stop hearing it; it still hears them) until
+    /// each side declared the other failed, then the network heals. Node 3 learns its
+    /// failure from the others' gossip, so foca renews it with the table in which it
+    /// holds every other member down. Only node 3 renews; every member sees the four
+    /// others, and every object has one primary. Before, the members that answered its
+    /// announcements after the heal were told `TurnUndead` and renewed, all four of them
+    /// (`Membership::handle_datagram`); and the model told refusals made by the muted
+    /// node, so a member it held down renewed during the mute (seed 4). 60 seeds passed.
+    #[test]
+    fn after_a_mute_heals_only_the_muted_node_renews() {
+        let mut cfg = world(Architecture::Broadcast, 1);
+        cfg.nodes = 5;
+        cfg.players_per_node = 2;
+        cfg.cluster.profile = Some("lan".into());
+        for seed in 1..=4 {
+            cfg.seed = seed;
+            let mut sim = scenario::build(&cfg).unwrap();
+            sim.record_events();
+            sim.run_until(Time::from_millis(3_000));
+            sim.network_mut().mute(&[NodeId(3)]);
+            sim.run_until(Time::from_millis(11_000));
+            let events = sim.take_events();
+            let downs: BTreeSet<(NodeId, NodeId)> = events
+                .iter()
+                .filter_map(|(_, n, e)| match e {
+                    Event::MemberDown(m, _) => Some((*n, m.node)),
+                    _ => None,
+                })
+                .collect();
+            assert!(downs.contains(&(NodeId(3), NodeId(0))), "seed {seed}: {downs:?}");
+            assert!(downs.contains(&(NodeId(0), NodeId(3))), "seed {seed}: {downs:?}");
+            let early: Vec<NodeId> = events
+                .iter()
+                .filter_map(|(_, n, e)| matches!(e, Event::Rejoined(_)).then_some(*n))
+                .collect();
+            sim.network_mut().heal();
+            sim.run_until(Time::from_millis(19_000));
+            let renewed: Vec<NodeId> = sim
+                .take_events()
+                .into_iter()
+                .filter_map(|(_, n, e)| matches!(e, Event::Rejoined(_)).then_some(n))
+                .collect();
+            assert!(
+                renewed.contains(&NodeId(3)) || early.contains(&NodeId(3)),
+                "seed {seed}: node 3 never renewed"
+            );
+            assert!(
+                early.iter().chain(&renewed).all(|n| *n == NodeId(3)),
+                "seed {seed}: renewed during the mute {early:?}, after it {renewed:?}"
+            );
+            for n in sim.nodes() {
+                assert_eq!(
+                    n.members().len(),
+                    4,
+                    "seed {seed}: {} sees {:?}",
+                    n.id(),
+                    n.members()
+                );
+            }
+            assert_single_primaries(&sim);
+        }
+    }
+
     /// A mute shorter than the `wan` detection: node 0 is declared failed after the heal,
     /// learns it at once and is back (new generation, same id) in the same instant the
     /// others see it fail — before the adopter's notices arrive (seed 1).

@@ -4,6 +4,8 @@
 use worldmesh_core::{Machine, MessageClass, Transmit};
 use worldmesh_engine::{Engine, Fate, Links, Step};
 
+use std::collections::BTreeSet;
+
 use super::*;
 
 /// One member as the engine drives it.
@@ -38,16 +40,19 @@ impl Machine for Swim {
     }
 }
 
-/// Every datagram takes 5 ms, unless the link is cut or it is lost (`loss`).
+/// Every datagram takes 5 ms, unless the link is cut, its sender muted or it is lost
+/// (`loss`).
 struct Wires {
     cut: Vec<(NodeId, NodeId)>,
+    /// Members whose datagrams are all lost (they still hear the others).
+    muted: Vec<NodeId>,
     loss: f64,
     rng: DetRng,
 }
 
 impl Links<Vec<u8>> for Wires {
     fn route(&mut self, _now: Time, src: NodeId, t: &Transmit<Vec<u8>>) -> Fate {
-        if self.cut.contains(&(src, t.dst)) || self.cut.contains(&(t.dst, src)) {
+        if self.cut.contains(&(src, t.dst)) || self.cut.contains(&(t.dst, src)) || self.muted.contains(&src) {
             Fate::Partitioned
         } else if self.loss > 0.0 && self.rng.chance(self.loss) {
             Fate::Lost
@@ -82,6 +87,7 @@ impl Net {
     fn new() -> Self {
         let wires = Wires {
             cut: Vec::new(),
+            muted: Vec::new(),
             loss: 0.0,
             rng: DetRng::new(1),
         };
@@ -574,6 +580,40 @@ fn an_isolated_member_rejoins_everyone_after_the_cut_heals() {
             .filter(|e| **e == (NodeId(i), MembershipEvent::Up(renewed)))
             .count();
         assert_eq!(ups, 1, "node {i} reported {renewed:?} up {ups} times");
+    }
+}
+
+/// A muted member (the others stop hearing it; it still hears them) hears their gossip
+/// that it failed, and foca renews it with its table, in which it then declares every
+/// member down. Once the network heals, it announces itself and the members answer: a
+/// member it holds down (alone) makes it yield afresh, where foca would have answered
+/// `TurnUndead` and every member would have renewed in turn.
+#[test]
+fn a_muted_member_that_renewed_with_its_table_tells_no_one_else_to_renew() {
+    let mut net = Net::new();
+    net.founders(5);
+    net.run(Duration::from_secs(1));
+    net.engine.links_mut().muted.push(NodeId(3));
+    net.run(Duration::from_secs(8));
+    assert!(net.live_ids(3).is_empty(), "node 3 sees {:?}", net.live_ids(3));
+    assert!(
+        net.events
+            .iter()
+            .any(|(n, e)| *n == NodeId(3) && matches!(e, MembershipEvent::Rejoined(_))),
+        "foca renewed node 3 during the mute"
+    );
+    net.engine.links_mut().muted.clear();
+    net.run(Duration::from_secs(8));
+    let renewed: BTreeSet<NodeId> = net
+        .events
+        .iter()
+        .filter(|(_, e)| matches!(e, MembershipEvent::Rejoined(_)))
+        .map(|(n, _)| *n)
+        .collect();
+    assert_eq!(renewed, BTreeSet::from([NodeId(3)]), "renewed");
+    for i in 0..5u32 {
+        let want: Vec<u32> = (0..5).filter(|j| *j != i).collect();
+        assert_eq!(net.live_ids(i), want, "node {i}");
     }
 }
 
