@@ -52,6 +52,18 @@ pub fn node_name(node: NodeId) -> String {
     format!("node-{}.{NODE_NAME_ZONE}", node.0)
 }
 
+/// The node a certificate name names (the inverse of [`node_name`]), if it is one.
+pub fn node_of_name(name: &str) -> Option<NodeId> {
+    let id = name
+        .strip_prefix("node-")?
+        .strip_suffix(NODE_NAME_ZONE)?
+        .strip_suffix('.')?;
+    if id.is_empty() || !id.bytes().all(|b| b.is_ascii_digit()) || (id.len() > 1 && id.starts_with('0')) {
+        return None;
+    }
+    id.parse().ok().map(NodeId)
+}
+
 /// The certificate file name of `node`: `node-<ID>.pem`.
 pub fn node_cert_file(node: NodeId) -> String {
     format!("node-{}.pem", node.0)
@@ -889,6 +901,27 @@ mod tests {
             utc(UnixTime::since_unix_epoch(Duration::from_secs(4_102_444_799))),
             "2099-12-31 23:59:59 UTC"
         );
+    }
+
+    #[test]
+    fn a_node_name_parses_back_to_its_node_and_nothing_else_parses() {
+        for n in [0, 7, 42, u32::MAX] {
+            assert_eq!(node_of_name(&node_name(NodeId(n))), Some(NodeId(n)));
+        }
+        for bad in [
+            "node-.worldmesh",
+            "node-07.worldmesh",
+            "node-+7.worldmesh",
+            "node-7.worldmeshx",
+            "node-7worldmesh",
+            "node-7.other",
+            "nodes-7.worldmesh",
+            "node-4294967296.worldmesh",
+            "node-7.worldmesh.",
+            "",
+        ] {
+            assert_eq!(node_of_name(bad), None, "{bad}");
+        }
     }
 
     #[test]

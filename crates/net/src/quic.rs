@@ -74,7 +74,7 @@ use worldmesh_core::wire::{HEADER_LEN, MAX_PAYLOAD};
 use worldmesh_node::membership::View;
 
 use crate::hello::{HELLO_HEADER_LEN, Hello, PeerHello};
-use crate::pki::{NodeIdentity, node_name};
+use crate::pki::{NodeIdentity, node_name, node_of_name};
 use crate::transport::{Dialer, RefusalReason, Transport, TransportError, TransportEvent, TransportStats};
 
 /// ALPN protocol id of worldmesh node-to-node connections.
@@ -272,10 +272,12 @@ enum Failure {
         node: Option<NodeId>,
     },
     /// The peer refused us because it holds our generation declared down (its close
-    /// code), seeing the cluster as `view` if its reason said.
+    /// code), seeing the cluster as `view` if its reason said. `by` is the node its
+    /// certificate names ([`certified_node`]), once the handshake got that far.
     DeclaredDown {
         detail: String,
         view: Option<View>,
+        by: Option<NodeId>,
     },
     Unreachable(String),
     Closed,
@@ -306,6 +308,7 @@ fn classify(e: &ConnectionError) -> Failure {
             if a.error_code.into_inner() == u64::from(RefusalReason::DeclaredDown.close_code()) {
                 return Failure::DeclaredDown {
                     view: parse_view(&a.reason),
+                    by: None,
                     detail: format!("peer refused: {reason}"),
                 };
             }
@@ -321,6 +324,19 @@ fn classify(e: &ConnectionError) -> Failure {
         ConnectionError::CidsExhausted => Failure::Unreachable("connection ids exhausted".into()),
         ConnectionError::LocallyClosed => Failure::Closed,
     }
+}
+
+/// The node the peer's certificate names, verified against the cluster's CA by the TLS
+/// handshake (`node-<ID>.worldmesh`, [`node_name`]); `None` before the handshake gave a
+/// certificate, or if it names no node or more than one.
+fn certified_node(conn: &quinn::Connection) -> Option<NodeId> {
+    let certs = conn
+        .peer_identity()
+        .and_then(|b| b.downcast::<Vec<CertificateDer<'static>>>().ok())?;
+    let ee = webpki::EndEntityCert::try_from(certs.first()?).ok()?;
+    let mut nodes = ee.valid_dns_names().filter_map(node_of_name);
+    let node = nodes.next()?;
+    nodes.next().is_none().then_some(node)
 }
 
 fn read_failure(e: quinn::ReadExactError) -> Failure {
@@ -715,8 +731,19 @@ impl Shared {
         let (generation, frame) = lock(&self.hello_frame).clone();
         let r = tokio::time::timeout(self.limits.handshake_timeout, async {
             let conn = connecting.await.map_err(|e| classify(&e))?;
-            let (send, recv) = conn.open_bi().await.map_err(|e| classify(&e))?;
-            let h = self.exchange(&conn, send, recv, expected, &frame, true).await?;
+            let h = async {
+                let (send, recv) = conn.open_bi().await.map_err(|e| classify(&e))?;
+                self.exchange(&conn, send, recv, expected, &frame, true).await
+            }
+            .await
+            .map_err(|f| match f {
+                Failure::DeclaredDown { detail, view, .. } => Failure::DeclaredDown {
+                    detail,
+                    view,
+                    by: certified_node(&conn),
+                },
+                other => other,
+            })?;
             Ok((conn, h))
         })
         .await
@@ -733,11 +760,13 @@ impl Shared {
                 .await
                 .map_err(|f| self.failed(addr, f)),
             Err(f) => {
-                if let Failure::DeclaredDown { view, .. } = &f {
+                if let Failure::DeclaredDown { view, by, .. } = &f {
                     // Never dropped for a full queue: the node must learn it (a flood of
-                    // refusals cannot cause these, only our own dials do).
+                    // refusals cannot cause these, only our own dials do). Who refused is
+                    // who the refuser's certificate names, not whom this dial expected
+                    // (another member may answer at an address).
                     let ev = TransportEvent::DeclaredDown {
-                        by: expected,
+                        by: *by,
                         addr,
                         generation,
                         view: *view,

@@ -48,7 +48,8 @@ pub enum TransportEvent {
     /// renews its generation if it still runs as that one, unless its own side of a split
     /// wins (`worldmesh_node::Node::handle_declared_down`).
     DeclaredDown {
-        /// The member that refused us, if the dial named it.
+        /// The member that refused us, as its certificate names it (`None` if it named
+        /// no single node).
         by: Option<NodeId>,
         /// Where it was dialed.
         addr: SocketAddr,

@@ -549,6 +549,29 @@ fn two_members_holding_each_other_dead_are_refused_by_the_acceptor_with_its_view
     });
 }
 
+/// A refusal names the member that refused, as its certificate says, not the one the
+/// dial expected: here node 3 answers at the address node 2 holds for node 1. The node
+/// told compares views with the refuser's (`Membership::declared_down`), so a wrong name
+/// could make it yield to a member it holds live, or hold out against one it holds down.
+#[test]
+fn a_refusal_names_the_member_whose_certificate_refused() {
+    rt().block_on(async {
+        let ca = Authority::new("t", 1).unwrap();
+        let c = endpoint(&ca, 3);
+        let mut b = endpoint(&ca, 2);
+        c.set_addr(NodeId(2), b.local_addr());
+        c.forget(NodeId(2), 1);
+        b.set_addr(NodeId(1), c.local_addr());
+        b.send(
+            NodeId(1),
+            MessageClass::Control,
+            frame(MessageClass::Control, 1, 10),
+        );
+        let (by, generation, _) = next_declared_down(&mut b).await;
+        assert_eq!((by, generation), (Some(NodeId(3)), 1));
+    });
+}
+
 #[test]
 fn forgotten_members_stay_out_until_they_restart_with_a_new_generation() {
     rt().block_on(async {
@@ -596,7 +619,8 @@ fn forgotten_members_stay_out_until_they_restart_with_a_new_generation() {
             }
         })
         .await;
-        assert_eq!(told, (None, a.local_addr(), 1, Some(a_view)));
+        // A dial by address expects no node: the refuser is the one its certificate names.
+        assert_eq!(told, (Some(NodeId(1)), a.local_addr(), 1, Some(a_view)));
         assert_eq!(b.stats().refusals_of(RefusalReason::DeclaredDown), 1);
         // It renews (generation 2, the same process): a member again.
         b.set_generation(2);
