@@ -256,14 +256,15 @@ impl NetworkModel {
     /// Decides the fate of a datagram sent from `a` to `b` at `now`, drawing from `a`'s
     /// own random stream.
     pub fn route(&mut self, now: Time, a: NodeId, b: NodeId) -> Fate {
-        if self.refusals.is_some() && !self.cut(now, a.0 as usize, b.0 as usize) && {
+        let cut = self.cut(now, a.0 as usize, b.0 as usize);
+        if !cut && self.refusals.is_some() {
             let answered = !self.cut(now, b.0 as usize, a.0 as usize);
-            self.refusals.as_mut().is_some_and(|r| r.refuses(a, b, answered))
-        } {
-            return Fate::Partitioned;
+            if self.refusals.as_mut().is_some_and(|r| r.refuses(a, b, answered)) {
+                return Fate::Partitioned;
+            }
         }
         let mut rng = self.take_stream(a);
-        let fate = self.fate(&mut rng, now, a, b);
+        let fate = self.fate(&mut rng, cut, a, b);
         self.senders[a.0 as usize] = rng;
         fate
     }
@@ -279,9 +280,10 @@ impl NetworkModel {
         std::mem::replace(&mut self.senders[i], DetRng::new(0))
     }
 
-    /// The fate of a datagram from `a` to `b` at `now`, drawn from `rng` (`a`'s stream).
-    fn fate(&self, rng: &mut DetRng, now: Time, a: NodeId, b: NodeId) -> Fate {
-        if self.cut(now, a.0 as usize, b.0 as usize) {
+    /// The fate of a datagram from `a` to `b`, drawn from `rng` (`a`'s stream); `cut`:
+    /// a partition or a mute stands between them now.
+    fn fate(&self, rng: &mut DetRng, cut: bool, a: NodeId, b: NodeId) -> Fate {
+        if cut {
             return Fate::Partitioned;
         }
         if rng.chance(self.loss) {
@@ -388,7 +390,8 @@ impl<D> worldmesh_engine::ParallelLinks<D> for NetworkModel {
             self.refusals.is_none(),
             "refusals are modelled only in runs without parallel rounds"
         );
-        self.fate(sender, now, src, t.dst)
+        let cut = self.cut(now, src.0 as usize, t.dst.0 as usize);
+        self.fate(sender, cut, src, t.dst)
     }
 }
 
