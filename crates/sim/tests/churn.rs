@@ -217,6 +217,54 @@ mod membership_changes {
         false_failure_then_the_adopter_fails("wan", 9_000, true);
     }
 
+    /// Node 3 of five runs behind `fault` (set at 3 s) until each side declared the other
+    /// failed (11 s), then the network heals. Checks that every member sees the four
+    /// others 8 s after the heal and that every object has one primary; returns the world
+    /// and the nodes that renewed during the fault and after the heal, in order.
+    fn node_3_cut_off_then_healed(seed: u64, fault: impl Fn(&mut Sim)) -> (Sim, Vec<NodeId>, Vec<NodeId>) {
+        let mut cfg = world(Architecture::Broadcast, 1);
+        cfg.nodes = 5;
+        cfg.players_per_node = 2;
+        cfg.cluster.profile = Some("lan".into());
+        cfg.seed = seed;
+        let renewed = |events: &[(Time, NodeId, Event)]| -> Vec<NodeId> {
+            events
+                .iter()
+                .filter_map(|(_, n, e)| matches!(e, Event::Rejoined(_)).then_some(*n))
+                .collect()
+        };
+        let mut sim = scenario::build(&cfg).unwrap();
+        sim.record_events();
+        sim.run_until(Time::from_millis(3_000));
+        fault(&mut sim);
+        sim.run_until(Time::from_millis(11_000));
+        let events = sim.take_events();
+        let downs: BTreeSet<(NodeId, NodeId)> = events
+            .iter()
+            .filter_map(|(_, n, e)| match e {
+                Event::MemberDown(m, _) => Some((*n, m.node)),
+                _ => None,
+            })
+            .collect();
+        assert!(downs.contains(&(NodeId(3), NodeId(0))), "seed {seed}: {downs:?}");
+        assert!(downs.contains(&(NodeId(0), NodeId(3))), "seed {seed}: {downs:?}");
+        let during = renewed(&events);
+        sim.network_mut().heal();
+        sim.run_until(Time::from_millis(19_000));
+        let after = renewed(&sim.take_events());
+        for n in sim.nodes() {
+            assert_eq!(
+                n.members().len(),
+                4,
+                "seed {seed}: {} sees {:?}",
+                n.id(),
+                n.members()
+            );
+        }
+        assert_single_primaries(&sim);
+        (sim, during, after)
+    }
+
     /// Node 3 of five is cut off (both ways) until each side declared the other failed,
     /// then the cut heals. The simulator models what the transports do
     /// (`worldmesh_sim::refusal`): each side refuses the other's generation and says so,
@@ -226,45 +274,11 @@ mod membership_changes {
     /// too, which the real runtime does not (`crates/cli/tests/netns.rs`).
     #[test]
     fn after_a_cut_heals_only_the_cut_off_node_renews() {
-        let mut cfg = world(Architecture::Broadcast, 1);
-        cfg.nodes = 5;
-        cfg.players_per_node = 2;
-        cfg.cluster.profile = Some("lan".into());
         for seed in 1..=4 {
-            cfg.seed = seed;
-            let mut sim = scenario::build(&cfg).unwrap();
-            sim.record_events();
-            sim.run_until(Time::from_millis(3_000));
-            sim.network_mut().partition(&[NodeId(3)]);
-            sim.run_until(Time::from_millis(11_000));
-            let downs: BTreeSet<(NodeId, NodeId)> = sim
-                .take_events()
-                .into_iter()
-                .filter_map(|(_, n, e)| match e {
-                    Event::MemberDown(m, _) => Some((n, m.node)),
-                    _ => None,
-                })
-                .collect();
-            assert!(downs.contains(&(NodeId(3), NodeId(0))), "seed {seed}: {downs:?}");
-            assert!(downs.contains(&(NodeId(0), NodeId(3))), "seed {seed}: {downs:?}");
-            sim.network_mut().heal();
-            sim.run_until(Time::from_millis(19_000));
-            let renewed: Vec<NodeId> = sim
-                .take_events()
-                .into_iter()
-                .filter_map(|(_, n, e)| matches!(e, Event::Rejoined(_)).then_some(n))
-                .collect();
-            assert_eq!(renewed, vec![NodeId(3)], "seed {seed}: renewed");
-            for n in sim.nodes() {
-                assert_eq!(
-                    n.members().len(),
-                    4,
-                    "seed {seed}: {} sees {:?}",
-                    n.id(),
-                    n.members()
-                );
-            }
-            assert_single_primaries(&sim);
+            let (sim, during, after) =
+                node_3_cut_off_then_healed(seed, |sim| sim.network_mut().partition(&[NodeId(3)]));
+            assert_eq!(during, vec![], "seed {seed}: renewed during the cut");
+            assert_eq!(after, vec![NodeId(3)], "seed {seed}: renewed");
             let refused = sim.network().refusals().map(|r| r.dropped());
             assert!(refused.is_some_and(|d| d > 0), "seed {seed}: {refused:?}");
         }
@@ -280,56 +294,17 @@ mod membership_changes {
     /// node, so a member it held down renewed during the mute (seed 4). 60 seeds passed.
     #[test]
     fn after_a_mute_heals_only_the_muted_node_renews() {
-        let mut cfg = world(Architecture::Broadcast, 1);
-        cfg.nodes = 5;
-        cfg.players_per_node = 2;
-        cfg.cluster.profile = Some("lan".into());
         for seed in 1..=4 {
-            cfg.seed = seed;
-            let mut sim = scenario::build(&cfg).unwrap();
-            sim.record_events();
-            sim.run_until(Time::from_millis(3_000));
-            sim.network_mut().mute(&[NodeId(3)]);
-            sim.run_until(Time::from_millis(11_000));
-            let events = sim.take_events();
-            let downs: BTreeSet<(NodeId, NodeId)> = events
-                .iter()
-                .filter_map(|(_, n, e)| match e {
-                    Event::MemberDown(m, _) => Some((*n, m.node)),
-                    _ => None,
-                })
-                .collect();
-            assert!(downs.contains(&(NodeId(3), NodeId(0))), "seed {seed}: {downs:?}");
-            assert!(downs.contains(&(NodeId(0), NodeId(3))), "seed {seed}: {downs:?}");
-            let early: Vec<NodeId> = events
-                .iter()
-                .filter_map(|(_, n, e)| matches!(e, Event::Rejoined(_)).then_some(*n))
-                .collect();
-            sim.network_mut().heal();
-            sim.run_until(Time::from_millis(19_000));
-            let renewed: Vec<NodeId> = sim
-                .take_events()
-                .into_iter()
-                .filter_map(|(_, n, e)| matches!(e, Event::Rejoined(_)).then_some(n))
-                .collect();
+            let (_, during, after) =
+                node_3_cut_off_then_healed(seed, |sim| sim.network_mut().mute(&[NodeId(3)]));
             assert!(
-                renewed.contains(&NodeId(3)) || early.contains(&NodeId(3)),
+                during.iter().chain(&after).any(|n| *n == NodeId(3)),
                 "seed {seed}: node 3 never renewed"
             );
             assert!(
-                early.iter().chain(&renewed).all(|n| *n == NodeId(3)),
-                "seed {seed}: renewed during the mute {early:?}, after it {renewed:?}"
+                during.iter().chain(&after).all(|n| *n == NodeId(3)),
+                "seed {seed}: renewed during the mute {during:?}, after it {after:?}"
             );
-            for n in sim.nodes() {
-                assert_eq!(
-                    n.members().len(),
-                    4,
-                    "seed {seed}: {} sees {:?}",
-                    n.id(),
-                    n.members()
-                );
-            }
-            assert_single_primaries(&sim);
         }
     }
 
