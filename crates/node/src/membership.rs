@@ -686,8 +686,10 @@ impl Membership {
     /// transport refuses no one here: the members accept the new generation's dials, and
     /// their answers come back over those connections. A lone node's view (one member)
     /// never beats another's ([`View::beats`]), so this is the rule of
-    /// [`Membership::declared_down`] applied from the other end. Two lone members of a
-    /// cluster of two that held each other down both renew if their messages cross.
+    /// [`Membership::declared_down`] applied from the other end. Two lone members that
+    /// hold each other down never get here over QUIC (each refuses the other's dials, and
+    /// the view rule settles it by id); over a transport without refusals (`udp`, or the
+    /// membership tests' wires) the first to hear from the other yields.
     fn alone_meets_the_declared_down(&self, src: &Member) -> bool {
         !self.left
             && self.live.is_empty()
