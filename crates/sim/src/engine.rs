@@ -592,8 +592,7 @@ impl<O: GameObject> Simulation<O> {
         let Some(r) = self.engine.links_mut().refusals_mut() else {
             return;
         };
-        for (sender, by) in r.take_due(now) {
-            let generation = self.engine.links().refusals().map_or(0, |r| r.generation(sender));
+        for (sender, by, generation) in r.take_due(now) {
             let rtt = self.engine.links().base_delay(sender, by) + self.engine.links().base_delay(by, sender);
             let view = self.engine.machines()[by.0 as usize].view();
             self.engine.schedule(

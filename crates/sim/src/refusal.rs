@@ -42,8 +42,9 @@ pub struct Refusals {
     generation: Vec<u32>,
     /// Per node: the newest generation of each member it holds declared down.
     dead: Vec<BTreeMap<NodeId, u32>>,
-    /// Refusals made since the last [`Refusals::take_due`]: (sender, refuser).
-    pending: Vec<(NodeId, NodeId)>,
+    /// Refusals made since the last [`Refusals::take_due`]: (sender, refuser, the
+    /// generation the sender dialed as).
+    pending: Vec<(NodeId, NodeId, u32)>,
     /// Per (sender, refuser): when the next refusal may be told, and the back-off.
     told: BTreeMap<(NodeId, NodeId), (Time, Duration)>,
     /// Connections up, by (lower id, higher id): the generations of the two ends when it
@@ -86,7 +87,7 @@ impl Refusals {
         };
         if dead.get(&src).is_some_and(|d| *d >= g) {
             if answered {
-                self.pending.push((src, dst));
+                self.pending.push((src, dst, g));
             }
             self.dropped += 1;
             return true;
@@ -147,10 +148,12 @@ impl Refusals {
     }
 
     /// The refusals made since the last call that their senders learn of now: (sender,
-    /// refuser), each pair at most once per back-off, in the order they were made.
-    pub fn take_due(&mut self, now: Time) -> Vec<(NodeId, NodeId)> {
+    /// refuser, the generation refused), each pair at most once per back-off, in the order
+    /// they were made.
+    pub fn take_due(&mut self, now: Time) -> Vec<(NodeId, NodeId, u32)> {
         let mut due = Vec::new();
-        for pair in std::mem::take(&mut self.pending) {
+        for (sender, refuser, generation) in std::mem::take(&mut self.pending) {
+            let pair = (sender, refuser);
             let (next, backoff) = self
                 .told
                 .get(&pair)
@@ -161,7 +164,7 @@ impl Refusals {
             }
             let backoff = (backoff * 2).clamp(BACKOFF_MIN, BACKOFF_MAX);
             self.told.insert(pair, (now + backoff, backoff));
-            due.push(pair);
+            due.push((sender, refuser, generation));
         }
         due
     }
@@ -189,7 +192,7 @@ mod tests {
         assert!(r.refuses(a, b, true), "b holds a's generation down");
         assert!(r.refuses(a, b, true));
         let t = Time::from_millis(1000);
-        assert_eq!(r.take_due(t), vec![(a, b)], "told once for both datagrams");
+        assert_eq!(r.take_due(t), vec![(a, b, 0)], "told once for both datagrams");
         assert!(r.refuses(a, b, true));
         assert_eq!(
             r.take_due(t + Duration::from_millis(249)),
@@ -197,12 +200,12 @@ mod tests {
             "within the back-off"
         );
         assert!(r.refuses(a, b, true));
-        assert_eq!(r.take_due(t + Duration::from_millis(250)), vec![(a, b)]);
+        assert_eq!(r.take_due(t + Duration::from_millis(250)), vec![(a, b, 0)]);
         // The back-off doubles: 500 ms after the second.
         assert!(r.refuses(a, b, true));
         assert_eq!(r.take_due(t + Duration::from_millis(700)), vec![]);
         assert!(r.refuses(a, b, true));
-        assert_eq!(r.take_due(t + Duration::from_millis(750)), vec![(a, b)]);
+        assert_eq!(r.take_due(t + Duration::from_millis(750)), vec![(a, b, 0)]);
         assert_eq!(r.dropped(), 6);
         // a renews: its new generation's dial is accepted.
         r.renewed(a, 1);
@@ -217,7 +220,7 @@ mod tests {
         assert!(r.refuses(a, b, false), "dropped all the same");
         assert_eq!(r.take_due(Time::from_millis(1000)), vec![]);
         assert!(r.refuses(a, b, true), "b's answers get through again");
-        assert_eq!(r.take_due(Time::from_millis(1001)), vec![(a, b)]);
+        assert_eq!(r.take_due(Time::from_millis(1001)), vec![(a, b, 0)]);
         assert_eq!(r.dropped(), 2);
     }
 
