@@ -157,6 +157,11 @@ impl Silence {
         self.pending.insert((due, member.node), (member, incarnation));
     }
 
+    /// The suspicions this node raised and has not confirmed yet: identity and incarnation.
+    pub(super) fn raised_pending(&self) -> impl Iterator<Item = (Member, u16)> + '_ {
+        self.pending.values().copied()
+    }
+
     /// The suspicions due at `now`, removed.
     pub(super) fn due(&mut self, now: Time) -> Vec<(Member, u16)> {
         let mut out = Vec::new();

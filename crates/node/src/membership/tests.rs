@@ -853,3 +853,45 @@ fn a_member_of_a_losing_group_refused_by_its_side_mate_tells_no_winner_to_renew(
         assert_eq!(net.live_ids(i).len(), 3, "node {i} sees {:?}", net.live_ids(i));
     }
 }
+
+/// A suspicion notice ([`Membership::tell_suspects`]) is a SWIM message foca reads as any
+/// other: the member it names refutes the suspicion, and its next message carries the
+/// higher incarnation (the suspecter's foca clears the suspicion on it). A notice that
+/// names another member, or an older incarnation, changes nothing.
+#[test]
+fn a_suspicion_notice_makes_its_member_refute() {
+    let mut net = Net::new();
+    let members = net.founders(3);
+    net.run(Duration::from_secs(1));
+    let incarnation_of = |net: &mut Net, n: u32| -> u16 {
+        let now = net.now;
+        let m = net.node(n);
+        m.transmits.clear();
+        let r = m.foca.gossip(&mut m.outbox);
+        m.absorb(now, r.err());
+        m.incarnation
+    };
+    assert_eq!(incarnation_of(&mut net, 1), 0);
+    let notice = |about: Member, incarnation: u16| {
+        let header = foca::Header {
+            src: members[0],
+            src_incarnation: 0,
+            dst: members[1],
+            message: foca::Message::Gossip,
+        };
+        wire::suspicion_notice(&header, &foca::Member::new(about, incarnation, State::Suspect)).unwrap()
+    };
+    let now = net.now;
+    net.node(1)
+        .handle_datagram(now, NodeId(0), &notice(members[2], 0))
+        .unwrap();
+    assert_eq!(incarnation_of(&mut net, 1), 0, "a notice about node 2");
+    net.node(1)
+        .handle_datagram(now, NodeId(0), &notice(members[1], 0))
+        .unwrap();
+    assert_eq!(incarnation_of(&mut net, 1), 1, "refuted");
+    net.node(1)
+        .handle_datagram(now, NodeId(0), &notice(members[1], 0))
+        .unwrap();
+    assert_eq!(incarnation_of(&mut net, 1), 1, "an older incarnation again");
+}

@@ -19,6 +19,21 @@ use worldmesh_core::NodeId;
 
 use super::Member;
 
+/// A SWIM message of this node's own making: `header` (a `Gossip` to the suspect) and one
+/// cluster update, `notice`, laid out as foca lays out its messages (the header, the
+/// number of updates as a big-endian `u16`, the updates), so the receiver's foca reads
+/// it as any other gossip ([`super::Membership`]'s suspicion notices).
+pub(super) fn suspicion_notice(
+    header: &Header<Member>,
+    notice: &foca::Member<Member>,
+) -> Result<Vec<u8>, WireError> {
+    let mut buf = Vec::with_capacity(64);
+    foca::Codec::encode_header(&mut MemberCodec, header, &mut buf)?;
+    buf.put_u16(1);
+    foca::Codec::encode_member(&mut MemberCodec, notice, &mut buf)?;
+    Ok(buf)
+}
+
 /// Why SWIM bytes did not decode (or could not be encoded).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum WireError {
