@@ -772,6 +772,13 @@ impl Membership {
             .any(|m| m.id() == member_id && m.incarnation() != *incarnation)
     }
 
+    /// Whether foca still holds `suspect` suspect at `incarnation` (not refuted, not down).
+    fn holds_suspect(&self, suspect: &Member, incarnation: u16) -> bool {
+        self.foca
+            .iter_membership_state()
+            .any(|m| m.id() == suspect && m.state() == State::Suspect && m.incarnation() == incarnation)
+    }
+
     /// Tells each member this node suspects, by its own probes or by silence, that it is
     /// suspected: a SWIM gossip message addressed to it that carries the suspicion, so it
     /// refutes it (the "buddy system" of Lifeguard: Dadgar, Phillips and Currey, 2018).
@@ -805,11 +812,7 @@ impl Membership {
         raised.sort_unstable();
         raised.dedup();
         for (suspect, incarnation) in raised {
-            let still = self
-                .foca
-                .iter_membership_state()
-                .any(|m| m.id() == &suspect && m.state() == State::Suspect && m.incarnation() == incarnation);
-            if !still || self.transmits.len() >= MAX_QUEUED {
+            if !self.holds_suspect(&suspect, incarnation) || self.transmits.len() >= MAX_QUEUED {
                 continue;
             }
             let header = foca::Header {
@@ -912,11 +915,7 @@ impl Membership {
             }
         }
         for (id, inc) in due {
-            let still = self
-                .foca
-                .iter_membership_state()
-                .any(|m| m.id() == &id && m.state() == State::Suspect && m.incarnation() == inc);
-            if still {
+            if self.holds_suspect(&id, inc) {
                 let r = self.foca.apply_many(
                     std::iter::once(foca::Member::new(id, inc, State::Down)),
                     true,

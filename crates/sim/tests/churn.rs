@@ -217,16 +217,22 @@ mod membership_changes {
         false_failure_then_the_adopter_fails("wan", 9_000, true);
     }
 
-    /// Node 3 of five runs behind `fault` (set at 3 s) until each side declared the other
-    /// failed (11 s), then the network heals. Checks that every member sees the four
-    /// others 8 s after the heal and that every object has one primary; returns the world
-    /// and the nodes that renewed during the fault and after the heal, in order.
-    fn node_3_cut_off_then_healed(seed: u64, fault: impl Fn(&mut Sim)) -> (Sim, Vec<NodeId>, Vec<NodeId>) {
+    /// The world of the mute and cut tests: five nodes, two players each, `lan` timing.
+    fn five_nodes_on_a_lan(seed: u64) -> worldmesh_sim::config::SimConfig {
         let mut cfg = world(Architecture::Broadcast, 1);
         cfg.nodes = 5;
         cfg.players_per_node = 2;
         cfg.cluster.profile = Some("lan".into());
         cfg.seed = seed;
+        cfg
+    }
+
+    /// Node 3 of five runs behind `fault` (set at 3 s) until each side declared the other
+    /// failed (11 s), then the network heals. Checks that every member sees the four
+    /// others 8 s after the heal and that every object has one primary; returns the world
+    /// and the nodes that renewed during the fault and after the heal, in order.
+    fn node_3_cut_off_then_healed(seed: u64, fault: impl Fn(&mut Sim)) -> (Sim, Vec<NodeId>, Vec<NodeId>) {
+        let cfg = five_nodes_on_a_lan(seed);
         let renewed = |events: &[(Time, NodeId, Event)]| -> Vec<NodeId> {
             events
                 .iter()
@@ -328,12 +334,7 @@ mod membership_changes {
     fn after_a_short_mute_no_one_renews() {
         for seed in 1..=5 {
             for mute_ms in [1_500, 2_000] {
-                let mut cfg = world(Architecture::Broadcast, 1);
-                cfg.nodes = 5;
-                cfg.players_per_node = 2;
-                cfg.cluster.profile = Some("lan".into());
-                cfg.seed = seed;
-                let mut sim = scenario::build(&cfg).unwrap();
+                let mut sim = scenario::build(&five_nodes_on_a_lan(seed)).unwrap();
                 sim.record_events();
                 sim.run_until(Time::from_millis(3_000));
                 sim.network_mut().mute(&[NodeId(3)]);
