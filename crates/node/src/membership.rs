@@ -18,8 +18,12 @@
 //!
 //! The paper this replaces a static list for is paper `003` (§3.2.1: heartbeats detect a
 //! failed server); SWIM's suspicion mechanism keeps false positives rare under loss while
-//! detecting real failures in a few protocol periods.
+//! detecting real failures in a few protocol periods. Two parts of Lifeguard (Dadgar,
+//! Phillips and Currey, 2018) are added around foca: a node tells the members it suspects
+//! (`Membership::tell_suspects`), and a node whose probes fail on members it still hears
+//! slows its own verdicts (local health, `membership/health.rs`).
 
+mod health;
 mod leave;
 mod silence;
 mod wire;
@@ -30,7 +34,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::num::{NonZeroU8, NonZeroUsize};
 use std::time::Duration;
 
-use foca::{Foca, Notification, Runtime, State, Timer};
+use foca::{Foca, Message, Notification, Runtime, State, Timer};
 use worldmesh_core::{DetRng, NodeId, Time};
 
 pub use leave::{Departure, MAX_NOTICES, NoticeError};
@@ -431,6 +435,11 @@ pub struct Membership {
     /// What a fresh foca is built from when this node yields after a split
     /// ([`Membership::declared_down`]).
     afresh: Afresh,
+    /// How far this node trusts its own probes' verdicts (kept across renewals).
+    health: health::LocalHealth,
+    /// When each suspicion its probes raised began (identity, incarnation): the base of
+    /// its stretch ([`Membership::stretched`]).
+    suspected_at: BTreeMap<(Member, u16), Time>,
 }
 
 /// The settings and random source a fresh foca instance is built from.
@@ -482,6 +491,8 @@ impl Membership {
             incarnation: 0,
             tell_suspects_at: None,
             afresh,
+            health: health::LocalHealth::default(),
+            suspected_at: BTreeMap::new(),
         })
     }
 
@@ -550,6 +561,7 @@ impl Membership {
         let r = self.foca.leave_cluster(&mut self.outbox);
         self.absorb(now, r.err());
         self.timers.clear();
+        self.suspected_at.clear();
         self.live.clear();
         self.silence = None;
     }
@@ -625,6 +637,7 @@ impl Membership {
         // The old instance's timers and queued messages mean nothing to the new one (its
         // timer tokens may match theirs, and they could gossip the old table).
         self.timers.clear();
+        self.suspected_at.clear();
         self.outbox = Outbox::default();
         self.transmits.clear();
         if let Some(s) = &mut self.silence {
@@ -671,6 +684,10 @@ impl Membership {
                 from,
                 claimed: header.src.node,
             });
+        }
+        if header.dst == self.me() && matches!(header.message, Message::Ack(_) | Message::ForwardedAck { .. })
+        {
+            self.health.better();
         }
         if self.alone_meets_the_declared_down(&header.src) {
             self.renew_afresh(now, Some(from));
@@ -731,6 +748,11 @@ impl Membership {
                 break;
             }
             let timer = entry.remove();
+            if let Some(due) = self.stretched(now, &timer) {
+                self.timer_seq += 1;
+                self.timers.insert((due, self.timer_seq), timer);
+                continue;
+            }
             if self.stale_suspicion(&timer) {
                 continue;
             }
@@ -746,6 +768,42 @@ impl Membership {
         }
     }
 
+    /// When a suspicion's timeout that is due now comes due again instead, if this node's
+    /// local health stretches it: its suspect is still heard (talking, yet not answering
+    /// this node's probes), which counts against this node's health (`membership/health.rs`),
+    /// and the suspicion has run less than `suspect_to_down_after × (1 + score)`. A
+    /// crashed member is silent by then and is declared down on time.
+    fn stretched(&mut self, now: Time, timer: &Timer<Member>) -> Option<Time> {
+        let Timer::ChangeSuspectToDown {
+            member_id,
+            incarnation,
+            ..
+        } = timer
+        else {
+            return None;
+        };
+        let key = (*member_id, *incarnation);
+        let began = *self.suspected_at.get(&key)?;
+        // Only a suspicion foca still holds: one refuted since, or already settled, ends.
+        if self.holds_suspect(member_id, *incarnation) && self.heard_within(now, None, member_id.node) {
+            self.health.worse();
+            let until = began + self.health.scale(self.suspect_to_down_after);
+            if until > now {
+                return Some(until);
+            }
+        }
+        self.suspected_at.remove(&key);
+        None
+    }
+
+    /// Whether member `node` was heard in the `window` before `now` (the silence
+    /// threshold if `None`); never without the silence detector.
+    fn heard_within(&self, now: Time, window: Option<Duration>, node: NodeId) -> bool {
+        self.silence
+            .as_ref()
+            .is_some_and(|s| s.heard_within(now, window, node))
+    }
+
     /// Whether `timer` is a suspicion's timeout whose suspect has refuted the suspicion
     /// since (foca holds it at another incarnation).
     ///
@@ -755,7 +813,7 @@ impl Membership {
     /// courtesy `TurnUndead` (`notify_down_members`) also when the check fails, and a
     /// member that receives it renews: every member that refuted a suspicion in time
     /// renewed anyway once the timer fired (`sim/tests/churn.rs`,
-    /// `after_a_short_mute_no_one_renews`; `experiment adoption` counted 57 / 399 / 6,384
+    /// `after_a_mute_of_1_5_to_15_s_no_other_member_renews`; `experiment adoption` counted 57 / 399 / 6,384
     /// live members declared down at 5 / 10 / 20 % loss, none since). Such a timer is
     /// dropped here; foca would do nothing else with it.
     fn stale_suspicion(&self, timer: &Timer<Member>) -> bool {
@@ -790,7 +848,7 @@ impl Membership {
     /// (a mute, a burst of loss), the suspect never hears of it, cannot refute, and is
     /// declared down by this node alone when the timeout ends, though it answers every
     /// message now: after a mute of 1.5–2 s healed, up to all four members of five
-    /// renewed (`sim/tests/churn.rs`, `after_a_short_mute_no_one_renews`).
+    /// renewed (`sim/tests/churn.rs`, `after_a_mute_of_1_5_to_15_s_no_other_member_renews`).
     fn tell_suspects(&mut self, now: Time) {
         self.tell_suspects_at = Some(now + self.afresh.config.probe_period);
         if self.left {
@@ -881,6 +939,13 @@ impl Membership {
         }
     }
 
+    /// This node's local health score (0 = healthy, up to 8): the suspicions its probes
+    /// raise wait `1 + score` times `suspect_to_down_after` before it declares their
+    /// member down (`membership/health.rs`).
+    pub fn local_health(&self) -> u32 {
+        self.health.score()
+    }
+
     /// Suspicions raised so far because a steadily heard member fell silent.
     pub fn silent_suspicions(&self) -> u64 {
         self.silence.as_ref().map_or(0, silence::Silence::raised)
@@ -953,7 +1018,28 @@ impl Membership {
                 self.transmits.push_back((to.node, data));
             }
         }
-        for (timer, after) in out.timers {
+        for (timer, mut after) in out.timers {
+            if let Timer::ChangeSuspectToDown {
+                member_id,
+                incarnation,
+                ..
+            } = &timer
+            {
+                // One of this node's probes failed (foca raises no other suspicion with a
+                // timer of its own), a probe period after its ping. Its wait is set by the
+                // score before this failure: one failure on a healthy node (a member that
+                // crashed after it was last heard) is declared on time. A member heard
+                // since the ping is talking but not answering: the fault may be this
+                // node's, which counts against it (and so against the suspicions it raises
+                // next, and this one when it comes due: [`Self::stretched`]).
+                after = self.health.scale(after);
+                let ping = Some(self.afresh.config.probe_period);
+                if self.heard_within(now, ping, member_id.node) {
+                    self.health.worse();
+                }
+                // foca may raise a suspicion again before it ends: the first one counts.
+                self.suspected_at.entry((*member_id, *incarnation)).or_insert(now);
+            }
             self.timer_seq += 1;
             self.timers.insert((now + after, self.timer_seq), timer);
         }

@@ -102,6 +102,15 @@ impl Silence {
         }
     }
 
+    /// Whether member `node` was heard in the `window` before `now` (the silence
+    /// threshold if `None`).
+    pub(super) fn heard_within(&self, now: Time, window: Option<Duration>, node: NodeId) -> bool {
+        let window = window.unwrap_or(self.after);
+        self.heard
+            .get(&node)
+            .is_some_and(|h| now.saturating_since(h.last) < window)
+    }
+
     /// Forgets member `node` (down, left, or replaced by a new generation).
     pub(super) fn forget(&mut self, node: NodeId) {
         self.heard.remove(&node);

@@ -617,6 +617,53 @@ fn a_muted_member_that_renewed_with_its_table_tells_no_one_else_to_renew() {
     }
 }
 
+/// A muted member in a running world (it hears every member's game traffic; nobody hears
+/// it) sees every probe fail on members it still hears: its local health falls, and it
+/// declares no member down during the mute,
+/// where SWIM alone had it declare them down and each one renew once its messages got
+/// through. After the heal its answered probes bring the score back to 0, and only the
+/// muted member renews.
+#[test]
+fn a_muted_member_that_still_hears_everyone_declares_no_one_down() {
+    let mut net = Net::new();
+    net.traffic = true;
+    net.founders(5);
+    net.run(Duration::from_secs(3));
+    assert_eq!(net.node(3).local_health(), 0);
+    net.events.clear();
+    net.engine.links_mut().muted.push(NodeId(3));
+    net.quiet.push(NodeId(3));
+    net.run(Duration::from_secs(5));
+    let declared: Vec<&MembershipEvent> = net
+        .events
+        .iter()
+        .filter(|(n, e)| *n == NodeId(3) && matches!(e, MembershipEvent::Down(_, Departure::Failed)))
+        .map(|(_, e)| e)
+        .collect();
+    assert_eq!(
+        declared,
+        Vec::<&MembershipEvent>::new(),
+        "node 3 declared members down"
+    );
+    let score = net.node(3).local_health();
+    assert!(score >= 2, "node 3's local health score during the mute: {score}");
+    net.engine.links_mut().muted.clear();
+    net.quiet.clear();
+    net.run(Duration::from_secs(10));
+    let renewed: BTreeSet<NodeId> = net
+        .events
+        .iter()
+        .filter(|(_, e)| matches!(e, MembershipEvent::Rejoined(_)))
+        .map(|(n, _)| *n)
+        .collect();
+    assert_eq!(renewed, BTreeSet::from([NodeId(3)]), "renewed");
+    for i in 0..5u32 {
+        let want: Vec<u32> = (0..5).filter(|j| *j != i).collect();
+        assert_eq!(net.live_ids(i), want, "node {i}");
+        assert_eq!(net.node(i).local_health(), 0, "node {i}");
+    }
+}
+
 /// A member cut off until the others declare it down cannot hear it from them (in a real
 /// cluster their transports refuse it); told by a refusal instead (`declared_down`), it
 /// renews its generation at once and, once it can reach them again, is up as the new one.
