@@ -207,6 +207,23 @@ impl Net {
             .map(|m| m.node.0)
             .collect()
     }
+
+    /// The members that reported a renewal of their own generation so far.
+    fn renewed(&self) -> BTreeSet<NodeId> {
+        self.events
+            .iter()
+            .filter(|(_, e)| matches!(e, MembershipEvent::Rejoined(_)))
+            .map(|(n, _)| *n)
+            .collect()
+    }
+
+    /// Checks that each of members `0..n` holds every other one live.
+    fn assert_each_sees_the_others(&self, n: u32) {
+        for i in 0..n {
+            let want: Vec<u32> = (0..n).filter(|j| *j != i).collect();
+            assert_eq!(self.live_ids(i), want, "node {i}");
+        }
+    }
 }
 
 #[test]
@@ -604,17 +621,8 @@ fn a_muted_member_that_renewed_with_its_table_tells_no_one_else_to_renew() {
     );
     net.engine.links_mut().muted.clear();
     net.run(Duration::from_secs(8));
-    let renewed: BTreeSet<NodeId> = net
-        .events
-        .iter()
-        .filter(|(_, e)| matches!(e, MembershipEvent::Rejoined(_)))
-        .map(|(n, _)| *n)
-        .collect();
-    assert_eq!(renewed, BTreeSet::from([NodeId(3)]), "renewed");
-    for i in 0..5u32 {
-        let want: Vec<u32> = (0..5).filter(|j| *j != i).collect();
-        assert_eq!(net.live_ids(i), want, "node {i}");
-    }
+    assert_eq!(net.renewed(), BTreeSet::from([NodeId(3)]), "renewed");
+    net.assert_each_sees_the_others(5);
 }
 
 /// A muted member in a running world (it hears every member's game traffic; nobody hears
@@ -650,16 +658,9 @@ fn a_muted_member_that_still_hears_everyone_declares_no_one_down() {
     net.engine.links_mut().muted.clear();
     net.quiet.clear();
     net.run(Duration::from_secs(10));
-    let renewed: BTreeSet<NodeId> = net
-        .events
-        .iter()
-        .filter(|(_, e)| matches!(e, MembershipEvent::Rejoined(_)))
-        .map(|(n, _)| *n)
-        .collect();
-    assert_eq!(renewed, BTreeSet::from([NodeId(3)]), "renewed");
+    assert_eq!(net.renewed(), BTreeSet::from([NodeId(3)]), "renewed");
+    net.assert_each_sees_the_others(5);
     for i in 0..5u32 {
-        let want: Vec<u32> = (0..5).filter(|j| *j != i).collect();
-        assert_eq!(net.live_ids(i), want, "node {i}");
         assert_eq!(net.node(i).local_health(), 0, "node {i}");
     }
 }
