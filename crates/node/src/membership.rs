@@ -397,6 +397,19 @@ impl Runtime<Member> for &mut Outbox {
     }
 }
 
+/// The suspect and the incarnation suspected, if `timer` is a suspicion's timeout (foca
+/// starts one for each suspicion its probes raise).
+fn suspicion(timer: &Timer<Member>) -> Option<(Member, u16)> {
+    match timer {
+        Timer::ChangeSuspectToDown {
+            member_id,
+            incarnation,
+            ..
+        } => Some((*member_id, *incarnation)),
+        _ => None,
+    }
+}
+
 /// Most SWIM datagrams or events kept when the driver does not drain them.
 const MAX_QUEUED: usize = 4096;
 
@@ -749,8 +762,7 @@ impl Membership {
             }
             let timer = entry.remove();
             if let Some(due) = self.stretched(now, &timer) {
-                self.timer_seq += 1;
-                self.timers.insert((due, self.timer_seq), timer);
+                self.arm(due, timer);
                 continue;
             }
             if self.stale_suspicion(&timer) {
@@ -774,18 +786,11 @@ impl Membership {
     /// and the suspicion has run less than `suspect_to_down_after × (1 + score)`. A
     /// crashed member is silent by then and is declared down on time.
     fn stretched(&mut self, now: Time, timer: &Timer<Member>) -> Option<Time> {
-        let Timer::ChangeSuspectToDown {
-            member_id,
-            incarnation,
-            ..
-        } = timer
-        else {
-            return None;
-        };
-        let key = (*member_id, *incarnation);
+        let key = suspicion(timer)?;
+        let (suspect, incarnation) = key;
         let began = *self.suspected_at.get(&key)?;
         // Only a suspicion foca still holds: one refuted since, or already settled, ends.
-        if self.holds_suspect(member_id, *incarnation) && self.heard_within(now, None, member_id.node) {
+        if self.holds_suspect(&suspect, incarnation) && self.heard_within(now, None, suspect.node) {
             self.health.worse();
             let until = began + self.health.scale(self.suspect_to_down_after);
             if until > now {
@@ -817,17 +822,12 @@ impl Membership {
     /// live members declared down at 5 / 10 / 20 % loss, none since). Such a timer is
     /// dropped here; foca would do nothing else with it.
     fn stale_suspicion(&self, timer: &Timer<Member>) -> bool {
-        let Timer::ChangeSuspectToDown {
-            member_id,
-            incarnation,
-            ..
-        } = timer
-        else {
+        let Some((suspect, incarnation)) = suspicion(timer) else {
             return false;
         };
         self.foca
             .iter_membership_state()
-            .any(|m| m.id() == member_id && m.incarnation() != *incarnation)
+            .any(|m| m.id() == &suspect && m.incarnation() != incarnation)
     }
 
     /// Whether foca still holds `suspect` suspect at `incarnation` (not refuted, not down).
@@ -857,14 +857,7 @@ impl Membership {
         let mut raised: Vec<(Member, u16)> = self
             .timers
             .values()
-            .filter_map(|t| match t {
-                Timer::ChangeSuspectToDown {
-                    member_id,
-                    incarnation,
-                    ..
-                } => Some((*member_id, *incarnation)),
-                _ => None,
-            })
+            .filter_map(suspicion)
             .chain(self.silence.iter().flat_map(silence::Silence::raised_pending))
             .collect();
         raised.sort_unstable();
@@ -1019,12 +1012,7 @@ impl Membership {
             }
         }
         for (timer, mut after) in out.timers {
-            if let Timer::ChangeSuspectToDown {
-                member_id,
-                incarnation,
-                ..
-            } = &timer
-            {
+            if let Some((suspect, incarnation)) = suspicion(&timer) {
                 // One of this node's probes failed (foca raises no other suspicion with a
                 // timer of its own), a probe period after its ping. Its wait is set by the
                 // score before this failure: one failure on a healthy node (a member that
@@ -1034,14 +1022,13 @@ impl Membership {
                 // next, and this one when it comes due: [`Self::stretched`]).
                 after = self.health.scale(after);
                 let ping = Some(self.afresh.config.probe_period);
-                if self.heard_within(now, ping, member_id.node) {
+                if self.heard_within(now, ping, suspect.node) {
                     self.health.worse();
                 }
                 // foca may raise a suspicion again before it ends: the first one counts.
-                self.suspected_at.entry((*member_id, *incarnation)).or_insert(now);
+                self.suspected_at.entry((suspect, incarnation)).or_insert(now);
             }
-            self.timer_seq += 1;
-            self.timers.insert((now + after, self.timer_seq), timer);
+            self.arm(now + after, timer);
         }
         let mut renewed = false;
         for note in out.notes {
@@ -1120,6 +1107,12 @@ impl Membership {
             self.absorb(now, None);
         }
         self.arm_reannounce(now);
+    }
+
+    /// Keeps foca's `timer` until `due` (ties fire in the order they were armed).
+    fn arm(&mut self, due: Time, timer: Timer<Member>) {
+        self.timer_seq += 1;
+        self.timers.insert((due, self.timer_seq), timer);
     }
 
     fn push(&mut self, e: MembershipEvent) {
