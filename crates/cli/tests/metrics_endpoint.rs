@@ -163,6 +163,11 @@ fn a_real_nodes_metrics_parse_and_agree_with_its_summary() {
         3.0,
         "members over the run: {seen:?}"
     );
+    // The failure detector's local health: a member's gauge, 0 (healthy) to 8.
+    for e in &scrapes {
+        let h = e.value("worldmesh_membership_local_health", &[]);
+        assert!((0.0..=8.0).contains(&h), "local health {h}");
+    }
     let generation = s(&sum["generation"]);
     assert_eq!(
         last.value(

@@ -665,6 +665,7 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
             members_up: cluster.as_ref().map(|c| c.members_up),
             members_down: cluster.as_ref().map(|c| c.members_down),
             members_left: cluster.as_ref().map(|c| c.members_left),
+            local_health: cluster.as_ref().map(|c| c.local_health),
             migrations_started: mig.started,
             migrations_completed: mig.completed,
             migrations_refused: mig.refused,

@@ -162,6 +162,9 @@ pub struct MetricsSnapshot {
     pub members_down: Option<u64>,
     /// Of `members_down`, those that left gracefully (drained or shut down).
     pub members_left: Option<u64>,
+    /// The failure detector's local health score, 0 (healthy) to 8 (`None` without
+    /// dynamic membership).
+    pub local_health: Option<u32>,
     /// Regions this node started to migrate.
     pub migrations_started: u64,
     /// Of those, accepted by their target.
@@ -506,6 +509,14 @@ pub fn render(m: &MetricsSnapshot) -> String {
             left as f64,
         );
     }
+    if let Some(h) = m.local_health {
+        o.one(
+            "worldmesh_membership_local_health",
+            "gauge",
+            "Local health of this node's failure detector, 0 (healthy) to 8: its own suspicions wait 1 + this times the suspicion time. It stays up while its probes go unanswered by members it still hears (its own datagrams are lost).",
+            f64::from(h),
+        );
+    }
     o.one(
         "worldmesh_migrations_started_total",
         "counter",
@@ -667,6 +678,7 @@ mod tests {
             members_up: Some(3),
             members_down: Some(3),
             members_left: Some(1),
+            local_health: Some(3),
             adoptions: 2,
             rejections: worldmesh_node::Rejections {
                 not_member: 5,
@@ -738,6 +750,7 @@ mod tests {
         // Of three members gone, one left: two failures and one leave.
         assert_eq!(value(&s, "worldmesh_member_failures_total", &[]), Some(2.0));
         assert_eq!(value(&s, "worldmesh_member_leaves_total", &[]), Some(1.0));
+        assert_eq!(value(&s, "worldmesh_membership_local_health", &[]), Some(3.0));
         assert_eq!(
             value(&s, "worldmesh_store_apply_seconds", &[("quantile", "0.99")]),
             Some(0.0068)
@@ -791,6 +804,7 @@ mod tests {
             "worldmesh_players_connected",
             "worldmesh_replica_staleness_mean_seconds",
             "worldmesh_member_joins_total",
+            "worldmesh_membership_local_health",
             "worldmesh_store_",
         ] {
             assert!(!text.contains(absent), "{absent} rendered without a value");

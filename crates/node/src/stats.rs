@@ -173,6 +173,11 @@ pub struct ClusterSummary {
     /// rest failed.
     #[serde(default)]
     pub members_left: u64,
+    /// This node's local health score (0 = healthy, up to 8): how far it distrusts its
+    /// own failure verdicts, raised while its probes fail on members it still hears
+    /// ([`crate::membership::Membership::local_health`]).
+    #[serde(default)]
+    pub local_health: u32,
     /// Adoption counters.
     pub adoption: crate::adoption::AdoptionStats,
     /// Regions moved away by a drain.

@@ -369,6 +369,33 @@ mod membership_changes {
         }
     }
 
+    /// The score a node reports (`ClusterSummary::local_health`, exported as the gauge
+    /// `worldmesh_membership_local_health`) points at the node whose uplink fails: during
+    /// a 1.5-s mute only node 3's score is up, and 10 s after the heal every score is 0.
+    #[test]
+    fn only_the_muted_node_reports_poor_local_health() {
+        let scores = |sim: &Sim| -> Vec<u32> {
+            sim.nodes()
+                .iter()
+                .map(|n| n.cluster_summary().expect("membership on").local_health)
+                .collect()
+        };
+        let mut sim = scenario::build(&five_nodes_on_a_lan(1)).unwrap();
+        sim.run_until(Time::from_millis(3_000));
+        assert_eq!(scores(&sim), [0; 5]);
+        sim.network_mut().mute(&[NodeId(3)]);
+        sim.run_until(Time::from_millis(4_500));
+        let during = scores(&sim);
+        assert!(during[3] >= 2, "{during:?}");
+        assert!(
+            during.iter().enumerate().all(|(i, s)| i == 3 || *s == 0),
+            "{during:?}"
+        );
+        sim.network_mut().heal();
+        sim.run_until(Time::from_millis(14_500));
+        assert_eq!(scores(&sim), [0; 5]);
+    }
+
     /// A mute that heals just before the `wan` detection ends (silence after 2 s, then
     /// 4.5 s of suspicion): node 0 is declared failed after the heal, before its refutation
     /// arrives, learns it at once and is back (new generation, same id) in the same instant

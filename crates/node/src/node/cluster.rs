@@ -455,6 +455,7 @@ impl<O: GameObject> Node<O> {
         Some(ClusterSummary {
             members: m.live().count() + 1,
             generation: self.config.generation,
+            local_health: m.local_health(),
             adoption: self.adoption.stats().clone(),
             ..self.cluster.clone()
         })
