@@ -20,8 +20,9 @@
 //! failed server); SWIM's suspicion mechanism keeps false positives rare under loss while
 //! detecting real failures in a few protocol periods. Two parts of Lifeguard (Dadgar,
 //! Phillips and Currey, 2018) are added around foca: a node tells the members it suspects
-//! (`Membership::tell_suspects`), and a node whose probes fail on members it still hears
-//! slows its own verdicts (local health, `membership/health.rs`).
+//! (`Membership::tell_suspects`), and a node whose probes fail on members it still hears,
+//! or that the others declared down, slows its own verdicts (local health,
+//! `membership/health.rs`).
 
 mod health;
 mod leave;
@@ -448,10 +449,10 @@ pub struct Membership {
     /// What a fresh foca is built from when this node yields after a split
     /// ([`Membership::declared_down`]).
     afresh: Afresh,
-    /// How far this node trusts its own probes' verdicts (kept across renewals).
+    /// How far this node trusts its own verdicts (kept across renewals).
     health: health::LocalHealth,
-    /// When each suspicion its probes raised began (identity, incarnation): the base of
-    /// its stretch ([`Membership::stretched`]).
+    /// When each suspicion it raised (by probe or by silence) began (identity,
+    /// incarnation): the base of its stretch ([`Membership::stretch`]).
     suspected_at: BTreeMap<(Member, u16), Time>,
 }
 
@@ -639,6 +640,12 @@ impl Membership {
         let Some(next) = foca::Identity::renew(&self.me()) else {
             return false;
         };
+        self.start_afresh(now, next, by);
+        true
+    }
+
+    /// Runs on as `next` with a fresh foca instance ([`Membership::renew_afresh`]).
+    fn start_afresh(&mut self, now: Time, next: Member, by: Option<NodeId>) {
         let rng = FocaRng(self.afresh.rng.fork(u64::from(next.generation)));
         self.foca = Foca::with_custom_broadcast(
             next,
@@ -658,6 +665,7 @@ impl Membership {
         }
         self.reannounce_at = None;
         self.incarnation = 0;
+        self.health.declared_down();
         self.push(MembershipEvent::Rejoined(next));
         for m in std::mem::take(&mut self.live).into_values() {
             self.push(MembershipEvent::Down(m, Departure::Forgotten));
@@ -670,7 +678,6 @@ impl Membership {
             None => self.reannounce(now),
         }
         self.arm_reannounce(now);
-        true
     }
 
     /// True once this node has left.
@@ -700,7 +707,7 @@ impl Membership {
         }
         if header.dst == self.me() && matches!(header.message, Message::Ack(_) | Message::ForwardedAck { .. })
         {
-            self.health.better();
+            self.health.better(now);
         }
         if self.alone_meets_the_declared_down(&header.src) {
             self.renew_afresh(now, Some(from));
@@ -781,20 +788,49 @@ impl Membership {
     }
 
     /// When a suspicion's timeout that is due now comes due again instead, if this node's
-    /// local health stretches it: its suspect is still heard (talking, yet not answering
-    /// this node's probes), which counts against this node's health (`membership/health.rs`),
-    /// and the suspicion has run less than `suspect_to_down_after × (1 + score)`. A
-    /// crashed member is silent by then and is declared down on time.
+    /// local health stretches it ([`Self::stretch`]).
     fn stretched(&mut self, now: Time, timer: &Timer<Member>) -> Option<Time> {
-        let key = suspicion(timer)?;
+        self.stretch(now, suspicion(timer)?)
+    }
+
+    /// When the suspicion `key` of this node's own (raised by its probe or its silence
+    /// detector), due now, comes due again instead, if this node's local health stretches
+    /// it (`membership/health.rs`). Only a suspicion foca still holds (not refuted, not
+    /// settled) is stretched:
+    ///
+    /// - while the score is at its limit (none of this node's last probes answered, or the
+    ///   others declared it down), always, by `suspect_to_down_after` at a time. The
+    ///   members that declared this node down send it little more than their periodic
+    ///   announcements, so whether it hears a suspect says little, and a verdict it
+    ///   reaches while its datagrams are lost gets out with the first that is not, to a
+    ///   member alive all along;
+    /// - a suspicion that ran while the score was at its limit waits, from when the score
+    ///   fell from it, `suspect_to_down_after × (1 + score)`: as if raised then, when this
+    ///   node's datagrams began to get through (and with them its notice to the suspect,
+    ///   [`Self::tell_suspects`]);
+    /// - any other waits until `suspect_to_down_after × (1 + score)` from when it began,
+    ///   if its suspect is still heard (talking, yet not answering this node's probes),
+    ///   which counts against this node's health.
+    ///
+    /// A crashed member is not heard after its crash, so a healthy node declares it down
+    /// on time; one whose score is at its limit learns it from the others' gossip.
+    fn stretch(&mut self, now: Time, key: (Member, u16)) -> Option<Time> {
         let (suspect, incarnation) = key;
         let began = *self.suspected_at.get(&key)?;
-        // Only a suspicion foca still holds: one refuted since, or already settled, ends.
-        if self.holds_suspect(&suspect, incarnation) && self.heard_within(now, None, suspect.node) {
-            self.health.worse();
-            let until = began + self.health.scale(self.suspect_to_down_after);
-            if until > now {
-                return Some(until);
+        if self.holds_suspect(&suspect, incarnation) {
+            if self.health.saturated() {
+                return Some(now + self.suspect_to_down_after);
+            }
+            let recovered = self.health.recovered_at().filter(|t| *t >= began);
+            let heard = self.heard_within(now, None, suspect.node);
+            if heard {
+                self.health.worse();
+            }
+            if heard || recovered.is_some() {
+                let until = recovered.unwrap_or(began) + self.health.scale(self.suspect_to_down_after);
+                if until > now {
+                    return Some(until);
+                }
             }
         }
         self.suspected_at.remove(&key);
@@ -932,9 +968,9 @@ impl Membership {
         }
     }
 
-    /// This node's local health score (0 = healthy, up to 8): the suspicions its probes
-    /// raise wait `1 + score` times `suspect_to_down_after` before it declares their
-    /// member down (`membership/health.rs`).
+    /// This node's local health score (0 = healthy, up to 8): the suspicions it raises
+    /// wait `1 + score` times `suspect_to_down_after` before it declares their member
+    /// down, and at 8 it declares no one down (`membership/health.rs`).
     pub fn local_health(&self) -> u32 {
         self.health.score()
     }
@@ -968,12 +1004,18 @@ impl Membership {
                 &mut self.outbox,
             );
             self.absorb(now, r.err());
+            self.suspected_at.entry((id, inc)).or_insert(now);
+            let due = now + self.health.scale(self.suspect_to_down_after);
             if let Some(s) = &mut self.silence {
-                s.await_down(now + self.suspect_to_down_after, id, inc);
+                s.await_down(due, id, inc);
             }
         }
         for (id, inc) in due {
-            if self.holds_suspect(&id, inc) {
+            if let Some(until) = self.stretch(now, (id, inc)) {
+                if let Some(s) = &mut self.silence {
+                    s.await_again(until, id, inc);
+                }
+            } else if self.holds_suspect(&id, inc) {
                 let r = self.foca.apply_many(
                     std::iter::once(foca::Member::new(id, inc, State::Down)),
                     true,
@@ -1031,6 +1073,7 @@ impl Membership {
             self.arm(now + after, timer);
         }
         let mut renewed = false;
+        let mut afresh_as = None;
         for note in out.notes {
             match note {
                 Note::Up(m) => {
@@ -1042,6 +1085,9 @@ impl Membership {
                     }
                 }
                 Note::Down(m) => {
+                    // Its suspicions are settled (a silence suspicion's pending entry goes
+                    // with `Silence::forget`; a probe's timer finds no entry and ends).
+                    self.suspected_at.retain(|(s, _), _| *s != m);
                     if self.live.get(&m.node) == Some(&m) {
                         self.live.remove(&m.node);
                         if let Some(s) = &mut self.silence {
@@ -1085,11 +1131,15 @@ impl Membership {
                         renewed = true;
                     }
                 }
-                Note::Rejoin(m) => {
-                    self.push(MembershipEvent::Rejoined(m));
-                    renewed = true;
-                }
+                // The others declared this node down while it ran: foca renewed it with
+                // its table, which holds what this node concluded while its datagrams were
+                // lost. It starts afresh instead, as `declared_down` does.
+                Note::Rejoin(m) => afresh_as = Some(m),
             }
+        }
+        if let Some(next) = afresh_as.filter(|_| !self.left) {
+            self.start_afresh(now, next, None);
+            return;
         }
         if renewed && !self.left {
             // A new identity leaves foca disconnected, its timers void, until an update

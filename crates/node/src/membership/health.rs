@@ -19,19 +19,29 @@
 //!   silence detector) and it refutes as a matter of course. Counted, they slowed crash
 //!   detection (`experiment adoption`, p99 at 0 % loss in a data centre 2,635 → 2,683
 //!   ms) and were not needed for the mutes;
+//! - **to its limit** when the others declared this node down while it ran (it renews):
+//!   its datagrams were not getting through (our addition; Lifeguard has no such input);
 //! - **down by one** for each answer to one of its probes (an `Ack`, direct or forwarded);
-//! - a suspicion this node's probe raised waits `suspect_to_down_after × (1 + score)`
-//!   from when it began, the score read when it is raised and again when it comes due,
-//!   as long as its suspect is still heard then. Lifeguard scales the probe's timeout and
-//!   period instead; foca fixes those in its configuration, and what races the others'
-//!   verdict is the suspicion.
+//! - a suspicion this node raised (by its probe or its silence detector) waits
+//!   `suspect_to_down_after × (1 + score)` from when it began, the score read when it is
+//!   raised and again when it comes due, as long as its suspect is still heard then.
+//!   Lifeguard scales the probe's timeout and period instead; foca fixes those in its
+//!   configuration, and what races the others' verdict is the suspicion;
+//! - **at the limit** this node declares no one down by its own verdict: the members that
+//!   declared it down send it little more than their periodic announcements, so that a
+//!   suspect is silent says little, and a verdict reached while its datagrams are lost
+//!   gets out with the first that is not. Its suspicions then wait, from when the score
+//!   falls from the limit (its datagrams get through again, and with them its notice to
+//!   each suspect), `suspect_to_down_after × (1 + score)`. A member that crashed
+//!   meanwhile is declared by the others, whose gossip this node hears.
 //!
 //! A crashed member is not heard after its crash and is silent by the time its
-//! suspicion comes due, so crashes are declared in the configured time (the silence
-//! detector's suspicions, raised only for members not heard, are never stretched). The
+//! suspicion comes due, so a healthy node declares crashes in the configured time. The
 //! score is the node's, not its generation's: it survives a renewal.
 
 use std::time::Duration;
+
+use worldmesh_core::Time;
 
 /// Lifeguard's saturation limit `S` (the paper's default, 8): the slowest suspicion is
 /// `1 + S` times the configured one.
@@ -41,6 +51,8 @@ const MAX_SCORE: u32 = 8;
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(super) struct LocalHealth {
     score: u32,
+    /// When the score last fell from its limit.
+    recovered_at: Option<Time>,
 }
 
 impl LocalHealth {
@@ -50,14 +62,34 @@ impl LocalHealth {
         self.score = (self.score + 1).min(MAX_SCORE);
     }
 
-    /// One of this node's probes was answered.
-    pub(super) fn better(&mut self) {
+    /// The other members declared this node down while it ran (it renews): its datagrams
+    /// were not getting through, so its own verdicts are the last to trust.
+    pub(super) fn declared_down(&mut self) {
+        self.score = MAX_SCORE;
+    }
+
+    /// One of this node's probes was answered, at `now`.
+    pub(super) fn better(&mut self, now: Time) {
+        if self.saturated() {
+            self.recovered_at = Some(now);
+        }
         self.score = self.score.saturating_sub(1);
+    }
+
+    /// When the score last fell from its limit (`None`: it never reached it).
+    pub(super) fn recovered_at(self) -> Option<Time> {
+        self.recovered_at
     }
 
     /// The score (0 ..= 8).
     pub(super) fn score(self) -> u32 {
         self.score
+    }
+
+    /// Whether the score is at its limit: of late, this node's probes failed on members it
+    /// hears and none was answered, or the others declared it down.
+    pub(super) fn saturated(self) -> bool {
+        self.score == MAX_SCORE
     }
 
     /// `suspicion` (the configured time to declare a suspect down) at this score.
@@ -83,12 +115,32 @@ mod tests {
         assert_eq!(h.score(), MAX_SCORE);
         assert_eq!(h.scale(base), Duration::from_secs(18));
         for _ in 0..7 {
-            h.better();
+            h.better(Time::ZERO);
         }
         assert_eq!(h.score(), 1);
-        h.better();
-        h.better();
+        h.better(Time::ZERO);
+        h.better(Time::ZERO);
         assert_eq!(h.score(), 0);
         assert_eq!(h.scale(base), base);
+    }
+
+    #[test]
+    fn a_node_declared_down_is_at_the_limit_until_a_probe_is_answered() {
+        let mut h = LocalHealth::default();
+        h.better(Time::from_millis(5));
+        assert_eq!(h.recovered_at(), None, "never at the limit");
+        h.declared_down();
+        assert!(h.saturated());
+        assert_eq!(h.scale(Duration::from_secs(2)), Duration::from_secs(18));
+        h.better(Time::from_millis(7_000));
+        assert!(!h.saturated());
+        assert_eq!(h.score(), MAX_SCORE - 1);
+        assert_eq!(h.recovered_at(), Some(Time::from_millis(7_000)));
+        h.better(Time::from_millis(8_000));
+        assert_eq!(
+            h.recovered_at(),
+            Some(Time::from_millis(7_000)),
+            "fell from the limit at 7 s"
+        );
     }
 }

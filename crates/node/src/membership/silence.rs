@@ -166,6 +166,12 @@ impl Silence {
         self.pending.insert((due, member.node), (member, incarnation));
     }
 
+    /// Puts back a suspicion of `member` at `incarnation` that came due, to confirm at
+    /// `due` instead (this node's local health stretched it).
+    pub(super) fn await_again(&mut self, due: Time, member: Member, incarnation: u16) {
+        self.pending.insert((due, member.node), (member, incarnation));
+    }
+
     /// The suspicions this node raised and has not confirmed yet: identity and incarnation.
     pub(super) fn raised_pending(&self) -> impl Iterator<Item = (Member, u16)> + '_ {
         self.pending.values().copied()
