@@ -22,9 +22,11 @@
 //! Phillips and Currey, 2018) are added around foca: a node tells the members it suspects
 //! (`Membership::tell_suspects`), and a node whose probes fail on members it still hears,
 //! or that the others declared down, slows its own verdicts (local health,
-//! `membership/health.rs`).
+//! `membership/health.rs`). Our own addition: a down verdict from gossip about a member
+//! this node still hears is read as a suspicion (`membership/hearsay.rs`).
 
 mod health;
+mod hearsay;
 mod leave;
 mod silence;
 mod wire;
@@ -416,7 +418,9 @@ const MAX_QUEUED: usize = 4096;
 
 /// The SWIM membership of one node (sans-IO).
 pub struct Membership {
-    foca: Foca<Member, MemberCodec, FocaRng, leave::Notices>,
+    foca: Foca<Member, hearsay::GossipCodec, FocaRng, leave::Notices>,
+    /// The live members heard lately, shared with foca's codec ([`hearsay`]).
+    heard_now: hearsay::HeardNow,
     /// The leave notices seen (shared with foca's broadcast handler).
     notices: leave::Notices,
     /// foca's timers by due time (ties by insertion order).
@@ -478,15 +482,20 @@ impl Membership {
             config: cfg.foca()?,
             rng: rng.fork(AFRESH_STREAM),
         };
+        let heard_now = hearsay::HeardNow::default();
         let foca = Foca::with_custom_broadcast(
             me,
             afresh.config.clone(),
             FocaRng(rng),
-            MemberCodec,
+            hearsay::GossipCodec {
+                heard: heard_now.clone(),
+                notices: notices.clone(),
+            },
             notices.clone(),
         );
         Ok(Self {
             foca,
+            heard_now,
             notices,
             timers: BTreeMap::new(),
             timer_seq: 0,
@@ -651,7 +660,10 @@ impl Membership {
             next,
             self.afresh.config.clone(),
             rng,
-            MemberCodec,
+            hearsay::GossipCodec {
+                heard: self.heard_now.clone(),
+                notices: self.notices.clone(),
+            },
             self.notices.clone(),
         );
         // The old instance's timers and queued messages mean nothing to the new one (its
@@ -712,7 +724,23 @@ impl Membership {
         if self.alone_meets_the_declared_down(&header.src) {
             self.renew_afresh(now, Some(from));
         }
+        // What foca reads next is weighed against the members this node hears
+        // (`membership/hearsay.rs`).
+        self.heard_now.set(
+            self.live
+                .values()
+                .filter(|m| self.heard_within(now, None, m.node))
+                .copied(),
+        );
         let r = self.foca.handle_data(data, &mut self.outbox);
+        self.heard_now.set([]);
+        // A verdict read as a suspicion stands if foca still holds it a suspicion time on.
+        let due = now + self.suspect_to_down_after;
+        for (member, incarnation) in self.heard_now.take_read() {
+            if let Some(s) = &mut self.silence {
+                s.await_again(due, member, incarnation);
+            }
+        }
         let err = r.err();
         let refused = err.as_ref().map(|e| MembershipError::Refused(e.to_string()));
         self.absorb(now, err);
@@ -973,6 +1001,12 @@ impl Membership {
     /// down, and at 8 it declares no one down (`membership/health.rs`).
     pub fn local_health(&self) -> u32 {
         self.health.score()
+    }
+
+    /// Down verdicts from gossip about members this node still heard, read as
+    /// suspicions so far (`membership/hearsay.rs`).
+    pub fn downgraded_verdicts(&self) -> u64 {
+        self.heard_now.downgraded()
     }
 
     /// Suspicions raised so far because a steadily heard member fell silent.
