@@ -755,9 +755,9 @@ impl Membership {
     /// Such a node is the cut-off side of a split, and it yields ([`Membership::renew_afresh`])
     /// before foca reads the message: foca would answer `TurnUndead`, and the member
     /// renews. The member talks to it because it holds this node's current generation
-    /// live, as after a one-way partition (a mute): the muted node heard the others
-    /// declare it failed, and foca renewed it with its table (`Note::Rejoin`), in which it
-    /// went on to declare every member down. Once the network healed, each member that
+    /// live. This was the path out of a one-way partition (a mute) while foca renewed a
+    /// node with its table (`Note::Rejoin`; it now starts afresh): the muted node went on
+    /// to declare every member down, and once the network healed, each member that
     /// answered its announcements was told it was down, and all of them renewed
     /// (`sim/tests/churn.rs`, `after_a_mute_heals_only_the_muted_node_renews`). The
     /// transport refuses no one here: the members accept the new generation's dials, and
