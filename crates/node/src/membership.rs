@@ -132,6 +132,14 @@ pub struct MembershipConfig {
     pub gossip_every: Duration,
     /// Announce to a random member this often (heals partitions that split the view).
     pub announce_every: Duration,
+    /// While this node knows no live member, announce itself this often (see
+    /// `Membership::reannounce`). A lone node is rare and costs three announcements per
+    /// period, so this is short for either profile: with the `wan`
+    /// profile's 10 s of `announce_every`, a node that renewed during a one-way mute and
+    /// whose announcement went out just before the heal stayed out of the others' views
+    /// for 10 s more (`sim/tests/churn.rs`,
+    /// `a_lone_node_is_back_in_every_view_soon_after_a_wan_mute`).
+    pub alone_announce_every: Duration,
     /// Largest SWIM message in bytes (must fit a transport datagram).
     pub max_packet: usize,
     /// Passive failure detection: a member this node hears from steadily (game traffic
@@ -183,6 +191,7 @@ impl MembershipConfig {
             // through these announcements: 10 s kept it out of its peers' views for up to
             // 10 s after a partition healed (the fault swarm's liveness check).
             announce_every: Duration::from_secs(2),
+            alone_announce_every: Duration::from_secs(2),
             max_packet: 1100,
             // Five frames at 10 Hz: in a running world every member hears every other
             // one each frame, so this finds a crash sooner than the first probe of the dead
@@ -254,6 +263,7 @@ impl MembershipConfig {
         }
         if self.gossip_every.is_zero()
             || self.announce_every.is_zero()
+            || self.alone_announce_every.is_zero()
             || self.suspect_to_down_after.is_zero()
         {
             return Err(MembershipError::BadConfig("periods must be positive"));
@@ -442,7 +452,7 @@ pub struct Membership {
     suspect_to_down_after: Duration,
     /// While no member is live (see [`Membership::reannounce`]): when to announce next.
     reannounce_at: Option<Time>,
-    announce_every: Duration,
+    alone_announce_every: Duration,
     /// Where the next round of announcements starts in `addrs`.
     reannounce_from: NodeId,
     /// This node's incarnation, as its last SWIM message said (foca does not expose it):
@@ -509,7 +519,7 @@ impl Membership {
             silence: cfg.suspect_silent_after.map(silence::Silence::new),
             suspect_to_down_after: cfg.suspect_to_down_after,
             reannounce_at: None,
-            announce_every: cfg.announce_every,
+            alone_announce_every: cfg.alone_announce_every,
             reannounce_from: NodeId(0),
             incarnation: 0,
             tell_suspects_at: None,
@@ -948,7 +958,7 @@ impl Membership {
     /// rejoining to its driver. Two members that each declared the other down after a
     /// partition (or one that sees nobody while the others no longer list it) then never
     /// met again (fault swarm, `--faults all` seeds 11, 707, 3447). Every
-    /// `announce_every` while alone, this node announces itself to up to
+    /// `alone_announce_every` while alone, this node announces itself to up to
     /// [`REANNOUNCE_TO`] of the identities it has seen, in turn.
     fn reannounce(&mut self, now: Time) {
         self.reannounce_at = None;
@@ -981,7 +991,7 @@ impl Membership {
             && self.foca.num_members() == 0
             && self.addrs.keys().any(|n| *n != self.me().node)
         {
-            self.reannounce_at = Some(now + self.announce_every);
+            self.reannounce_at = Some(now + self.alone_announce_every);
         }
     }
 

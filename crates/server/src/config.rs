@@ -41,6 +41,7 @@
 //! probe_period_ms = 250
 //! suspect_to_down_after_ms = 600
 //! suspect_silent_after_ms = 500    # suspect a steadily heard member silent this long (0: off)
+//! alone_announce_every_ms = 2000   # knowing no live member, announce itself this often
 //!
 //! [quic]                           # transport tuning (defaults shown where set)
 //! mtu_discovery = false            # every node datagram fits QUIC's minimum packet
@@ -374,6 +375,7 @@ struct FileMembership {
     gossip_members: Option<usize>,
     gossip_every_ms: Option<u64>,
     announce_every_ms: Option<u64>,
+    alone_announce_every_ms: Option<u64>,
     max_packet: Option<usize>,
     suspect_silent_after_ms: Option<u64>,
 }
@@ -787,6 +789,7 @@ pub fn resolve(file: FileConfig, o: Overrides, source: &str) -> Result<NodeSetti
         gossip_members: m.gossip_members.unwrap_or(base.gossip_members),
         gossip_every: ms(m.gossip_every_ms, base.gossip_every),
         announce_every: ms(m.announce_every_ms, base.announce_every),
+        alone_announce_every: ms(m.alone_announce_every_ms, base.alone_announce_every),
         max_packet: m.max_packet.unwrap_or(base.max_packet),
         suspect_silent_after: match m.suspect_silent_after_ms {
             Some(0) => None,
@@ -951,7 +954,7 @@ mod tests {
     fn flags_override_the_file_and_defaults_fill_in() {
         let f = parse(
             "id = 4\nlisten = \"127.0.0.1:7004\"\nseeds = [\"127.0.0.1:7000\"]\ntransport = \"udp-insecure\"\n\
-             [world]\nplayers = 3\nfounders = 8\n[membership]\nprofile = \"wan\"\nprobe_period_ms = 2000\n",
+             [world]\nplayers = 3\nfounders = 8\n[membership]\nprofile = \"wan\"\nprobe_period_ms = 2000\nalone_announce_every_ms = 500\n",
         )
         .unwrap();
         let s = resolve(
@@ -966,6 +969,7 @@ mod tests {
         assert_eq!((s.id, s.world.players, s.world.founders), (4, 5, 8));
         assert_eq!(s.membership.probe_period, Duration::from_secs(2));
         assert_eq!(s.membership.probe_rtt, MembershipConfig::wan().probe_rtt);
+        assert_eq!(s.membership.alone_announce_every, Duration::from_millis(500));
         assert_eq!(s.advertise, s.listen);
         assert!(s.is_founder());
         assert_eq!(s.world.epoch_ms, DEFAULT_EPOCH_MS);

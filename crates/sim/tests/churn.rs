@@ -398,6 +398,21 @@ mod membership_changes {
         }
     }
 
+    /// A node the others declared failed during a mute is alone once it renews, and
+    /// announces itself until someone answers. Over a wide-area network, node 3 muted for
+    /// 7 s (seed 3) renewed inside the mute, its announcement went out before the heal
+    /// and was lost, and the next was due `announce_every` (10 s with `wan`) later: the
+    /// others did not list it 10 s after the heal. A lone node now announces itself every
+    /// `alone_announce_every` (2 s with either profile).
+    #[test]
+    fn a_lone_node_is_back_in_every_view_soon_after_a_wan_mute() {
+        for seed in 1..=5 {
+            for mute_ms in [7_000, 8_000, 9_000] {
+                after_a_mute_only_the_muted_node_renews("wan", seed, mute_ms);
+            }
+        }
+    }
+
     /// The score a node reports (`ClusterSummary::local_health`, exported as the gauge
     /// `worldmesh_membership_local_health`) points at the node whose uplink fails: during
     /// a 1.5-s mute only node 3's score is up, and 10 s after the heal every score is 0.

@@ -400,6 +400,10 @@ fn bad_settings_are_refused() {
             max_transmissions: 0,
             ..cfg()
         },
+        MembershipConfig {
+            alone_announce_every: Duration::ZERO,
+            ..cfg()
+        },
     ] {
         assert!(matches!(
             Membership::new(me, &bad, DetRng::new(1)),
