@@ -91,6 +91,12 @@ fn a_real_nodes_metrics_parse_and_agree_with_its_summary() {
         }
     }
     monotone.push(("worldmesh_wire_sent_bytes_total".into(), vec![]));
+    for f in [
+        "worldmesh_membership_silent_suspicions_total",
+        "worldmesh_membership_downgraded_verdicts_total",
+    ] {
+        monotone.push((f.into(), vec![]));
+    }
     for (name, labels) in &monotone {
         let l: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let vals: Vec<f64> = scrapes.iter().map(|e| e.value(name, &l)).collect();
@@ -137,6 +143,19 @@ fn a_real_nodes_metrics_parse_and_agree_with_its_summary() {
         "{}",
         sum["transport"]
     );
+    for (metric, field) in [
+        (
+            "worldmesh_membership_silent_suspicions_total",
+            "silent_suspicions",
+        ),
+        (
+            "worldmesh_membership_downgraded_verdicts_total",
+            "downgraded_verdicts",
+        ),
+    ] {
+        let total = u(&sum["cluster"][field]);
+        assert!(last.value(metric, &[]) <= total, "{metric} > summary {total}");
+    }
     for (reason, total) in sum["node_rejections"].as_object().unwrap() {
         let scraped = last.value("worldmesh_rejected_datagrams_total", &[("reason", reason)]);
         assert!(scraped <= u(total), "{reason}: {scraped} > {total}");

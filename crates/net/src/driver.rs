@@ -666,6 +666,8 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
             members_down: cluster.as_ref().map(|c| c.members_down),
             members_left: cluster.as_ref().map(|c| c.members_left),
             local_health: cluster.as_ref().map(|c| c.local_health),
+            silent_suspicions: cluster.as_ref().map(|c| c.silent_suspicions),
+            downgraded_verdicts: cluster.as_ref().map(|c| c.downgraded_verdicts),
             migrations_started: mig.started,
             migrations_completed: mig.completed,
             migrations_refused: mig.refused,

@@ -165,6 +165,12 @@ pub struct MetricsSnapshot {
     /// The failure detector's local health score, 0 (healthy) to 8 (`None` without
     /// dynamic membership).
     pub local_health: Option<u32>,
+    /// Suspicions raised because a member heard every frame fell silent (`None` without
+    /// dynamic membership).
+    pub silent_suspicions: Option<u64>,
+    /// Down verdicts from gossip about members this node still heard, read as suspicions
+    /// (`None` without dynamic membership).
+    pub downgraded_verdicts: Option<u64>,
     /// Regions this node started to migrate.
     pub migrations_started: u64,
     /// Of those, accepted by their target.
@@ -517,6 +523,22 @@ pub fn render(m: &MetricsSnapshot) -> String {
             f64::from(h),
         );
     }
+    if let Some(n) = m.silent_suspicions {
+        o.one(
+            "worldmesh_membership_silent_suspicions_total",
+            "counter",
+            "Suspicions raised because a member this node heard every frame fell silent (a crash is usually found this way, before a probe reaches it).",
+            n as f64,
+        );
+    }
+    if let Some(n) = m.downgraded_verdicts {
+        o.one(
+            "worldmesh_membership_downgraded_verdicts_total",
+            "counter",
+            "Down verdicts from gossip about members this node still heard, taken as suspicions the member can refute. They come from a node that was cut off; a steady rise means a member keeps gossiping stale verdicts.",
+            n as f64,
+        );
+    }
     o.one(
         "worldmesh_migrations_started_total",
         "counter",
@@ -679,6 +701,8 @@ mod tests {
             members_down: Some(3),
             members_left: Some(1),
             local_health: Some(3),
+            silent_suspicions: Some(11),
+            downgraded_verdicts: Some(2),
             adoptions: 2,
             rejections: worldmesh_node::Rejections {
                 not_member: 5,
@@ -752,6 +776,14 @@ mod tests {
         assert_eq!(value(&s, "worldmesh_member_leaves_total", &[]), Some(1.0));
         assert_eq!(value(&s, "worldmesh_membership_local_health", &[]), Some(3.0));
         assert_eq!(
+            value(&s, "worldmesh_membership_silent_suspicions_total", &[]),
+            Some(11.0)
+        );
+        assert_eq!(
+            value(&s, "worldmesh_membership_downgraded_verdicts_total", &[]),
+            Some(2.0)
+        );
+        assert_eq!(
             value(&s, "worldmesh_store_apply_seconds", &[("quantile", "0.99")]),
             Some(0.0068)
         );
@@ -805,6 +837,8 @@ mod tests {
             "worldmesh_replica_staleness_mean_seconds",
             "worldmesh_member_joins_total",
             "worldmesh_membership_local_health",
+            "worldmesh_membership_silent_suspicions_total",
+            "worldmesh_membership_downgraded_verdicts_total",
             "worldmesh_store_",
         ] {
             assert!(!text.contains(absent), "{absent} rendered without a value");

@@ -178,6 +178,14 @@ pub struct ClusterSummary {
     /// ([`crate::membership::Membership::local_health`]).
     #[serde(default)]
     pub local_health: u32,
+    /// Suspicions this node raised because a member it heard every frame fell silent
+    /// ([`crate::membership::Membership::silent_suspicions`]).
+    #[serde(default)]
+    pub silent_suspicions: u64,
+    /// Down verdicts from gossip about members this node still heard, read as
+    /// suspicions ([`crate::membership::Membership::downgraded_verdicts`]).
+    #[serde(default)]
+    pub downgraded_verdicts: u64,
     /// Adoption counters.
     pub adoption: crate::adoption::AdoptionStats,
     /// Regions moved away by a drain.

@@ -292,6 +292,16 @@ mod membership_changes {
             assert_eq!(after, vec![NodeId(3)], "seed {seed}: renewed");
             let refused = sim.network().refusals().map(|r| r.dropped());
             assert!(refused.is_some_and(|d| d > 0), "seed {seed}: {refused:?}");
+            // Cut off, node 3 stopped hearing members it heard every frame: its silence
+            // detector suspected them (`ClusterSummary::silent_suspicions`).
+            let silent = sim.nodes()[3]
+                .cluster_summary()
+                .expect("membership on")
+                .silent_suspicions;
+            assert!(
+                silent >= 1,
+                "seed {seed}: node 3 raised {silent} silent suspicions"
+            );
         }
     }
 

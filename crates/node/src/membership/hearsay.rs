@@ -106,17 +106,17 @@ impl foca::Codec<Member> for GossipCodec {
         if m.state() != State::Down {
             return Ok(m);
         }
-        let left = || self.notices.book().departure(m.id()) == Departure::Left;
-        let heard = self
-            .heard
-            .with(|h| h.sender != Some(*m.id()) && h.members.contains(m.id()))
-            && !left();
-        if heard {
-            self.heard.with(|h| {
+        let notices = &self.notices;
+        let heard = self.heard.with(|h| {
+            let heard = h.sender != Some(*m.id())
+                && h.members.contains(m.id())
+                && notices.book().departure(m.id()) != Departure::Left;
+            if heard {
                 h.downgraded += 1;
                 h.read_now.push((*m.id(), m.incarnation()));
-            });
-        }
+            }
+            heard
+        });
         Ok(if heard {
             foca::Member::new(*m.id(), m.incarnation(), State::Suspect)
         } else {

@@ -456,6 +456,8 @@ impl<O: GameObject> Node<O> {
             members: m.live().count() + 1,
             generation: self.config.generation,
             local_health: m.local_health(),
+            silent_suspicions: m.silent_suspicions(),
+            downgraded_verdicts: m.downgraded_verdicts(),
             adoption: self.adoption.stats().clone(),
             ..self.cluster.clone()
         })
