@@ -529,6 +529,23 @@ fn join_plays_on_a_real_cluster_from_the_browser() {
         60 * SECOND,
         "the cluster on the map and the Join button enabled",
     );
+    // The node table's health column: each real node's local health score (0 to 8),
+    // as its view reports it.
+    let health = b.eval(
+        "Array.from(document.querySelectorAll('#node-table tbody tr.node')).map(tr => \
+         [document.querySelectorAll('#node-table th')[6].textContent, \
+         tr.children[6].textContent])",
+    );
+    let cells = health.as_array().expect("rows");
+    assert_eq!(cells.len(), 2, "{health}");
+    for c in cells {
+        assert_eq!(c[0], "health", "{health}");
+        let v: u32 = c[1]
+            .as_str()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("not a score: {health}"));
+        assert!(v <= 8, "{health}");
+    }
     // The ids on the map before Join: the avatar must be a new one. (Comparing object
     // counts races: missiles despawn while the avatar spawns.)
     b.eval("window.idsBeforeJoin = Array.from(wm.ids); true");

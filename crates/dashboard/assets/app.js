@@ -149,6 +149,7 @@
         row.frameUs = bits & 4 ? r.varint() : null;
         row.sessions = bits & 8 ? r.varint() : null;
         row.capacity = bits & 16 ? r.varint() : null;
+        row.health = bits & 32 ? r.varint() : null;
         row.bytes = wm.classes.map(() => r.varint());
         list.push(row);
       }
@@ -346,18 +347,20 @@
       case 'c4': return n.bytes[4] || 0;
       case 'frame': return n.frameUs === null ? -1 : n.frameUs;
       case 'missing': return n.missing === null ? -1 : n.missing;
+      case 'health': return n.health === null ? -1 : n.health;
       default: return n[k];
     }
   }
   // The table shows only the rows in view (spacers stand in for the others): a 512-node
   // table rewritten twice a second would cost more layout and paint than the whole map.
   const ROW_H = 18;
+  const COLUMNS = 11;
   const wrap = document.querySelector('.table-wrap');
   const spacerTop = document.createElement('tr'), spacerBottom = document.createElement('tr');
   for (const sp of [spacerTop, spacerBottom]) {
     sp.className = 'spacer';
     const td = document.createElement('td');
-    td.colSpan = 10;
+    td.colSpan = COLUMNS;
     sp.appendChild(td);
   }
   el.tbody.append(spacerTop, spacerBottom);
@@ -388,7 +391,7 @@
     while (rowPool.length < last - first) {
       const tr = document.createElement('tr');
       tr.className = 'node';
-      for (let c = 0; c < 10; c++) tr.appendChild(document.createElement('td'));
+      for (let c = 0; c < COLUMNS; c++) tr.appendChild(document.createElement('td'));
       tr.addEventListener('click', () => selectNode(Number(tr.dataset.id)));
       rowPool.push(tr);
     }
@@ -407,7 +410,8 @@
       if (tr.className !== cls) tr.className = cls;
       const cells = [
         null, n.players, n.primaries, n.replicas, n.missing === null ? '–' : n.missing,
-        n.frameUs === null ? '–' : (n.frameUs / 1000).toFixed(2), kb(nodeValue(n, 'out')),
+        n.frameUs === null ? '–' : (n.frameUs / 1000).toFixed(2), n.health === null ? '–' : n.health,
+        kb(nodeValue(n, 'out')),
         kb(nodeValue(n, 'c0')), kb(nodeValue(n, 'loc')), kb(nodeValue(n, 'c4')),
       ];
       const cell0 = tr.children[0];
@@ -419,7 +423,7 @@
         sw.style.background = colour(n.id);
         cell0.append(sw, String(n.id));
       }
-      for (let c = 1; c < 10; c++) setText(tr.children[c], String(cells[c]));
+      for (let c = 1; c < COLUMNS; c++) setText(tr.children[c], String(cells[c]));
     }
   }
 

@@ -356,6 +356,7 @@ impl ClusterMerge {
                 frame_ms: k.view.frame_us.map(|f| f as f32 / 1000.0),
                 sessions: k.view.sessions,
                 capacity: k.view.capacity,
+                local_health: k.view.local_health.map(u32::from),
                 sent_bytes: sent,
             });
         }
@@ -521,6 +522,7 @@ mod tests {
             node: id,
             sent_bytes: vec![10, 20, 30],
             frame_us: Some(1500),
+            local_health: Some(id as u8),
             objects,
             ..Default::default()
         }
@@ -542,6 +544,8 @@ mod tests {
         assert_eq!((t.nodes[1].primaries, t.nodes[1].players), (2, 2));
         assert_eq!(t.nodes[0].sent_bytes, vec![10, 20], "cut to the world's classes");
         assert_eq!(t.nodes[0].frame_ms, Some(1.5));
+        let health: Vec<_> = t.nodes.iter().map(|n| n.local_health).collect();
+        assert_eq!(health, [Some(0), Some(1)]);
         assert!(t.nodes.iter().all(|n| n.up));
         // A stale view loses to a fresh one listing the same object unfrozen.
         m.view(

@@ -525,6 +525,7 @@ impl Hub {
                     .map(|f| (f * 1000.0).min(u32::MAX as f32) as u32),
                 sessions: n.sessions,
                 capacity: n.capacity,
+                local_health: n.local_health,
                 bytes_per_s: rates,
             });
         }

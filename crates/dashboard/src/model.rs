@@ -126,6 +126,10 @@ pub struct NodeSample {
     pub sessions: Option<u32>,
     /// Players it takes (its assignment capacity, or its session limit), when known.
     pub capacity: Option<u32>,
+    /// Its failure detector's local health, 0 (healthy) to 8, when it runs dynamic
+    /// membership: high on a node whose own datagrams are lost
+    /// (`Membership::local_health`).
+    pub local_health: Option<u32>,
     /// Bytes sent since the node started, by traffic class (cumulative counters, as on the
     /// wire; rates are computed by the dashboard).
     pub sent_bytes: Vec<u64>,

@@ -118,6 +118,7 @@ impl Observer {
                 frame_ms: None,
                 sessions: None,
                 capacity: None,
+                local_health: n.cluster_summary().map(|c| c.local_health),
                 sent_bytes: n.stats().traffic.sent.iter().map(|c| c.bytes).collect(),
             })
             .collect();

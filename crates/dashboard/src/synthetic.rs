@@ -165,6 +165,7 @@ impl SyntheticFeed {
                     frame_ms: None,
                     sessions: None,
                     capacity: None,
+                    local_health: None,
                     sent_bytes: self.sent[k as usize].clone(),
                 })
                 .collect(),

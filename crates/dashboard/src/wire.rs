@@ -17,8 +17,8 @@
 //! nodes (flag 2): varint missing_total + 1 (0 unknown), varint ownership changes since the
 //!           last node section, varint bytes/s per class (totals);
 //!           varint n, n × (varint id, u8 bits (1 up, 2 missing, 4 frame time, 8 sessions,
-//!           16 capacity), varint players, primaries, replicas, [missing], [frame µs],
-//!           [sessions], [capacity], bytes/s per class)
+//!           16 capacity, 32 local health), varint players, primaries, replicas, [missing],
+//!           [frame µs], [sessions], [capacity], [local health], bytes/s per class)
 //! ```
 //!
 //! Object lists are sorted by id (`ObjectId::as_u64`), so a delta is a merge of two
@@ -213,6 +213,8 @@ pub struct WireNode {
     pub sessions: Option<u32>,
     /// Players it takes, when known.
     pub capacity: Option<u32>,
+    /// Its failure detector's local health (0 to 8), when known.
+    pub local_health: Option<u32>,
     /// Outbound bytes per second of producer time, by class.
     pub bytes_per_s: Vec<u64>,
 }
@@ -468,7 +470,8 @@ pub fn put_nodes(out: &mut Vec<u8>, nodes: &WireNodes) {
             | (u8::from(n.missing.is_some()) << 1)
             | (u8::from(n.frame_us.is_some()) << 2)
             | (u8::from(n.sessions.is_some()) << 3)
-            | (u8::from(n.capacity.is_some()) << 4);
+            | (u8::from(n.capacity.is_some()) << 4)
+            | (u8::from(n.local_health.is_some()) << 5);
         out.push(bits);
         put_varint(out, u64::from(n.players));
         put_varint(out, u64::from(n.primaries));
@@ -479,7 +482,7 @@ pub fn put_nodes(out: &mut Vec<u8>, nodes: &WireNodes) {
         if let Some(f) = n.frame_us {
             put_varint(out, u64::from(f));
         }
-        for v in [n.sessions, n.capacity].into_iter().flatten() {
+        for v in [n.sessions, n.capacity, n.local_health].into_iter().flatten() {
             put_varint(out, u64::from(v));
         }
         for b in &n.bytes_per_s {
@@ -725,6 +728,11 @@ impl Decoder {
                 } else {
                     None
                 };
+                let local_health = if bits & 32 != 0 {
+                    Some(r.u32_varint("local health")?)
+                } else {
+                    None
+                };
                 let mut b = Vec::with_capacity(self.classes);
                 for _ in 0..self.classes {
                     b.push(r.varint("node class bytes")?);
@@ -739,6 +747,7 @@ impl Decoder {
                     frame_us,
                     sessions,
                     capacity,
+                    local_health,
                     bytes_per_s: b,
                 });
             }
@@ -1005,6 +1014,7 @@ mod tests {
                 frame_us: None,
                 sessions: Some(3),
                 capacity: Some(16),
+                local_health: Some(2),
                 bytes_per_s: vec![5, 6],
             }],
         };

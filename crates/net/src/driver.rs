@@ -730,6 +730,7 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
             .collect();
         let stats = node.stats();
         let mig = node.migrator().stats();
+        let cluster = node.cluster_summary();
         let clock_now = self.clock.now();
         let v = ViewSnapshot {
             node: node.id().0,
@@ -743,12 +744,15 @@ impl<O: GameObject, T: Transport> Driver<O, T> {
             members: (node.members().len() + 1) as u32,
             migrations_started: mig.started,
             migrations_bound: mig.bound,
-            adoptions: node.cluster_summary().map_or(0, |c| c.adoption.adopted),
+            adoptions: cluster.as_ref().map_or(0, |c| c.adoption.adopted),
             sessions: self.players.as_ref().map(|p| p.host.players() as u32),
             capacity: self
                 .players
                 .as_ref()
                 .map(|p| p.host.capacity().min(u32::MAX as usize - 1) as u32),
+            local_health: cluster
+                .as_ref()
+                .map(|c| c.local_health.min(u32::from(u8::MAX - 1)) as u8),
             sent_bytes: stats.traffic.sent.iter().map(|c| c.bytes).collect(),
             objects,
         };

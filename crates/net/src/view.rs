@@ -16,15 +16,17 @@
 //! node:u32 generation:u64 uptime_s:f64 frame_us:u32 (u32::MAX: not measured yet)
 //! replicas:u32 members:u32 migrations_started:u64 migrations_bound:u64 adoptions:u64
 //! sessions:u32 capacity:u32 (u32::MAX: the node admits no players)
+//! local_health:u8 (0..=8; u8::MAX: no dynamic membership; absent in version 1)
 //! classes:u8 (≤ MAX_CLASSES) then classes × sent_bytes:u64
 //! objects:u32 (≤ the decoder's limit) then per object:
 //!   origin:u32 generation:u32 counter:u32 (the id) kind:u8 flags:u8 (bit 0: area of interest follows, bit 1: frozen) x:f32 y:f32
 //!   [min_x:f32 min_y:f32 max_x:f32 max_y:f32]
 //! ```
 //!
-//! [`decode`] bounds every count by the limit and by the bytes left before allocating,
-//! rejects other versions, trailing bytes and non-finite positions, and returns a typed
-//! [`ViewError`]; it never panics.
+//! [`decode`] reads versions 1 and 2 (a dashboard newer than the nodes it watches, during
+//! a rolling upgrade), bounds every count by the limit and by the bytes left before
+//! allocating, rejects other versions, trailing bytes, non-finite positions and a local
+//! health beyond 8, and returns a typed [`ViewError`]; it never panics.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -33,7 +35,9 @@ use std::time::{Duration, Instant};
 use worldmesh_core::{NodeId, ObjectId};
 
 /// The format's version (the byte after the magic).
-pub const VIEW_VERSION: u8 = 1;
+pub const VIEW_VERSION: u8 = 2;
+/// The oldest version [`decode`] reads.
+pub const VIEW_OLDEST_VERSION: u8 = 1;
 /// The magic that starts an encoded view.
 pub const VIEW_MAGIC: &[u8; 3] = b"WMV";
 /// Most traffic classes a view carries.
@@ -42,6 +46,8 @@ pub const MAX_CLASSES: usize = 16;
 pub const WANTED_FOR: Duration = Duration::from_secs(10);
 /// Bytes of an object without an area of interest.
 const OBJECT_MIN: usize = 12 + 1 + 1 + 4 + 4;
+/// The highest local health score (`Membership::local_health`).
+const MAX_LOCAL_HEALTH: u8 = 8;
 const FLAG_AOI: u8 = 1;
 const FLAG_FROZEN: u8 = 2;
 
@@ -87,6 +93,9 @@ pub struct ViewSnapshot {
     pub sessions: Option<u32>,
     /// Players it takes (assignment capacity or session limit; `None`: no player port).
     pub capacity: Option<u32>,
+    /// Its failure detector's local health, 0 (healthy) to 8 (`None`: no dynamic
+    /// membership, or a version-1 view).
+    pub local_health: Option<u8>,
     /// Bytes sent since the start, by traffic class (`MessageClass as usize`).
     pub sent_bytes: Vec<u64>,
     /// Its primaries.
@@ -108,8 +117,13 @@ pub enum ViewError {
     #[error("not a worldmesh view (bad magic)")]
     Magic,
     /// Another version of the format.
-    #[error("view format version {0} is not supported (this build reads {VIEW_VERSION})")]
+    #[error(
+        "view format version {0} is not supported (this build reads {VIEW_OLDEST_VERSION} to {VIEW_VERSION})"
+    )]
     Version(u8),
+    /// A local health score beyond 8.
+    #[error("local health {0} is beyond 8")]
+    Health(u8),
     /// A count beyond its limit.
     #[error("view declares {count} {what}, more than the limit of {max}")]
     TooMany {
@@ -152,6 +166,7 @@ pub fn encode(v: &ViewSnapshot) -> Vec<u8> {
     o.extend_from_slice(&v.adoptions.to_le_bytes());
     o.extend_from_slice(&v.sessions.unwrap_or(u32::MAX).to_le_bytes());
     o.extend_from_slice(&v.capacity.unwrap_or(u32::MAX).to_le_bytes());
+    o.push(v.local_health.map_or(u8::MAX, |h| h.min(MAX_LOCAL_HEALTH)));
     let classes = &v.sent_bytes[..v.sent_bytes.len().min(MAX_CLASSES)];
     o.push(classes.len() as u8);
     for c in classes {
@@ -227,7 +242,7 @@ pub fn decode(bytes: &[u8], max_objects: usize) -> Result<ViewSnapshot, ViewErro
         return Err(ViewError::Magic);
     }
     let version = r.u8()?;
-    if version != VIEW_VERSION {
+    if !(VIEW_OLDEST_VERSION..=VIEW_VERSION).contains(&version) {
         return Err(ViewError::Version(version));
     }
     let node = r.u32()?;
@@ -241,6 +256,14 @@ pub fn decode(bytes: &[u8], max_objects: usize) -> Result<ViewSnapshot, ViewErro
     let adoptions = r.u64()?;
     let sessions = Some(r.u32()?).filter(|s| *s != u32::MAX);
     let capacity = Some(r.u32()?).filter(|s| *s != u32::MAX);
+    let local_health = match version {
+        1 => None,
+        _ => match r.u8()? {
+            u8::MAX => None,
+            h if h <= MAX_LOCAL_HEALTH => Some(h),
+            h => return Err(ViewError::Health(h)),
+        },
+    };
     let classes = usize::from(r.u8()?);
     if classes > MAX_CLASSES {
         return Err(ViewError::TooMany {
@@ -306,6 +329,7 @@ pub fn decode(bytes: &[u8], max_objects: usize) -> Result<ViewSnapshot, ViewErro
         adoptions,
         sessions,
         capacity,
+        local_health,
         sent_bytes,
         objects,
     })
@@ -405,6 +429,7 @@ mod tests {
             adoptions: 5,
             sessions: Some(2),
             capacity: Some(64),
+            local_health: Some(3),
             sent_bytes: vec![1, 2, 3, 4, 5, 6],
             objects: vec![
                 ViewObject {
@@ -435,6 +460,22 @@ mod tests {
         assert_eq!(decode(&encode(&empty), 0), Ok(empty));
     }
 
+    /// A version-1 view (a node older than the dashboard) reads without a local health.
+    #[test]
+    fn reads_version_1() {
+        let v = sample();
+        let mut old = encode(&v);
+        old[3] = 1;
+        old.remove(68);
+        assert_eq!(
+            decode(&old, 10),
+            Ok(ViewSnapshot {
+                local_health: None,
+                ..v
+            })
+        );
+    }
+
     #[test]
     fn refuses_bad_input_with_typed_errors() {
         let b = encode(&sample());
@@ -447,9 +488,16 @@ mod tests {
             })
         );
         assert_eq!(decode(b"XYZ\x01", 10), Err(ViewError::Magic));
-        let mut v2 = b.clone();
-        v2[3] = 2;
-        assert_eq!(decode(&v2, 10), Err(ViewError::Version(2)));
+        for other in [0, VIEW_VERSION + 1] {
+            let mut v = b.clone();
+            v[3] = other;
+            assert_eq!(decode(&v, 10), Err(ViewError::Version(other)));
+        }
+        // The local health byte follows capacity (4 + 64 bytes in).
+        let mut health = b.clone();
+        assert_eq!(health[68], 3);
+        health[68] = 9;
+        assert_eq!(decode(&health, 10), Err(ViewError::Health(9)));
         let mut trailing = b.clone();
         trailing.push(0);
         assert_eq!(decode(&trailing, 10), Err(ViewError::Trailing(1)));
@@ -497,6 +545,25 @@ mod tests {
             decode(&flags, 10),
             Err(ViewError::Flags { flags: 0x80, .. })
         ));
+    }
+
+    proptest::proptest! {
+        /// A dashboard decodes bytes from any node: any bytes, and any change to a valid
+        /// view's bytes, give a view or a typed error, never a panic.
+        #[test]
+        fn any_bytes_decode_without_panicking(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256),
+            at in proptest::prelude::any::<proptest::sample::Index>(),
+            byte in proptest::prelude::any::<u8>(),
+        ) {
+            let _ = decode(&bytes, 1_000);
+            let mut valid = encode(&sample());
+            let i = at.index(valid.len());
+            valid[i] = byte;
+            if let Ok(v) = decode(&valid, 1_000) {
+                proptest::prop_assert!(v.local_health.is_none_or(|h| h <= 8));
+            }
+        }
     }
 
     #[test]
