@@ -134,11 +134,12 @@ pub struct MembershipConfig {
     pub announce_every: Duration,
     /// While this node knows no live member, announce itself this often (see
     /// `Membership::reannounce`). A lone node is rare and costs three announcements per
-    /// period, so this is short for either profile: with the `wan`
-    /// profile's 10 s of `announce_every`, a node that renewed during a one-way mute and
-    /// whose announcement went out just before the heal stayed out of the others' views
-    /// for 10 s more (`sim/tests/churn.rs`,
-    /// `a_lone_node_is_back_in_every_view_soon_after_a_wan_mute`).
+    /// period, so this is short for either profile. With the `wan` profile's 10 s of
+    /// `announce_every`, a node that renewed during a one-way mute, and whose announcement
+    /// went out just before the heal, stayed out of the others' views for 10 s more
+    /// (`sim/tests/churn.rs`, `a_lone_node_is_back_in_every_view_soon_after_a_wan_mute`),
+    /// and a host cut off for 12 s yielded 4.3–4.4 s after the heal instead of 1.3–1.4 s
+    /// (`crates/cli/tests/netns.rs`, two runs each, 8 Dec 2026).
     pub alone_announce_every: Duration,
     /// Largest SWIM message in bytes (must fit a transport datagram).
     pub max_packet: usize,
