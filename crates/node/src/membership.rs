@@ -736,13 +736,18 @@ impl Membership {
             self.renew_afresh(now, Some(from));
         }
         // What foca reads next is weighed against the members this node hears
-        // (`membership/hearsay.rs`).
-        self.heard_now.set(
-            self.live
-                .values()
-                .filter(|m| self.heard_within(now, None, m.node))
-                .copied(),
-        );
+        // (`membership/hearsay.rs`): the live members and those heard lately, both in id
+        // order, walked together. The list is built for every datagram, and costs about as
+        // much as foca's own reading of it: `experiment adoption --quick` (16 nodes) under
+        // callgrind, 2,390 instructions per datagram against foca's 2,346 (2,880 with a
+        // lookup of each live member in the silence detector's map).
+        {
+            let mut lately = self.silence.iter().flat_map(|s| s.heard_lately(now)).peekable();
+            self.heard_now.set(self.live.iter().filter_map(|(node, m)| {
+                while lately.next_if(|n| n < node).is_some() {}
+                lately.next_if_eq(node).map(|_| *m)
+            }));
+        }
         let r = self.foca.handle_data(data, &mut self.outbox);
         self.heard_now.set([]);
         // A verdict read as a suspicion stands if foca still holds it a suspicion time on.

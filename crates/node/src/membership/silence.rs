@@ -111,6 +111,15 @@ impl Silence {
             .is_some_and(|h| now.saturating_since(h.last) < window)
     }
 
+    /// The members heard within the silence threshold before `now`, in id order (what
+    /// [`Silence::heard_within`] says of each, for all of them in one walk).
+    pub(super) fn heard_lately(&self, now: Time) -> impl Iterator<Item = NodeId> + '_ {
+        self.heard
+            .iter()
+            .filter(move |(_, h)| now.saturating_since(h.last) < self.after)
+            .map(|(n, _)| *n)
+    }
+
     /// Forgets member `node` (down, left, or replaced by a new generation).
     pub(super) fn forget(&mut self, node: NodeId) {
         self.heard.remove(&node);
@@ -246,6 +255,23 @@ mod tests {
             found |= !s.silent(t(now)).is_empty();
         }
         assert!(found, "silence after 2701 ms not reported by 3400 ms");
+    }
+
+    #[test]
+    fn heard_lately_lists_in_id_order_whom_heard_within_says_was_heard() {
+        let mut s = Silence::new(Duration::from_millis(400));
+        for (node, ms) in [(5, 100), (1, 450), (3, 600), (9, 700)] {
+            s.heard(Time::from_millis(ms), NodeId(node));
+        }
+        let now = Time::from_millis(860);
+        let lately: Vec<NodeId> = s.heard_lately(now).collect();
+        assert_eq!(lately, [NodeId(3), NodeId(9)]);
+        for node in [1, 3, 5, 9] {
+            assert_eq!(
+                s.heard_within(now, None, NodeId(node)),
+                lately.contains(&NodeId(node))
+            );
+        }
     }
 
     #[test]
