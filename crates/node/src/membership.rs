@@ -752,8 +752,9 @@ impl Membership {
         self.heard_now.set([]);
         // A verdict read as a suspicion stands if foca still holds it a suspicion time on.
         let due = now + self.suspect_to_down_after;
-        for (member, incarnation) in self.heard_now.take_read() {
-            if let Some(s) = &mut self.silence {
+        let read = self.heard_now.take_read();
+        if let Some(s) = &mut self.silence {
+            for (member, incarnation) in read {
                 s.await_again(due, member, incarnation);
             }
         }

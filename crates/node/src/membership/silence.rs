@@ -42,6 +42,13 @@ struct Heard {
     reported: bool,
 }
 
+impl Heard {
+    /// Whether the last datagram arrived less than `window` before `now`.
+    fn within(&self, now: Time, window: Duration) -> bool {
+        now.saturating_since(self.last) < window
+    }
+}
+
 /// Suspicions raised by silence, checked every quarter of the threshold.
 #[derive(Debug)]
 pub(super) struct Silence {
@@ -106,9 +113,7 @@ impl Silence {
     /// threshold if `None`).
     pub(super) fn heard_within(&self, now: Time, window: Option<Duration>, node: NodeId) -> bool {
         let window = window.unwrap_or(self.after);
-        self.heard
-            .get(&node)
-            .is_some_and(|h| now.saturating_since(h.last) < window)
+        self.heard.get(&node).is_some_and(|h| h.within(now, window))
     }
 
     /// The members heard within the silence threshold before `now`, in id order (what
@@ -116,7 +121,7 @@ impl Silence {
     pub(super) fn heard_lately(&self, now: Time) -> impl Iterator<Item = NodeId> + '_ {
         self.heard
             .iter()
-            .filter(move |(_, h)| now.saturating_since(h.last) < self.after)
+            .filter(move |(_, h)| h.within(now, self.after))
             .map(|(n, _)| *n)
     }
 
@@ -172,7 +177,7 @@ impl Silence {
     /// Records a suspicion of `member` at `incarnation`, to confirm at `due`.
     pub(super) fn await_down(&mut self, due: Time, member: Member, incarnation: u16) {
         self.raised += 1;
-        self.pending.insert((due, member.node), (member, incarnation));
+        self.await_again(due, member, incarnation);
     }
 
     /// Puts back a suspicion of `member` at `incarnation` that came due, to confirm at
